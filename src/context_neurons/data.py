@@ -186,7 +186,7 @@ def tokenize_text(
     """One text as ``[BOS, tokens...]``; over-long text raises unless ``truncate``."""
     if not text or not text.strip():
         raise DataError("The text is empty: give at least one non-blank character.")
-    ids = tokenizer.encode(text)
+    ids = tokenizer.encode(text, add_special_tokens=False)
     if len(ids) + 1 > n_ctx:
         if not truncate:
             raise DataError(
@@ -228,7 +228,7 @@ def tokenize_windows(
 
     for doc in documents:
         report.n_documents += 1
-        ids = tokenizer.encode(doc.text)
+        ids = tokenizer.encode(doc.text, add_special_tokens=False)
         label = f"{doc.corpus}:{doc.id}"
         if len(ids) < min_tokens:
             if short == "drop":

@@ -344,7 +344,7 @@ def build_planted_state(tokenizer, seed: int = 0, corpora=None) -> tuple[dict, P
     w_out = 0.03 * rand_dir(D_MLP)
     lookups = []
     for i, plan in enumerate(LOOKUPS):
-        target_ids = tokenizer.encode(plan.target)
+        target_ids = tokenizer.encode(plan.target, add_special_tokens=False)
         assert len(target_ids) == 1, plan.target
         w_in[:, plan.neuron] = 0.75 * o_lookup[i] + 0.2 * rand_dir()
         b_in[plan.neuron] = -2.0

@@ -97,7 +97,7 @@ def single_token_variants(words: list[str], tokenizer) -> dict[str, int]:
     found: dict[str, int] = {}
     for word in words:
         for variant in {f" {word}", f" {word[:1].upper()}{word[1:]}"}:
-            ids = tokenizer.encode(variant)
+            ids = tokenizer.encode(variant, add_special_tokens=False)
             if len(ids) == 1:
                 found[variant] = ids[0]
     return found
@@ -109,7 +109,8 @@ def gb_us_token_lists(pairs, tokenizer) -> tuple[dict[str, int], dict[str, int]]
     american: dict[str, int] = {}
     for gb, us in pairs:
         for case in (str, str.capitalize):
-            gb_ids, us_ids = tokenizer.encode(f" {case(gb)}"), tokenizer.encode(f" {case(us)}")
+            gb_ids = tokenizer.encode(f" {case(gb)}", add_special_tokens=False)
+            us_ids = tokenizer.encode(f" {case(us)}", add_special_tokens=False)
             if len(gb_ids) == 1 and len(us_ids) == 1 and gb_ids != us_ids:
                 british[f" {case(gb)}"] = gb_ids[0]
                 american[f" {case(us)}"] = us_ids[0]
@@ -120,7 +121,7 @@ def stopword_ids(tokenizer) -> list[int]:
     """Token ids of common function words and punctuation (single tokens only)."""
     ids = set(single_token_variants(STOPWORDS, tokenizer).values())
     for token in STOP_TOKENS:
-        encoded = tokenizer.encode(token)
+        encoded = tokenizer.encode(token, add_special_tokens=False)
         if len(encoded) == 1:
             ids.add(encoded[0])
     return sorted(ids)

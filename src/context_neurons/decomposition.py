@@ -1,0 +1,360 @@
+"""Decomposition of layer-0 attention. This module implements METHOD.md section 2 (chapter 1).
+
+The key of a token ``t`` at position ``i`` is ``k = LN1(W_E[t] + W_pos[i]) W_K + b_K``. LayerNorm
+mixes token and position, so we split it exactly into a token part, a position part and a scale:
+with ``e~, p~`` the mean-centred embeddings, ``gamma, beta`` LN1's affine map (ones and zeros when
+TransformerLens folded them into the weights) and ``sigma(t, i) = sqrt(|e~_t + p~_i|^2/d + eps)``,
+
+    k(t, i) = [K_E[t] + K_P[i]] / sigma(t, i) + K_b,
+    K_E[t] = (gamma * e~_t) W_K,  K_P[i] = (gamma * p~_i) W_K,  K_b = beta W_K + b_K.
+
+This makes exact scores for all query/key pairs a few small matrix products (no ``pos x pos x
+d_model`` tensor). Gibson's decomposition then approximates the key of ``t_i`` seen from the
+destination ``n`` by
+
+    k(t_i, i) ~ E[n, t_i] + P[n, i],   E[n, t] = k(t, n)  (content term: the token placed at n),
+    P[n, i] = M[i] - M[n],             M[i] = mean over a token distribution of k(t, i),
+
+which is exact at ``i = n`` and accurate near ``n``, where the local heads put their mass. The
+positional pattern ``pos_n(i) = softmax_{i<=n} q_n . P[n, i] / sqrt(d_head)`` is the attention if
+every token were identical; the content weight is ``c_n(t) = exp(q_n . E[n, t] / sqrt(d_head))``;
+and ``A_{n,i} = pos_n(i) c_n(t_i) / D_n`` with ``D_n = sum_{j<=n} pos_n(j) c_n(t_j)``.
+
+Content weights are returned as logarithms (``log c``): they overflow float32 otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+LAYER = 0
+
+
+class IndexError_(ValueError):
+    """A head, position or token index out of range."""
+
+
+def check_heads(model: HookedTransformer, heads) -> list[int]:
+    """Validate head indices (``None`` means all heads)."""
+    n_heads = model.cfg.n_heads
+    heads = list(range(n_heads)) if heads is None else [int(h) for h in heads]
+    bad = [h for h in heads if not 0 <= h < n_heads]
+    if bad or not heads:
+        raise IndexError_(f"Unknown head(s) {bad or heads}: layer {LAYER} has heads 0..{n_heads - 1}.")
+    return heads
+
+
+def check_position(model: HookedTransformer, n: int) -> int:
+    """Validate a destination position."""
+    if not 0 <= int(n) < model.cfg.n_ctx:
+        raise IndexError_(f"Position {n} out of range: positions are 0..{model.cfg.n_ctx - 1}.")
+    return int(n)
+
+
+def check_tokens(model: HookedTransformer, tokens: Tensor) -> Tensor:
+    """Validate a 1-D tensor of token ids (non-empty, within the vocabulary and context)."""
+    tokens = torch.as_tensor(tokens)
+    if tokens.ndim != 1 or tokens.numel() == 0:
+        raise IndexError_(f"Expected a non-empty 1-D tensor of token ids, got shape {tuple(tokens.shape)}.")
+    if tokens.numel() > model.cfg.n_ctx:
+        raise IndexError_(f"{tokens.numel()} tokens exceed the context of {model.cfg.n_ctx}.")
+    if int(tokens.min()) < 0 or int(tokens.max()) >= model.cfg.d_vocab:
+        raise IndexError_(f"Token ids must be in 0..{model.cfg.d_vocab - 1}.")
+    return tokens.to(model.cfg.device)
+
+
+def token_id(model: HookedTransformer, token: str | int) -> int:
+    """A single token's id, from its id or its string (e.g. ``' the'``)."""
+    if isinstance(token, int):
+        if not 0 <= token < model.cfg.d_vocab:
+            raise IndexError_(f"Token id {token} out of range 0..{model.cfg.d_vocab - 1}.")
+        return token
+    ids = model.tokenizer.encode(token, add_special_tokens=False)
+    if len(ids) != 1:
+        raise IndexError_(f"{token!r} is {len(ids)} tokens, not one: {ids}.")
+    return ids[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# LayerNorm-decoupled parts
+# ----------------------------------------------------------------------------------------------
+
+
+def ln_affine(ln_module, d_model: int) -> tuple[Float[Tensor, "d_model"], Float[Tensor, "d_model"]]:
+    """``(gamma, beta)`` of a TransformerLens LayerNorm; ones and zeros for a folded ``LNPre``."""
+    device = next(iter(ln_module.parameters()), torch.zeros(1)).device
+    gamma = getattr(ln_module, "w", None)
+    beta = getattr(ln_module, "b", None)
+    ones = torch.ones(d_model, device=device)
+    return (ones if gamma is None else gamma.detach()), (ones * 0 if beta is None else beta.detach())
+
+
+def centred(x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+    return x - x.mean(-1, keepdim=True)
+
+
+@dataclass
+class LNParts:
+    """Token and position parts of one of the layer-0 projections (Q, K or V), through LN1."""
+
+    token_part: Float[Tensor, "n_tokens head_index d_head"]
+    position_part: Float[Tensor, "pos head_index d_head"]
+    bias: Float[Tensor, "head_index d_head"]
+
+
+@torch.no_grad()
+def ln1_inverse_scale(
+    model: HookedTransformer, token_ids: Int[Tensor, "n_tokens"], positions: Int[Tensor, "pos"]
+) -> Float[Tensor, "n_tokens pos"]:
+    """``1 / sigma(t, i)``: LN1's exact scale for every (token, position) pair."""
+    e = centred(model.W_E[token_ids])
+    p = centred(model.W_pos[positions])
+    d = model.cfg.d_model
+    sq = (e**2).sum(-1)[:, None] + 2 * e @ p.T + (p**2).sum(-1)[None, :]
+    return torch.rsqrt(sq / d + model.cfg.eps)
+
+
+@torch.no_grad()
+def ln1_parts(
+    model: HookedTransformer,
+    which: str,
+    token_ids: Int[Tensor, "n_tokens"],
+    positions: Int[Tensor, "pos"],
+) -> LNParts:
+    """Split ``LN1(W_E[t] + W_pos[i]) W + b`` into token part, position part and bias (W in Q/K/V)."""
+    attn = model.blocks[LAYER].attn
+    weight = {"Q": attn.W_Q, "K": attn.W_K, "V": attn.W_V}[which]  # [head, d_model, d_head]
+    bias = {"Q": attn.b_Q, "K": attn.b_K, "V": attn.b_V}[which]  # [head, d_head]
+    gamma, beta = ln_affine(model.blocks[LAYER].ln1, model.cfg.d_model)
+    token_part = torch.einsum("td,hde->the", gamma * centred(model.W_E[token_ids]), weight)
+    position_part = torch.einsum("pd,hde->phe", gamma * centred(model.W_pos[positions]), weight)
+    return LNParts(token_part, position_part, torch.einsum("d,hde->he", beta, weight) + bias)
+
+
+@torch.no_grad()
+def project_exact(
+    model: HookedTransformer, which: str, tokens: Int[Tensor, "pos"]
+) -> Float[Tensor, "pos head_index d_head"]:
+    """Exact layer-0 queries, keys or values of a sequence (tokens at positions 0..len-1)."""
+    positions = torch.arange(len(tokens), device=tokens.device)
+    unique, inverse = torch.unique(tokens, return_inverse=True)
+    parts = ln1_parts(model, which, unique, positions)
+    inv = ln1_inverse_scale(model, unique, positions)[inverse, positions]  # [pos]
+    return (parts.token_part[inverse] + parts.position_part) * inv[:, None, None] + parts.bias
+
+
+@torch.no_grad()
+def mean_positional_keys(
+    model: HookedTransformer,
+    reference_tokens: Int[Tensor, "n_ref"],
+    n_positions: int | None = None,
+    which: str = "K",
+) -> Float[Tensor, "pos head_index d_head"]:
+    """``M[i]``: the key (or value) at position ``i`` averaged over the reference token distribution."""
+    n_positions = n_positions or model.cfg.n_ctx
+    positions = torch.arange(n_positions, device=model.cfg.device)
+    reference_tokens = reference_tokens.to(model.cfg.device)
+    unique, counts = torch.unique(reference_tokens, return_counts=True)
+    weights = counts.float() / counts.sum()
+    parts = ln1_parts(model, which, unique, positions)
+    inv = ln1_inverse_scale(model, unique, positions)  # [n_unique, pos]
+    token_avg = torch.einsum("tp,t,the->phe", inv, weights, parts.token_part)
+    pos_avg = parts.position_part * (weights @ inv)[:, None, None]
+    return token_avg + pos_avg + parts.bias
+
+
+def default_reference_tokens(model: HookedTransformer, n: int = 2000, seed: int = 0) -> Tensor:
+    """The token distribution for ``M``: the calibration text's tokens, else seeded random ids."""
+    from context_neurons.data import DataError, calibration_text
+
+    try:
+        text = calibration_text().text
+        ids = model.tokenizer.encode(text, add_special_tokens=False)[:n]
+        return torch.tensor(ids, device=model.cfg.device)
+    except DataError:
+        gen = torch.Generator().manual_seed(seed)
+        return torch.randint(256, model.cfg.d_vocab - 1, (n,), generator=gen).to(model.cfg.device)
+
+
+# ----------------------------------------------------------------------------------------------
+# Scores, patterns and their decomposition
+# ----------------------------------------------------------------------------------------------
+
+
+def causal_mask(n: int, device=None) -> Bool[Tensor, "query_pos key_pos"]:
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def masked_softmax(
+    scores: Float[Tensor, "... query_pos key_pos"], mask: Bool[Tensor, "query_pos key_pos"]
+) -> Float[Tensor, "... query_pos key_pos"]:
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+@dataclass
+class AttentionDecomposition:
+    """Exact and decomposed layer-0 attention scores of one sequence (scores already / sqrt(d))."""
+
+    tokens: Int[Tensor, "pos"]
+    heads: list[int]
+    exact_scores: Float[Tensor, "head_index query_pos key_pos"]
+    positional_scores: Float[Tensor, "head_index query_pos key_pos"]  # q_n . P[n, i]
+    content_scores: Float[Tensor, "head_index query_pos key_pos"]  # log c_n(t_i) = q_n . E[n, t_i]
+
+    @property
+    def mask(self) -> Bool[Tensor, "query_pos key_pos"]:
+        return causal_mask(len(self.tokens), self.tokens.device)
+
+    def exact_pattern(self) -> Float[Tensor, "head_index query_pos key_pos"]:
+        return masked_softmax(self.exact_scores, self.mask)
+
+    def reconstructed_pattern(self) -> Float[Tensor, "head_index query_pos key_pos"]:
+        return masked_softmax(self.positional_scores + self.content_scores, self.mask)
+
+    def positional_pattern(self) -> Float[Tensor, "head_index query_pos key_pos"]:
+        """``pos_n(i)`` with each row's actual destination query."""
+        return masked_softmax(self.positional_scores, self.mask)
+
+    def log_denominator(self) -> Float[Tensor, "head_index query_pos"]:
+        """``log D_n = log sum_{j<=n} pos_n(j) c_n(t_j)``."""
+        log_pos = torch.log_softmax(self.positional_scores.masked_fill(~self.mask, float("-inf")), -1)
+        return torch.logsumexp(log_pos + self.content_scores.masked_fill(~self.mask, float("-inf")), -1)
+
+    def tv_distance(self) -> Float[Tensor, "head_index query_pos"]:
+        return tv_distance(self.exact_pattern(), self.reconstructed_pattern())
+
+
+def tv_distance(
+    p: Float[Tensor, "... key_pos"], q: Float[Tensor, "... key_pos"]
+) -> Float[Tensor, "..."]:
+    """Total variation ``1/2 sum_i |p_i - q_i|``."""
+    return 0.5 * (p - q).abs().sum(-1)
+
+
+def _content_scores(
+    model: HookedTransformer,
+    queries: Float[Tensor, "query_pos head_index d_head"],
+    query_positions: Int[Tensor, "query_pos"],
+    key_tokens: Int[Tensor, "key_pos"],
+    heads: list[int],
+) -> Float[Tensor, "head_index query_pos key_pos"]:
+    """``q_n . E[n, t_i] / sqrt(d)``: each key token placed at its destination's position."""
+    unique, inverse = torch.unique(key_tokens, return_inverse=True)
+    parts = ln1_parts(model, "K", unique, query_positions)
+    inv = ln1_inverse_scale(model, unique, query_positions)[inverse].T  # [query, key]
+    q = queries[:, heads]  # [query, head, d_head]
+    token_term = torch.einsum("qhe,khe->hqk", q, parts.token_part[inverse][:, heads])
+    position_term = torch.einsum("qhe,qhe->hq", q, parts.position_part[:, heads])
+    bias_term = torch.einsum("qhe,he->hq", q, parts.bias[heads])
+    scores = (token_term + position_term[:, :, None]) * inv[None] + bias_term[:, :, None]
+    return scores / model.cfg.d_head**0.5
+
+
+def _positional_scores(
+    model: HookedTransformer,
+    queries: Float[Tensor, "query_pos head_index d_head"],
+    query_positions: Int[Tensor, "query_pos"],
+    n_keys: int,
+    mean_keys: Float[Tensor, "pos head_index d_head"],
+    heads: list[int],
+) -> Float[Tensor, "head_index query_pos key_pos"]:
+    """``q_n . (M[i] - M[n]) / sqrt(d)``."""
+    q = queries[:, heads]
+    m = mean_keys[:, heads]
+    to_keys = torch.einsum("qhe,khe->hqk", q, m[:n_keys])
+    at_dest = torch.einsum("qhe,qhe->hq", q, m[query_positions])
+    return (to_keys - at_dest[:, :, None]) / model.cfg.d_head**0.5
+
+
+@torch.no_grad()
+def decompose_attention(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "pos"],
+    heads=None,
+    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    mean_keys: Float[Tensor, "pos head_index d_head"] | None = None,
+) -> AttentionDecomposition:
+    """Exact, positional and content scores of layer-0 attention on one sequence.
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        tokens: one sequence (BOS first, as ``model.to_tokens`` gives), at most ``n_ctx`` long.
+        heads: layer-0 heads to keep (default all).
+        reference_tokens: token distribution defining ``M`` (default: the calibration text).
+        mean_keys: precomputed ``M`` (from :func:`mean_positional_keys`), to reuse across texts.
+    """
+    tokens = check_tokens(model, tokens)
+    heads = check_heads(model, heads)
+    n = len(tokens)
+    positions = torch.arange(n, device=tokens.device)
+    if mean_keys is None:
+        if reference_tokens is None:
+            reference_tokens = default_reference_tokens(model)
+        mean_keys = mean_positional_keys(model, reference_tokens, n)
+    queries = project_exact(model, "Q", tokens)
+    keys = project_exact(model, "K", tokens)
+    exact = torch.einsum("qhe,khe->hqk", queries[:, heads], keys[:, heads]) / model.cfg.d_head**0.5
+    return AttentionDecomposition(
+        tokens=tokens,
+        heads=heads,
+        exact_scores=exact,
+        positional_scores=_positional_scores(model, queries, positions, n, mean_keys, heads),
+        content_scores=_content_scores(model, queries, positions, tokens, heads),
+    )
+
+
+@torch.no_grad()
+def destination_queries(
+    model: HookedTransformer, dest_token: int, positions: Int[Tensor, "pos"]
+) -> Float[Tensor, "pos head_index d_head"]:
+    """Queries of ``dest_token`` placed at each of ``positions``."""
+    parts = ln1_parts(model, "Q", torch.tensor([dest_token], device=positions.device), positions)
+    inv = ln1_inverse_scale(model, torch.tensor([dest_token], device=positions.device), positions)[0]
+    return (parts.token_part[0][None] + parts.position_part) * inv[:, None, None] + parts.bias
+
+
+@torch.no_grad()
+def positional_pattern(
+    model: HookedTransformer,
+    n: int,
+    dest_token: str | int = " the",
+    heads=None,
+    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    mean_keys: Float[Tensor, "pos head_index d_head"] | None = None,
+) -> Float[Tensor, "head_index key_pos"]:
+    """``pos_n(i)`` for ``i = 0..n`` with ``dest_token`` at position ``n`` (Figure 2)."""
+    n = check_position(model, n)
+    heads = check_heads(model, heads)
+    dest = token_id(model, dest_token)
+    if mean_keys is None:
+        if reference_tokens is None:
+            reference_tokens = default_reference_tokens(model)
+        mean_keys = mean_positional_keys(model, reference_tokens, n + 1)
+    positions = torch.tensor([n], device=model.cfg.device)
+    q = destination_queries(model, dest, positions)
+    scores = _positional_scores(model, q, positions, n + 1, mean_keys, heads)[:, 0]
+    return torch.softmax(scores, dim=-1)
+
+
+@torch.no_grad()
+def content_log_weights(
+    model: HookedTransformer,
+    n: int,
+    dest_token: str | int = " the",
+    token_ids: Int[Tensor, "n_tokens"] | None = None,
+    heads=None,
+) -> Float[Tensor, "head_index n_tokens"]:
+    """``log c_n(t) = q_n . E[n, t] / sqrt(d)`` for ``dest_token`` at ``n`` (all tokens by default)."""
+    n = check_position(model, n)
+    heads = check_heads(model, heads)
+    dest = token_id(model, dest_token)
+    if token_ids is None:
+        token_ids = torch.arange(model.cfg.d_vocab, device=model.cfg.device)
+    positions = torch.tensor([n], device=model.cfg.device)
+    q = destination_queries(model, dest, positions)
+    return _content_scores(model, q, positions, token_ids.to(model.cfg.device), heads)[:, 0]
