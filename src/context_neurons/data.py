@@ -15,6 +15,7 @@ silently: the :class:`WindowReport` counts what was dropped and why.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -151,11 +152,25 @@ def get_document(corpus: str, doc_id: str, root: str | Path | None = None) -> Do
 
 
 def calibration_text(name: str = DEFAULT_CALIBRATION, root: str | Path | None = None) -> Document:
-    """A named calibration text (see :data:`CALIBRATION_TEXTS`)."""
+    """A named calibration text (see :data:`CALIBRATION_TEXTS`).
+
+    Without the offline corpora (in Colab, say) the ``prose`` calibration text falls back to the
+    first document of the seeded OpenWebText stream.
+    """
     if name not in CALIBRATION_TEXTS:
         raise DataError(f"Unknown calibration text {name!r}: choose from {list(CALIBRATION_TEXTS)}.")
     corpus, doc_id, _ = CALIBRATION_TEXTS[name]
+    if corpora_dir(root, required=False) is None and name == DEFAULT_CALIBRATION:
+        return _openwebtext_calibration()
     return get_document(corpus, doc_id, root)
+
+
+@functools.lru_cache(maxsize=1)
+def _openwebtext_calibration() -> Document:
+    for doc in openwebtext_documents(50, seed=0):
+        if len(doc.text) > 8000:
+            return doc
+    raise DataError("No OpenWebText document long enough for calibration.")
 
 
 def openwebtext_documents(n: int, seed: int = 0) -> list[Document]:
@@ -283,10 +298,15 @@ def corpus_windows(
     min_tokens: int = 1023,
     n_ctx: int = 1024,
     root: str | Path | None = None,
-    source: Literal["corpora", "openwebtext"] = "corpora",
+    source: Literal["auto", "corpora", "openwebtext"] = "auto",
     seed: int = 0,
 ) -> tuple[list[Int[Tensor, "pos"]], list[str], WindowReport]:
-    """Evaluation windows: full-length windows from offline corpora, or OpenWebText online."""
+    """Evaluation windows: full-length windows from offline corpora, or OpenWebText online.
+
+    ``source="auto"`` uses the offline corpora when they are found, else OpenWebText.
+    """
+    if source == "auto":
+        source = "corpora" if corpora_dir(root, required=False) is not None else "openwebtext"
     if source == "openwebtext":
         documents: Iterable[Document] = openwebtext_documents(4 * (n or 1000), seed=seed)
     else:

@@ -239,7 +239,7 @@ def hooked_from_hf(
         center_unembed=processing.center_unembed,
         fold_value_biases=processing.fold_value_biases,
     )
-    model.to(cfg.device)
+    model.to(cfg.device, print_details=False)
     model.eval()
     return model
 

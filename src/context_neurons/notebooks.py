@@ -1,0 +1,56 @@
+"""Stored notebook outputs. This module regenerates the executed chapters that nbval checks.
+
+The chapters are jupytext ``py:percent`` files in ``book/``. ``regenerate`` executes each one on
+the planted model (``CONTEXT_NEURONS_MODEL=planted``) and stores the executed notebook in
+``tests/notebooks/``; CI re-executes those notebooks under nbval and fails when outputs differ.
+Run it through the project command: ``python -m context_neurons regenerate-notebooks``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BOOK = REPO / "book"
+STORED = REPO / "tests" / "notebooks"
+TIMEOUT_S = 1800
+
+
+def chapter_files() -> list[Path]:
+    """The chapters, in book order (``book/chNN_*.py``)."""
+    return sorted(BOOK.glob("ch[0-9][0-9]_*.py"))
+
+
+def stored_notebook(chapter: Path) -> Path:
+    return STORED / (chapter.stem + ".ipynb")
+
+
+def read_chapter(chapter: Path):
+    import jupytext
+
+    return jupytext.read(chapter, fmt="py:percent")
+
+
+def regenerate(chapters: list[Path] | None = None) -> int:
+    """Execute chapters on the planted model and store them with their outputs."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    os.environ["CONTEXT_NEURONS_MODEL"] = "planted"
+    STORED.mkdir(parents=True, exist_ok=True)
+    for chapter in chapters or chapter_files():
+        chapter = Path(chapter).resolve()
+        start = time.perf_counter()
+        notebook = read_chapter(chapter)
+        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                           "language": "python"}
+        NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3",
+                       resources={"metadata": {"path": str(STORED)}}).execute()
+        for cell in notebook.cells:  # execution timestamps vary; keep the stored file stable
+            cell.get("metadata", {}).pop("execution", None)
+        nbformat.write(notebook, stored_notebook(chapter))
+        print(f"{chapter.name}: executed in {time.perf_counter() - start:.0f} s -> "
+              f"{stored_notebook(chapter).relative_to(REPO)}")
+    return 0

@@ -1,0 +1,60 @@
+"""Plotting. This module holds the thin matplotlib wrappers behind the book's figures.
+
+Each function takes tensors computed elsewhere, draws one figure and returns it; chapters add a
+caption. Colours follow matplotlib's default cycle; heads keep the same colour in every figure.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg") if matplotlib.get_backend().lower() == "agg" else None
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+plt.rcParams.update({"figure.dpi": 90, "axes.spines.top": False, "axes.spines.right": False,
+                     "axes.grid": True, "grid.alpha": 0.3, "font.size": 10})
+
+
+def head_colour(head: int):
+    return plt.get_cmap("tab20")(head % 20)
+
+
+def plot_tv_over_positions(tv: torch.Tensor, heads: list[int], title: str = "", smooth: int = 1):
+    """Figure 1: TV distance between true and reconstructed patterns across destination positions.
+
+    Args:
+        tv: ``[head, query_pos]`` TV distances.
+        heads: the head index of each row.
+        smooth: width of a moving average (1: none).
+    """
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for row, head in zip(tv.cpu(), heads):
+        values = row
+        if smooth > 1:
+            kernel = torch.ones(smooth) / smooth
+            values = torch.nn.functional.conv1d(row[None, None], kernel[None, None], padding="valid")[0, 0]
+        ax.plot(torch.arange(len(values)) + (smooth - 1) / 2, values, lw=1.0, color=head_colour(head),
+                label=f"head {head}")
+    ax.set_xlabel("destination position n")
+    ax.set_ylabel("TV distance")
+    ax.set_title(title)
+    ax.legend(ncol=6, fontsize=8, loc="upper right")
+    ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    return fig
+
+
+def plot_patterns(patterns: dict[str, torch.Tensor], n: int, head: int, window: int = 60):
+    """Exact, reconstructed and positional patterns of one head at destination ``n`` (last ``window``)."""
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    lo = max(0, n - window + 1)
+    x = torch.arange(lo, n + 1)
+    for (name, pattern), style in zip(patterns.items(), ["-", "--", ":"]):
+        ax.plot(x, pattern[lo : n + 1].cpu(), style, lw=1.4, label=name)
+    ax.set_xlabel("source position i")
+    ax.set_ylabel(f"attention from n={n}")
+    ax.set_title(f"head {head}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
