@@ -222,12 +222,15 @@ def config_from_hf(hf_config: Any, model_name: str) -> HookedTransformerConfig:
 
 def hooked_from_hf(
     hf_model: "GPT2LMHeadModel",
-    tokenizer: "PreTrainedTokenizerBase",
+    tokenizer: "PreTrainedTokenizerBase | None",
     model_name: str,
     processing: WeightProcessing = WeightProcessing(),
     device: str | torch.device | None = "cpu",
 ) -> HookedTransformer:
-    """Convert a Hugging Face GPT-2 model into a HookedTransformer, fully offline."""
+    """Convert a Hugging Face GPT-2 model into a HookedTransformer, fully offline.
+
+    ``tokenizer`` may be None for small test models that are only fed token ids.
+    """
     cfg = config_from_hf(hf_model.config, model_name)
     cfg.device = str(resolve_device(device))
     model = HookedTransformer(cfg, tokenizer=tokenizer, move_to_device=False)

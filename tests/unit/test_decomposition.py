@@ -1,0 +1,111 @@
+"""The decomposition of layer-0 attention against the exact patterns from TransformerLens hooks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import make_small_model
+from context_neurons import decomposition as dec
+
+
+def hook_scores(model, tokens):
+    _, cache = model.run_with_cache(tokens[None], stop_at_layer=1,
+                                    names_filter=lambda n: n.startswith("blocks.0.attn.hook_"))
+    return cache["blocks.0.attn.hook_attn_scores"][0], cache["blocks.0.attn.hook_pattern"][0]
+
+
+@pytest.mark.parametrize("fold_ln", [False, True])
+def test_exact_split_equals_hook_scores_small_model(fold_ln):
+    model, _ = make_small_model(seed=3, fold_ln=fold_ln)
+    tokens = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=torch.Generator().manual_seed(0))
+    scores, pattern = hook_scores(model, tokens)
+    decomposed = dec.decompose_attention(model, tokens, reference_tokens=torch.arange(200))
+    mask = decomposed.mask
+    torch.testing.assert_close(decomposed.exact_scores[:, mask], scores[:, mask], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(decomposed.exact_pattern(), pattern, atol=1e-5, rtol=0)
+
+
+def test_exact_queries_keys_values_equal_hooks(small_model):
+    tokens = torch.arange(40) * 7 % small_model.cfg.d_vocab
+    _, cache = small_model.run_with_cache(tokens[None], stop_at_layer=1)
+    for which, hook in [("Q", "q"), ("K", "k"), ("V", "v")]:
+        torch.testing.assert_close(dec.project_exact(small_model, which, tokens),
+                                   cache[f"blocks.0.attn.hook_{hook}"][0], atol=1e-4, rtol=1e-4)
+
+
+def test_reconstruction_exact_on_diagonal_and_when_ln_scale_is_constant():
+    """With the same LayerNorm scale for every token, the decomposition is exact everywhere."""
+    model, _ = make_small_model(seed=5, fold_ln=True)
+    with torch.no_grad():  # equal-norm, mean-zero embeddings orthogonal to positions: constant scale
+        d = model.cfg.d_model
+        basis, _ = torch.linalg.qr(torch.randn(d, d))
+        basis = basis[:, :-1] - basis[:, :-1].mean(0)  # away from the ones direction
+        basis, _ = torch.linalg.qr(basis)
+        token_space, pos_space = basis[:, : d // 2], basis[:, d // 2 : d - 1]
+        e = torch.nn.functional.normalize(torch.randn(model.cfg.d_vocab, d // 2), dim=-1) @ token_space.T
+        p = torch.nn.functional.normalize(torch.randn(model.cfg.n_ctx, pos_space.shape[1]), dim=-1) @ pos_space.T
+        model.embed.W_E.copy_(3 * e)
+        model.pos_embed.W_pos.copy_(p)
+    tokens = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=torch.Generator().manual_seed(1))
+    decomposed = dec.decompose_attention(model, tokens, reference_tokens=torch.arange(300))
+    _, pattern = hook_scores(model, tokens)
+    tv = dec.tv_distance(pattern, decomposed.reconstructed_pattern())
+    assert tv.max() < 1e-4
+
+
+def test_planted_contextual_heads_reconstructed_within_paper_tolerance(planted):
+    from context_neurons.data import corpus_windows
+
+    model = planted.model
+    windows, _, _ = corpus_windows(model.tokenizer, "nltk_brown_us", n=1, min_tokens=1023)
+    tokens = windows[0]
+    decomposed = dec.decompose_attention(model, tokens, heads=[0, 2, 6, 8, 9, 10])
+    _, pattern = hook_scores(model, tokens)
+    torch.testing.assert_close(decomposed.exact_pattern(), pattern[[0, 2, 6, 8, 9, 10]], atol=1e-4, rtol=0)
+    tv = decomposed.tv_distance()
+    assert tv.median() < 0.05
+    diag = torch.arange(len(tokens))
+    rec = decomposed.positional_scores + decomposed.content_scores
+    assert (rec - decomposed.exact_scores)[:, diag, diag].abs().max() < 1e-2
+
+
+def test_positional_pattern_is_a_distribution_with_planted_widths(planted):
+    pattern = dec.positional_pattern(planted.model, 500, " the")
+    assert pattern.shape == (12, 501)
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(12))
+    n_eff = 1 / (pattern**2).sum(-1)
+    for head, width in planted.truth.kernel_widths.items():
+        expected = min(2 * width, 501)  # an exponential kernel of width w averages ~2w tokens
+        assert expected / 3 < n_eff[head] < expected * 3, (head, n_eff[head], width)
+
+
+def test_content_weights_shape_and_duplicate_heads(planted):
+    model = planted.model
+    the = dec.token_id(model, " the")
+    log_c = dec.content_log_weights(model, 500, " the")
+    assert log_c.shape == (12, model.cfg.d_vocab)
+    for head in planted.truth.head_groups["duplicate"]:  # the destination's own token stands out
+        assert log_c[head, the] > log_c[head].quantile(0.999) + 2
+
+
+def test_tv_distance():
+    p = torch.tensor([0.5, 0.5, 0.0])
+    q = torch.tensor([0.0, 0.5, 0.5])
+    assert dec.tv_distance(p, q).item() == pytest.approx(0.5)
+    assert dec.tv_distance(p, p).item() == 0.0
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda m: dec.positional_pattern(m, 5000), "Position 5000 out of range"),
+        (lambda m: dec.positional_pattern(m, 10, heads=[12]), r"Unknown head\(s\) \[12\]"),
+        (lambda m: dec.decompose_attention(m, torch.tensor([], dtype=torch.long)), "non-empty"),
+        (lambda m: dec.decompose_attention(m, torch.zeros(2000, dtype=torch.long)), "exceed the context"),
+        (lambda m: dec.token_id(m, " the quick"), "not one"),
+    ],
+)
+def test_bad_input_gives_clear_errors(planted, call, message):
+    with pytest.raises(dec.IndexError_, match=message):
+        call(planted.model)
