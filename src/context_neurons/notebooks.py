@@ -19,8 +19,8 @@ TIMEOUT_S = 1800
 
 
 def chapter_files() -> list[Path]:
-    """The chapters, in book order (``book/chNN_*.py``)."""
-    return sorted(BOOK.glob("ch[0-9][0-9]_*.py"))
+    """The executable pages, in book order: chapters ``book/chNN_*.py``, then appendices."""
+    return sorted(BOOK.glob("ch[0-9][0-9]_*.py")) + sorted(BOOK.glob("appendix_*.py"))
 
 
 def stored_notebook(chapter: Path) -> Path:

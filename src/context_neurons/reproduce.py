@@ -149,7 +149,7 @@ def format_table(results: dict[str, Any]) -> str:
     if planted:
         head.append("planted truth")
     body = [[r.key, r.paper or "-", fmt(r.value)] + ([fmt(r.truth) if r.truth is not None else "-"] if planted else []) for r in rows]
-    body.append(["seconds", "-", fmt(results["seconds"])] + (["-"] if planted else []))
+    body.append(["seconds", "-", f"{results['seconds']:.1f}"] + (["-"] if planted else []))
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
