@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import make_small_model
 from context_neurons import decomposition as dec
+from context_neurons.testing import make_small_model
 
 
 def hook_scores(model, tokens):
