@@ -1,0 +1,136 @@
+"""Colab set-up. This module prepares a Google Colab runtime for a chapter, and does nothing elsewhere.
+
+A chapter opened in Colab (the rocket button of the website) is a lone notebook: the
+``context_neurons`` package is not installed there. Each chapter therefore starts with a short
+cell, :data:`FIRST_CELL`, that pip-installs the package from the repository when it runs in Colab
+and cannot import it yet, then calls :func:`colab_setup`, which selects the GPU when the runtime
+has one and returns the device string. Outside Colab (a local Jupyter, CI, the website build) the
+cell installs nothing, prints nothing and returns the device the chapters will use.
+
+Colab is detected by the ``google.colab`` module being imported (it is, in every Colab kernel) or
+by the ``COLAB_RELEASE_TAG`` environment variable that Colab sets.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from typing import Callable, Mapping
+
+REPOSITORY = "https://github.com/context-neurons/context-neurons"
+EXTRAS = "book,online"
+PACKAGE_SPEC = f"context-neurons[{EXTRAS}] @ git+{REPOSITORY}"
+COLAB_MODULE = "google.colab"
+COLAB_ENV = "COLAB_RELEASE_TAG"
+NO_GPU_HINT = (
+    "No GPU in this Colab runtime: the chapter runs on the CPU (slower). For a GPU choose "
+    "Runtime > Change runtime type > T4 GPU, then run the notebook again."
+)
+
+#: The first code cell of every chapter (jupytext ``py:percent``), tagged ``remove-cell`` so the
+#: website does not show it. It cannot import this module before the package is installed, so it
+#: repeats the Colab test and the install command; ``tests/unit/test_colab.py`` runs it with
+#: Colab simulated and checks it agrees with :func:`in_colab` and :func:`pip_install_command`.
+FIRST_CELL = f'''\
+# %% tags=["remove-cell"]
+# Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).
+import importlib.util
+import os
+import sys
+
+if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
+    importlib.util.find_spec("context_neurons") is None
+):
+    import subprocess
+
+    spec = "{PACKAGE_SPEC}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
+    importlib.invalidate_caches()
+from context_neurons.colab import colab_setup
+
+device = colab_setup()
+'''
+
+
+def in_colab(
+    modules: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
+) -> bool:
+    """Whether this kernel runs in Google Colab.
+
+    Args:
+        modules: the loaded modules (default ``sys.modules``).
+        environ: the environment (default ``os.environ``).
+
+    Returns:
+        True when ``google.colab`` is imported or ``COLAB_RELEASE_TAG`` is set.
+    """
+    modules = sys.modules if modules is None else modules
+    environ = os.environ if environ is None else environ
+    return COLAB_MODULE in modules or bool(environ.get(COLAB_ENV))
+
+
+def pip_install_command(spec: str = PACKAGE_SPEC, upgrade: bool = False) -> list[str]:
+    """The command that installs the package into the running interpreter."""
+    command = [sys.executable, "-m", "pip", "install", "-q"]
+    if upgrade:
+        command.append("--upgrade")
+    return command + [spec]
+
+
+def install_package(
+    spec: str = PACKAGE_SPEC, upgrade: bool = False, run: Callable[..., object] | None = None
+) -> list[str]:
+    """Pip-install ``spec`` (by default the package from the repository); returns the command run.
+
+    ``run`` runs the command (default ``subprocess.run``, looked up at call time).
+    """
+    command = pip_install_command(spec, upgrade=upgrade)
+    (run or subprocess.run)(command, check=True)
+    importlib.invalidate_caches()
+    return command
+
+
+def select_device(cuda_available: bool | None = None) -> str:
+    """``"cuda"`` when a CUDA GPU is present, else ``"cpu"`` (the device ``setup_chapter`` uses)."""
+    if cuda_available is None:
+        import torch
+
+        cuda_available = torch.cuda.is_available()
+    return "cuda" if cuda_available else "cpu"
+
+
+def colab_setup(
+    install: bool | None = None,
+    spec: str = PACKAGE_SPEC,
+    cuda_available: bool | None = None,
+    run: Callable[..., object] | None = None,
+) -> str:
+    """Prepare Colab for a chapter and return the device string; outside Colab only the latter.
+
+    In Colab: installs the package from the repository when it is not importable (``install=None``)
+    or when asked (``install=True``, an upgrade to the repository's latest version), points the
+    chapters at GPT-2 Small (``CONTEXT_NEURONS_MODEL=gpt2`` unless set), and prints the device with
+    a hint when the runtime has no GPU. Outside Colab it installs nothing, prints nothing and
+    changes nothing.
+
+    Args:
+        install: install the package (None: only when it cannot be imported).
+        spec: the pip requirement to install.
+        cuda_available: whether a GPU is present (None: ask torch).
+        run: the function that runs the pip command (default ``subprocess.run``).
+
+    Returns:
+        ``"cuda"`` or ``"cpu"``.
+    """
+    if not in_colab():
+        return select_device(cuda_available)
+    if install or (install is None and importlib.util.find_spec("context_neurons") is None):
+        install_package(spec, upgrade=bool(install), run=run)
+    os.environ.setdefault("CONTEXT_NEURONS_MODEL", "gpt2")
+    device = select_device(cuda_available)
+    print(f"Colab: context_neurons ready; device {device}.")
+    if device == "cpu":
+        print(NO_GPU_HINT)
+    return device

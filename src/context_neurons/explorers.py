@@ -1,0 +1,606 @@
+"""Interactive explorers. This module gives readers widgets to explore heads and neurons.
+
+Three explorers, each an ipywidgets panel in a live notebook (Jupyter, Colab) and a static
+matplotlib figure plus a table for one default selection everywhere else:
+
+* :func:`head_explorer`: pick a layer-0 head, a destination position and a destination token, and
+  see the head's positional kernel ``pos_n(i)`` (chapter 1, :func:`decomposition.positional_pattern`).
+* :func:`activation_explorer`: type a text and see a neuron's true pre-activation along it beside
+  the circuit's approximation.
+* :func:`contribution_explorer`: pick a neuron and see the tokens that contribute most to it,
+  positively and negatively.
+
+The last two take callables, so they work with whatever computes activations and contributions
+(:mod:`context_neurons.evaluation`, :mod:`context_neurons.neurons`), and adapters build those
+callables from the package's objects. Everything the panels show is computed by pure functions
+(``*_frame``, ``*_summary``, ``plot_*``) that the tests call without a browser.
+
+Static mode is used when ipywidgets cannot be imported, when no IPython kernel runs the code, or
+when ``CONTEXT_NEURONS_STATIC=1`` (set by the website build, and for stored notebook outputs, so
+pages show figures rather than dead widgets). Every explorer accepts ``interactive=False`` to force
+it. Each returns an :class:`Explorer` holding what it drew, so it can be inspected.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+STATIC_ENV = "CONTEXT_NEURONS_STATIC"
+DEFAULT_TEXT = (
+    "The colour of the harbour changed as the programme began: the neighbours gathered to watch "
+    "the theatre company rehearse, and the organisers apologised for the delay."
+)
+
+
+class ExplorerError(ValueError):
+    """A selection the explorer cannot show (unknown head, neuron or empty text)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Mode
+# ----------------------------------------------------------------------------------------------
+
+
+def widgets_available() -> bool:
+    """Whether ipywidgets can be imported."""
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def in_kernel() -> bool:
+    """Whether an IPython kernel (a notebook front end) runs this code."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def interactive_mode(interactive: bool | None = None) -> bool:
+    """Whether explorers draw widgets (True) or a static figure and table (False).
+
+    Args:
+        interactive: force a mode; None decides: widgets when ipywidgets is importable, an IPython
+            kernel runs the code and ``CONTEXT_NEURONS_STATIC`` is not set to ``1``.
+    """
+    if os.environ.get(STATIC_ENV, "").lower() in ("1", "true", "yes"):
+        return False
+    if not widgets_available():
+        return False
+    if interactive is not None:
+        return bool(interactive)
+    return in_kernel()
+
+
+@dataclass
+class Explorer:
+    """What an explorer drew: its mode, the figure and table of the current selection, widgets."""
+
+    mode: str
+    figure: Any = None
+    table: pd.DataFrame | None = None
+    widget: Any = None
+    update: Callable[..., Any] | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        shown = "widgets" if self.mode == "widgets" else "figure and table"
+        return f"<Explorer: {shown}>"
+
+    def _ipython_display_(self) -> None:
+        """Nothing: an explorer displays itself when it is created (also as a cell's last line)."""
+
+
+def _show(explorer: Explorer) -> Explorer:
+    """Display a static explorer's table (its figure is shown by the notebook's inline backend)."""
+    if explorer.mode == "static" and explorer.table is not None and in_kernel():
+        from IPython.display import display
+
+        display(explorer.table)
+    return explorer
+
+
+# ----------------------------------------------------------------------------------------------
+# (a) Heads: positional kernels
+# ----------------------------------------------------------------------------------------------
+
+
+def kernel_frame(pattern: Sequence[float], n: int, window: int = 60) -> pd.DataFrame:
+    """The last ``window`` weights of a positional pattern ``pos_n(i)``, ``i <= n``.
+
+    Args:
+        pattern: ``pos_n(i)`` for ``i = 0..n`` (length ``n + 1``).
+        n: the destination position.
+        window: how many source positions before and at ``n`` to keep.
+
+    Returns:
+        Columns ``source position``, ``distance`` (``n - i``), ``weight``, ``cumulative weight``
+        (summed from ``n`` backwards), in increasing source position.
+    """
+    weights = np.asarray(pattern, dtype=float).ravel()
+    if weights.size != n + 1:
+        raise ExplorerError(f"A pattern at destination {n} has {n + 1} weights, got {weights.size}.")
+    start = max(0, n - window + 1)
+    positions = np.arange(start, n + 1)
+    kept = weights[start:]
+    cumulative = np.cumsum(kept[::-1])[::-1]
+    return pd.DataFrame(
+        {"source position": positions, "distance": n - positions, "weight": kept,
+         "cumulative weight": cumulative}
+    )
+
+
+def kernel_summary(pattern: Sequence[float]) -> dict[str, float]:
+    """Shape of a positional pattern: effective width, mean distance, mass on the last 50 tokens.
+
+    ``effective width`` is ``1 / sum_i pos_n(i)^2`` (the number of equally weighted positions with
+    the same concentration); ``mean distance`` is ``sum_i pos_n(i) (n - i)``; ``self weight`` is
+    ``pos_n(n)``.
+    """
+    weights = np.asarray(pattern, dtype=float).ravel()
+    total = weights.sum()
+    if not np.isfinite(total) or total <= 0:
+        raise ExplorerError("A positional pattern must have positive, finite weights.")
+    weights = weights / total
+    distance = np.arange(weights.size)[::-1]
+    return {
+        "effective width": float(1.0 / np.square(weights).sum()),
+        "mean distance": float((weights * distance).sum()),
+        "mass on last 50": float(weights[-50:].sum()),
+        "self weight": float(weights[-1]),
+    }
+
+
+def plot_kernel(frame: pd.DataFrame, head: int, n: int, dest_token: str, ax=None):
+    """Bar chart of a positional kernel (from :func:`kernel_frame`); returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        figure, ax = plt.subplots(figsize=(7, 2.6))
+    else:
+        figure = ax.figure
+    ax.bar(frame["source position"], frame["weight"], width=0.9, color="C0")
+    ax.set_xlabel("source position i")
+    ax.set_ylabel(f"pos_{n}(i)")
+    ax.set_title(f"layer-0 head {head}: positional kernel, {dest_token!r} at n = {n}")
+    ax.grid(alpha=0.3)
+    figure.tight_layout()
+    return figure
+
+
+class HeadKernels:
+    """Positional patterns of a model's layer-0 heads, with the mean keys computed once.
+
+    Args:
+        model: the HookedTransformer.
+        reference_tokens: the token distribution of the mean keys ``M[i]`` (default: the
+            calibration text, as in chapter 1).
+    """
+
+    def __init__(self, model, reference_tokens=None):
+        from context_neurons import decomposition as dec
+
+        self.model = model
+        self.n_heads = model.cfg.n_heads
+        self.n_ctx = model.cfg.n_ctx
+        if reference_tokens is None:
+            reference_tokens = dec.default_reference_tokens(model)
+        self.mean_keys = dec.mean_positional_keys(model, reference_tokens, self.n_ctx)
+
+    def __call__(self, head: int, n: int, dest_token: str | int = " the") -> np.ndarray:
+        """``pos_n(i)`` for ``i = 0..n`` of one head."""
+        from context_neurons import decomposition as dec
+
+        if not 0 <= int(head) < self.n_heads:
+            raise ExplorerError(f"Unknown head {head}: layer 0 has heads 0..{self.n_heads - 1}.")
+        if not 0 <= int(n) < self.n_ctx:
+            raise ExplorerError(f"Position {n} out of range 0..{self.n_ctx - 1}.")
+        pattern = dec.positional_pattern(
+            self.model, int(n), dest_token=dest_token, heads=[int(head)], mean_keys=self.mean_keys
+        )
+        return pattern[0].detach().cpu().numpy()
+
+
+def head_view(kernels: Callable[[int, int, Any], np.ndarray], head: int, n: int,
+              dest_token: str | int = " the", window: int = 60):
+    """Figure and table (kernel shape and the last positions) of one head; the explorers' core."""
+    pattern = kernels(head, n, dest_token)
+    frame = kernel_frame(pattern, n, window=min(window, n + 1))
+    summary = pd.DataFrame([kernel_summary(pattern)], index=pd.Index([head], name="head"))
+    figure = plot_kernel(frame, head, n, str(dest_token))
+    return figure, summary.round(3)
+
+
+def head_explorer(
+    model=None,
+    kernels: Callable[[int, int, Any], np.ndarray] | None = None,
+    head: int = 0,
+    n: int = 500,
+    dest_token: str = " the",
+    window: int = 60,
+    interactive: bool | None = None,
+) -> Explorer:
+    """Pick a head, a destination position and a destination token; see the positional kernel.
+
+    Args:
+        model: the HookedTransformer (needed unless ``kernels`` is given).
+        kernels: ``kernels(head, n, dest_token) -> pos_n(i) for i = 0..n``; default
+            :class:`HeadKernels` of ``model``.
+        head, n, dest_token: the selection shown first (and the static one).
+        window: source positions shown, ending at ``n``.
+        interactive: force widgets (True) or the static figure (False); None decides
+            (:func:`interactive_mode`).
+    """
+    if kernels is None:
+        if model is None:
+            raise ExplorerError("head_explorer needs a model or a kernels function.")
+        kernels = HeadKernels(model)
+    cfg = getattr(model, "cfg", None)
+    n_heads = getattr(kernels, "n_heads", None) or getattr(cfg, "n_heads", None)
+    n_ctx = getattr(kernels, "n_ctx", None) or getattr(cfg, "n_ctx", None)
+    if n_heads is None or n_ctx is None:
+        raise ExplorerError("head_explorer needs a model, or kernels with n_heads and n_ctx.")
+    if not interactive_mode(interactive):
+        figure, table = head_view(kernels, head, n, dest_token, window)
+        return _show(Explorer(mode="static", figure=figure, table=table))
+
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    head_w = widgets.Dropdown(options=list(range(n_heads)), value=head, description="head")
+    n_w = widgets.IntSlider(value=n, min=1, max=n_ctx - 1, description="position n",
+                            continuous_update=False)
+    token_w = widgets.Text(value=dest_token, description="dest. token", continuous_update=False)
+    out = widgets.Output()
+    explorer = Explorer(mode="widgets")
+
+    def update(*_):
+        out.clear_output(wait=True)
+        with out:
+            try:
+                figure, table = head_view(kernels, head_w.value, n_w.value, token_w.value, window)
+            except (ExplorerError, ValueError) as error:
+                print(error)
+                return
+            explorer.figure, explorer.table = figure, table
+            display(table)
+            display(figure)
+            plt.close(figure)  # shown in the output area, not again by the inline backend
+
+    for control in (head_w, n_w, token_w):
+        control.observe(update, names="value")
+    explorer.widget = widgets.VBox([widgets.HBox([head_w, n_w, token_w]), out])
+    explorer.update = update
+    update()
+    if in_kernel():
+        display(explorer.widget)
+    return explorer
+
+
+# ----------------------------------------------------------------------------------------------
+# (b) A neuron along a text: true and approximate activations
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ActivationTrace:
+    """One neuron along one text: the tokens and the true and approximate pre-activations."""
+
+    tokens: list[str]
+    true: np.ndarray
+    approx: np.ndarray
+
+
+def as_trace(result: Any) -> ActivationTrace:
+    """Accept an :class:`ActivationTrace` or a ``(tokens, true, approx)`` tuple."""
+    if isinstance(result, ActivationTrace):
+        trace = result
+    else:
+        tokens, true, approx = result
+        trace = ActivationTrace(list(tokens), np.asarray(true, float).ravel(),
+                                np.asarray(approx, float).ravel())
+    if not (len(trace.tokens) == trace.true.size == trace.approx.size) or not trace.tokens:
+        raise ExplorerError(
+            f"Expected as many tokens as activations, got {len(trace.tokens)} tokens, "
+            f"{trace.true.size} true and {trace.approx.size} approximate values."
+        )
+    return trace
+
+
+def activation_frame(trace: ActivationTrace) -> pd.DataFrame:
+    """Per-token table: ``position``, ``token``, ``true``, ``approximate``, ``error``."""
+    trace = as_trace(trace)
+    return pd.DataFrame(
+        {"position": np.arange(len(trace.tokens)), "token": trace.tokens, "true": trace.true,
+         "approximate": trace.approx, "error": trace.approx - trace.true}
+    ).set_index("position")
+
+
+def activation_summary(trace: ActivationTrace) -> dict[str, float]:
+    """Agreement of the approximation: Pearson correlation and fraction of variance unexplained.
+
+    ``FVU = sum (true - approx)^2 / sum (true - mean true)^2`` (NaN when the true values are
+    constant); the correlation is NaN when either series is constant.
+    """
+    trace = as_trace(trace)
+    true, approx = trace.true, trace.approx
+    centred = true - true.mean()
+    denom = float(np.square(centred).sum())
+    fvu = float(np.square(true - approx).sum() / denom) if denom > 0 else math.nan
+    if true.size > 1 and true.std() > 0 and approx.std() > 0:
+        pearson = float(np.corrcoef(true, approx)[0, 1])
+    else:
+        pearson = math.nan
+    return {"pearson": pearson, "fvu": fvu, "max |error|": float(np.abs(approx - true).max())}
+
+
+def plot_activations(trace: ActivationTrace, neuron: int, max_labels: int = 60):
+    """True and approximate pre-activation along the text; returns the figure."""
+    import matplotlib.pyplot as plt
+
+    trace = as_trace(trace)
+    figure, ax = plt.subplots(figsize=(8, 2.8))
+    x = np.arange(len(trace.tokens))
+    ax.plot(x, trace.true, label="true", color="C0")
+    ax.plot(x, trace.approx, label="approximate", color="C1", linestyle="--")
+    ax.axhline(0, color="grey", linewidth=0.5)
+    if len(trace.tokens) <= max_labels:
+        ax.set_xticks(x, [repr(t)[1:-1] for t in trace.tokens], rotation=90, fontsize=7)
+    else:
+        ax.set_xlabel("position")
+    ax.set_ylabel("pre-activation")
+    ax.set_title(f"layer-0 neuron {neuron}")
+    ax.legend(loc="upper left", fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def activation_view(activations_fn: Callable[[str, int], Any], text: str, neuron: int):
+    """Figure and summary table of one neuron along one text."""
+    if not text.strip():
+        raise ExplorerError("Type a text first.")
+    trace = as_trace(activations_fn(text, neuron))
+    summary = pd.DataFrame([activation_summary(trace)], index=pd.Index([neuron], name="neuron"))
+    return plot_activations(trace, neuron), summary.round(3)
+
+
+def model_activations_fn(
+    model,
+    true_fn: Callable[[Any, list[int]], Any],
+    approx_fn: Callable[[Any, list[int]], Any],
+    max_tokens: int | None = None,
+) -> Callable[[str, int], ActivationTrace]:
+    """Build ``activations_fn(text, neuron)`` for :func:`activation_explorer` from model functions.
+
+    Args:
+        model: the HookedTransformer (its tokenizer; ``to_tokens`` prepends BOS).
+        true_fn: ``true_fn(tokens [1, pos], neurons) -> [1, pos, n_neurons]``, e.g.
+            ``lambda t, js: evaluation.true_pre_activations(model, t, js)``.
+        approx_fn: the same for the approximation, e.g.
+            ``lambda t, js: evaluation.approximator(circuit, model, js)(t)``.
+        max_tokens: cut texts to this many tokens (default the model's context).
+    """
+    limit = max_tokens or model.cfg.n_ctx
+
+    def activations_fn(text: str, neuron: int) -> ActivationTrace:
+        tokens = model.to_tokens(text)[:, :limit]
+        strings = [model.tokenizer.decode([int(t)]) for t in tokens[0]]
+        true = true_fn(tokens, [neuron])[0, :, 0]
+        approx = approx_fn(tokens, [neuron])[0, :, 0]
+        return ActivationTrace(strings, _numpy(true), _numpy(approx))
+
+    return activations_fn
+
+
+def activation_explorer(
+    activations_fn: Callable[[str, int], Any],
+    neurons: Sequence[int],
+    text: str = DEFAULT_TEXT,
+    neuron: int | None = None,
+    interactive: bool | None = None,
+) -> Explorer:
+    """Type a text and see a neuron's true and approximate pre-activation along it.
+
+    Args:
+        activations_fn: ``activations_fn(text, neuron)`` returning an :class:`ActivationTrace` or
+            ``(token strings, true values, approximate values)``; see :func:`model_activations_fn`.
+        neurons: the neurons offered (the first is shown unless ``neuron`` is given).
+        text: the text shown first (and the static one).
+        interactive: force widgets or the static figure; None decides (:func:`interactive_mode`).
+    """
+    neurons = [int(j) for j in neurons]
+    if not neurons:
+        raise ExplorerError("activation_explorer needs at least one neuron.")
+    neuron = neurons[0] if neuron is None else int(neuron)
+    if not interactive_mode(interactive):
+        figure, table = activation_view(activations_fn, text, neuron)
+        return _show(Explorer(mode="static", figure=figure, table=table))
+
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    neuron_w = widgets.Dropdown(options=neurons, value=neuron, description="neuron")
+    text_w = widgets.Textarea(value=text, description="text", continuous_update=False,
+                              layout=widgets.Layout(width="90%", height="5em"))
+    out = widgets.Output()
+    explorer = Explorer(mode="widgets")
+
+    def update(*_):
+        out.clear_output(wait=True)
+        with out:
+            try:
+                figure, table = activation_view(activations_fn, text_w.value, neuron_w.value)
+            except (ExplorerError, ValueError) as error:
+                print(error)
+                return
+            explorer.figure, explorer.table = figure, table
+            display(table)
+            display(figure)
+            plt.close(figure)  # shown in the output area, not again by the inline backend
+
+    for control in (neuron_w, text_w):
+        control.observe(update, names="value")
+    explorer.widget = widgets.VBox([neuron_w, text_w, out])
+    explorer.update = update
+    update()
+    if in_kernel():
+        display(explorer.widget)
+    return explorer
+
+
+# ----------------------------------------------------------------------------------------------
+# (c) A neuron's token contributions
+# ----------------------------------------------------------------------------------------------
+
+
+def as_contributions(result: Any) -> pd.Series:
+    """Accept a Series (token strings -> contribution) or a ``(tokens, values)`` pair."""
+    if isinstance(result, pd.Series):
+        series = result.astype(float)
+    else:
+        tokens, values = result
+        series = pd.Series(_numpy(values).astype(float).ravel(), index=list(tokens))
+    if series.empty:
+        raise ExplorerError("No token contributions to show.")
+    return series
+
+
+def contribution_frame(contributions: Any, k: int = 15) -> pd.DataFrame:
+    """The ``k`` most positive and ``k`` most negative token contributions, side by side.
+
+    Returns:
+        Indexed by ``rank`` (1..k), columns ``top token``, ``top contribution``, ``bottom token``,
+        ``bottom contribution``.
+    """
+    series = as_contributions(contributions)
+    k = min(int(k), len(series))
+    if k < 1:
+        raise ExplorerError("k must be at least 1.")
+    order = np.argsort(-series.to_numpy(), kind="stable")
+    top, bottom = order[:k], order[::-1][:k]
+    return pd.DataFrame(
+        {
+            "top token": [repr(series.index[i]) for i in top],
+            "top contribution": series.to_numpy()[top],
+            "bottom token": [repr(series.index[i]) for i in bottom],
+            "bottom contribution": series.to_numpy()[bottom],
+        },
+        index=pd.Index(range(1, k + 1), name="rank"),
+    )
+
+
+def plot_contributions(frame: pd.DataFrame, neuron: int):
+    """Horizontal bars of the top and bottom contributions (from :func:`contribution_frame`)."""
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(8, 0.25 * len(frame) + 1.2))
+    for ax, side, colour in ((left, "bottom", "C3"), (right, "top", "C2")):
+        ax.barh(range(len(frame)), frame[f"{side} contribution"], color=colour)
+        ax.set_yticks(range(len(frame)), frame[f"{side} token"], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(f"{side} tokens", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    right.yaxis.tick_right()
+    figure.suptitle(f"layer-0 neuron {neuron}: contribution e(t) . w", fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
+def contribution_view(contributions_fn: Callable[[int], Any], neuron: int, k: int = 15):
+    """Figure and table of one neuron's top and bottom token contributions."""
+    frame = contribution_frame(contributions_fn(neuron), k=k)
+    return plot_contributions(frame, neuron), frame.round(3)
+
+
+def model_contributions_fn(model, contributions: Callable[[list[int]], Any],
+                           token_ids=None) -> Callable[[int], pd.Series]:
+    """Build ``contributions_fn(neuron)`` for :func:`contribution_explorer`.
+
+    Args:
+        model: the HookedTransformer (its tokenizer names the tokens).
+        contributions: ``contributions(neurons) -> [n_neurons, n_tokens]`` over ``token_ids``, e.g.
+            ``lambda js: neurons.contributions(circuit, model, js, ids)``.
+        token_ids: the token ids the columns stand for (default every token).
+    """
+    ids = np.arange(model.cfg.d_vocab) if token_ids is None else _numpy(token_ids).astype(int)
+    names = [model.tokenizer.decode([int(t)]) for t in ids]
+
+    def contributions_fn(neuron: int) -> pd.Series:
+        values = _numpy(contributions([int(neuron)]))[0]
+        return pd.Series(values, index=names)
+
+    return contributions_fn
+
+
+def contribution_explorer(
+    contributions_fn: Callable[[int], Any],
+    neurons: Sequence[int],
+    neuron: int | None = None,
+    k: int = 15,
+    interactive: bool | None = None,
+) -> Explorer:
+    """Pick a neuron and see the tokens whose extended embeddings push it up or down.
+
+    Args:
+        contributions_fn: ``contributions_fn(neuron)`` returning a Series (token string ->
+            contribution) or ``(token strings, values)``; see :func:`model_contributions_fn`.
+        neurons: the neurons offered (the first is shown unless ``neuron`` is given).
+        k: tokens shown on each side.
+        interactive: force widgets or the static figure; None decides (:func:`interactive_mode`).
+    """
+    neurons = [int(j) for j in neurons]
+    if not neurons:
+        raise ExplorerError("contribution_explorer needs at least one neuron.")
+    neuron = neurons[0] if neuron is None else int(neuron)
+    if not interactive_mode(interactive):
+        figure, table = contribution_view(contributions_fn, neuron, k)
+        return _show(Explorer(mode="static", figure=figure, table=table))
+
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    neuron_w = widgets.Dropdown(options=neurons, value=neuron, description="neuron")
+    k_w = widgets.IntSlider(value=k, min=3, max=50, description="tokens", continuous_update=False)
+    out = widgets.Output()
+    explorer = Explorer(mode="widgets")
+
+    def update(*_):
+        out.clear_output(wait=True)
+        with out:
+            try:
+                figure, table = contribution_view(contributions_fn, neuron_w.value, k_w.value)
+            except (ExplorerError, ValueError) as error:
+                print(error)
+                return
+            explorer.figure, explorer.table = figure, table
+            display(table)
+            display(figure)
+            plt.close(figure)  # shown in the output area, not again by the inline backend
+
+    for control in (neuron_w, k_w):
+        control.observe(update, names="value")
+    explorer.widget = widgets.VBox([widgets.HBox([neuron_w, k_w]), out])
+    explorer.update = update
+    update()
+    if in_kernel():
+        display(explorer.widget)
+    return explorer
+
+
+def _numpy(values) -> np.ndarray:
+    """A tensor, array or list as a NumPy array on the CPU."""
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values)

@@ -1,0 +1,152 @@
+"""Colab set-up, with Colab simulated: ``google.colab`` in ``sys.modules`` or ``COLAB_RELEASE_TAG``
+set, and ``subprocess.run`` replaced so nothing is installed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import jupytext
+import pytest
+
+from context_neurons import colab
+
+
+@pytest.fixture
+def no_colab(monkeypatch):
+    monkeypatch.delitem(sys.modules, colab.COLAB_MODULE, raising=False)
+    monkeypatch.delenv(colab.COLAB_ENV, raising=False)
+    monkeypatch.delenv("CONTEXT_NEURONS_MODEL", raising=False)
+
+
+@pytest.fixture
+def pip_calls(monkeypatch):
+    """Record pip commands instead of running them (also for the first cell's own subprocess)."""
+    calls = []
+
+    def fake_run(command, check=False, **kwargs):
+        calls.append(list(command))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    return calls
+
+
+def simulate_colab(monkeypatch, how: str) -> None:
+    if how == "module":
+        monkeypatch.setitem(sys.modules, colab.COLAB_MODULE, types.ModuleType(colab.COLAB_MODULE))
+    else:
+        monkeypatch.setenv(colab.COLAB_ENV, "release-colab_20260101-060000_RC00")
+
+
+def test_in_colab_detection(no_colab, monkeypatch):
+    assert not colab.in_colab()
+    assert colab.in_colab(modules={"google.colab": object()}, environ={})
+    assert colab.in_colab(modules={}, environ={"COLAB_RELEASE_TAG": "x"})
+    assert not colab.in_colab(modules={}, environ={"COLAB_RELEASE_TAG": ""})
+    simulate_colab(monkeypatch, "env")
+    assert colab.in_colab()
+
+
+def test_pip_command_installs_the_repository_into_this_interpreter():
+    command = colab.pip_install_command()
+    assert command[:4] == [sys.executable, "-m", "pip", "install"]
+    assert command[-1] == "context-neurons[book,online] @ git+" + colab.REPOSITORY
+    assert "--upgrade" in colab.pip_install_command(upgrade=True)
+
+
+def test_outside_colab_nothing_happens(no_colab, pip_calls, capsys):
+    assert colab.colab_setup(cuda_available=False) == "cpu"
+    assert colab.colab_setup(cuda_available=True) == "cuda"
+    assert colab.colab_setup(install=True, cuda_available=False) == "cpu"  # not even when asked
+    assert pip_calls == []
+    assert capsys.readouterr().out == ""
+    assert "CONTEXT_NEURONS_MODEL" not in __import__("os").environ
+
+
+@pytest.mark.parametrize("how", ["module", "env"])
+def test_in_colab_gpu_selected_and_package_present(no_colab, pip_calls, monkeypatch, capsys, how):
+    simulate_colab(monkeypatch, how)
+    assert colab.colab_setup(cuda_available=True) == "cuda"
+    assert pip_calls == []  # context_neurons is importable: nothing to install
+    out = capsys.readouterr().out
+    assert "device cuda" in out and "No GPU" not in out
+    assert __import__("os").environ["CONTEXT_NEURONS_MODEL"] == "gpt2"
+
+
+def test_in_colab_without_gpu_hints_at_the_runtime(no_colab, pip_calls, monkeypatch, capsys):
+    simulate_colab(monkeypatch, "module")
+    assert colab.colab_setup(cuda_available=False) == "cpu"
+    assert "Change runtime type" in capsys.readouterr().out
+
+
+def test_in_colab_installs_when_missing_or_asked(no_colab, pip_calls, monkeypatch):
+    simulate_colab(monkeypatch, "env")
+    monkeypatch.setattr(colab.importlib.util, "find_spec", lambda name: None)
+    colab.colab_setup(cuda_available=False)
+    assert pip_calls == [colab.pip_install_command()]
+    monkeypatch.undo()
+    simulate_colab(monkeypatch, "env")
+    calls = []
+    colab.colab_setup(install=True, cuda_available=False, run=lambda cmd, check: calls.append(cmd))
+    assert calls == [colab.pip_install_command(upgrade=True)]
+
+
+def test_model_choice_is_respected(no_colab, pip_calls, monkeypatch):
+    simulate_colab(monkeypatch, "module")
+    monkeypatch.setenv("CONTEXT_NEURONS_MODEL", "planted")
+    colab.colab_setup(cuda_available=False)
+    assert __import__("os").environ["CONTEXT_NEURONS_MODEL"] == "planted"
+
+
+# --------------------------------------------------------------------------- the first cell
+
+
+def first_cell_source() -> str:
+    notebook = jupytext.reads(colab.FIRST_CELL, fmt="py:percent")
+    (cell,) = notebook.cells
+    assert cell.cell_type == "code"
+    assert cell.metadata.get("tags") == ["remove-cell"]
+    return cell.source
+
+
+def run_first_cell(monkeypatch, installed: bool, pip_calls: list) -> dict:
+    """Execute the first cell; the package counts as installed once pip has been called."""
+    real_find_spec = colab.importlib.util.find_spec
+
+    def find_spec(name, *args):
+        if name == "context_neurons" and not (installed or pip_calls):
+            return None
+        return real_find_spec(name, *args)
+
+    monkeypatch.setattr("importlib.util.find_spec", find_spec)
+    namespace: dict = {}
+    exec(compile(first_cell_source(), "first-cell", "exec"), namespace)  # noqa: S102 - our snippet
+    return namespace
+
+
+def test_first_cell_outside_colab_installs_nothing(no_colab, pip_calls, monkeypatch, capsys):
+    namespace = run_first_cell(monkeypatch, installed=False, pip_calls=pip_calls)
+    assert pip_calls == []
+    assert namespace["device"] in ("cpu", "cuda")
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("how", ["module", "env"])
+def test_first_cell_in_colab_installs_from_the_repository(no_colab, pip_calls, monkeypatch, how):
+    simulate_colab(monkeypatch, how)
+    namespace = run_first_cell(monkeypatch, installed=False, pip_calls=pip_calls)
+    assert pip_calls == [colab.pip_install_command()]
+    assert namespace["device"] in ("cpu", "cuda")
+
+
+def test_first_cell_in_colab_does_not_reinstall(no_colab, pip_calls, monkeypatch):
+    simulate_colab(monkeypatch, "module")
+    run_first_cell(monkeypatch, installed=True, pip_calls=pip_calls)
+    assert pip_calls == []
+
+
+def test_first_cell_is_formatted_for_chapters():
+    assert max(len(line) for line in colab.FIRST_CELL.splitlines()) <= 100  # black, 100 columns
+    assert colab.PACKAGE_SPEC in colab.FIRST_CELL

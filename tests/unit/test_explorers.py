@@ -1,0 +1,238 @@
+"""Explorers: the pure functions behind the panels, the static fallback and the widgets' updates,
+without a browser (ipywidgets objects are built and driven from Python)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from context_neurons import decomposition as dec  # noqa: E402
+from context_neurons import explorers as ex  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures(monkeypatch):
+    monkeypatch.delenv(ex.STATIC_ENV, raising=False)
+    yield
+    plt.close("all")
+
+
+# ------------------------------------------------------------------------------------- mode
+
+
+def test_mode_static_without_kernel_or_when_asked(monkeypatch):
+    assert ex.interactive_mode() is False  # pytest is not an IPython kernel
+    assert ex.interactive_mode(interactive=True) is True
+    assert ex.interactive_mode(interactive=False) is False
+    monkeypatch.setenv(ex.STATIC_ENV, "1")
+    assert ex.interactive_mode(interactive=True) is False  # the website build wins
+
+
+def test_mode_static_without_ipywidgets(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets -> ImportError
+    assert ex.widgets_available() is False
+    assert ex.interactive_mode(interactive=True) is False
+
+
+# ------------------------------------------------------------------------------ head kernels
+
+
+def test_kernel_frame_keeps_the_last_positions():
+    pattern = np.arange(11, dtype=float)
+    pattern /= pattern.sum()
+    frame = ex.kernel_frame(pattern, n=10, window=4)
+    assert list(frame["source position"]) == [7, 8, 9, 10]
+    assert list(frame["distance"]) == [3, 2, 1, 0]
+    assert frame["cumulative weight"].iloc[-1] == pytest.approx(pattern[10])
+    assert frame["cumulative weight"].iloc[0] == pytest.approx(pattern[7:].sum())
+    with pytest.raises(ex.ExplorerError, match="11 weights"):
+        ex.kernel_frame(pattern[:5], n=10)
+
+
+def test_kernel_summary_of_known_shapes():
+    uniform = ex.kernel_summary(np.ones(100))
+    assert uniform["effective width"] == pytest.approx(100)
+    assert uniform["mean distance"] == pytest.approx(49.5)
+    assert uniform["mass on last 50"] == pytest.approx(0.5)
+    delta = ex.kernel_summary(np.eye(1, 20, 19).ravel())
+    assert delta["effective width"] == pytest.approx(1)
+    assert delta["self weight"] == pytest.approx(1)
+    with pytest.raises(ex.ExplorerError):
+        ex.kernel_summary(np.zeros(5))
+
+
+@pytest.fixture(scope="module")
+def kernels(small_model):
+    generator = torch.Generator().manual_seed(0)
+    reference = torch.randint(0, small_model.cfg.d_vocab, (200,), generator=generator)
+    return ex.HeadKernels(small_model, reference_tokens=reference), reference
+
+
+def test_head_kernels_match_positional_pattern(small_model, kernels):
+    head_kernels, reference = kernels
+    expected = dec.positional_pattern(small_model, 40, dest_token=7, heads=[2],
+                                      reference_tokens=reference)[0].numpy()
+    got = head_kernels(2, 40, 7)
+    assert got.shape == (41,)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+    assert got.sum() == pytest.approx(1, abs=1e-5)
+    with pytest.raises(ex.ExplorerError, match="Unknown head"):
+        head_kernels(99, 40, 7)
+    with pytest.raises(ex.ExplorerError, match="out of range"):
+        head_kernels(0, 10_000, 7)
+
+
+def test_head_explorer_static(small_model, kernels):
+    explorer = ex.head_explorer(small_model, kernels=kernels[0], head=1, n=30, dest_token=5,
+                                interactive=False)
+    assert explorer.mode == "static" and explorer.widget is None
+    assert list(explorer.table.index) == [1]
+    assert {"effective width", "mean distance"} <= set(explorer.table.columns)
+    axes = explorer.figure.axes[0]
+    assert len(axes.patches) == 31  # positions 0..30: the whole pattern fits in the window
+    assert "head 1" in axes.get_title()
+    assert repr(explorer) == "<Explorer: figure and table>"
+
+
+def test_head_explorer_static_when_building_the_website(small_model, kernels, monkeypatch):
+    monkeypatch.setenv(ex.STATIC_ENV, "1")
+    explorer = ex.head_explorer(small_model, kernels=kernels[0], n=20, dest_token=5,
+                                interactive=True)
+    assert explorer.mode == "static" and explorer.figure is not None
+
+
+def test_head_explorer_widgets_update(small_model, kernels):
+    explorer = ex.head_explorer(small_model, kernels=lambda h, n, t: kernels[0](h, n, int(t)),
+                                head=0, n=30, dest_token="5", interactive=True)
+    assert explorer.mode == "widgets"
+    controls = explorer.widget.children[0].children
+    head_w, n_w, token_w = controls
+    assert list(explorer.table.index) == [0]
+    head_w.value = 3  # as a reader would: the observer redraws
+    assert list(explorer.table.index) == [3]
+    n_w.value = 12
+    assert "n = 12" in explorer.figure.axes[0].get_title()
+    token_w.value = "not a number"  # an error is printed in the panel, the last view stays
+    assert list(explorer.table.index) == [3]
+
+
+# ------------------------------------------------------------------------ activations (b)
+
+
+def fake_activations(text: str, neuron: int) -> ex.ActivationTrace:
+    words = text.split()
+    true = np.arange(len(words), dtype=float) * (neuron + 1)
+    return ex.ActivationTrace(words, true, true + 0.5)
+
+
+def test_activation_summary_and_frame():
+    trace = fake_activations("a b c d", 0)
+    summary = ex.activation_summary(trace)
+    assert summary["pearson"] == pytest.approx(1)
+    assert summary["max |error|"] == pytest.approx(0.5)
+    assert summary["fvu"] == pytest.approx(4 * 0.25 / 5)  # sum err^2 / sum (x - 1.5)^2
+    frame = ex.activation_frame(trace)
+    assert list(frame.columns) == ["token", "true", "approximate", "error"]
+    assert frame["error"].tolist() == [0.5] * 4
+    constant = ex.activation_summary((["x", "y"], [1.0, 1.0], [1.0, 2.0]))
+    assert math.isnan(constant["fvu"]) and math.isnan(constant["pearson"])
+    with pytest.raises(ex.ExplorerError, match="as many tokens"):
+        ex.as_trace((["a"], [1.0, 2.0], [1.0, 2.0]))
+
+
+def test_activation_explorer_static_and_widgets():
+    static = ex.activation_explorer(fake_activations, neurons=[300, 704], text="x y z",
+                                    interactive=False)
+    assert static.mode == "static" and list(static.table.index) == [300]
+    lines = static.figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines[:2]] == ["true", "approximate"]
+
+    live = ex.activation_explorer(fake_activations, neurons=[300, 704], text="x y z",
+                                  interactive=True)
+    neuron_w, text_w, _ = live.widget.children
+    neuron_w.value = 704
+    assert list(live.table.index) == [704]
+    text_w.value = "one two three four five"
+    assert len(live.figure.axes[0].get_lines()[0].get_xdata()) == 5
+    text_w.value = "   "  # empty text: message, no crash
+    with pytest.raises(ex.ExplorerError):
+        ex.activation_explorer(fake_activations, neurons=[], interactive=False)
+
+
+class FakeTokenizer:
+    def decode(self, ids):
+        return "".join(f"<{i}>" for i in ids)
+
+
+def fake_model(d_vocab=10, n_ctx=8):
+    return SimpleNamespace(
+        cfg=SimpleNamespace(d_vocab=d_vocab, n_ctx=n_ctx),
+        tokenizer=FakeTokenizer(),
+        to_tokens=lambda text: torch.tensor([[0] + [len(w) for w in text.split()]]),
+    )
+
+
+def test_model_activations_fn_adapts_batched_functions():
+    model = fake_model(n_ctx=4)
+    seen = {}
+
+    def true_fn(tokens, neurons):
+        seen["neurons"] = neurons
+        return tokens[..., None].float().expand(-1, -1, len(neurons))
+
+    activations_fn = ex.model_activations_fn(model, true_fn, lambda t, js: true_fn(t, js) + 1)
+    trace = activations_fn("aa bbb c dddd eeeee", 704)
+    assert seen["neurons"] == [704]
+    assert trace.tokens == ["<0>", "<2>", "<3>", "<1>"]  # BOS, then cut at n_ctx = 4
+    np.testing.assert_allclose(trace.approx - trace.true, 1)
+
+
+# ------------------------------------------------------------------------ contributions (c)
+
+
+def test_contribution_frame_orders_both_sides():
+    series = pd.Series([0.5, -2.0, 3.0, 0.0, -1.0], index=[" a", " b", " c", " d", " e"])
+    frame = ex.contribution_frame(series, k=2)
+    assert frame["top token"].tolist() == ["' c'", "' a'"]
+    assert frame["bottom token"].tolist() == ["' b'", "' e'"]
+    assert frame["top contribution"].tolist() == [3.0, 0.5]
+    assert list(frame.index) == [1, 2]
+    assert len(ex.contribution_frame(([" x", " y"], np.array([1.0, 2.0])), k=10)) == 2
+    with pytest.raises(ex.ExplorerError):
+        ex.contribution_frame(pd.Series([], dtype=float))
+
+
+def test_contribution_explorer_static_and_widgets():
+    def contributions_fn(neuron):
+        return pd.Series(np.arange(30.0) * (1 if neuron == 300 else -1),
+                         index=[f" t{i}" for i in range(30)])
+
+    static = ex.contribution_explorer(contributions_fn, [300, 1621], k=5, interactive=False)
+    assert static.mode == "static"
+    assert static.table["top token"].iloc[0] == "' t29'"
+    live = ex.contribution_explorer(contributions_fn, [300, 1621], k=5, interactive=True)
+    neuron_w, k_w = live.widget.children[0].children
+    neuron_w.value = 1621
+    assert live.table["top token"].iloc[0] == "' t0'"
+    k_w.value = 8
+    assert len(live.table) == 8
+
+
+def test_model_contributions_fn_names_tokens():
+    model = fake_model(d_vocab=6)
+    fn = ex.model_contributions_fn(model, lambda js: torch.arange(6.0)[None] * js[0],
+                                   token_ids=torch.tensor([1, 2, 3, 4, 5, 0]))
+    series = fn(2)
+    assert series.index.tolist() == ["<1>", "<2>", "<3>", "<4>", "<5>", "<0>"]
+    assert series.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
