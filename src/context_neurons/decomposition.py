@@ -242,7 +242,7 @@ def _content_scores(
     query_positions: Int[Tensor, "query_pos"],
     key_tokens: Int[Tensor, "key_pos"],
     heads: list[int],
-) -> Float[Tensor, "head_index query_pos key_pos"]:
+) -> Float[Tensor, "selected_head query_pos key_pos"]:
     """``q_n . E[n, t_i] / sqrt(d)``: each key token placed at its destination's position."""
     unique, inverse = torch.unique(key_tokens, return_inverse=True)
     parts = ln1_parts(model, "K", unique, query_positions)
@@ -262,7 +262,7 @@ def _positional_scores(
     n_keys: int,
     mean_keys: Float[Tensor, "pos head_index d_head"],
     heads: list[int],
-) -> Float[Tensor, "head_index query_pos key_pos"]:
+) -> Float[Tensor, "selected_head query_pos key_pos"]:
     """``q_n . (M[i] - M[n]) / sqrt(d)``."""
     q = queries[:, heads]
     m = mean_keys[:, heads]
@@ -326,7 +326,7 @@ def positional_pattern(
     heads=None,
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
     mean_keys: Float[Tensor, "pos head_index d_head"] | None = None,
-) -> Float[Tensor, "head_index key_pos"]:
+) -> Float[Tensor, "selected_head key_pos"]:
     """``pos_n(i)`` for ``i = 0..n`` with ``dest_token`` at position ``n`` (Figure 2)."""
     n = check_position(model, n)
     heads = check_heads(model, heads)
@@ -348,7 +348,7 @@ def content_log_weights(
     dest_token: str | int = " the",
     token_ids: Int[Tensor, "n_tokens"] | None = None,
     heads=None,
-) -> Float[Tensor, "head_index n_tokens"]:
+) -> Float[Tensor, "selected_head n_tokens"]:
     """``log c_n(t) = q_n . E[n, t] / sqrt(d)`` for ``dest_token`` at ``n`` (all tokens by default)."""
     n = check_position(model, n)
     heads = check_heads(model, heads)
