@@ -91,7 +91,9 @@ def configure(app: Sphinx, config) -> None:
         LOGGER.info("[book_extension] MathJax from the CDN (run scripts/install_mathjax.sh)")
 
 
-COLAB_LINK = re.compile(r"^(?P<head>https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/)")
+COLAB_LINK = re.compile(
+    r"^(?P<head>https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/)"
+)
 
 
 def colab_notebook_link(url: str, pagename: str) -> str:
@@ -103,7 +105,9 @@ def colab_notebook_link(url: str, pagename: str) -> str:
     return match["head"] + stored.relative_to(REPO).as_posix()
 
 
-def fix_colab_buttons(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+def fix_colab_buttons(
+    app: Sphinx, pagename: str, templatename: str, context: dict, doctree
+) -> None:
     """``html-page-context`` (after the theme's launch buttons): Colab opens the notebook."""
 
     def walk(buttons):

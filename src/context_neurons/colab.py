@@ -33,7 +33,7 @@ NO_GPU_HINT = (
 #: website does not show it. It cannot import this module before the package is installed, so it
 #: repeats the Colab test and the install command; ``tests/unit/test_colab.py`` runs it with
 #: Colab simulated and checks it agrees with :func:`in_colab` and :func:`pip_install_command`.
-FIRST_CELL = f'''\
+FIRST_CELL = f"""\
 # %% tags=["remove-cell"]
 # Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).
 import importlib.util
@@ -51,7 +51,7 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
 from context_neurons.colab import colab_setup
 
 device = colab_setup()
-'''
+"""
 
 
 def in_colab(

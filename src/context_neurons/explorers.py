@@ -128,14 +128,20 @@ def kernel_frame(pattern: Sequence[float], n: int, window: int = 60) -> pd.DataF
     """
     weights = np.asarray(pattern, dtype=float).ravel()
     if weights.size != n + 1:
-        raise ExplorerError(f"A pattern at destination {n} has {n + 1} weights, got {weights.size}.")
+        raise ExplorerError(
+            f"A pattern at destination {n} has {n + 1} weights, got {weights.size}."
+        )
     start = max(0, n - window + 1)
     positions = np.arange(start, n + 1)
     kept = weights[start:]
     cumulative = np.cumsum(kept[::-1])[::-1]
     return pd.DataFrame(
-        {"source position": positions, "distance": n - positions, "weight": kept,
-         "cumulative weight": cumulative}
+        {
+            "source position": positions,
+            "distance": n - positions,
+            "weight": kept,
+            "cumulative weight": cumulative,
+        }
     )
 
 
@@ -210,8 +216,13 @@ class HeadKernels:
         return pattern[0].detach().cpu().numpy()
 
 
-def head_view(kernels: Callable[[int, int, Any], np.ndarray], head: int, n: int,
-              dest_token: str | int = " the", window: int = 60):
+def head_view(
+    kernels: Callable[[int, int, Any], np.ndarray],
+    head: int,
+    n: int,
+    dest_token: str | int = " the",
+    window: int = 60,
+):
     """Figure and table (kernel shape and the last positions) of one head; the explorers' core."""
     pattern = kernels(head, n, dest_token)
     frame = kernel_frame(pattern, n, window=min(window, n + 1))
@@ -258,8 +269,9 @@ def head_explorer(
     from IPython.display import display
 
     head_w = widgets.Dropdown(options=list(range(n_heads)), value=head, description="head")
-    n_w = widgets.IntSlider(value=n, min=1, max=n_ctx - 1, description="position n",
-                            continuous_update=False)
+    n_w = widgets.IntSlider(
+        value=n, min=1, max=n_ctx - 1, description="position n", continuous_update=False
+    )
     token_w = widgets.Text(value=dest_token, description="dest. token", continuous_update=False)
     out = widgets.Output()
     explorer = Explorer(mode="widgets")
@@ -307,8 +319,9 @@ def as_trace(result: Any) -> ActivationTrace:
         trace = result
     else:
         tokens, true, approx = result
-        trace = ActivationTrace(list(tokens), np.asarray(true, float).ravel(),
-                                np.asarray(approx, float).ravel())
+        trace = ActivationTrace(
+            list(tokens), np.asarray(true, float).ravel(), np.asarray(approx, float).ravel()
+        )
     if not (len(trace.tokens) == trace.true.size == trace.approx.size) or not trace.tokens:
         raise ExplorerError(
             f"Expected as many tokens as activations, got {len(trace.tokens)} tokens, "
@@ -321,8 +334,13 @@ def activation_frame(trace: ActivationTrace) -> pd.DataFrame:
     """Per-token table: ``position``, ``token``, ``true``, ``approximate``, ``error``."""
     trace = as_trace(trace)
     return pd.DataFrame(
-        {"position": np.arange(len(trace.tokens)), "token": trace.tokens, "true": trace.true,
-         "approximate": trace.approx, "error": trace.approx - trace.true}
+        {
+            "position": np.arange(len(trace.tokens)),
+            "token": trace.tokens,
+            "true": trace.true,
+            "approximate": trace.approx,
+            "error": trace.approx - trace.true,
+        }
     ).set_index("position")
 
 
@@ -431,8 +449,12 @@ def activation_explorer(
     from IPython.display import display
 
     neuron_w = widgets.Dropdown(options=neurons, value=neuron, description="neuron")
-    text_w = widgets.Textarea(value=text, description="text", continuous_update=False,
-                              layout=widgets.Layout(width="90%", height="5em"))
+    text_w = widgets.Textarea(
+        value=text,
+        description="text",
+        continuous_update=False,
+        layout=widgets.Layout(width="90%", height="5em"),
+    )
     out = widgets.Output()
     explorer = Explorer(mode="widgets")
 
@@ -523,8 +545,9 @@ def contribution_view(contributions_fn: Callable[[int], Any], neuron: int, k: in
     return plot_contributions(frame, neuron), frame.round(3)
 
 
-def model_contributions_fn(model, contributions: Callable[[list[int]], Any],
-                           token_ids=None) -> Callable[[int], pd.Series]:
+def model_contributions_fn(
+    model, contributions: Callable[[list[int]], Any], token_ids=None
+) -> Callable[[int], pd.Series]:
     """Build ``contributions_fn(neuron)`` for :func:`contribution_explorer`.
 
     Args:

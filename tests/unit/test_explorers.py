@@ -81,8 +81,9 @@ def kernels(small_model):
 
 def test_head_kernels_match_positional_pattern(small_model, kernels):
     head_kernels, reference = kernels
-    expected = dec.positional_pattern(small_model, 40, dest_token=7, heads=[2],
-                                      reference_tokens=reference)[0].numpy()
+    expected = dec.positional_pattern(
+        small_model, 40, dest_token=7, heads=[2], reference_tokens=reference
+    )[0].numpy()
     got = head_kernels(2, 40, 7)
     assert got.shape == (41,)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
@@ -94,8 +95,9 @@ def test_head_kernels_match_positional_pattern(small_model, kernels):
 
 
 def test_head_explorer_static(small_model, kernels):
-    explorer = ex.head_explorer(small_model, kernels=kernels[0], head=1, n=30, dest_token=5,
-                                interactive=False)
+    explorer = ex.head_explorer(
+        small_model, kernels=kernels[0], head=1, n=30, dest_token=5, interactive=False
+    )
     assert explorer.mode == "static" and explorer.widget is None
     assert list(explorer.table.index) == [1]
     assert {"effective width", "mean distance"} <= set(explorer.table.columns)
@@ -107,14 +109,21 @@ def test_head_explorer_static(small_model, kernels):
 
 def test_head_explorer_static_when_building_the_website(small_model, kernels, monkeypatch):
     monkeypatch.setenv(ex.STATIC_ENV, "1")
-    explorer = ex.head_explorer(small_model, kernels=kernels[0], n=20, dest_token=5,
-                                interactive=True)
+    explorer = ex.head_explorer(
+        small_model, kernels=kernels[0], n=20, dest_token=5, interactive=True
+    )
     assert explorer.mode == "static" and explorer.figure is not None
 
 
 def test_head_explorer_widgets_update(small_model, kernels):
-    explorer = ex.head_explorer(small_model, kernels=lambda h, n, t: kernels[0](h, n, int(t)),
-                                head=0, n=30, dest_token="5", interactive=True)
+    explorer = ex.head_explorer(
+        small_model,
+        kernels=lambda h, n, t: kernels[0](h, n, int(t)),
+        head=0,
+        n=30,
+        dest_token="5",
+        interactive=True,
+    )
     assert explorer.mode == "widgets"
     controls = explorer.widget.children[0].children
     head_w, n_w, token_w = controls
@@ -152,14 +161,16 @@ def test_activation_summary_and_frame():
 
 
 def test_activation_explorer_static_and_widgets():
-    static = ex.activation_explorer(fake_activations, neurons=[300, 704], text="x y z",
-                                    interactive=False)
+    static = ex.activation_explorer(
+        fake_activations, neurons=[300, 704], text="x y z", interactive=False
+    )
     assert static.mode == "static" and list(static.table.index) == [300]
     lines = static.figure.axes[0].get_lines()
     assert [line.get_label() for line in lines[:2]] == ["true", "approximate"]
 
-    live = ex.activation_explorer(fake_activations, neurons=[300, 704], text="x y z",
-                                  interactive=True)
+    live = ex.activation_explorer(
+        fake_activations, neurons=[300, 704], text="x y z", interactive=True
+    )
     neuron_w, text_w, _ = live.widget.children
     neuron_w.value = 704
     assert list(live.table.index) == [704]
@@ -215,8 +226,9 @@ def test_contribution_frame_orders_both_sides():
 
 def test_contribution_explorer_static_and_widgets():
     def contributions_fn(neuron):
-        return pd.Series(np.arange(30.0) * (1 if neuron == 300 else -1),
-                         index=[f" t{i}" for i in range(30)])
+        return pd.Series(
+            np.arange(30.0) * (1 if neuron == 300 else -1), index=[f" t{i}" for i in range(30)]
+        )
 
     static = ex.contribution_explorer(contributions_fn, [300, 1621], k=5, interactive=False)
     assert static.mode == "static"
@@ -231,8 +243,11 @@ def test_contribution_explorer_static_and_widgets():
 
 def test_model_contributions_fn_names_tokens():
     model = fake_model(d_vocab=6)
-    fn = ex.model_contributions_fn(model, lambda js: torch.arange(6.0)[None] * js[0],
-                                   token_ids=torch.tensor([1, 2, 3, 4, 5, 0]))
+    fn = ex.model_contributions_fn(
+        model,
+        lambda js: torch.arange(6.0)[None] * js[0],
+        token_ids=torch.tensor([1, 2, 3, 4, 5, 0]),
+    )
     series = fn(2)
     assert series.index.tolist() == ["<1>", "<2>", "<3>", "<4>", "<5>", "<0>"]
     assert series.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]

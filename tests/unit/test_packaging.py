@@ -65,14 +65,19 @@ def test_python_version_is_allowed(pyproject, environment):
 
 
 def test_torch_minimum_agrees(pyproject, environment):
-    (torch,) = [Requirement(r) for r in pyproject["project"]["dependencies"]
-                if Requirement(r).name == "torch"]
+    (torch,) = [
+        Requirement(r)
+        for r in pyproject["project"]["dependencies"]
+        if Requirement(r).name == "torch"
+    ]
     conda_spec = SpecifierSet(conda_dependencies(environment)["pytorch"])
     assert str(conda_spec) == str(torch.specifier), "pytorch (conda) and torch (pip) ranges"
 
 
 def test_website_test_dependency_is_declared(pyproject):
-    test_extra = {Requirement(r).name for r in pyproject["project"]["optional-dependencies"]["test"]}
+    test_extra = {
+        Requirement(r).name for r in pyproject["project"]["optional-dependencies"]["test"]
+    }
     assert "selenium" in test_extra, "tests/website drives Chromium through selenium"
 
 

@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from site_helpers import REPO
 
 SITE_ENV = "CONTEXT_NEURONS_SITE"
@@ -33,7 +32,9 @@ def site() -> Path:
     path = Path(os.environ[SITE_ENV])
     path = path if path.is_absolute() else REPO / path
     if not (path / "index.html").is_file():
-        pytest.fail(f"{SITE_ENV}={path}: no index.html; build the book first (jupyter-book build .)")
+        pytest.fail(
+            f"{SITE_ENV}={path}: no index.html; build the book first (jupyter-book build .)"
+        )
     return path
 
 

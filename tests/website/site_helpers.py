@@ -122,7 +122,7 @@ def broken_internal_links(page_url: str, hrefs: list[str], base_url: str, site: 
         if not url.startswith(base_url):
             continue  # external: not checked offline
         parts = urlsplit(url)
-        relative = unquote(parts.path[len(urlsplit(base_url).path):])
+        relative = unquote(parts.path[len(urlsplit(base_url).path) :])
         target = site / relative
         if relative == "" or relative.endswith("/"):
             target = target / "index.html"
@@ -145,7 +145,11 @@ class Browser:
     def console_errors(self) -> list[str]:
         """Console messages of level SEVERE since the last call."""
         entries = self.driver.get_log("browser")
-        return [f"{entry['source']}: {entry['message']}" for entry in entries if entry["level"] == "SEVERE"]
+        return [
+            f"{entry['source']}: {entry['message']}"
+            for entry in entries
+            if entry["level"] == "SEVERE"
+        ]
 
 
 @contextlib.contextmanager

@@ -7,7 +7,6 @@ screenshots are saved to ``artifacts/screenshots/`` for a person to look at.
 from __future__ import annotations
 
 import pytest
-
 from site_helpers import (
     PAGE_FACTS,
     REPO,
@@ -50,12 +49,34 @@ def visited(site, served, browser, screenshots):
         name = docname.replace("/", "_")
         browser.driver.save_screenshot(str(screenshots / f"{name}.png"))
         shoot_first(browser.driver, "img", screenshots / f"{name}_figure.png")
-        shoot_first(browser.driver, "div.math, mjx-container[display='true']",
-                    screenshots / f"{name}_math.png")
-        if page["launch"]:  # open the rocket menu to show the Colab button
+        shoot_first(
+            browser.driver,
+            "div.math, mjx-container[display='true']",
+            screenshots / f"{name}_math.png",
+        )
+        if page["launch"]:  # chapters: the whole page, and the rocket menu with the Colab button
+            shoot_full_page(browser.driver, screenshots / f"{name}_full.png")
             shoot_launch_menu(browser.driver, screenshots / f"{name}_launch.png")
         facts[docname] = page
     return facts
+
+
+def shoot_full_page(driver, path, max_height: int = 16000) -> None:
+    """Screenshot of the whole page (Chrome DevTools protocol), cut at ``max_height`` pixels."""
+    import base64
+
+    width, height = driver.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.scrollHeight];"
+    )
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": width, "height": min(height, max_height), "scale": 1},
+        },
+    )
+    path.write_bytes(base64.b64decode(shot["data"]))
 
 
 def shoot_launch_menu(driver, path) -> None:
@@ -112,11 +133,13 @@ def test_math_renders_offline(visited, docname):
     if page["mathSources"] == 0:
         return
     assert page["mathjaxScripts"], "a page with math does not load MathJax"
-    remote = [src for src in page["mathjaxScripts"] if not src.startswith(page["url"].split("/book/")[0])]
+    remote = [
+        src for src in page["mathjaxScripts"] if not src.startswith(page["url"].split("/book/")[0])
+    ]
     assert not remote, f"MathJax is loaded from outside the site: {remote}"
-    assert page["mathRendered"] >= page["mathSources"], (
-        f"{page['mathSources']} formulas, {page['mathRendered']} typeset by MathJax"
-    )
+    assert (
+        page["mathRendered"] >= page["mathSources"]
+    ), f"{page['mathSources']} formulas, {page['mathRendered']} typeset by MathJax"
     assert page["mathErrors"] == 0, f"{page['mathErrors']} MathJax errors"
     assert page["mathRaw"] == 0, f"{page['mathRaw']} formulas left as raw TeX"
 
