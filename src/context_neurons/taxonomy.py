@@ -1,0 +1,324 @@
+"""Head taxonomy. This module classifies layer-0 heads from their decomposed attention (chapter 2).
+
+METHOD.md section 3 (Gibson 2025, Figure 2 and the taxonomy table). With the decomposition of
+chapter 1, a head's attention from a destination ``n`` factorises as
+``A_{n,i} = pos_n(i) c_n(t_i) / D_n``. Two ingredients characterise a head, and both are computed
+from the weights, not typed in:
+
+* its **positional kernel** ``pos_n(i)`` (the attention if every token were identical), summarised
+  by its width ``n_eff = 1 / sum_i pos_n(i)^2``: the number of tokens the head effectively averages
+  over (1 for a head that looks at one token, ``n + 1`` for a uniform one). The kernel's *shape* is
+  ``local`` (``n_eff < LOCAL_MAX_N_EFF``: about a sentence or less), ``uniform``
+  (``n_eff > UNIFORM_MIN_FRACTION * (n + 1)``: flat over the whole context) or ``slowly decaying``
+  (in between: tens to hundreds of tokens);
+* its **content weights** ``c_n(t)``: how much a source token's identity matters. Two numbers:
+  the spread (standard deviation of ``log c_n(t)`` over a text's tokens) and the *self-preference*
+  (how many standard deviations the destination token's own weight ``log c_n(t_n)`` stands above
+  the weights of the other tokens, for several destination tokens).
+
+The groups then follow in order: **duplicate** heads prefer their own token by far (median
+self-preference ``>= DUPLICATE_MIN_Z``); **detokenization** heads have local kernels;
+**contextual** heads have slowly decaying kernels and weak content dependence (spread
+``<= CONTEXTUAL_MAX_CONTENT_SD``); everything else is **miscellaneous**. The thresholds are choices,
+named here so the chapter can state them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from context_neurons.decomposition import (
+    check_heads,
+    check_position,
+    content_log_weights,
+    default_reference_tokens,
+    mean_positional_keys,
+    positional_pattern,
+    token_id,
+)
+
+#: Destination position and token of Figure 2.
+DEFAULT_POSITION = 500
+DEFAULT_DESTINATION = " the"
+#: Destination tokens for the duplicate-token test and the destination-dependence table.
+DESTINATIONS = (" the", " and", " war", " church", " water", " said", " government", " time")
+
+#: A kernel is local when it averages over fewer tokens than this (about one long sentence).
+LOCAL_MAX_N_EFF = 32.0
+#: A kernel is uniform when it averages over more than this fraction of the ``n + 1`` positions.
+UNIFORM_MIN_FRACTION = 0.5
+#: A head is a duplicate-token head when its own token's log-weight stands this many standard
+#: deviations above the other tokens' (median over :data:`DESTINATIONS`).
+DUPLICATE_MIN_Z = 4.0
+#: A slowly decaying head is contextual when the spread of ``log c`` is below this (in nats).
+CONTEXTUAL_MAX_CONTENT_SD = 1.5
+
+GROUPS = ("contextual", "detokenization", "duplicate", "miscellaneous")
+SHAPES = ("slowly decaying", "local", "uniform")
+
+
+# ----------------------------------------------------------------------------------------------
+# Kernels
+# ----------------------------------------------------------------------------------------------
+
+
+def kernel_width(pattern: Float[Tensor, "... key_pos"]) -> Float[Tensor, "..."]:
+    """``n_eff = 1 / sum_i pos(i)^2``: the number of tokens a kernel averages over.
+
+    Args:
+        pattern: attention or positional patterns, each row summing to one over key positions.
+
+    Returns:
+        The effective number of tokens of each row.
+    """
+    return 1.0 / (pattern.double() ** 2).sum(-1)
+
+
+def mean_distance(pattern: Float[Tensor, "... key_pos"]) -> Float[Tensor, "..."]:
+    """Expected distance ``n - i`` under each row's kernel (the destination is the last key)."""
+    n = pattern.shape[-1] - 1
+    distance = n - torch.arange(n + 1, device=pattern.device, dtype=torch.float64)
+    return (pattern.double() * distance).sum(-1)
+
+
+def classify_kernel(n_eff: float, n_keys: int) -> str:
+    """Kernel shape from its width: ``local``, ``uniform`` or ``slowly decaying``.
+
+    Args:
+        n_eff: the kernel's width (see :func:`kernel_width`).
+        n_keys: the number of positions it spreads over (``n + 1``).
+    """
+    if n_eff < LOCAL_MAX_N_EFF:
+        return "local"
+    if n_eff > UNIFORM_MIN_FRACTION * n_keys:
+        return "uniform"
+    return "slowly decaying"
+
+
+@torch.no_grad()
+def layer0_patterns(
+    model: HookedTransformer,
+    n: int = DEFAULT_POSITION,
+    destinations: tuple[str | int, ...] = (DEFAULT_DESTINATION,),
+    heads=None,
+    mean_keys: Float[Tensor, "pos head_index d_head"] | None = None,
+) -> Float[Tensor, "dest head_index key_pos"]:
+    """Positional patterns ``pos_n(i)`` of layer-0 heads for several destination tokens.
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        n: destination position.
+        destinations: destination tokens (strings of one token, or ids).
+        heads: heads to keep (default all).
+        mean_keys: precomputed ``M`` (default: from the calibration text's tokens).
+
+    Returns:
+        One ``[head, n + 1]`` pattern per destination token.
+    """
+    n = check_position(model, n)
+    heads = check_heads(model, heads)
+    if mean_keys is None:
+        mean_keys = mean_positional_keys(model, default_reference_tokens(model), n + 1)
+    return torch.stack(
+        [positional_pattern(model, n, d, heads=heads, mean_keys=mean_keys) for d in destinations]
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Content weights
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def content_statistics(
+    model: HookedTransformer,
+    n: int = DEFAULT_POSITION,
+    destinations: tuple[str | int, ...] = DESTINATIONS,
+    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    heads=None,
+) -> tuple[Float[Tensor, "dest head_index"], Float[Tensor, "dest head_index"]]:
+    """Content spread and self-preference of each head, for each destination token.
+
+    The token distribution is a text's tokens (with repetitions, so frequent tokens count more);
+    the destination token itself is left out of it.
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        n: destination position.
+        destinations: destination tokens.
+        reference_tokens: the token distribution (default: the calibration text's tokens).
+        heads: heads to keep (default all).
+
+    Returns:
+        ``(spread, self_z)``: the standard deviation of ``log c_n(t)`` over the other tokens, and
+        ``(log c_n(dest) - mean) / spread``.
+    """
+    n = check_position(model, n)
+    heads = check_heads(model, heads)
+    if reference_tokens is None:
+        reference_tokens = default_reference_tokens(model)
+    reference_tokens = reference_tokens.to(model.cfg.device)
+    spreads, self_z = [], []
+    for dest in destinations:
+        dest_id = token_id(model, dest)
+        ids = torch.cat([reference_tokens, torch.tensor([dest_id], device=reference_tokens.device)])
+        log_c = content_log_weights(model, n, dest_id, token_ids=ids, heads=heads).double()
+        others = log_c[:, :-1][:, reference_tokens != dest_id]
+        spread = others.std(-1)
+        spreads.append(spread)
+        self_z.append((log_c[:, -1] - others.mean(-1)) / spread)
+    return torch.stack(spreads), torch.stack(self_z)
+
+
+# ----------------------------------------------------------------------------------------------
+# The taxonomy
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class HeadTaxonomy:
+    """Computed head classification of layer 0 (see the module docstring for the rules)."""
+
+    n: int
+    heads: list[int]
+    destinations: list[str]
+    patterns: Float[Tensor, "dest head_index key_pos"]  # pos_n(i) for each destination token
+    n_eff: Float[Tensor, "dest head_index"]
+    content_sd: Float[Tensor, "dest head_index"]
+    self_z: Float[Tensor, "dest head_index"]
+    shapes: dict[int, str] = field(default_factory=dict)
+    groups: dict[str, list[int]] = field(default_factory=dict)
+
+    def group_of(self, head: int) -> str:
+        """The group a head was put in."""
+        for group, members in self.groups.items():
+            if head in members:
+                return group
+        raise KeyError(f"Head {head} was not classified (heads: {self.heads}).")
+
+    def width(self, head: int) -> float:
+        """``n_eff`` of a head for the first destination token (' the' by default)."""
+        return float(self.n_eff[0, self.heads.index(head)])
+
+    def table(self) -> pd.DataFrame:
+        """One row per head: width, shape, content spread, self-preference and group."""
+        rows = []
+        for k, head in enumerate(self.heads):
+            rows.append({
+                "head": head,
+                "n_eff": float(self.n_eff[0, k]),
+                "mean distance": float(mean_distance(self.patterns[0, k])),
+                "kernel": self.shapes[head],
+                "content sd": float(self.content_sd[:, k].median()),
+                "self z": float(self.self_z[:, k].median()),
+                "group": self.group_of(head),
+            })
+        return pd.DataFrame(rows).set_index("head")
+
+    def destination_table(self) -> pd.DataFrame:
+        """``n_eff`` of every head (columns) for every destination token (rows)."""
+        return pd.DataFrame(self.n_eff.numpy(), index=self.destinations,
+                            columns=[f"head {h}" for h in self.heads])
+
+
+def assign_group(shape: str, content_sd: float, self_z: float) -> str:
+    """A head's group from its kernel shape, content spread and self-preference."""
+    if self_z >= DUPLICATE_MIN_Z:
+        return "duplicate"
+    if shape == "local":
+        return "detokenization"
+    if shape == "slowly decaying" and content_sd <= CONTEXTUAL_MAX_CONTENT_SD:
+        return "contextual"
+    return "miscellaneous"
+
+
+@torch.no_grad()
+def classify_heads(
+    model: HookedTransformer,
+    n: int = DEFAULT_POSITION,
+    destinations: tuple[str | int, ...] = DESTINATIONS,
+    heads=None,
+    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+) -> HeadTaxonomy:
+    """Classify layer-0 heads into kernel shapes and groups (METHOD.md section 3).
+
+    Kernel shapes use the first destination token (``' the'``, as in Figure 2); the duplicate
+    test and the content spread take the median over all destination tokens.
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        n: destination position (500 in the paper).
+        destinations: destination tokens, the first one defining the kernels.
+        heads: heads to classify (default all twelve).
+        reference_tokens: token distribution for ``M`` and the content statistics (default: the
+            calibration text's tokens).
+
+    Returns:
+        A :class:`HeadTaxonomy`.
+    """
+    n = check_position(model, n)
+    heads = check_heads(model, heads)
+    if reference_tokens is None:
+        reference_tokens = default_reference_tokens(model)
+    mean_keys = mean_positional_keys(model, reference_tokens, n + 1)
+    patterns = layer0_patterns(model, n, destinations, heads, mean_keys).cpu()
+    n_eff = kernel_width(patterns)
+    spread, self_z = content_statistics(model, n, destinations, reference_tokens, heads)
+    spread, self_z = spread.cpu(), self_z.cpu()
+    shapes = {h: classify_kernel(float(n_eff[0, k]), n + 1) for k, h in enumerate(heads)}
+    groups: dict[str, list[int]] = {g: [] for g in GROUPS}
+    for k, head in enumerate(heads):
+        group = assign_group(shapes[head], float(spread[:, k].median()),
+                             float(self_z[:, k].median()))
+        groups[group].append(head)
+    names = [d if isinstance(d, str) else model.tokenizer.decode([d]) for d in destinations]
+    return HeadTaxonomy(n, heads, names, patterns, n_eff, spread, self_z, shapes, groups)
+
+
+def compare_groups(
+    computed: dict[str, list[int]], expected: dict[str, list[int]]
+) -> pd.DataFrame:
+    """Side by side: computed and expected heads of each group, and whether they agree."""
+    rows = []
+    for group in GROUPS:
+        mine, theirs = sorted(computed.get(group, [])), sorted(expected.get(group, []))
+        rows.append({"group": group, "computed": mine, "expected": theirs,
+                     "agree": mine == theirs})
+    return pd.DataFrame(rows).set_index("group")
+
+
+#: The paper's groups for GPT-2 Small (METHOD.md section 3), for comparison only.
+PAPER_GROUPS: dict[str, list[int]] = {
+    "contextual": [0, 2, 6, 8, 9, 10],
+    "detokenization": [3, 4, 7],
+    "duplicate": [1, 5],
+    "miscellaneous": [11],
+}
+
+
+def reproduce_section(ctx) -> list:
+    """Chapter 2's rows of the reproduction table: groups, contextual heads, kernel widths."""
+    from context_neurons.reproduce import Row
+
+    taxonomy = classify_heads(ctx.model)
+    truth = ctx.loaded.truth
+    planted_groups = dict(truth.head_groups) if truth is not None else None
+    n_eff = {h: round(taxonomy.width(h), 1) for h in taxonomy.heads}
+    return [
+        Row("head_groups", taxonomy.groups,
+            "0,2,6,8,9,10 contextual; 3,4,7 detok; 1,5 duplicate; 11 misc",
+            truth=planted_groups,
+            label="Layer-0 head groups computed from positional kernels and content weights "
+                  "(n=500, ' the')"),
+        Row("contextual_heads", taxonomy.groups["contextual"], "0, 2, 6, 8, 9, 10",
+            truth=planted_groups["contextual"] if planted_groups else None,
+            label="Heads with slowly decaying kernels and weak content dependence"),
+        Row("n_eff", n_eff, "",
+            label="Kernel width n_eff = 1/sum pos^2 per head at n=500, destination ' the'"),
+    ]

@@ -1,0 +1,152 @@
+"""The stability theory: moments and tail bounds, and the model's denominators."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from context_neurons import stability as st
+from context_neurons.data import corpus_windows
+from context_neurons.decomposition import IndexError_, decompose_attention, token_id
+from context_neurons.topics import stopword_ids
+
+
+def exponential_kernel(width: float, length: int) -> torch.Tensor:
+    kernel = torch.exp(-torch.arange(length, dtype=torch.float64).flip(0) / width)
+    return kernel / kernel.sum()
+
+
+def discrete_distribution(n_values: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    values = torch.exp(0.5 * torch.randn(n_values, generator=gen, dtype=torch.float64))
+    probs = torch.rand(n_values, generator=gen, dtype=torch.float64)
+    return values, probs / probs.sum()
+
+
+@pytest.mark.parametrize("width", [1.0, 25.0, 400.0])
+def test_variance_formula_matches_monte_carlo(width):
+    kernel = exponential_kernel(width, 300)
+    values, probs = discrete_distribution(50, seed=1)
+    mu, var = st.iid_moments(values, probs)
+    draws = st.simulate_weighted_sums(kernel, values, probs, n_samples=20000, seed=2)
+    predicted_var = st.weighted_sum_variance(kernel, var)
+    assert predicted_var == pytest.approx(var / float(1 / st.sum_of_squares(kernel)))
+    # Mean within 4 standard errors; variance within 6% (its relative standard error is ~1%).
+    assert abs(float(draws.mean()) - mu) < 4 * math.sqrt(predicted_var / len(draws))
+    assert float(draws.var()) == pytest.approx(predicted_var, rel=0.06)
+
+
+def test_iid_moments_of_a_known_distribution():
+    mean, var = st.iid_moments(torch.tensor([0.0, 1.0]), torch.tensor([0.75, 0.25]))
+    assert (mean, var) == pytest.approx((0.25, 0.1875))
+
+
+@pytest.mark.parametrize("width", [0.7, 10.0, 100.0, 1e6])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hoeffding_and_chebyshev_never_violated_on_iid_draws(width, seed):
+    kernel = exponential_kernel(width, 400)
+    values, probs = discrete_distribution(30, seed)
+    low, high = float(values.min()), float(values.max())
+    mu, var = st.iid_moments(values, probs)
+    n_samples = 20000
+    deviations = st.simulate_weighted_sums(kernel, values, probs, n_samples, seed=seed + 10) - mu
+    sd = math.sqrt(st.weighted_sum_variance(kernel, var))
+    t = torch.linspace(0.25 * sd, 6 * sd, 40)
+    empirical = st.tail_probability(deviations, t)
+    hoeffding = st.hoeffding_bound(t, float(st.sum_of_squares(kernel)), low, high)
+    chebyshev = st.chebyshev_bound(t, float(st.sum_of_squares(kernel)), var)
+    tolerance = 4 * torch.sqrt(empirical * (1 - empirical) / n_samples) + 1 / n_samples
+    assert (empirical <= hoeffding + tolerance).all()
+    assert (empirical <= chebyshev + tolerance).all()
+    assert empirical[0] > 0.3  # the test has power: deviations of a quarter sd are common
+
+
+def test_bounds_and_their_inverses():
+    t = torch.tensor([0.0, 0.1, 1.0])
+    assert st.hoeffding_bound(t, 0.02, 0.0, 1.0).tolist()[0] == 1.0  # capped at one
+    assert float(st.hoeffding_bound(t, 0.02, 0.0, 1.0)[2]) == pytest.approx(2 * math.exp(-100))
+    assert float(st.chebyshev_bound(t, 0.02, 0.5)[1]) == pytest.approx(1.0)
+    t_h = st.hoeffding_deviation(0.05, 0.02, 0.0, 2.0)
+    t_c = st.chebyshev_deviation(0.05, 0.02, 0.5)
+    assert float(st.hoeffding_bound(torch.tensor([t_h]), 0.02, 0.0, 2.0)) == pytest.approx(0.05)
+    assert float(st.chebyshev_bound(torch.tensor([t_c]), 0.02, 0.5)) == pytest.approx(0.05)
+
+
+@pytest.fixture(scope="module")
+def windows(planted):
+    found, labels, _ = corpus_windows(planted.model.tokenizer, "nltk_brown_us", n=40,
+                                      min_tokens=600)
+    return found, labels
+
+
+def test_log_denominators_equal_the_decomposition(planted, windows):
+    model = planted.model
+    tokens = windows[0][0][:300].clone()
+    log_d = st.log_denominators(model, tokens, heads=[0, 3, 6])
+    for n in (1, 57, 299):
+        replaced = tokens[: n + 1].clone()
+        replaced[n] = token_id(model, " the")
+        expected = decompose_attention(model, replaced, heads=[0, 3, 6]).log_denominator()[:, n]
+        # The decomposition runs in float32, where the local head's large scores cancel: 1e-3.
+        torch.testing.assert_close(log_d[:, n].float(), expected, atol=1e-3, rtol=1e-3)
+    strided = st.log_denominators(model, tokens, heads=[0, 3, 6], positions=torch.tensor([57, 299]))
+    torch.testing.assert_close(strided, log_d[:, [57, 299]], atol=1e-9, rtol=1e-9)
+
+
+def test_denominator_study_on_planted_model(planted, windows):
+    model, truth = planted.model, planted.truth
+    texts, labels = windows
+    study = st.denominator_study(model, texts, n=512, labels=labels)
+    assert len(study.labels) == len(texts)
+    # The study's D at n equals log_denominators on the same text.
+    log_d = st.log_denominators(model, texts[3][:513], positions=torch.tensor([512]))[:, 0]
+    torch.testing.assert_close(study.ratio[3], torch.exp(log_d - study.log_mu), atol=1e-4,
+                               rtol=1e-4)
+    table = study.table()
+    contextual, local = truth.head_groups["contextual"], truth.head_groups["detokenization"]
+    assert (table.loc[contextual, "CV texts"] < 0.1).all()
+    assert (table.loc[local, "CV texts"] > 0.2).all()
+    # The independent-token model predicts the contextual heads' spread within 35%.
+    ratio = table.loc[contextual, "CV texts"] / table.loc[contextual, "CV predicted"]
+    assert ((ratio > 0.65) & (ratio < 1.35)).all(), ratio
+    # Bounds hold on the texts for the contextual heads: half-widths from the bounds are wider.
+    assert (table.loc[contextual, "t Chebyshev"] > table.loc[contextual, "t texts"]).all()
+    assert (table.loc[contextual, "t Hoeffding"] > table.loc[contextual, "t texts"]).all()
+
+
+def test_stopword_density_moves_heads_6_and_8_in_opposite_directions(planted, windows):
+    model = planted.model
+    texts, _ = windows
+    study = st.denominator_study(model, texts, n=512)
+    density = st.kernel_weighted_density(study, texts, torch.tensor(stopword_ids(model.tokenizer)))
+    assert st.correlation(density[:, 6], study.ratio[:, 6].log()) < -0.5
+    assert st.correlation(density[:, 8], study.ratio[:, 8].log()) > 0.5
+
+
+def test_relative_denominators_average_to_one():
+    log_d = torch.randn(5, 2, 7, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(st.relative_denominators(log_d).mean(0), torch.ones(2, 7))
+
+
+def test_bad_inputs_give_clear_errors(planted, windows):
+    model = planted.model
+    with pytest.raises(IndexError_, match="Unknown head"):
+        st.log_kernels(model, 100, heads=[-1])
+    with pytest.raises(IndexError_, match="Position 1024 out of range"):
+        st.denominator_study(model, windows[0], n=1024)
+    with pytest.raises(IndexError_, match="Positions must be in 0..9"):
+        st.log_denominators(model, windows[0][0][:10], positions=torch.tensor([10]))
+    with pytest.raises(ValueError, match="No window is longer than n = 900"):
+        st.denominator_study(model, [w[:600] for w in windows[0]], n=900)
+
+
+def test_reproduce_section_rows(planted, windows):
+    texts, labels = windows
+    ctx = SimpleNamespace(model=planted.model, loaded=planted, windows=texts, labels=labels)
+    rows = {r.key: r for r in st.reproduce_section(ctx)}
+    cv = rows["denominator_cv"].value
+    assert set(cv) == set(range(12))
+    assert max(cv[h] for h in (0, 2, 6, 8, 9, 10)) < min(cv[h] for h in (3, 4, 7))
