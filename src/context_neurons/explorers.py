@@ -15,10 +15,14 @@ The last two take callables, so they work with whatever computes activations and
 callables from the package's objects. Everything the panels show is computed by pure functions
 (``*_frame``, ``*_summary``, ``plot_*``) that the tests call without a browser.
 
-Static mode is used when ipywidgets cannot be imported, when no IPython kernel runs the code, or
-when ``CONTEXT_NEURONS_STATIC=1`` (set by the website build, and for stored notebook outputs, so
-pages show figures rather than dead widgets). Every explorer accepts ``interactive=False`` to force
-it. Each returns an :class:`Explorer` holding what it drew, so it can be inspected.
+Widgets are drawn only in a live front end that a reader can click in: Colab, a notebook opened
+through a Jupyter server (JupyterLab, Notebook 7; they set ``JPY_SESSION_NAME`` for its kernel) or
+VS Code. Everywhere else the explorers are static: in scripts and tests, and in notebooks executed
+headless (``regenerate-notebooks``, nbval, the website build), so stored outputs and the website
+show figures rather than dead widgets. ``CONTEXT_NEURONS_STATIC=1`` forces static mode (the website
+build sets it), ``CONTEXT_NEURONS_WIDGETS=1`` or ``interactive=True`` asks for widgets in another
+front end, and without ipywidgets the explorers are always static. Each returns an
+:class:`Explorer` holding what it drew, so it can be inspected.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
+from jaxtyping import Float
 
 STATIC_ENV = "CONTEXT_NEURONS_STATIC"
+WIDGETS_ENV = "CONTEXT_NEURONS_WIDGETS"
 DEFAULT_TEXT = (
     "The colour of the harbour changed as the programme began: the neighbours gathered to watch "
     "the theatre company rehearse, and the organisers apologised for the delay."
@@ -66,20 +72,40 @@ def in_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+def live_frontend() -> bool:
+    """Whether the kernel serves a front end a reader clicks in (Colab, Jupyter server, VS Code).
+
+    Headless executions (nbclient, nbval, myst-nb) set none of the markers, so they are static.
+    """
+    from context_neurons.colab import in_colab
+
+    if in_colab() or os.environ.get("JPY_SESSION_NAME") or _flag(WIDGETS_ENV):
+        return True
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "__vsc_ipynb_file__" in getattr(shell, "user_ns", {})
+
+
 def interactive_mode(interactive: bool | None = None) -> bool:
     """Whether explorers draw widgets (True) or a static figure and table (False).
 
     Args:
-        interactive: force a mode; None decides: widgets when ipywidgets is importable, an IPython
-            kernel runs the code and ``CONTEXT_NEURONS_STATIC`` is not set to ``1``.
+        interactive: force a mode; None decides: widgets when ipywidgets is importable and an
+            IPython kernel serves a live front end (:func:`live_frontend`). ``CONTEXT_NEURONS_STATIC=1``
+            makes every explorer static whatever is asked.
     """
-    if os.environ.get(STATIC_ENV, "").lower() in ("1", "true", "yes"):
-        return False
-    if not widgets_available():
+    if _flag(STATIC_ENV) or not widgets_available():
         return False
     if interactive is not None:
         return bool(interactive)
-    return in_kernel()
+    return in_kernel() and live_frontend()
 
 
 @dataclass
@@ -114,7 +140,7 @@ def _show(explorer: Explorer) -> Explorer:
 # ----------------------------------------------------------------------------------------------
 
 
-def kernel_frame(pattern: Sequence[float], n: int, window: int = 60) -> pd.DataFrame:
+def kernel_frame(pattern: Float[np.ndarray, "key_pos"], n: int, window: int = 60) -> pd.DataFrame:
     """The last ``window`` weights of a positional pattern ``pos_n(i)``, ``i <= n``.
 
     Args:
@@ -145,7 +171,7 @@ def kernel_frame(pattern: Sequence[float], n: int, window: int = 60) -> pd.DataF
     )
 
 
-def kernel_summary(pattern: Sequence[float]) -> dict[str, float]:
+def kernel_summary(pattern: Float[np.ndarray, "key_pos"]) -> dict[str, float]:
     """Shape of a positional pattern: effective width, mean distance, mass on the last 50 tokens.
 
     ``effective width`` is ``1 / sum_i pos_n(i)^2`` (the number of equally weighted positions with
@@ -202,7 +228,9 @@ class HeadKernels:
             reference_tokens = dec.default_reference_tokens(model)
         self.mean_keys = dec.mean_positional_keys(model, reference_tokens, self.n_ctx)
 
-    def __call__(self, head: int, n: int, dest_token: str | int = " the") -> np.ndarray:
+    def __call__(
+        self, head: int, n: int, dest_token: str | int = " the"
+    ) -> Float[np.ndarray, "key_pos"]:
         """``pos_n(i)`` for ``i = 0..n`` of one head."""
         from context_neurons import decomposition as dec
 
@@ -236,7 +264,7 @@ def head_explorer(
     kernels: Callable[[int, int, Any], np.ndarray] | None = None,
     head: int = 0,
     n: int = 500,
-    dest_token: str = " the",
+    dest_token: str | int = " the",
     window: int = 60,
     interactive: bool | None = None,
 ) -> Explorer:
@@ -330,7 +358,7 @@ def as_trace(result: Any) -> ActivationTrace:
     return trace
 
 
-def activation_frame(trace: ActivationTrace) -> pd.DataFrame:
+def activation_frame(trace: ActivationTrace | tuple) -> pd.DataFrame:
     """Per-token table: ``position``, ``token``, ``true``, ``approximate``, ``error``."""
     trace = as_trace(trace)
     return pd.DataFrame(
@@ -344,7 +372,7 @@ def activation_frame(trace: ActivationTrace) -> pd.DataFrame:
     ).set_index("position")
 
 
-def activation_summary(trace: ActivationTrace) -> dict[str, float]:
+def activation_summary(trace: ActivationTrace | tuple) -> dict[str, float]:
     """Agreement of the approximation: Pearson correlation and fraction of variance unexplained.
 
     ``FVU = sum (true - approx)^2 / sum (true - mean true)^2`` (NaN when the true values are
@@ -362,7 +390,7 @@ def activation_summary(trace: ActivationTrace) -> dict[str, float]:
     return {"pearson": pearson, "fvu": fvu, "max |error|": float(np.abs(approx - true).max())}
 
 
-def plot_activations(trace: ActivationTrace, neuron: int, max_labels: int = 60):
+def plot_activations(trace: ActivationTrace | tuple, neuron: int, max_labels: int = 60):
     """True and approximate pre-activation along the text; returns the figure."""
     import matplotlib.pyplot as plt
 

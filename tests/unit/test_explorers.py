@@ -33,6 +33,19 @@ def _close_figures(monkeypatch):
 
 def test_mode_static_without_kernel_or_when_asked(monkeypatch):
     assert ex.interactive_mode() is False  # pytest is not an IPython kernel
+    monkeypatch.setattr(ex, "in_kernel", lambda: True)  # a kernel run headless (nbclient, nbval)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    assert ex.interactive_mode() is False
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/reader/ch01_decomposition.ipynb")  # JupyterLab
+    assert ex.interactive_mode() is True
+    monkeypatch.delenv("JPY_SESSION_NAME")
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab")  # Colab
+    assert ex.interactive_mode() is True
+    monkeypatch.delenv("COLAB_RELEASE_TAG")
+    monkeypatch.setenv(ex.WIDGETS_ENV, "1")
+    assert ex.interactive_mode() is True
     assert ex.interactive_mode(interactive=True) is True
     assert ex.interactive_mode(interactive=False) is False
     monkeypatch.setenv(ex.STATIC_ENV, "1")
