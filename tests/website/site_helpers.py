@@ -59,10 +59,15 @@ def serve(directory: Path):
 
 
 def toc_pages(repo: Path = REPO) -> list[str]:
-    """Docnames of every page in ``_toc.yml`` (root first), e.g. ``book/intro``."""
+    """Docnames of every page in ``_toc.yml`` (root first), e.g. ``book/intro``.
+
+    ``$CONTEXT_NEURONS_TOC`` names another table of contents, for a site built with
+    ``jupyter-book build . --toc FILE``.
+    """
     import yaml
 
-    toc = yaml.safe_load((repo / "_toc.yml").read_text())
+    toc_file = Path(os.environ.get("CONTEXT_NEURONS_TOC") or repo / "_toc.yml")
+    toc = yaml.safe_load(toc_file.read_text())
     pages = [toc["root"]]
 
     def walk(entries):
