@@ -220,7 +220,7 @@ def tokenize_windows(
     long: Literal["truncate", "split"] = "truncate",
     short: Literal["drop", "concat"] = "drop",
     max_windows: int | None = None,
-) -> tuple[list[Int[Tensor, "pos"]], list[str], WindowReport]:
+) -> tuple[list[Int[Tensor, "_pos"]], list[str], WindowReport]:
     """Token windows ``[BOS, ...]`` of at most ``n_ctx`` tokens (policy in the module docstring).
 
     Returns:
@@ -279,7 +279,7 @@ def tokenize_windows(
 
 
 def pad_windows(
-    windows: list[Int[Tensor, "pos"]], pad_id: int = EOT_ID
+    windows: list[Int[Tensor, "_pos"]], pad_id: int = EOT_ID
 ) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch"]]:
     """Right-pad windows into one batch; returns the batch and each window's length."""
     if not windows:
@@ -300,7 +300,7 @@ def corpus_windows(
     root: str | Path | None = None,
     source: Literal["auto", "corpora", "openwebtext"] = "auto",
     seed: int = 0,
-) -> tuple[list[Int[Tensor, "pos"]], list[str], WindowReport]:
+) -> tuple[list[Int[Tensor, "_pos"]], list[str], WindowReport]:
     """Evaluation windows: full-length windows from offline corpora, or OpenWebText online.
 
     ``source="auto"`` uses the offline corpora when they are found, else OpenWebText.
