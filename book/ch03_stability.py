@@ -175,9 +175,10 @@ figure = plot_concentration(table, taxonomy.groups)
 # - **Detokenization heads do not.** With $n_{\mathrm{eff}}$ of a few tokens there is nothing to
 #   average: $D_n$ is essentially the content weight of the previous token or two, and inherits
 #   its full spread, which is also larger because these heads care more about token identity.
-# - **Duplicate heads break the model.** Their content weight depends on whether a source token
-#   *equals* the destination; with `' the'` at $n$, $D_n$ counts the earlier copies of `' the'`
-#   in the kernel, a quantity the prediction captures only on average.
+# - **Duplicate heads stretch the model.** Their content weight is huge for one token, the
+#   destination's own: with `' the'` at $n$, $D_n$ mostly counts the earlier copies of `' the'`
+#   under the kernel. Its spread is large, and it exceeds the prediction where the frequency of
+#   `' the'` varies between texts more than independent draws allow.
 # - Where the texts' spread exceeds the i.i.d. spread, real text is not a sequence of independent
 #   tokens: texts differ in their mix of tokens (their topic, their style), and the content weights
 #   see that. Section 3.5 shows the largest such effect.
