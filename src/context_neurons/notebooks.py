@@ -48,8 +48,9 @@ def regenerate(chapters: list[Path] | None = None) -> int:
                                            "language": "python"}
         NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3",
                        resources={"metadata": {"path": str(STORED)}}).execute()
-        for cell in notebook.cells:  # execution timestamps vary; keep the stored file stable
-            cell.get("metadata", {}).pop("execution", None)
+        for index, cell in enumerate(notebook.cells):  # keep the stored file stable across runs
+            cell.get("metadata", {}).pop("execution", None)  # timestamps
+            cell["id"] = f"cell-{index}"  # jupytext draws random ids
         nbformat.write(notebook, stored_notebook(chapter))
         print(f"{chapter.name}: executed in {time.perf_counter() - start:.0f} s -> "
               f"{stored_notebook(chapter).relative_to(REPO)}")
