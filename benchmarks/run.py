@@ -18,6 +18,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,7 +26,34 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Current resident set size of this process."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+class PeakMemory:
+    """Peak resident memory above the level at entry, sampled every 2 ms in a thread."""
+
+    def __enter__(self):
+        self.base = self.peak = rss_mib()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mib())
+            time.sleep(0.002)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_mib())
+
+    @property
+    def mib(self) -> float:
+        return self.peak - self.base
 
 
 def best_of(fn, repeat: int) -> float:
@@ -67,7 +95,6 @@ def case_contributions(kind: str, device: str) -> dict:
     from context_neurons.neurons import contributions, read_vectors
 
     model, circuit = setup(device)
-    base = rss_mib()
     e = circuit.extended  # [d_vocab, d_model]
     if kind == "project":
         run = lambda: contributions(circuit, model)  # noqa: E731
@@ -88,9 +115,12 @@ def case_contributions(kind: str, device: str) -> dict:
         run()
         sync(device)
 
-    seconds = best_of(timed, 1 if kind == "loop" else 3)
+    if kind != "loop":  # warm-up; the loop (minutes) runs once
+        timed()
+    with PeakMemory() as memory:
+        seconds = best_of(timed, 1 if kind == "loop" else 3)
     flops = 2 * e.shape[0] * e.shape[1] * model.cfg.d_mlp
-    return {"seconds": seconds, "gflops": flops / seconds / 1e9, "peak_mib": rss_mib() - base}
+    return {"seconds": seconds, "gflops": flops / seconds / 1e9, "peak_mib": memory.mib}
 
 
 def case_evaluation(kind: str, n_texts: int, device: str) -> dict:
@@ -111,7 +141,7 @@ def case_evaluation(kind: str, n_texts: int, device: str) -> dict:
     )
     if len(windows) < n_texts:
         raise SystemExit(f"only {len(windows)} full windows ({report})")
-    base = rss_mib()
+    memory = PeakMemory().__enter__()
     start = time.perf_counter()
     if kind == "project":  # layer 0 only, batched
         batch_size = 8
@@ -130,9 +160,10 @@ def case_evaluation(kind: str, n_texts: int, device: str) -> dict:
             torch.corrcoef(torch.stack([true[:, 0], pred[:, 0]]))
     sync(device)
     seconds = time.perf_counter() - start
+    memory.__exit__(None, None, None)
     n_tokens = sum(len(w) for w in windows)
     return {"seconds": seconds, "tokens_per_s": n_tokens / seconds, "n_neurons": len(neurons),
-            "peak_mib": rss_mib() - base}
+            "peak_mib": memory.mib}
 
 
 def case_book() -> dict:
