@@ -1,0 +1,377 @@
+"""Explainers. This module writes and scores explanations of when an attention head is active
+(METHOD.md section 7, step 4; chapter 7).
+
+Neo, Cohen and Barez (2024) asked GPT-4 to explain, from prompts where a head drives a neuron and
+prompts where it does not, when the head is active, and then used GPT-4 again as a zero-shot
+classifier: given only the explanation, is the head active on this held-out prompt? The accuracy
+of that classifier scores the explanation.
+
+Two explainers share one interface (:class:`Explainer`: ``explain(active, inactive)`` then
+``predict(explanation, examples)``):
+
+* :class:`OfflineExplainer` needs no service. Its explanation is a short list of words that mark
+  the active prompts: candidates over-represented in active prompts (log-odds ratio of the
+  fraction of prompts containing the word, add-``alpha`` smoothed), chosen greedily to cover the
+  active prompts and not the inactive ones. Its classifier applies the rule "active when the
+  prompt contains one of these words" literally. It is the default and what the book's stored
+  outputs use.
+* :class:`LLMExplainer` calls an OpenAI-compatible chat-completions endpoint through ``urllib``
+  (standard library only). It is used only when the reader sets ``CONTEXT_NEURONS_LLM_API_KEY``
+  (plus optionally ``CONTEXT_NEURONS_LLM_BASE_URL`` and ``CONTEXT_NEURONS_LLM_MODEL``); without a
+  key nothing in this module opens a network connection.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+API_KEY_ENV = "CONTEXT_NEURONS_LLM_API_KEY"
+BASE_URL_ENV = "CONTEXT_NEURONS_LLM_BASE_URL"
+MODEL_ENV = "CONTEXT_NEURONS_LLM_MODEL"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_LLM_MODEL = "gpt-4o-mini"
+
+
+class ExplainerError(RuntimeError):
+    """An explainer could not be built or used; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One prompt as both explainers see it: token ids (offline) and text (LLM).
+
+    ``group`` names the text the prompt was cut from: prompts of one window share their tokens, so
+    the offline explainer counts a token's support in distinct groups.
+    """
+
+    token_ids: tuple[int, ...]
+    text: str
+    group: str = ""
+
+
+@dataclass
+class Explanation:
+    """An explanation of when a head is active.
+
+    ``text`` is what a reader (or an LLM classifier) reads; ``tokens`` are the tokens it names
+    (the offline explainer's rule, or tokens quoted by an LLM), for comparison with a planted topic.
+    """
+
+    text: str
+    tokens: list[str] = field(default_factory=list)
+    explainer: str = ""
+    rule: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Explainer(Protocol):
+    """Writes an explanation from labelled prompts and classifies prompts with it."""
+
+    name: str
+
+    def explain(self, active: Sequence[Example], inactive: Sequence[Example]) -> Explanation: ...
+
+    def predict(self, explanation: Explanation, examples: Sequence[Example]) -> list[bool]: ...
+
+
+def examples_from_prompts(prompts, tokenizer, max_tokens: int | None = None) -> list[Example]:
+    """Examples from :class:`~context_neurons.lookups.Prompt` objects (BOS dropped).
+
+    ``max_tokens`` keeps only the last tokens of each prompt (for the LLM's context window).
+    """
+    out = []
+    for prompt in prompts:
+        ids = [int(t) for t in prompt.tokens[1:].tolist()]
+        if max_tokens is not None:
+            ids = ids[-max_tokens:]
+        out.append(Example(tuple(ids), tokenizer.decode(ids), str(prompt.window)))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Offline explainer
+# ----------------------------------------------------------------------------------------------
+
+
+def normalise_word(token: str) -> str:
+    """The word a token stands for: stripped, lower-cased, a plural ``s`` dropped (``' Wars'`` ->
+    ``'war'``), so that case and number variants count as one feature."""
+    word = token.strip().lower()
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    return word
+
+
+@dataclass
+class OfflineExplainer:
+    """Contrastive token statistics: the words whose presence marks the active prompts.
+
+    Features are words (:func:`normalise_word` of each token, so ``' War'``, ``' war'`` and
+    ``' wars'`` are one feature; ``normalise=False`` keeps raw tokens). Candidates are words present
+    in at least ``min_support`` of the active prompts, cut from at least ``min_groups`` different
+    texts, with a positive log-odds ratio (:meth:`word_log_odds`). The explanation is built
+    greedily: each step adds the candidate that most increases the training accuracy of the rule
+    "active when the prompt contains at least one explanation word" (ties: higher log-odds); it
+    stops at ``n_words`` or when the best gain is below ``min_gain`` of the active prompts. Greedy
+    covering keeps one word per group of co-occurring words, so words that merely accompany the
+    trigger are not repeated.
+
+    Args:
+        tokenizer: decodes token ids into words.
+        n_words: the most words in an explanation.
+        alpha: add-``alpha`` smoothing of the prompt counts in the log-odds ratio.
+        min_support: a candidate occurs in at least this fraction of active prompts.
+        min_groups: ... and in active prompts from at least this many texts.
+        min_gain: a word must newly explain this fraction of the active prompts (net).
+        normalise: merge case and plural variants (else one feature per token).
+    """
+
+    tokenizer: Any
+    n_words: int = 12
+    alpha: float = 1.0
+    min_support: float = 0.02
+    min_groups: int = 2
+    min_gain: float = 0.02
+    normalise: bool = True
+    name: str = "offline"
+
+    def __post_init__(self) -> None:
+        self._words: dict[int, str] = {}
+
+    def word(self, token_id: int) -> str:
+        """The feature of one token id."""
+        if token_id not in self._words:
+            text = self.tokenizer.decode([token_id])
+            self._words[token_id] = normalise_word(text) if self.normalise else text
+        return self._words[token_id]
+
+    def words(self, example: Example) -> set[str]:
+        """The set of features of a prompt (empty strings, e.g. from whitespace, dropped)."""
+        return {w for w in (self.word(t) for t in set(example.token_ids)) if w}
+
+    def word_log_odds(
+        self, active: Sequence[Example], inactive: Sequence[Example]
+    ) -> list[tuple[str, float, int, int]]:
+        """``(word, log_odds_ratio, n_active_with, n_inactive_with)``, highest ratio first."""
+        if not active or not inactive:
+            raise ExplainerError("Explaining needs both active and inactive prompts.")
+        sets_a = [self.words(e) for e in active]
+        in_active = Counter(w for s in sets_a for w in s)
+        in_inactive = Counter(w for e in inactive for w in self.words(e))
+        groups: dict[str, set[str]] = {}
+        for e, words in zip(active, sets_a):
+            for w in words:
+                groups.setdefault(w, set()).add(e.group)
+        n_a, n_i, a = len(active), len(inactive), self.alpha
+        rows = []
+        for word, count in in_active.items():
+            if count < max(2, self.min_support * n_a) or len(groups[word]) < self.min_groups:
+                continue
+            other = in_inactive.get(word, 0)
+            ratio = math.log((count + a) / (n_a - count + a)) - math.log(
+                (other + a) / (n_i - other + a)
+            )
+            rows.append((word, ratio, count, other))
+        rows.sort(key=lambda r: (-r[1], r[0]))
+        return rows
+
+    def explain(self, active: Sequence[Example], inactive: Sequence[Example]) -> Explanation:
+        candidates = [r for r in self.word_log_odds(active, inactive) if r[1] > 0]
+        if not candidates:
+            raise ExplainerError("No word is more frequent in active than in inactive prompts.")
+        sets_a = [self.words(e) for e in active]
+        sets_i = [self.words(e) for e in inactive]
+        covered_a, covered_i = [False] * len(active), [False] * len(inactive)
+        chosen: list[str] = []
+        for _ in range(self.n_words):
+            best, best_gain = None, max(0, math.ceil(self.min_gain * len(active)) - 1)
+            for word, _ratio, _, _ in candidates:  # log-odds order breaks ties
+                if word in chosen:
+                    continue
+                gain = sum(1 for s, c in zip(sets_a, covered_a) if not c and word in s)
+                gain -= sum(1 for s, c in zip(sets_i, covered_i) if not c and word in s)
+                if gain > best_gain:
+                    best, best_gain = word, gain
+            if best is None:
+                break
+            chosen.append(best)
+            covered_a = [c or best in s for s, c in zip(sets_a, covered_a)]
+            covered_i = [c or best in s for s, c in zip(sets_i, covered_i)]
+        if not chosen:  # no word helps on its own: fall back to the single best ratio
+            chosen = [candidates[0][0]]
+            covered_a = [chosen[0] in s for s in sets_a]
+            covered_i = [chosen[0] in s for s in sets_i]
+        correct = sum(covered_a) + sum(1 for c in covered_i if not c)
+        text = (
+            "The head is active when the prompt contains any of these words: "
+            + ", ".join(repr(w) for w in chosen)
+            + "."
+        )
+        return Explanation(
+            text,
+            chosen,
+            self.name,
+            {
+                "words": chosen,
+                "min_count": 1,
+                "normalise": self.normalise,
+                "train_accuracy": correct / (len(active) + len(inactive)),
+            },
+        )
+
+    def predict(self, explanation: Explanation, examples: Sequence[Example]) -> list[bool]:
+        rule = explanation.rule
+        if "words" not in rule or rule.get("normalise") != self.normalise:
+            raise ExplainerError(
+                "The offline classifier needs an explanation written by an "
+                "offline explainer with the same settings (its rule: words and "
+                "a minimum count)."
+            )
+        wanted, need = set(rule["words"]), rule["min_count"]
+        return [len(wanted & self.words(e)) >= need for e in examples]
+
+
+# ----------------------------------------------------------------------------------------------
+# LLM explainer (OpenAI-compatible HTTP API, standard library only)
+# ----------------------------------------------------------------------------------------------
+
+
+Transport = Callable[[str, dict, dict], dict]
+
+
+def urllib_transport(url: str, payload: dict, headers: dict, timeout: float = 120) -> dict:
+    """POST JSON with ``urllib`` and return the decoded JSON response."""
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        return json.loads(response.read().decode("utf-8"))
+
+
+EXPLAIN_PROMPT = """We study one attention head of a language model. Below are text excerpts. In \
+the ACTIVE excerpts the head strongly drives a neuron at the last token; in the INACTIVE ones it \
+does not. In one or two sentences, say what the excerpts must contain (words, topic, style) for \
+the head to be active. Quote the most telling words in double quotes."""
+
+CLASSIFY_PROMPT = """An attention head of a language model is described as follows:
+{explanation}
+For each numbered excerpt below, answer 1 if the head would be active at its last token by this \
+description, else 0. Reply with a JSON list of {n} integers and nothing else."""
+
+
+@dataclass
+class LLMExplainer:
+    """An explainer and zero-shot classifier behind an OpenAI-compatible chat-completions API.
+
+    Build it with :meth:`from_env` (``None`` when no key is set). ``transport`` replaces the HTTP
+    call (tests use a fake); by default :func:`urllib_transport`.
+    """
+
+    api_key: str
+    base_url: str = DEFAULT_BASE_URL
+    model: str = DEFAULT_LLM_MODEL
+    max_examples: int = 20
+    max_tokens_per_example: int = 64
+    batch_size: int = 20
+    transport: Transport | None = None
+    name: str = "llm"
+
+    def __post_init__(self) -> None:
+        if not self.api_key:
+            raise ExplainerError(f"The LLM explainer needs an API key: set {API_KEY_ENV}.")
+
+    @classmethod
+    def from_env(cls) -> "LLMExplainer | None":
+        """The explainer configured by the environment, or ``None`` without a key."""
+        key = os.environ.get(API_KEY_ENV, "").strip()
+        if not key:
+            return None
+        return cls(
+            key,
+            os.environ.get(BASE_URL_ENV, DEFAULT_BASE_URL).rstrip("/"),
+            os.environ.get(MODEL_ENV, DEFAULT_LLM_MODEL),
+        )
+
+    def _chat(self, content: str) -> str:
+        payload = {
+            "model": self.model,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": content}],
+        }
+        headers = {"Authorization": f"Bearer {self.api_key}", "Content-Type": "application/json"}
+        send = self.transport or urllib_transport
+        try:
+            reply = send(f"{self.base_url}/chat/completions", payload, headers)
+            return reply["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as err:
+            raise ExplainerError(f"Unexpected reply from {self.base_url}: {err!r}") from err
+
+    def _clip(self, example: Example) -> str:
+        words = example.text.split()
+        return " ".join(words[-self.max_tokens_per_example :])
+
+    def explain(self, active: Sequence[Example], inactive: Sequence[Example]) -> Explanation:
+        if not active or not inactive:
+            raise ExplainerError("Explaining needs both active and inactive prompts.")
+        lines = [EXPLAIN_PROMPT, "", "ACTIVE:"]
+        lines += [f"- {self._clip(e)}" for e in active[: self.max_examples]]
+        lines += ["", "INACTIVE:"]
+        lines += [f"- {self._clip(e)}" for e in inactive[: self.max_examples]]
+        text = self._chat("\n".join(lines)).strip()
+        return Explanation(text, re.findall(r'"([^"]+)"', text), f"{self.name}:{self.model}")
+
+    def predict(self, explanation: Explanation, examples: Sequence[Example]) -> list[bool]:
+        out: list[bool] = []
+        for start in range(0, len(examples), self.batch_size):
+            chunk = examples[start : start + self.batch_size]
+            body = [CLASSIFY_PROMPT.format(explanation=explanation.text, n=len(chunk)), ""]
+            body += [f"{i + 1}. {self._clip(e)}" for i, e in enumerate(chunk)]
+            out += parse_labels(self._chat("\n".join(body)), len(chunk))
+        return out
+
+
+def parse_labels(reply: str, n: int) -> list[bool]:
+    """``n`` booleans from a reply holding a JSON list of 0/1 (or that many 0/1 digits)."""
+    match = re.search(r"\[[^\]]*\]", reply)
+    values: list = []
+    if match:
+        try:
+            values = json.loads(match.group(0))
+        except json.JSONDecodeError:
+            values = []
+    if len(values) != n:
+        values = [int(d) for d in re.findall(r"\b[01]\b", reply)]
+    if len(values) != n:
+        raise ExplainerError(f"Expected {n} labels in the classifier's reply, got: {reply[:200]!r}")
+    return [bool(int(v)) for v in values]
+
+
+def get_explainer(kind: str = "auto", tokenizer=None) -> Explainer:
+    """``"offline"``, ``"llm"`` (needs the key) or ``"auto"`` (LLM with a key, else offline).
+
+    The offline explainer needs the tokenizer only to write its explanation text; without one the
+    GPT-2 tokenizer is loaded.
+    """
+    if kind not in ("auto", "offline", "llm"):
+        raise ExplainerError(f"Unknown explainer {kind!r}: choose 'auto', 'offline' or 'llm'.")
+    if kind in ("auto", "llm"):
+        llm = LLMExplainer.from_env()
+        if llm is not None:
+            return llm
+        if kind == "llm":
+            raise ExplainerError(
+                f"No LLM explainer: set {API_KEY_ENV} (and optionally "
+                f"{BASE_URL_ENV}, {MODEL_ENV})."
+            )
+    if tokenizer is None:
+        from context_neurons.models import load_tokenizer
+
+        tokenizer = load_tokenizer()
+    return OfflineExplainer(tokenizer)
