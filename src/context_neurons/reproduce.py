@@ -53,8 +53,8 @@ class ReproContext:
 def fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
-    if isinstance(value, (list, tuple)) and len(value) > 12:
-        return f"[{len(value)} items]"
+    if isinstance(value, (list, tuple)) and (len(value) > 12 or any(isinstance(v, dict) for v in value)):
+        return f"[{len(value)} items, see the JSON]"
     if isinstance(value, dict):
         text = json.dumps(value, default=str)
         return text if len(text) < 60 else text[:57] + "..."
