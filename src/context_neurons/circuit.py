@@ -1,0 +1,645 @@
+"""The contextual circuit. This module implements METHOD.md section 5 (chapter 4).
+
+Gibson's paper, section "The contextual circuit": with the destination token fixed to ``' the'``
+(a stop word), the six contextual heads of layer 0 together write, at position ``n``,
+approximately
+
+    sum_i K[n, i] e(t_i)   +   positional part(n),
+
+an exponentially decaying bag of *extended embeddings* ``e(t)``. Three approximations lead there,
+each a choice made explicit below:
+
+1. **Calibrated denominators.** ``A_{n,i} = pos_n(i) c_n(t_i) / D_n`` (chapter 1). For a
+   contextual head the denominator ``D_n`` hardly depends on the text (chapter 3), so we replace
+   it by one number per head, ``Dhat_h``: the median over the positions ``n >= n_min`` of one
+   calibration text of
+
+       D_h(n) = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(' the'),
+
+   i.e. the calibration text with ``' the'`` placed at the destination. (Positions before
+   ``n_min = 100`` are excluded: there the ``<|endoftext|>`` sink inflates ``D``.)
+2. **One shared kernel.** The six heads' positional patterns (destination ``' the'``) are similar;
+   we replace them by their element-wise median ``K[n, i]``, renormalised over ``i <= n``. Since
+   ``pos_n(i) = softmax_i q_n . M[i] / sqrt(d)`` (the ``M[n]`` term is constant in ``i``), the whole
+   ``[n_ctx, n_ctx]`` kernel of a head is one matrix product ``Q_the M^T``, independent of text.
+3. **Position-free token values.** The value of token ``t`` at position ``i`` is split into the
+   token-averaged value ``M_V[i]`` (the *positional part*, kept separately, each head with its own
+   kernel) plus a token-dependent remainder, which we evaluate at the reference position
+   ``n_ref = n_ctx / 2``: ``v_h(t) = value_h(t, n_ref) - M_V^h[n_ref]``. The content weight is
+   also taken at ``n_ref``.
+
+Then the extended embedding of ``t`` is
+
+    e(t) = sum_h (c_h(t) / Dhat_h) v_h(t) W_O^h,      c_h(t) = c_{n_ref}(t)  (destination ' the'),
+
+and the positional part is ``sum_h sum_i pos_{h,n}(i) M_V^h[i] W_O^h``. Biases: TransformerLens
+folds the value bias into the attention output bias ``b_O`` (``fold_value_biases``); ``M_V``
+includes whatever value bias remains, and ``b_O`` (shared by all heads) is not part of the six
+heads' output. :func:`circuit_error` compares the approximation with the true combined output of
+the six heads, ``sum_h z_h W_O^h`` (hook ``blocks.0.attn.hook_z``).
+
+**Per-position denominators.** Position 0 holds ``<|endoftext|>``, whose content weight is large
+(an attention sink), so for the first ~100 positions ``D_h(n)`` is well above ``Dhat_h`` and the
+constant-denominator bag overstates the heads' output there. METHOD.md allows the calibration
+denominators "median over its positions, or per position": ``denominators="per_position"`` uses
+``D_h(n)`` of the calibration text itself at each ``n`` (the median beyond the text's length). The
+extended embeddings, which must not depend on ``n``, always use the median ``Dhat_h``; at
+``n >= n_min`` the two agree to a few percent.
+
+Shapes: ``ctx_head`` is the axis of the contextual heads only (``head_index`` runs over all
+twelve).
+
+The circuit also records the LayerNorm-2 scale of the calibration text (the median of
+``1 / std`` of the input to ``blocks.0.ln2``), which chapter 5 uses to linearise LN2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from context_neurons import decomposition as dec
+
+#: The paper's contextual ("slowly decaying") heads of GPT-2 Small's layer 0.
+CONTEXTUAL_HEADS: tuple[int, ...] = (0, 2, 6, 8, 9, 10)
+#: The fixed destination token of the circuit (a stop word).
+DEST_TOKEN = " the"
+#: Calibration positions before this are left out of the median denominator.
+N_MIN = 100
+
+
+class CircuitError(ValueError):
+    """A circuit could not be built or applied; the message says why."""
+
+
+@dataclass
+class Calibration:
+    """What the circuit takes from one calibration text.
+
+    Attributes:
+        name: the calibration text's name (``data.CALIBRATION_TEXTS``) or ``"custom"``.
+        tokens: the calibration tokens, BOS first.
+        log_denominators: ``log D_h(n)`` at every calibration position, ``[head, pos]``.
+        n_min: first position used for the median.
+        log_dhat: ``log Dhat_h``, the median of ``log D_h(n)`` over ``n >= n_min``, ``[head]``.
+        ln2_inverse_scales: ``1 / std`` of the input of ``blocks.0.ln2`` at each position.
+        ln2_scale: the median of ``ln2_inverse_scales`` over positions ``n >= 1``.
+    """
+
+    name: str
+    tokens: Int[Tensor, "pos"]
+    log_denominators: Float[Tensor, "ctx_head pos"]
+    n_min: int
+    log_dhat: Float[Tensor, "ctx_head"]
+    ln2_inverse_scales: Float[Tensor, "pos"]
+    ln2_scale: float
+
+    def position_log_denominators(self, n_positions: int) -> Float[Tensor, "ctx_head pos"]:
+        """``log D_h(n)`` for ``n < n_positions``: the calibration text's, then the median."""
+        known = self.log_denominators[:, :n_positions]
+        if known.shape[1] == n_positions:
+            return known
+        rest = self.log_dhat[:, None].expand(-1, n_positions - known.shape[1])
+        return torch.cat([known, rest], dim=1)
+
+
+DENOMINATORS = ("median", "per_position")
+
+
+@dataclass
+class ContextualCircuit:
+    """The bag-of-tokens approximation of the contextual heads (module docstring).
+
+    Attributes:
+        heads: the contextual heads, in order.
+        dest_token: the destination token id (``' the'``).
+        n_ref: the reference position of content weights and token values.
+        calibration: the :class:`Calibration`.
+        head_kernels: each head's positional pattern ``pos_{h,n}(i)``, ``[head, n, i]``.
+        kernel: the shared median kernel ``K[n, i]``, rows summing to 1 over ``i <= n``.
+        log_content: ``log c_h(t)`` at ``n_ref`` for every token, ``[head, d_vocab]``.
+        token_values: ``v_h(t) = value_h(t, n_ref) - M_V^h[n_ref]``, ``[d_vocab, head, d_head]``.
+        extended: the extended embeddings ``e(t)``, ``[d_vocab, d_model]``.
+        mean_values: ``M_V^h[i]``, the token-averaged values, ``[pos, head, d_head]``.
+        positional_part: ``sum_h sum_i pos_{h,n}(i) M_V^h[i] W_O^h``, ``[pos, d_model]``.
+    """
+
+    heads: list[int]
+    dest_token: int
+    n_ref: int
+    calibration: Calibration
+    head_kernels: Float[Tensor, "ctx_head query_pos key_pos"]
+    kernel: Float[Tensor, "query_pos key_pos"]
+    log_content: Float[Tensor, "ctx_head d_vocab"]
+    token_values: Float[Tensor, "d_vocab ctx_head d_head"]
+    extended: Float[Tensor, "d_vocab d_model"]
+    mean_values: Float[Tensor, "pos ctx_head d_head"]
+    positional_part: Float[Tensor, "pos d_model"]
+    w_o: Float[Tensor, "ctx_head d_head d_model"] = field(repr=False)
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def ln2_scale(self) -> float:
+        return self.calibration.ln2_scale
+
+    @property
+    def dhat(self) -> Float[Tensor, "ctx_head"]:
+        return self.calibration.log_dhat.exp()
+
+    def inverse_denominators(
+        self, n_positions: int, denominators: str = "median"
+    ) -> Float[Tensor, "ctx_head pos"]:
+        """``1 / Dhat_h`` (``"median"``) or ``1 / D_h(n)`` of the calibration text (``"per_position"``)."""
+        if denominators == "median":
+            return torch.exp(-self.calibration.log_dhat)[:, None].expand(-1, n_positions)
+        if denominators == "per_position":
+            return torch.exp(-self.calibration.position_log_denominators(n_positions))
+        raise CircuitError(f"denominators must be one of {DENOMINATORS}, got {denominators!r}.")
+
+    def head_contributions(
+        self, read: Float[Tensor, "d_model n_read"], w_o: Float[Tensor, "ctx_head d_head d_model"]
+    ) -> Float[Tensor, "d_vocab ctx_head n_read"]:
+        """``c_h(t) v_h(t) W_O^h . read``: each head's token term before its denominator."""
+        out = torch.einsum("the,hej->thj", self.token_values, w_o @ read)
+        return out * self.log_content.T.exp()[..., None]
+
+    def bag(
+        self,
+        tokens: Int[Tensor, "*batch pos"],
+        denominators: str = "median",
+        kernel: str = "shared",
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """``sum_i K[n, i] e(t_i)`` for a batch of sequences (positions 0..pos-1).
+
+        With ``denominators="per_position"`` each head's share is divided by ``D_h(n)`` instead
+        of ``Dhat_h``; with ``kernel="per_head"`` each head keeps its own kernel
+        ``pos_{h,n}(i)`` instead of the shared ``K[n, i]`` (both for measuring what each
+        approximation costs): ``sum_h sum_i pos_{h,n}(i) c_h(t_i) v_h(t_i) W_O^h / D_h(n)``.
+        """
+        tokens = _as_batch(tokens)
+        n = tokens.shape[1]
+        if kernel not in ("shared", "per_head"):
+            raise CircuitError(f"kernel must be 'shared' or 'per_head', got {kernel!r}.")
+        if denominators == "median" and kernel == "shared":
+            return torch.einsum("ni,bid->bnd", self.kernel[:n, :n], self.extended[tokens])
+        inv_d = self.inverse_denominators(n, denominators)  # [head, n]
+        weighted = self.token_values[tokens] * self.log_content.T.exp()[tokens][..., None]
+        if kernel == "shared":
+            per_head = torch.einsum("ni,bihe,hn->bnhe", self.kernel[:n, :n], weighted, inv_d)
+        else:
+            kernels = self.head_kernels[:, :n, :n]
+            per_head = torch.einsum("hni,bihe,hn->bnhe", kernels, weighted, inv_d)
+        return torch.einsum("bnhe,hed->bnd", per_head, self.w_o)
+
+    def approximate_output(
+        self,
+        tokens: Int[Tensor, "*batch pos"],
+        denominators: str = "median",
+        kernel: str = "shared",
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """The six heads' approximate combined output: the bag plus the positional part."""
+        tokens = _as_batch(tokens)
+        return self.bag(tokens, denominators, kernel) + self.positional_part[: tokens.shape[1]]
+
+
+def _as_batch(tokens: Tensor) -> Tensor:
+    tokens = torch.as_tensor(tokens)
+    if tokens.ndim == 1:
+        tokens = tokens[None]
+    if tokens.ndim != 2 or tokens.shape[1] == 0:
+        raise CircuitError(f"Expected token ids of shape [batch, pos], got {tuple(tokens.shape)}.")
+    return tokens
+
+
+# ----------------------------------------------------------------------------------------------
+# Pieces
+# ----------------------------------------------------------------------------------------------
+
+
+def _all_heads(score_fn, model: HookedTransformer, *args) -> Tensor:
+    """Call a score function of :mod:`decomposition` for all heads (select heads afterwards).
+
+    Its shape annotations name the head axis of the queries and of the result alike, so a call
+    with a subset of heads fails the runtime shape checks the tests run.
+    """
+    return score_fn(model, *args, list(range(model.cfg.n_heads)))
+
+
+def calibration_tokens(model: HookedTransformer, name: str = "prose") -> Int[Tensor, "pos"]:
+    """A named calibration text (``data.CALIBRATION_TEXTS``) as ``[BOS, ...]``, cut to ``n_ctx``."""
+    from context_neurons.data import calibration_text, tokenize_text
+
+    text = calibration_text(name).text
+    tokens = tokenize_text(model.tokenizer, text, n_ctx=model.cfg.n_ctx, truncate=True)
+    return tokens.to(model.cfg.device)
+
+
+@torch.no_grad()
+def head_kernels(
+    model: HookedTransformer,
+    heads,
+    mean_keys: Float[Tensor, "n_ctx head_index d_head"],
+    dest_token: int,
+    n_positions: int | None = None,
+) -> Float[Tensor, "ctx_head query_pos key_pos"]:
+    """Positional patterns ``pos_{h,n}(i)`` of ``heads`` for every destination ``n`` at once.
+
+    One ``[n, d_head] x [d_head, n]`` product per head: the query of ``dest_token`` placed at ``n``
+    against the mean keys ``M[i]`` (``M[n]`` cancels in the softmax).
+    """
+    heads = dec.check_heads(model, heads)
+    n_positions = n_positions or model.cfg.n_ctx
+    positions = torch.arange(n_positions, device=model.cfg.device)
+    queries = dec.destination_queries(model, dest_token, positions)
+    scores = _all_heads(dec._positional_scores, model, queries, positions, n_positions, mean_keys)
+    return dec.masked_softmax(scores[heads], dec.causal_mask(n_positions, scores.device))
+
+
+def median_kernel(
+    kernels: Float[Tensor, "ctx_head query_pos key_pos"],
+) -> Float[Tensor, "query_pos key_pos"]:
+    """Element-wise median over heads, renormalised so that each row sums to 1."""
+    if kernels.shape[0] == 1:
+        return kernels[0].clone()
+    med = kernels.median(dim=0).values if kernels.shape[0] % 2 else kernels.quantile(0.5, dim=0)
+    return med / med.sum(-1, keepdim=True)
+
+
+@torch.no_grad()
+def calibration_log_denominators(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "pos"],
+    heads,
+    mean_keys: Float[Tensor, "n_ctx head_index d_head"],
+    dest_token: int,
+) -> Float[Tensor, "ctx_head pos"]:
+    """``log D_h(n)`` on a calibration text with ``dest_token`` placed at every destination ``n``.
+
+    ``D_h(n) = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(dest)``, computed in log space (content
+    weights overflow float32) from the positional scores and content scores of chapter 1.
+    """
+    tokens = dec.check_tokens(model, tokens)
+    heads = dec.check_heads(model, heads)
+    n = len(tokens)
+    positions = torch.arange(n, device=tokens.device)
+    queries = dec.destination_queries(model, dest_token, positions)
+    mask = dec.causal_mask(n, tokens.device)
+    scores = _all_heads(dec._positional_scores, model, queries, positions, n, mean_keys)[heads]
+    log_pos = torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    log_c = _all_heads(dec._content_scores, model, queries, positions, tokens)[heads]
+    # The destination holds dest_token, not t_n: its content score is q_n . E[n, dest].
+    dest = torch.full_like(tokens, dest_token)
+    log_c_dest = _all_heads(dec._content_scores, model, queries, positions, dest)[heads]
+    log_c[:, positions, positions] = log_c_dest[:, positions, positions]
+    return torch.logsumexp(log_pos + log_c.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+@torch.no_grad()
+def ln2_inverse_scales(
+    model: HookedTransformer, tokens: Int[Tensor, "pos"]
+) -> Float[Tensor, "pos"]:
+    """``1 / std`` of the input of ``blocks.0.ln2`` (``resid_mid``) at each position of a text."""
+    tokens = dec.check_tokens(model, tokens)
+    _, cache = model.run_with_cache(
+        tokens[None], stop_at_layer=1, names_filter="blocks.0.hook_resid_mid"
+    )
+    resid = dec.centred(cache["blocks.0.hook_resid_mid"][0])
+    return torch.rsqrt((resid**2).mean(-1) + model.cfg.eps)
+
+
+@torch.no_grad()
+def layer0_ln1(
+    model: HookedTransformer, x: Float[Tensor, "... d_model"]
+) -> Float[Tensor, "... d_model"]:
+    """LN1 of layer 0 applied exactly (through the model's own affine parameters)."""
+    gamma, beta = dec.ln_affine(model.blocks[0].ln1, model.cfg.d_model)
+    x = dec.centred(x)
+    return gamma * x * torch.rsqrt((x**2).mean(-1, keepdim=True) + model.cfg.eps) + beta
+
+
+@torch.no_grad()
+def token_values(
+    model: HookedTransformer,
+    heads,
+    position: int,
+    token_ids: Int[Tensor, "n_tokens"] | None = None,
+    chunk: int = 8192,
+) -> Float[Tensor, "n_tokens ctx_head d_head"]:
+    """Exact layer-0 values of tokens placed at ``position``: ``LN1(W_E[t] + W_pos[n]) W_V + b_V``."""
+    heads = dec.check_heads(model, heads)
+    position = dec.check_position(model, position)
+    if token_ids is None:
+        token_ids = torch.arange(model.cfg.d_vocab, device=model.cfg.device)
+    attn = model.blocks[0].attn
+    w_v, b_v = attn.W_V[heads], attn.b_V[heads]
+    out = []
+    for start in range(0, len(token_ids), chunk):
+        ids = token_ids[start : start + chunk]
+        ln = layer0_ln1(model, model.W_E[ids] + model.W_pos[position])
+        out.append(torch.einsum("td,hde->the", ln, w_v) + b_v)
+    return torch.cat(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# Building the circuit
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def build_circuit(
+    model: HookedTransformer,
+    calibration: str | Tensor = "prose",
+    heads=CONTEXTUAL_HEADS,
+    dest_token: str | int = DEST_TOKEN,
+    n_ref: int | None = None,
+    n_min: int = N_MIN,
+    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+) -> ContextualCircuit:
+    """Build the contextual circuit from the weights and one calibration text.
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        calibration: a calibration text's name (``data.CALIBRATION_TEXTS``) or its tokens
+            (``[BOS, ...]``, at most ``n_ctx``).
+        heads: the contextual heads (default the paper's 0, 2, 6, 8, 9, 10).
+        dest_token: the fixed destination token (default ``' the'``).
+        n_ref: the reference position of content weights and values (default ``n_ctx // 2``).
+        n_min: the first calibration position of the median denominator.
+        reference_tokens: the token distribution of the mean keys and values ``M``, ``M_V``
+            (default: the calibration text's tokens without BOS).
+
+    Returns:
+        A :class:`ContextualCircuit`.
+    """
+    heads = dec.check_heads(model, heads)
+    dest = dec.token_id(model, dest_token)
+    n_ctx = model.cfg.n_ctx
+    n_ref = dec.check_position(model, n_ctx // 2 if n_ref is None else n_ref)
+    if isinstance(calibration, str):
+        name, tokens = calibration, calibration_tokens(model, calibration)
+    else:
+        name, tokens = "custom", dec.check_tokens(model, calibration)
+    if len(tokens) <= n_min + 1:
+        raise CircuitError(
+            f"The calibration text has {len(tokens)} tokens; the median denominator uses positions "
+            f">= n_min = {n_min}, so give a longer text (several hundred tokens) or a smaller n_min."
+        )
+    if reference_tokens is None:
+        reference_tokens = tokens[1:]
+    mean_keys = dec.mean_positional_keys(model, reference_tokens, n_ctx, which="K")
+    mean_values_all = dec.mean_positional_keys(model, reference_tokens, n_ctx, which="V")
+
+    # 1. Calibrated denominators.
+    log_d = calibration_log_denominators(model, tokens, heads, mean_keys, dest)
+    log_dhat = log_d[:, n_min:].median(dim=-1).values
+    inv_scales = ln2_inverse_scales(model, tokens)
+    calib = Calibration(
+        name=name,
+        tokens=tokens,
+        log_denominators=log_d,
+        n_min=n_min,
+        log_dhat=log_dhat,
+        ln2_inverse_scales=inv_scales,
+        ln2_scale=float(inv_scales[1:].median()),
+    )
+
+    # 2. Each head's kernel and the shared median kernel.
+    kernels = head_kernels(model, heads, mean_keys, dest, n_ctx)
+    kernel = median_kernel(kernels)
+
+    # 3. Extended embeddings at n_ref, and the positional part with each head's own kernel.
+    log_content = dec.content_log_weights(model, n_ref, dest)[heads]  # [head, vocab]
+    mean_values = mean_values_all[:, heads]  # [pos, head, d_head]
+    w_o = model.blocks[0].attn.W_O[heads]  # [head, d_head, d_model]
+    weights = torch.exp(log_content - log_dhat[:, None])  # c_h(t) / Dhat_h
+    values = token_values(model, heads, n_ref) - mean_values[n_ref]  # [d_vocab, head, d_head]
+    n_heads, d_head = len(heads), model.cfg.d_head
+    extended = (values * weights.T[..., None]).reshape(-1, n_heads * d_head) @ w_o.reshape(
+        n_heads * d_head, -1
+    )
+    value_out = torch.einsum("ihe,hed->hid", mean_values, w_o)  # M_V^h[i] W_O^h
+    positional_part = torch.einsum("hni,hid->nd", kernels, value_out)
+    return ContextualCircuit(
+        heads=heads,
+        dest_token=dest,
+        n_ref=n_ref,
+        calibration=calib,
+        head_kernels=kernels,
+        kernel=kernel,
+        log_content=log_content,
+        token_values=values,
+        extended=extended,
+        mean_values=mean_values,
+        positional_part=positional_part,
+        w_o=w_o,
+    )
+
+
+_CACHE: dict[tuple, ContextualCircuit] = {}
+_HEADS: dict[int, list[int]] = {}
+
+
+def contextual_heads(model: HookedTransformer) -> list[int]:
+    """The heads chapter 2's taxonomy classifies as contextual (computed, cached per model).
+
+    Falls back to the paper's :data:`CONTEXTUAL_HEADS` only if the taxonomy finds none.
+    """
+    if id(model) not in _HEADS:
+        from context_neurons.taxonomy import classify_heads
+
+        found = classify_heads(model).groups.get("contextual", [])
+        _HEADS[id(model)] = sorted(found) or list(CONTEXTUAL_HEADS)
+    return _HEADS[id(model)]
+
+
+def get_circuit(
+    model: HookedTransformer, calibration: str = "prose", heads=None
+) -> ContextualCircuit:
+    """:func:`build_circuit` with default options, cached per model, calibration text and heads.
+
+    ``heads=None`` uses :func:`contextual_heads` (computed from the weights, as chapter 2 does).
+    """
+    heads = contextual_heads(model) if heads is None else heads
+    key = (id(model), calibration, tuple(dec.check_heads(model, heads)))
+    if key not in _CACHE:
+        if len(_CACHE) >= 6:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = build_circuit(model, calibration, heads)
+    return _CACHE[key]
+
+
+# ----------------------------------------------------------------------------------------------
+# Checking it against the model
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def true_head_output(
+    model: HookedTransformer, tokens: Int[Tensor, "*batch pos"], heads
+) -> Float[Tensor, "batch pos d_model"]:
+    """The true combined output ``sum_h z_h W_O^h`` of ``heads`` (hook ``blocks.0.attn.hook_z``)."""
+    tokens = _as_batch(tokens)
+    heads = dec.check_heads(model, heads)
+    _, cache = model.run_with_cache(tokens, stop_at_layer=1, names_filter="blocks.0.attn.hook_z")
+    z = cache["blocks.0.attn.hook_z"][:, :, heads]  # [batch, pos, head, d_head]
+    return torch.einsum("bphe,hed->bpd", z, model.blocks[0].attn.W_O[heads])
+
+
+@dataclass
+class CircuitFit:
+    """True and approximate combined output of the contextual heads along one batch of texts.
+
+    All error measures are per position, ``[batch, pos]``.
+
+    Attributes:
+        cosine: cosine similarity of true and approximate outputs.
+        relative_error: ``|true - approx| / |true|``.
+        bag_cosine: cosine similarity of the text-dependent parts, ``true - positional part``
+            against the bag ``sum_i K[n,i] e(t_i)``: the positional part is the same for every
+            text, so this isolates what the bag must explain.
+        bag_relative_error: ``|(true - positional) - bag| / |true - positional|``.
+    """
+
+    true: Float[Tensor, "batch pos d_model"]
+    approx: Float[Tensor, "batch pos d_model"]
+    positional: Float[Tensor, "pos d_model"]
+    cosine: Float[Tensor, "batch pos"]
+    relative_error: Float[Tensor, "batch pos"]
+    bag_cosine: Float[Tensor, "batch pos"]
+    bag_relative_error: Float[Tensor, "batch pos"]
+
+
+@torch.no_grad()
+def circuit_error(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    tokens: Int[Tensor, "*batch pos"],
+    denominators: str = "median",
+    true: Float[Tensor, "batch pos d_model"] | None = None,
+    kernel: str = "shared",
+) -> CircuitFit:
+    """Compare the approximation with the true combined output of the contextual heads.
+
+    Args:
+        circuit: the circuit.
+        model: the model.
+        tokens: a batch of texts (``<|endoftext|>`` first).
+        denominators: ``"median"`` (``Dhat_h``) or ``"per_position"`` (``D_h(n)`` of the
+            calibration text).
+        true: the true output, when already computed by :func:`true_head_output`.
+        kernel: ``"shared"`` (the median kernel) or ``"per_head"`` (each head's own).
+    """
+    tokens = _as_batch(tokens).to(model.cfg.device)
+    if true is None:
+        true = true_head_output(model, tokens, circuit.heads)
+    approx = circuit.approximate_output(tokens, denominators, kernel)
+    positional = circuit.positional_part[: tokens.shape[1]]
+    cos = torch.nn.functional.cosine_similarity
+    true_ctx, bag = true - positional, approx - positional
+    return CircuitFit(
+        true=true,
+        approx=approx,
+        positional=positional,
+        cosine=cos(true, approx, dim=-1),
+        relative_error=(true - approx).norm(dim=-1) / true.norm(dim=-1),
+        bag_cosine=cos(true_ctx, bag, dim=-1),
+        bag_relative_error=(true_ctx - bag).norm(dim=-1) / true_ctx.norm(dim=-1),
+    )
+
+
+def kernel_spread(circuit: ContextualCircuit, n) -> dict[str, float]:
+    """How far each head's kernel at destination ``n`` is from the median kernel (TV distance)."""
+    n = int(n)
+    rows = circuit.head_kernels[:, n, : n + 1]
+    tv = dec.tv_distance(rows, circuit.kernel[n, : n + 1][None])
+    return {f"head {h}": float(v) for h, v in zip(circuit.heads, tv)}
+
+
+def effective_tokens(kernel_row: Float[Tensor, "key_pos"]) -> float:
+    """``n_eff = 1 / sum_i K[n,i]^2``: how many tokens a kernel row averages over."""
+    return float(1.0 / (kernel_row**2).sum())
+
+
+# ----------------------------------------------------------------------------------------------
+# A model where every assumption holds exactly
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def exact_toy_model(
+    seed: int = 0, d_vocab: int = 40, n_ctx: int = 24
+) -> tuple[HookedTransformer, list[int]]:
+    """A one-layer model on which the circuit's approximations are exact (tests, exercises).
+
+    * Token embeddings live in the first half of the residual stream, position embeddings in the
+      second, both mean-free with unit norm: LN1's scale is the same for every token and position,
+      so a value splits exactly into a token part plus a position part.
+    * Contextual heads 0 and 2 have ``W_Q = 0, b_Q = 0``: every score is 0, so content weights are
+      1, every denominator is 1 and all kernels are the same uniform kernel.
+    * Heads 1 and 3 read only positions with a large query gain and attend to the current token
+      (their softmax is one-hot to float precision).
+    LN2's scale is *not* constant; fix it with a hook on ``blocks.0.ln2.hook_scale`` to compare.
+
+    Returns:
+        ``(model, contextual_heads)``.
+    """
+    from transformer_lens import HookedTransformerConfig
+
+    d_model, half, d_head, n_heads = 32, 16, 16, 4
+    cfg = HookedTransformerConfig(
+        n_layers=1,
+        d_model=d_model,
+        n_ctx=n_ctx,
+        d_head=d_head,
+        n_heads=n_heads,
+        d_mlp=24,
+        d_vocab=d_vocab,
+        act_fn="gelu_new",
+        normalization_type="LN",
+        seed=seed,
+        default_prepend_bos=False,
+    )
+    model = HookedTransformer(cfg)
+    model.eval()
+    gen = torch.Generator().manual_seed(seed)
+
+    def unit_mean_free(n: int) -> Tensor:
+        x = torch.randn(n, half, generator=gen)
+        x = x - x.mean(-1, keepdim=True)
+        return x / x.norm(dim=-1, keepdim=True)
+
+    w_e = torch.zeros(d_vocab, d_model)
+    w_e[:, :half] = unit_mean_free(d_vocab)
+    positions = unit_mean_free(n_ctx)
+    w_pos = torch.zeros(n_ctx, d_model)
+    w_pos[:, half:] = positions
+    cosines = positions @ positions.T - 2 * torch.eye(n_ctx)
+    assert cosines.max() < 0.95, "positions too similar for one-hot attention"
+    model.embed.W_E.copy_(w_e)
+    model.pos_embed.W_pos.copy_(w_pos)
+    ln1, ln2 = model.blocks[0].ln1, model.blocks[0].ln2
+    ln1.w.copy_(torch.ones(d_model))
+    ln1.w[:half] = 0.5 + torch.rand(half, generator=gen)  # token dims: any gain works
+    ln1.b.zero_()
+    ln1.b[:half] = 0.1 * torch.randn(half, generator=gen)
+    ln2.w.copy_(0.5 + torch.rand(d_model, generator=gen))
+    ln2.b.copy_(0.1 * torch.randn(d_model, generator=gen))
+    attn = model.blocks[0].attn
+    for param in (attn.W_V, attn.W_O, attn.W_K, attn.b_K, attn.b_V, attn.b_O):
+        param.copy_(0.3 * torch.randn(param.shape, generator=gen))
+    contextual, current = [0, 2], [1, 3]
+    attn.W_Q.zero_()
+    attn.b_Q.zero_()
+    for h in current:
+        attn.W_Q[h, half:] = 200.0 * torch.eye(half)
+        attn.W_K[h].zero_()
+        attn.W_K[h, half:] = torch.eye(half)
+        attn.b_K[h].zero_()
+    mlp = model.blocks[0].mlp
+    mlp.W_in.copy_(torch.randn(mlp.W_in.shape, generator=gen) / d_model**0.5)
+    mlp.b_in.copy_(0.1 * torch.randn(mlp.b_in.shape, generator=gen))
+    return model, contextual

@@ -1,0 +1,593 @@
+"""How good is the circuit? This module implements the paper's evaluation of context neurons (ch. 6).
+
+Gibson's paper, section "Evaluating the approximation": for the discovered neurons, compare the
+pre-activation the model computes (hook ``blocks.0.mlp.hook_pre``) with the one the contextual
+circuit predicts from the weights, text by text. The approximate residual stream entering LN2 at
+position ``n`` of tokens ``t_0..t_n`` is
+
+    x(n) = sum_i K[n, i] e(t_i)                                  the bag (chapter 4)
+         + sum_{h contextual} sum_i pos_{h,n}(i) M_V^h[i] W_O^h  positional part, own kernels
+         + W_E[t_n] + W_pos[n]                                   direct path
+         + sum_{h not contextual} v_h(t_n, n) W_O^h              other heads, as if attending
+                                                                 only to the current token
+         + b_O                                                   attention output bias
+
+with the bag's denominators taken per position from the calibration text by default (the
+``<|endoftext|>`` sink, :mod:`context_neurons.circuit`; ``denominators="median"`` gives the
+constant-denominator version), and LN2 is linearised with the calibration text's scale ``s2``:
+``pre_j(n) ~ s2 (gamma2 * centred(x(n))) . W_in[:, j] + beta2 . W_in[:, j] + b_in[j]``.
+Every term is linear in ``x``, so we project each onto the neurons' read vectors *first* and the
+whole prediction becomes table look-ups plus one ``[pos, pos] x [pos, neurons]`` product per
+text: for ``J`` neurons, ``B`` texts of ``P`` tokens it costs ``B P^2 J`` multiply-adds. The only
+non-linear piece, the other heads' exact LN1 scale ``1 / sigma(t_n, n)``, is one norm per position.
+
+Accuracy per neuron and text, over positions ``1..len-1`` (position 0 is ``<|endoftext|>``, the
+same in every text): the Pearson correlation ``r`` of true and approximate pre-activations, and the
+fraction of variance unexplained ``FVU = sum_n (y_n - yhat_n)^2 / sum_n (y_n - mean y)^2`` (the
+approximation used as is, no regression fitted; FVU > 1 is possible). The paper reports, on GPT-2
+Small and 1000 OpenWebText texts, median ``r = 0.9485`` and median ``FVU = 0.1426``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from context_neurons import decomposition as dec
+from context_neurons.circuit import ContextualCircuit
+from context_neurons.data import DataError
+from context_neurons.neurons import check_neurons, read_vectors
+
+#: First position evaluated (position 0 holds <|endoftext|> in every text).
+START = 1
+#: Default denominators of the bag (see :mod:`context_neurons.circuit`).
+DENOMINATORS = "per_position"
+
+
+class EvaluationError(ValueError):
+    """Texts or neurons that cannot be evaluated; the message says why."""
+
+
+def _check_batch(model: HookedTransformer, tokens) -> Tensor:
+    tokens = torch.as_tensor(tokens)
+    if tokens.ndim == 1:
+        tokens = tokens[None]
+    if tokens.ndim != 2 or tokens.numel() == 0:
+        raise EvaluationError(
+            f"Expected a non-empty [batch, pos] tensor of token ids, got shape {tuple(tokens.shape)}."
+        )
+    if tokens.shape[1] > model.cfg.n_ctx:
+        raise EvaluationError(f"{tokens.shape[1]} tokens exceed the context of {model.cfg.n_ctx}.")
+    return tokens.to(model.cfg.device)
+
+
+def pad_batch(
+    windows: list[Int[Tensor, "_pos"]], pad_id: int = 50256
+) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch"]]:
+    """Right-pad windows of different lengths into one batch; also returns their lengths.
+
+    (``data.pad_windows`` does the same; its shape annotation ties every window to one length.)
+    """
+    if not windows:
+        raise EvaluationError("No texts to batch.")
+    lengths = torch.tensor([len(w) for w in windows])
+    batch = torch.full((len(windows), int(lengths.max())), pad_id, dtype=torch.long)
+    for i, window in enumerate(windows):
+        batch[i, : len(window)] = window
+    return batch, lengths
+
+
+@dataclass
+class NeuronApproximator:
+    """Pre-activation predictor of a set of neurons, every term projected onto their read vectors.
+
+    Attributes (all ``[..., n_neurons]``):
+        denominators: ``"per_position"`` or ``"median"`` (see :mod:`context_neurons.circuit`).
+        contribution: ``e(t) . w_j`` for every token (the bag's summands, median denominators).
+        head_contribution: each head's ``c_h(t) v_h(t) W_O^h . w_j`` before its denominator
+            (for per-position denominators).
+        positional: the contextual heads' positional part at each position.
+        direct_token, direct_position: ``W_E[t] . w_j`` and ``W_pos[n] . w_j``.
+        other_token, other_position: the non-contextual heads' ``(gamma1 * centred(W_E[t]))
+            W_V W_O . w_j`` and the same for ``W_pos[n]``; multiplied by ``1 / sigma(t_n, n)``.
+        constant: ``(beta1 W_V + b_V) W_O . w_j`` of the other heads, ``b_O . w_j``, LN2's
+            ``beta2 . W_in[:, j]`` and ``b_in[j]``.
+    """
+
+    circuit: ContextualCircuit
+    neurons: list[int]
+    other_heads: list[int]
+    denominators: str
+    contribution: Float[Tensor, "d_vocab n_neurons"]
+    head_contribution: Float[Tensor, "d_vocab ctx_head n_neurons"] | None
+    positional: Float[Tensor, "pos n_neurons"]
+    direct_token: Float[Tensor, "d_vocab n_neurons"]
+    direct_position: Float[Tensor, "pos n_neurons"]
+    other_token: Float[Tensor, "d_vocab n_neurons"]
+    other_position: Float[Tensor, "pos n_neurons"]
+    constant: Float[Tensor, "n_neurons"]
+    eps: float
+    w_e: Float[Tensor, "d_vocab d_model"] = field(repr=False)
+    w_pos: Float[Tensor, "pos d_model"] = field(repr=False)
+
+    @torch.no_grad()
+    def terms(
+        self, tokens: Int[Tensor, "batch pos"]
+    ) -> dict[str, Float[Tensor, "batch pos n_neurons"]]:
+        """Each term of the approximate pre-activation, separately."""
+        n = tokens.shape[1]
+        kernel = self.circuit.kernel[:n, :n]
+        x = dec.centred(self.w_e[tokens] + self.w_pos[:n])
+        inv_sigma = torch.rsqrt((x**2).mean(-1) + self.eps)  # LN1 scale of (t_n, n)
+        if self.denominators == "median":
+            bag = torch.einsum("ni,bij->bnj", kernel, self.contribution[tokens])
+        else:
+            inv_d = self.circuit.inverse_denominators(n, self.denominators)
+            bag = torch.einsum("ni,bihj,hn->bnj", kernel, self.head_contribution[tokens], inv_d)
+        return {
+            "bag": bag,
+            "positional": self.positional[:n].expand(len(tokens), -1, -1),
+            "direct": self.direct_token[tokens] + self.direct_position[:n],
+            "other heads": inv_sigma[..., None]
+            * (self.other_token[tokens] + self.other_position[:n]),
+            "constant": self.constant.expand(len(tokens), n, -1),
+        }
+
+    @torch.no_grad()
+    def __call__(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos n_neurons"]:
+        """The approximate pre-activations of ``self.neurons`` along each text of the batch."""
+        return sum(self.terms(tokens).values())
+
+
+@torch.no_grad()
+def approximator(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neurons,
+    denominators: str = DENOMINATORS,
+) -> NeuronApproximator:
+    """Project every term of the approximation (module docstring) onto the neurons' read vectors.
+
+    Args:
+        circuit: the contextual circuit.
+        model: the model.
+        neurons: layer-0 neuron indices.
+        denominators: ``"per_position"`` (default: ``D_h(n)`` of the calibration text, which
+            follows the ``<|endoftext|>`` sink over the first ~100 positions) or ``"median"``
+            (the constant ``Dhat_h`` of the extended embeddings).
+    """
+    neurons = check_neurons(model, neurons)
+    circuit.inverse_denominators(1, denominators)  # validates the name
+    attn, n_heads = model.blocks[0].attn, model.cfg.n_heads
+    w = read_vectors(circuit, model, neurons)  # [d_model, J], LN2 scale and gamma2 included
+    other = [h for h in range(n_heads) if h not in circuit.heads]
+    gamma1, beta1 = dec.ln_affine(model.blocks[0].ln1, model.cfg.d_model)
+    gamma2, beta2 = dec.ln_affine(model.blocks[0].ln2, model.cfg.d_model)
+    if other:
+        w_vo = torch.einsum("hde,hef->df", attn.W_V[other], attn.W_O[other])  # [d_model, d_model]
+        read_other = w_vo @ w  # [d_model, J]
+        other_token = (gamma1 * dec.centred(model.W_E)) @ read_other
+        other_position = (gamma1 * dec.centred(model.W_pos)) @ read_other
+        value_bias = torch.einsum("d,hde->he", beta1, attn.W_V[other]) + attn.b_V[other]
+        other_constant = torch.einsum("he,hef->f", value_bias, attn.W_O[other]) @ w
+    else:
+        zeros = torch.zeros(len(neurons), device=w.device)
+        other_token = torch.zeros(model.cfg.d_vocab, len(neurons), device=w.device)
+        other_position = torch.zeros(model.cfg.n_ctx, len(neurons), device=w.device)
+        other_constant = zeros
+    mlp = model.blocks[0].mlp
+    constant = other_constant + attn.b_O @ w + beta2 @ mlp.W_in[:, neurons] + mlp.b_in[neurons]
+    return NeuronApproximator(
+        circuit=circuit,
+        neurons=neurons,
+        other_heads=other,
+        denominators=denominators,
+        contribution=circuit.extended @ w,
+        head_contribution=(
+            None if denominators == "median" else circuit.head_contributions(w, circuit.w_o)
+        ),
+        positional=circuit.positional_part @ w,
+        direct_token=model.W_E @ w,
+        direct_position=model.W_pos @ w,
+        other_token=other_token,
+        other_position=other_position,
+        constant=constant,
+        eps=model.cfg.eps,
+        w_e=model.W_E,
+        w_pos=model.W_pos,
+    )
+
+
+@torch.no_grad()
+def true_pre_activations(
+    model: HookedTransformer, tokens: Int[Tensor, "batch pos"], neurons
+) -> Float[Tensor, "batch pos n_neurons"]:
+    """The model's layer-0 MLP pre-activations (hook ``blocks.0.mlp.hook_pre``), layer 0 only."""
+    tokens = _check_batch(model, tokens)
+    neurons = check_neurons(model, neurons)
+    _, cache = model.run_with_cache(tokens, stop_at_layer=1, names_filter="blocks.0.mlp.hook_pre")
+    return cache["blocks.0.mlp.hook_pre"][..., neurons]
+
+
+def pearson_and_fvu(
+    true: Float[Tensor, "batch pos n_neurons"],
+    approx: Float[Tensor, "batch pos n_neurons"],
+    mask: Bool[Tensor, "batch pos"],
+) -> tuple[Float[Tensor, "batch n_neurons"], Float[Tensor, "batch n_neurons"]]:
+    """Pearson r and FVU over the positions where ``mask`` is 1, per text and neuron."""
+    m = mask[..., None].to(true.dtype)
+    count = m.sum(1)
+    mean_t = (true * m).sum(1) / count
+    mean_a = (approx * m).sum(1) / count
+    dt, da = (true - mean_t[:, None]) * m, (approx - mean_a[:, None]) * m
+    var_t, var_a = (dt**2).sum(1), (da**2).sum(1)
+    pearson = (dt * da).sum(1) / torch.sqrt(var_t * var_a).clamp(min=1e-30)
+    fvu = (((true - approx) * m) ** 2).sum(1) / var_t.clamp(min=1e-30)
+    return pearson, fvu
+
+
+@dataclass
+class Evaluation:
+    """Accuracy of the approximation over a set of texts.
+
+    Attributes:
+        neurons: the neurons evaluated (columns).
+        labels: the texts (rows).
+        pearson: Pearson r per text and neuron, ``[n_texts, n_neurons]``.
+        fvu: fraction of variance unexplained per text and neuron.
+        true_max: the largest true pre-activation of each neuron in each text.
+        approx_max: the same for the approximation.
+    """
+
+    neurons: list[int]
+    labels: list[str]
+    pearson: Float[Tensor, "n_texts n_neurons"]
+    fvu: Float[Tensor, "n_texts n_neurons"]
+    true_max: Float[Tensor, "n_texts n_neurons"]
+    approx_max: Float[Tensor, "n_texts n_neurons"]
+
+    @property
+    def median_pearson(self) -> float:
+        return float(self.pearson.flatten().nanmedian())
+
+    @property
+    def median_fvu(self) -> float:
+        return float(self.fvu.flatten().nanmedian())
+
+    def per_neuron(self) -> pd.DataFrame:
+        """Median r and FVU of each neuron over the texts."""
+        return pd.DataFrame(
+            {
+                "median r": self.pearson.nanmedian(0).values.tolist(),
+                "median FVU": self.fvu.nanmedian(0).values.tolist(),
+                "max true pre-activation": self.true_max.max(0).values.tolist(),
+            },
+            index=pd.Index(self.neurons, name="neuron"),
+        )
+
+
+@torch.no_grad()
+def evaluate(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    windows: list[Int[Tensor, "_pos"]],
+    neurons,
+    labels: list[str] | None = None,
+    batch_size: int = 8,
+    start: int = START,
+    progress: bool = False,
+    truth_cache: dict | None = None,
+    denominators: str = DENOMINATORS,
+) -> Evaluation:
+    """True against approximate pre-activations of ``neurons`` on every window, in batches.
+
+    Args:
+        circuit: the contextual circuit (chapter 4).
+        model: the model.
+        windows: 1-D token tensors, ``<|endoftext|>`` first (``data.tokenize_windows``).
+        neurons: layer-0 neuron indices.
+        labels: one name per window (default ``text 0``, ``text 1``, ...).
+        batch_size: texts per batch (right-padded; causal attention makes padding harmless).
+        start: first position evaluated.
+        progress: show a progress bar.
+        truth_cache: a dict in which true pre-activations are kept per batch (keyed by the
+            batch's tokens and the neurons), so that several circuits, denominators or start
+            positions can be evaluated against one model run.
+        denominators: ``"per_position"`` or ``"median"`` (:func:`approximator`).
+    """
+    from tqdm.auto import tqdm
+
+    if not windows:
+        raise EvaluationError("No texts to evaluate: give at least one token window.")
+    for w in windows:
+        if len(w) < start + 2:
+            raise EvaluationError(
+                f"A text has {len(w)} tokens; evaluation needs at least {start + 2} (BOS and two "
+                f"positions) to compute a correlation."
+            )
+    neurons = check_neurons(model, neurons)
+    labels = labels or [f"text {i}" for i in range(len(windows))]
+    approx_fn = approximator(circuit, model, neurons, denominators)
+    pearson, fvu, tmax, amax = [], [], [], []
+    batches = range(0, len(windows), batch_size)
+    for b in tqdm(batches, desc="evaluating", disable=not progress):
+        tokens, lengths = pad_batch(windows[b : b + batch_size])
+        tokens = _check_batch(model, tokens)
+        key = (tuple(neurons), tuple(tokens.shape), hash(tokens.cpu().numpy().tobytes()))
+        if truth_cache is not None and key in truth_cache:
+            true = truth_cache[key]
+        else:
+            true = true_pre_activations(model, tokens, neurons)
+            if truth_cache is not None:
+                truth_cache[key] = true
+        approx = approx_fn(tokens)
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        mask = (positions[None] >= start) & (positions[None] < lengths.to(tokens.device)[:, None])
+        r, f = pearson_and_fvu(true, approx, mask)
+        pearson.append(r)
+        fvu.append(f)
+        neg = torch.tensor(float("-inf"), device=true.device)
+        tmax.append(torch.where(mask[..., None], true, neg).amax(1))
+        amax.append(torch.where(mask[..., None], approx, neg).amax(1))
+    return Evaluation(
+        neurons=neurons,
+        labels=list(labels),
+        pearson=torch.cat(pearson).cpu(),
+        fvu=torch.cat(fvu).cpu(),
+        true_max=torch.cat(tmax).cpu(),
+        approx_max=torch.cat(amax).cpu(),
+    )
+
+
+@torch.no_grad()
+def activation_curves(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    tokens: Int[Tensor, "pos"],
+    neuron,
+    denominators: str = DENOMINATORS,
+) -> dict[str, Float[Tensor, "pos"]]:
+    """True and approximate pre-activation of one neuron along one text, and the bag term alone."""
+    if torch.as_tensor(tokens).numel() == 0:
+        raise EvaluationError("The text is empty: give at least one token.")
+    tokens = _check_batch(model, tokens)
+    approx_fn = approximator(circuit, model, [neuron], denominators)
+    terms = approx_fn.terms(tokens)
+    return {
+        "true": true_pre_activations(model, tokens, [neuron])[0, :, 0].cpu(),
+        "approximation": sum(terms.values())[0, :, 0].cpu(),
+        "bag only": terms["bag"][0, :, 0].cpu(),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Calibration
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def calibration_sensitivity(
+    model: HookedTransformer,
+    window_sets: dict[str, list[Int[Tensor, "_pos"]]],
+    neurons,
+    calibrations=("prose", "news", "bible", "spanish", "legal"),
+    batch_size: int = 8,
+    denominators: str = DENOMINATORS,
+    truth_cache: dict | None = None,
+) -> pd.DataFrame:
+    """Median Pearson r and FVU of the approximation for each calibration text and set of texts.
+
+    The true pre-activations of each set are computed once and shared by all calibrations (and
+    kept in ``truth_cache`` when given, for later :func:`evaluate` calls).
+
+    Returns:
+        A DataFrame: rows calibration texts, columns ``(measure, text set)``.
+    """
+    from context_neurons.circuit import get_circuit
+
+    cache = {} if truth_cache is None else truth_cache
+    caches = {name: cache for name in window_sets}
+    rows = {}
+    for calib in calibrations:
+        circuit = get_circuit(model, calib)
+        row = {}
+        for name, windows in window_sets.items():
+            ev = evaluate(
+                circuit,
+                model,
+                windows,
+                neurons,
+                batch_size=batch_size,
+                truth_cache=caches[name],
+                denominators=denominators,
+            )
+            row[("median r", name)] = ev.median_pearson
+            row[("median FVU", name)] = ev.median_fvu
+        rows[calib] = row
+    table = pd.DataFrame(rows).T
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    table.index.name = "calibration text"
+    return table
+
+
+@torch.no_grad()
+def silent_on_calibration(
+    circuit: ContextualCircuit, model: HookedTransformer, neurons
+) -> pd.DataFrame:
+    """The largest true pre-activation of each neuron on the calibration text itself.
+
+    A neuron whose maximum is negative never fires there (GELU of a negative number is about 0):
+    the circuit found it from the weights, not from its activations on the calibration text.
+    """
+    neurons = check_neurons(model, neurons)
+    tokens = circuit.calibration.tokens
+    pre = true_pre_activations(model, tokens[None], neurons)[0, START:]
+    return pd.DataFrame(
+        {"max pre-activation on calibration text": pre.max(0).values.tolist()},
+        index=pd.Index(neurons, name="neuron"),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The reproduction table
+# ----------------------------------------------------------------------------------------------
+
+
+def reproduce_section(ctx) -> list:
+    """Chapter 6: median Pearson r and FVU of the discovered neurons over the evaluation texts."""
+    from context_neurons.circuit import get_circuit
+    from context_neurons.neurons import THETA, get_scores
+    from context_neurons.reproduce import Row
+
+    model = ctx.model
+    taxonomy = ctx.shared.get("head_taxonomy")
+    heads = taxonomy.groups.get("contextual") if taxonomy is not None else None
+    circuit = ctx.shared.get("circuit") or get_circuit(model, heads=heads or None)
+    ctx.shared["circuit"] = circuit
+    found = ctx.shared.get("neurons_found")
+    if found is None:
+        found = get_scores(circuit, model).found(THETA)
+    if not found:
+        return [Row("median_pearson_r", float("nan"), "0.9485", label="no neurons found")]
+    if not ctx.windows:
+        raise DataError("No evaluation texts.")
+    cache: dict = {}
+    ev = evaluate(
+        circuit,
+        model,
+        ctx.windows,
+        found,
+        labels=ctx.labels,
+        progress=ctx.progress,
+        truth_cache=cache,
+    )
+    constant = evaluate(
+        circuit, model, ctx.windows, found, truth_cache=cache, denominators="median"
+    )
+    ctx.shared["evaluation"] = ev
+    return [
+        Row(
+            "median_pearson_r",
+            ev.median_pearson,
+            "0.9485",
+            label=f"true vs approximate pre-activations, {len(found)} discovered neurons x "
+            f"{len(ctx.windows)} texts (median over neuron-text pairs; per-position "
+            f"calibrated denominators)",
+        ),
+        Row(
+            "median_fvu",
+            ev.median_fvu,
+            "0.1426",
+            label="fraction of variance unexplained, same pairs (median)",
+        ),
+        Row(
+            "median_pearson_r_constant_denominator",
+            constant.median_pearson,
+            "0.9485",
+            label="same, with one median denominator per head at every position",
+        ),
+        Row(
+            "median_fvu_constant_denominator",
+            constant.median_fvu,
+            "0.1426",
+            label="FVU, one median denominator per head",
+        ),
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# Texts of a domain
+# ----------------------------------------------------------------------------------------------
+
+#: Python standard-library modules used as programming text (README of the corpora).
+CODE_MODULES = ("textwrap.py", "fractions.py", "heapq.py", "bisect.py", "graphlib.py", "shlex.py")
+
+
+def code_documents(modules=CODE_MODULES):
+    """Programming text: a few modules of the running Python's standard library, as documents."""
+    import sysconfig
+    from pathlib import Path
+
+    from context_neurons.data import Document
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    docs = []
+    for name in modules:
+        path = root / name
+        if path.is_file():
+            docs.append(Document("python_stdlib", name, path.read_text(encoding="utf-8")))
+    if not docs:
+        raise DataError(f"No standard-library modules found in {root}.")
+    return docs
+
+
+def domain_windows(
+    tokenizer, domain: str, n: int = 4, min_tokens: int = 1023
+) -> tuple[list[Int[Tensor, "_pos"]], list[str]]:
+    """``n`` windows of a domain's texts (``data.DOMAIN_CORPORA``, or ``"code"``).
+
+    Documents shorter than ``min_tokens`` are concatenated, separated by ``<|endoftext|>``, so
+    corpora of short items (Pokemon moves, abstracts, Bible chapters) give full-length windows.
+    """
+    from context_neurons.data import DOMAIN_CORPORA, iter_documents, tokenize_windows
+
+    if domain == "code":
+        documents = code_documents()
+    elif domain in DOMAIN_CORPORA:
+        documents = (doc for name in DOMAIN_CORPORA[domain] for doc in iter_documents(name))
+    else:
+        raise DataError(f"Unknown domain {domain!r}: choose from {list(DOMAIN_CORPORA)} or 'code'.")
+    windows, labels, _ = tokenize_windows(
+        tokenizer, documents, min_tokens=min_tokens, short="concat", max_windows=n
+    )
+    if not windows:
+        raise DataError(f"Domain {domain!r} gave no windows.")
+    return windows, labels
+
+
+@torch.no_grad()
+def domain_profile(
+    model: HookedTransformer,
+    neurons,
+    window_sets: dict[str, list[Int[Tensor, "_pos"]]],
+    circuit: ContextualCircuit | None = None,
+    start: int = 100,
+    batch_size: int = 8,
+) -> pd.DataFrame:
+    """Mean pre-activation of each neuron over each set of texts (positions ``>= start``).
+
+    With ``circuit``, the approximate pre-activation instead of the model's (no model run).
+    Positions before ``start`` are left out because the bag of tokens is still filling up there.
+
+    Returns:
+        A DataFrame: rows neurons, columns the sets' names.
+    """
+    neurons = check_neurons(model, neurons)
+    approx_fn = None if circuit is None else approximator(circuit, model, neurons)
+    columns = {}
+    for name, windows in window_sets.items():
+        total = torch.zeros(len(neurons))
+        count = 0
+        for b in range(0, len(windows), batch_size):
+            tokens, lengths = pad_batch(windows[b : b + batch_size])
+            tokens = _check_batch(model, tokens)
+            pre = (
+                true_pre_activations(model, tokens, neurons)
+                if approx_fn is None
+                else approx_fn(tokens)
+            )
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            mask = (positions[None] >= start) & (
+                positions[None] < lengths.to(tokens.device)[:, None]
+            )
+            total += (pre * mask[..., None]).sum((0, 1)).cpu()
+            count += int(mask.sum())
+        if count == 0:
+            raise EvaluationError(f"The texts of {name!r} are shorter than start = {start}.")
+        columns[name] = (total / count).tolist()
+    return pd.DataFrame(columns, index=pd.Index(neurons, name="neuron"))
