@@ -144,7 +144,7 @@ def case_evaluation(kind: str, n_texts: int, device: str) -> dict:
     memory = PeakMemory().__enter__()
     start = time.perf_counter()
     if kind == "project":  # layer 0 only, batched
-        batch_size = 8
+        batch_size = 2
         for i in range(0, n_texts, batch_size):
             tokens, _ = pad_windows(windows[i : i + batch_size])
             tokens = tokens.to(model.cfg.device)

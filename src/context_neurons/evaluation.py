@@ -207,11 +207,31 @@ def approximator(
 def true_pre_activations(
     model: HookedTransformer, tokens: Int[Tensor, "batch pos"], neurons
 ) -> Float[Tensor, "batch pos n_neurons"]:
-    """The model's layer-0 MLP pre-activations (hook ``blocks.0.mlp.hook_pre``), layer 0 only."""
+    """The model's layer-0 MLP pre-activations of ``neurons``, running layer 0 only.
+
+    The forward pass is stopped at the MLP's input (hook ``blocks.0.hook_resid_mid``), which the
+    model's own ``ln2`` and ``W_in[:, neurons]``, ``b_in[neurons]`` then map to the
+    pre-activations: the computation of hook ``blocks.0.mlp.hook_pre`` restricted to the chosen
+    neurons (tested equal), without the MLP's other neurons, its output and the later layers.
+    """
     tokens = _check_batch(model, tokens)
     neurons = check_neurons(model, neurons)
-    _, cache = model.run_with_cache(tokens, stop_at_layer=1, names_filter="blocks.0.mlp.hook_pre")
-    return cache["blocks.0.mlp.hook_pre"][..., neurons]
+    captured: dict[str, Tensor] = {}
+
+    def capture_and_stop(resid_mid: Tensor, hook) -> None:
+        captured["resid_mid"] = resid_mid
+        raise _StopForward
+
+    try:
+        model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.hook_resid_mid", capture_and_stop)])
+    except _StopForward:
+        pass
+    mlp = model.blocks[0].mlp
+    return model.blocks[0].ln2(captured["resid_mid"]) @ mlp.W_in[:, neurons] + mlp.b_in[neurons]
+
+
+class _StopForward(Exception):
+    """Raised by a hook to end a forward pass once the needed activation is captured."""
 
 
 def pearson_and_fvu(

@@ -205,3 +205,13 @@ def test_domain_windows(planted):
     windows, labels = E.domain_windows(planted.model.tokenizer, "code", n=1)
     assert len(windows) == 1 and windows[0][0] == 50256 and len(windows[0]) == 1024
     assert labels[0].startswith("python_stdlib:")
+
+
+def test_true_pre_activations_equal_the_hook(planted):
+    """The layer-0-only path equals hook blocks.0.mlp.hook_pre for the chosen neurons."""
+    model = planted.model
+    tokens = torch.randint(0, model.cfg.d_vocab, (2, 200), generator=torch.Generator().manual_seed(0))
+    _, cache = model.run_with_cache(tokens, names_filter="blocks.0.mlp.hook_pre")
+    neurons = [300, 704, 1621, 1710, 5]
+    torch.testing.assert_close(E.true_pre_activations(model, tokens, neurons),
+                               cache["blocks.0.mlp.hook_pre"][..., neurons], atol=1e-4, rtol=1e-4)
