@@ -34,6 +34,24 @@
 # **Prerequisites:** the attention computation of a transformer (queries, keys, softmax) and
 # TransformerLens's `HookedTransformer`.
 
+# %% tags=["remove-cell"]
+# Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).
+import importlib.util
+import os
+import sys
+
+if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
+    importlib.util.find_spec("context_neurons") is None
+):
+    import subprocess
+
+    spec = "context-neurons[book,online] @ git+https://github.com/context-neurons/context-neurons"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
+    importlib.invalidate_caches()
+from context_neurons.colab import colab_setup
+
+device = colab_setup()
+
 # %%
 from context_neurons.chapter import setup_chapter
 
@@ -161,6 +179,16 @@ log_c = dec.content_log_weights(model, n=500, dest_token=" the")
 spread = log_c.std(dim=-1)
 for h in range(model.cfg.n_heads):
     print(f"head {h:2d}: std of log content weight over the vocabulary = {spread[h]:.2f}")
+
+# %% [markdown]
+# **Explore.** In a live notebook (Jupyter, Colab) the cell below shows sliders: pick a head, a
+# destination position and a destination token and watch the positional kernel change. On the
+# website it shows one static selection.
+
+# %%
+from context_neurons.explorers import head_explorer
+
+explorer = head_explorer(model, head=0, n=500, dest_token=" the")
 
 # %% [markdown]
 # ## 1.4 Figure 1: how good is the reconstruction?

@@ -38,6 +38,24 @@
 #
 # **Prerequisites:** {ref}`ch-circuit`.
 
+# %% tags=["remove-cell"]
+# Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).
+import importlib.util
+import os
+import sys
+
+if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
+    importlib.util.find_spec("context_neurons") is None
+):
+    import subprocess
+
+    spec = "context-neurons[book,online] @ git+https://github.com/context-neurons/context-neurons"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
+    importlib.invalidate_caches()
+from context_neurons.colab import colab_setup
+
+device = colab_setup()
+
 # %%
 from context_neurons.chapter import setup_chapter
 
@@ -351,7 +369,18 @@ figure = gallery.plot_gallery(circuit, model, found, scores, k=5, columns=4, max
 # *Figure 5.5: the five top (red) and five bottom (blue) token contributions of each found
 # neuron (at most 40 shown).* `gallery.write_gallery(directory, ...)` writes the same as one
 # Markdown page per neuron, with its full token table.
-#
+
+# %% [markdown]
+# **Explore.** Pick any discovered neuron and see the tokens that push it up and down most (a
+# dropdown in a live notebook; the strongest neuron on the website).
+
+# %%
+from context_neurons.explorers import contribution_explorer, model_contributions_fn
+
+contributions_fn = model_contributions_fn(model, lambda js: nn.contributions(circuit, model, js))
+explorer = contribution_explorer(contributions_fn, found, neuron=found[0])
+
+# %% [markdown]
 # ## 5.7 Exercise
 #
 # ````{exercise} Find the neuron that reads a word list

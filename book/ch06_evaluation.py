@@ -34,6 +34,24 @@
 #
 # **Prerequisites:** {ref}`ch-circuit` and {ref}`ch-neurons`.
 
+# %% tags=["remove-cell"]
+# Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).
+import importlib.util
+import os
+import sys
+
+if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
+    importlib.util.find_spec("context_neurons") is None
+):
+    import subprocess
+
+    spec = "context-neurons[book,online] @ git+https://github.com/context-neurons/context-neurons"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
+    importlib.invalidate_caches()
+from context_neurons.colab import colab_setup
+
+device = colab_setup()
+
 # %%
 from context_neurons.chapter import setup_chapter
 
@@ -283,7 +301,22 @@ print(never.to_string(float_format="{:.2f}".format))
 # every position of the calibration text, yet the circuit found it, and a positive maximum in a
 # column on the right says on which texts it does fire. Finding such neurons by activations
 # would need text from their domain; the circuit needs none.
-#
+
+# %% [markdown]
+# **Explore.** Type a text and pick a neuron to compare its true and approximate pre-activation
+# along the text (a text box in a live notebook; a default text on the website).
+
+# %%
+from context_neurons.explorers import activation_explorer, model_activations_fn
+
+activations_fn = model_activations_fn(
+    model,
+    lambda tokens, js: ev.true_pre_activations(model, tokens, js),
+    lambda tokens, js: ev.approximator(circuit, model, js)(tokens),
+)
+explorer = activation_explorer(activations_fn, found, neuron=found[0])
+
+# %% [markdown]
 # ## 6.7 Exercise
 #
 # ````{exercise} Locate the constant-denominator error

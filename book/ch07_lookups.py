@@ -48,6 +48,24 @@
 # **Prerequisites:** {ref}`ch-decomposition` (LayerNorm, TransformerLens hooks) and, for the
 # comparison at the end, the contextual circuit of the earlier chapters.
 
+# %% tags=["remove-cell"]
+# Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).
+import importlib.util
+import os
+import sys
+
+if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
+    importlib.util.find_spec("context_neurons") is None
+):
+    import subprocess
+
+    spec = "context-neurons[book,online] @ git+https://github.com/context-neurons/context-neurons"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
+    importlib.invalidate_caches()
+from context_neurons.colab import colab_setup
+
+device = colab_setup()
+
 # %%
 from context_neurons.chapter import setup_chapter
 
