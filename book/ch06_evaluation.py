@@ -143,7 +143,8 @@ print(per_neuron.to_string(float_format="{:.3f}".format))
 # How fast is this? The approximation needs no model run; the truth needs the first layer.
 
 # %%
-# NBVAL_IGNORE_OUTPUT: wall-clock timings vary from run to run and machine to machine.
+# NBVAL_IGNORE_OUTPUT
+# (wall-clock timings vary from run to run and machine to machine.)
 import time
 
 batch, _ = ev.pad_batch(windows[:4])

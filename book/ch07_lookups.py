@@ -430,7 +430,8 @@ figure = plot_explanation_scores(results)
 # no network connection is attempted (a unit test enforces this).
 
 # %%
-# NBVAL_IGNORE_OUTPUT: the output depends on whether the reader configured an LLM.
+# NBVAL_IGNORE_OUTPUT
+# (the output depends on whether the reader configured an LLM.)
 from context_neurons.explainers import LLMExplainer
 
 llm = LLMExplainer.from_env()
