@@ -309,7 +309,10 @@ fig.tight_layout()
 # %% [markdown]
 # *Figure 5.4: true (black) and approximate (orange, dashed) pre-activation of the most
 # domain-specific neuron along the first text of its domain, for the four domains with the
-# largest excess.* The pre-activation rises over the first
+# largest excess.* Where a window concatenates short documents, each `<|endoftext|>` separator
+# is a second attention sink in the middle of the text. The circuit treats it as an ordinary
+# token at its position, so the approximation can leave the true curve for a few dozen tokens
+# after a separator. The pre-activation rises over the first
 # few dozen tokens as the bag fills with domain tokens, then stays high while the text stays on
 # topic; the approximation from the weights follows it.
 #

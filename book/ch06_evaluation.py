@@ -89,7 +89,7 @@ model = loaded.model
 #
 # ## 6.2 The headline numbers
 #
-# The texts are 20 documents of general English (Brown corpus, MASC, WikiText, State of the Union
+# The texts are 16 documents of general English (Brown corpus, MASC, WikiText, State of the Union
 # addresses) of 1024 tokens; the paper used 1000 OpenWebText texts, which `python -m
 # context_neurons reproduce --model gpt2` uses when online. The neurons are those found in
 # chapter 5 at $\theta = 6$. For each neuron and text we compute, over positions $1 \dots 1023$,
@@ -112,7 +112,7 @@ from context_neurons.reproduce import EVAL_CORPORA
 
 circuit = cc.get_circuit(model)
 found = nn.get_scores(circuit, model).found(nn.THETA)
-windows, labels, report = corpus_windows(model.tokenizer, EVAL_CORPORA, n=20)
+windows, labels, report = corpus_windows(model.tokenizer, EVAL_CORPORA, n=16)
 truth_cache = {}
 result = ev.evaluate(circuit, model, windows, found, labels=labels, truth_cache=truth_cache)
 print(f"{len(found)} neurons x {len(windows)} texts ({report})")
@@ -156,9 +156,9 @@ start = time.perf_counter()
 ev.true_pre_activations(model, batch, found)
 t_layer0 = time.perf_counter() - start
 start = time.perf_counter()
-for text in windows[:2]:
+for text in windows[:1]:
     model(text[None])
-t_full = 2 * (time.perf_counter() - start)
+t_full = 4 * (time.perf_counter() - start)
 print(
     f"4 texts: approximation {t_approx:.2f} s; first layer, batched {t_layer0:.2f} s "
     f"({t_layer0 / t_approx:.0f}x); full model text by text {t_full:.2f} s "
@@ -325,7 +325,7 @@ explorer = activation_explorer(activations_fn, found, neuron=found[0])
 #
 # *Difficulty: easy, 15 minutes.* Using `ev.evaluate(..., denominators="median", start=...)`,
 # compute the median FVU of the constant-denominator approximation over positions $n \ge 1$ and
-# over $n \ge 100$, on the 20 texts above (pass `truth_cache=truth_cache` so that the model is
+# over $n \ge 100$, on the 16 texts above (pass `truth_cache=truth_cache` so that the model is
 # not run again). Show that leaving out the first 100 positions lowers the median FVU. Then
 # compute the median FVU over positions $1 \dots 99$ alone, by evaluating on the windows cut to
 # their first 100 tokens.

@@ -279,7 +279,8 @@ def calibration_log_denominators(
 ) -> Float[Tensor, "ctx_head pos"]:
     """``log D_h(n)`` on a calibration text with ``dest_token`` placed at every destination ``n``.
 
-    ``D_h(n) = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(dest)``, computed in log space (content
+    ``D_h(n) = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(dest)`` for ``n >= 1``, and
+    ``D_h(0) = c_0(t_0)`` (position 0 holds ``<|endoftext|>`` in every text), in log space (content
     weights overflow float32) from the positional scores and content scores of chapter 1.
     """
     tokens = dec.check_tokens(model, tokens)
@@ -291,10 +292,12 @@ def calibration_log_denominators(
     scores = _all_heads(dec._positional_scores, model, queries, positions, n, mean_keys)[heads]
     log_pos = torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
     log_c = _all_heads(dec._content_scores, model, queries, positions, tokens)[heads]
-    # The destination holds dest_token, not t_n: its content score is q_n . E[n, dest].
+    # The destination holds dest_token, not t_n: its content score is q_n . E[n, dest]. Except at
+    # n = 0, which holds <|endoftext|> in every text (and is its own only source).
     dest = torch.full_like(tokens, dest_token)
     log_c_dest = _all_heads(dec._content_scores, model, queries, positions, dest)[heads]
-    log_c[:, positions, positions] = log_c_dest[:, positions, positions]
+    replaced = positions[1:]
+    log_c[:, replaced, replaced] = log_c_dest[:, replaced, replaced]
     return torch.logsumexp(log_pos + log_c.masked_fill(~mask, float("-inf")), dim=-1)
 
 

@@ -7,7 +7,9 @@ it; chapters add the caption. Heads keep the colours of :func:`context_neurons.p
 
 from __future__ import annotations
 
+import matplotlib
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 import torch
@@ -135,6 +137,9 @@ def plot_sweep(sweep: pd.DataFrame, theta):
     ax.set_yscale("log")
     ax.set_xlabel("theta")
     ax.set_ylabel("neurons found")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xticks([t for t in sweep.index if float(t).is_integer()])
     ax.axvline(theta, color="k", ls="--", lw=1.0)
     if "precision" in sweep:
         ax2 = ax.twinx()
@@ -143,7 +148,7 @@ def plot_sweep(sweep: pd.DataFrame, theta):
         ax2.set_ylim(-0.05, 1.05)
         ax2.set_ylabel("precision, recall")
         ax2.legend(fontsize=8, loc="center right")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     return fig
 
@@ -200,13 +205,15 @@ def plot_activation_curves(
 def plot_accuracy(evaluations: dict, bins: int = 40):
     """Distributions of Pearson r and FVU over neuron-text pairs, one histogram per evaluation."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    lowest = min(float(ev.pearson[~ev.pearson.isnan()].min()) for ev in evaluations.values())
+    r_bins = np.linspace(max(-1.0, np.floor(lowest * 20) / 20), 1, bins)
     for name, ev in evaluations.items():
         r = ev.pearson.flatten()
         f = ev.fvu.flatten()
         r, f = r[~r.isnan()].numpy(), f[~f.isnan()].numpy()
         axes[0].hist(
             r,
-            bins=np.linspace(min(0.0, r.min()), 1, bins),
+            bins=r_bins,
             alpha=0.6,
             label=f"{name} (median {np.median(r):.3f})",
         )
@@ -257,6 +264,7 @@ def plot_calibration_sensitivity(table: pd.DataFrame, measure: str = "median r")
     ax.set_xticks(x + 0.4 - width / 2, sub.columns)
     ax.set_xlabel("evaluation texts")
     ax.set_ylabel(measure)
-    ax.legend(fontsize=7, ncol=3)
+    ax.set_ylim(0, float(np.nanmax(sub.to_numpy(dtype=float))) * 1.3)
+    ax.legend(fontsize=7, ncol=len(sub.index), loc="upper center")
     fig.tight_layout()
     return fig

@@ -215,3 +215,10 @@ def test_true_pre_activations_equal_the_hook(planted):
     neurons = [300, 704, 1621, 1710, 5]
     torch.testing.assert_close(E.true_pre_activations(model, tokens, neurons),
                                cache["blocks.0.mlp.hook_pre"][..., neurons], atol=1e-4, rtol=1e-4)
+
+
+def test_position_zero_uses_the_sink_denominator(planted, circuit, windows):
+    """D_h(0) is the <|endoftext|> token's own content weight, so position 0 is predicted too."""
+    curves = E.activation_curves(circuit, planted.model, windows[0][0][:50], 300)
+    error = (curves["true"][0] - curves["approximation"][0]).abs()
+    assert error < 0.2 * curves["true"].abs().max()
