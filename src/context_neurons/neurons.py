@@ -439,7 +439,7 @@ def reproduce_section(ctx) -> list:
             "theta",
             THETA,
             "~5 (different score scale)",
-            THETA,
+            None,
             label="threshold on top[j] = mean of the 20 largest robust |z| of a neuron's token "
             "contributions",
         ),
