@@ -88,7 +88,8 @@ def read_gb_us_pairs(wordlist_dir: Path | None) -> tuple[list[tuple[str, str]], 
     if wordlist_dir is not None and (wordlist_dir / "gb_us_pairs.tsv").is_file():
         lines = (wordlist_dir / "gb_us_pairs.tsv").read_text(encoding="utf-8").splitlines()[1:]
         pairs = [tuple(line.split("\t")[:2]) for line in lines if "\t" in line]
-        return pairs, str(wordlist_dir / "gb_us_pairs.tsv")
+        # Relative to the corpora directory: outputs must not depend on where the checkout lives.
+        return pairs, f"<corpora>/{wordlist_dir.name}/gb_us_pairs.tsv"
     return list(BUILTIN_GB_US), "built-in list (gb_us_pairs.tsv not found)"
 
 
