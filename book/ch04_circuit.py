@@ -228,10 +228,10 @@ print(frame.to_string(float_format="{:.2f}".format))
 
 # %%
 from context_neurons.data import corpus_windows
-from context_neurons.evaluation import pad_batch
+from context_neurons.data import pad_windows
 
 windows, labels, report = corpus_windows(model.tokenizer, "nltk_masc", n=4)
-tokens, _ = pad_batch(windows)
+tokens, _ = pad_windows(windows)
 tokens = tokens.to(model.cfg.device)
 true = cc.true_head_output(model, tokens, circuit.heads)
 variants = {

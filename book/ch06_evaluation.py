@@ -107,7 +107,7 @@ model = loaded.model
 from context_neurons import circuit as cc
 from context_neurons import evaluation as ev
 from context_neurons import neurons as nn
-from context_neurons.data import corpus_windows
+from context_neurons.data import corpus_windows, pad_windows
 from context_neurons.reproduce import EVAL_CORPORA
 
 circuit = cc.get_circuit(model)
@@ -147,7 +147,7 @@ print(per_neuron.to_string(float_format="{:.3f}".format))
 # (wall-clock timings vary from run to run and machine to machine.)
 import time
 
-batch, _ = ev.pad_batch(windows[:4])
+batch, _ = pad_windows(windows[:4])
 approx_fn = ev.approximator(circuit, model, found)
 start = time.perf_counter()
 approx_fn(batch)

@@ -202,30 +202,30 @@ class AttentionDecomposition:
 
     tokens: Int[Tensor, "pos"]
     heads: list[int]
-    exact_scores: Float[Tensor, "head_index query_pos key_pos"]
-    positional_scores: Float[Tensor, "head_index query_pos key_pos"]  # q_n . P[n, i]
-    content_scores: Float[Tensor, "head_index query_pos key_pos"]  # log c_n(t_i) = q_n . E[n, t_i]
+    exact_scores: Float[Tensor, "selected_head query_pos key_pos"]
+    positional_scores: Float[Tensor, "selected_head query_pos key_pos"]  # q_n . P[n, i]
+    content_scores: Float[Tensor, "selected_head query_pos key_pos"]  # log c_n(t_i) = q_n . E[n, t_i]
 
     @property
     def mask(self) -> Bool[Tensor, "query_pos key_pos"]:
         return causal_mask(len(self.tokens), self.tokens.device)
 
-    def exact_pattern(self) -> Float[Tensor, "head_index query_pos key_pos"]:
+    def exact_pattern(self) -> Float[Tensor, "selected_head query_pos key_pos"]:
         return masked_softmax(self.exact_scores, self.mask)
 
-    def reconstructed_pattern(self) -> Float[Tensor, "head_index query_pos key_pos"]:
+    def reconstructed_pattern(self) -> Float[Tensor, "selected_head query_pos key_pos"]:
         return masked_softmax(self.positional_scores + self.content_scores, self.mask)
 
-    def positional_pattern(self) -> Float[Tensor, "head_index query_pos key_pos"]:
+    def positional_pattern(self) -> Float[Tensor, "selected_head query_pos key_pos"]:
         """``pos_n(i)`` with each row's actual destination query."""
         return masked_softmax(self.positional_scores, self.mask)
 
-    def log_denominator(self) -> Float[Tensor, "head_index query_pos"]:
+    def log_denominator(self) -> Float[Tensor, "selected_head query_pos"]:
         """``log D_n = log sum_{j<=n} pos_n(j) c_n(t_j)``."""
         log_pos = torch.log_softmax(self.positional_scores.masked_fill(~self.mask, float("-inf")), -1)
         return torch.logsumexp(log_pos + self.content_scores.masked_fill(~self.mask, float("-inf")), -1)
 
-    def tv_distance(self) -> Float[Tensor, "head_index query_pos"]:
+    def tv_distance(self) -> Float[Tensor, "selected_head query_pos"]:
         return tv_distance(self.exact_pattern(), self.reconstructed_pattern())
 
 
@@ -260,7 +260,7 @@ def _positional_scores(
     queries: Float[Tensor, "query_pos head_index d_head"],
     query_positions: Int[Tensor, "query_pos"],
     n_keys: int,
-    mean_keys: Float[Tensor, "pos head_index d_head"],
+    mean_keys: Float[Tensor, "mean_pos head_index d_head"],
     heads: list[int],
 ) -> Float[Tensor, "selected_head query_pos key_pos"]:
     """``q_n . (M[i] - M[n]) / sqrt(d)``."""
@@ -277,7 +277,7 @@ def decompose_attention(
     tokens: Int[Tensor, "pos"],
     heads=None,
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
-    mean_keys: Float[Tensor, "pos head_index d_head"] | None = None,
+    mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
 ) -> AttentionDecomposition:
     """Exact, positional and content scores of layer-0 attention on one sequence.
 
@@ -325,7 +325,7 @@ def positional_pattern(
     dest_token: str | int = " the",
     heads=None,
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
-    mean_keys: Float[Tensor, "pos head_index d_head"] | None = None,
+    mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
 ) -> Float[Tensor, "selected_head key_pos"]:
     """``pos_n(i)`` for ``i = 0..n`` with ``dest_token`` at position ``n`` (Figure 2)."""
     n = check_position(model, n)

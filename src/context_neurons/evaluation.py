@@ -34,13 +34,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
+import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
 from context_neurons import decomposition as dec
 from context_neurons.circuit import ContextualCircuit
-from context_neurons.data import DataError
+from context_neurons.data import DataError, pad_windows
 from context_neurons.neurons import check_neurons, read_vectors
 
 #: First position evaluated (position 0 holds <|endoftext|> in every text).
@@ -64,22 +65,6 @@ def _check_batch(model: HookedTransformer, tokens) -> Tensor:
     if tokens.shape[1] > model.cfg.n_ctx:
         raise EvaluationError(f"{tokens.shape[1]} tokens exceed the context of {model.cfg.n_ctx}.")
     return tokens.to(model.cfg.device)
-
-
-def pad_batch(
-    windows: list[Int[Tensor, "_pos"]], pad_id: int = 50256
-) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch"]]:
-    """Right-pad windows of different lengths into one batch; also returns their lengths.
-
-    (``data.pad_windows`` does the same; its shape annotation ties every window to one length.)
-    """
-    if not windows:
-        raise EvaluationError("No texts to batch.")
-    lengths = torch.tensor([len(w) for w in windows])
-    batch = torch.full((len(windows), int(lengths.max())), pad_id, dtype=torch.long)
-    for i, window in enumerate(windows):
-        batch[i, : len(window)] = window
-    return batch, lengths
 
 
 @dataclass
@@ -209,13 +194,65 @@ def true_pre_activations(
 ) -> Float[Tensor, "batch pos n_neurons"]:
     """The model's layer-0 MLP pre-activations of ``neurons``, running layer 0 only.
 
-    The forward pass is stopped at the MLP's input (hook ``blocks.0.hook_resid_mid``), which the
+    Computes the MLP's input ``blocks.0.hook_resid_mid`` (:func:`layer0_resid_mid`), which the
     model's own ``ln2`` and ``W_in[:, neurons]``, ``b_in[neurons]`` then map to the
     pre-activations: the computation of hook ``blocks.0.mlp.hook_pre`` restricted to the chosen
     neurons (tested equal), without the MLP's other neurons, its output and the later layers.
     """
     tokens = _check_batch(model, tokens)
     neurons = check_neurons(model, neurons)
+    mlp = model.blocks[0].mlp
+    resid_mid = layer0_resid_mid(model, tokens)
+    return model.blocks[0].ln2(resid_mid) @ mlp.W_in[:, neurons] + mlp.b_in[neurons]
+
+
+def _fused_attention_applies(model: HookedTransformer) -> bool:
+    """Whether layer 0 is plain GPT-2 attention with no hooks attached (see layer0_resid_mid)."""
+    cfg = model.cfg
+    plain = (
+        cfg.original_architecture == "GPT2LMHeadModel"
+        and cfg.positional_embedding_type == "standard"
+        and cfg.attention_dir == "causal"
+        and cfg.attn_scores_soft_cap <= 0
+        and not (cfg.use_split_qkv_input or cfg.use_attn_in or cfg.use_logn_attn)
+        and cfg.n_key_value_heads is None
+        and cfg.attn_types is None
+    )
+    hooked = any(
+        point.fwd_hooks for name, point in model.hook_dict.items()
+        if name.startswith(("hook_", "blocks.0.attn.", "blocks.0.ln1.", "blocks.0.hook_"))
+    )
+    return plain and not hooked
+
+
+@torch.no_grad()
+def layer0_resid_mid(
+    model: HookedTransformer, tokens: Int[Tensor, "batch pos"]
+) -> Float[Tensor, "batch pos d_model"]:
+    """The residual stream after layer 0's attention (hook ``blocks.0.hook_resid_mid``).
+
+    For GPT-2-architecture models this uses the model's own embeddings, ``ln1`` and attention
+    weights with PyTorch's fused causal attention (``scaled_dot_product_attention``), which never
+    materialises the ``[batch, head, pos, pos]`` pattern TransformerLens builds for its hooks; it
+    is tested equal to the hooked forward pass. For other architectures, or when hooks are
+    attached to layer 0, it runs the model's forward pass and stops it at that hook.
+    """
+    if not _fused_attention_applies(model):
+        return _resid_mid_through_hooks(model, tokens)
+    attn = model.blocks[0].attn
+    resid_pre = model.embed(tokens) + model.pos_embed(tokens)
+    x = model.blocks[0].ln1(resid_pre)
+    w_qkv = torch.stack([attn.W_Q, attn.W_K, attn.W_V])  # [3, head, d_model, d_head], one GEMM
+    b_qkv = torch.stack([attn.b_Q, attn.b_K, attn.b_V])  # [3, head, d_head]
+    q, k, v = torch.einsum("bpd,shde->sbhpe", x, w_qkv) + b_qkv[:, None, :, None]
+    scale = 1.0 / attn.attn_scale if model.cfg.use_attn_scale else 1.0
+    z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    return resid_pre + torch.einsum("bhpe,hef->bpf", z, attn.W_O) + attn.b_O
+
+
+def _resid_mid_through_hooks(
+    model: HookedTransformer, tokens: Int[Tensor, "batch pos"]
+) -> Float[Tensor, "batch pos d_model"]:
     captured: dict[str, Tensor] = {}
 
     def capture_and_stop(resid_mid: Tensor, hook) -> None:
@@ -226,8 +263,7 @@ def true_pre_activations(
         model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.hook_resid_mid", capture_and_stop)])
     except _StopForward:
         pass
-    mlp = model.blocks[0].mlp
-    return model.blocks[0].ln2(captured["resid_mid"]) @ mlp.W_in[:, neurons] + mlp.b_in[neurons]
+    return captured["resid_mid"]
 
 
 class _StopForward(Exception):
@@ -336,7 +372,7 @@ def evaluate(
     pearson, fvu, tmax, amax = [], [], [], []
     batches = range(0, len(windows), batch_size)
     for b in tqdm(batches, desc="evaluating", disable=not progress):
-        tokens, lengths = pad_batch(windows[b : b + batch_size])
+        tokens, lengths = pad_windows(windows[b : b + batch_size])
         tokens = _check_batch(model, tokens)
         key = (tuple(neurons), tuple(tokens.shape), hash(tokens.cpu().numpy().tobytes()))
         if truth_cache is not None and key in truth_cache:
@@ -594,7 +630,7 @@ def domain_profile(
         total = torch.zeros(len(neurons))
         count = 0
         for b in range(0, len(windows), batch_size):
-            tokens, lengths = pad_batch(windows[b : b + batch_size])
+            tokens, lengths = pad_windows(windows[b : b + batch_size])
             tokens = _check_batch(model, tokens)
             pre = (
                 true_pre_activations(model, tokens, neurons)

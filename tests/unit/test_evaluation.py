@@ -11,6 +11,7 @@ from context_neurons import evaluation as E
 from context_neurons import neurons as N
 from context_neurons.data import DataError, corpus_windows
 from context_neurons.models import load_model
+from context_neurons.testing import make_small_model
 
 torch.set_grad_enabled(False)
 
@@ -222,3 +223,36 @@ def test_position_zero_uses_the_sink_denominator(planted, circuit, windows):
     curves = E.activation_curves(circuit, planted.model, windows[0][0][:50], 300)
     error = (curves["true"][0] - curves["approximation"][0]).abs()
     assert error < 0.2 * curves["true"].abs().max()
+
+
+@pytest.mark.parametrize("fold_ln", [False, True])
+def test_fused_layer0_equals_the_hooked_forward_pass(fold_ln):
+    """The fused-attention path gives hook blocks.0.hook_resid_mid, with and without weight processing."""
+    model, _ = make_small_model(seed=3, fold_ln=fold_ln)
+    assert E._fused_attention_applies(model)
+    tokens = torch.randint(0, model.cfg.d_vocab, (3, model.cfg.n_ctx),
+                           generator=torch.Generator().manual_seed(1))
+    _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.startswith("blocks.0."))
+    torch.testing.assert_close(E.layer0_resid_mid(model, tokens),
+                               cache["blocks.0.hook_resid_mid"], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(E.true_pre_activations(model, tokens, None),
+                               cache["blocks.0.mlp.hook_pre"], atol=1e-5, rtol=1e-5)
+
+
+def test_hooks_on_layer0_are_respected():
+    """With a hook on layer 0's attention the forward pass (and the hook) runs, not the fused path."""
+    model, _ = make_small_model(seed=3)
+    tokens = torch.randint(0, model.cfg.d_vocab, (2, 20), generator=torch.Generator().manual_seed(2))
+    clean = E.layer0_resid_mid(model, tokens)
+
+    def ablate_head_0(z, hook):
+        z[:, :, 0] = 0.0
+        return z
+
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_z", ablate_head_0)]):
+        assert not E._fused_attention_applies(model)
+        ablated = E.layer0_resid_mid(model, tokens)
+        _, cache = model.run_with_cache(tokens, names_filter="blocks.0.hook_resid_mid")
+    torch.testing.assert_close(ablated, cache["blocks.0.hook_resid_mid"])
+    assert (ablated - clean).abs().max() > 1e-3
+    assert E._fused_attention_applies(model)
