@@ -17,6 +17,11 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It does four thin
 4. **Colab buttons that open a notebook.** Chapters are jupytext ``.py`` files, which Colab cannot
    open; the theme's Colab link is pointed at the chapter's notebook in ``tests/notebooks/``.
 
+5. **Execution times.** When the build finishes, the time each executed page took (myst-nb's
+   execution data, also for pages whose outputs came from the cache, with the date they were
+   executed) is written to ``_build/execution_times.md`` and ``.json``; the publishing workflow
+   adds the table to its job summary, which is how chapter timings on GPT-2 are measured.
+
 It also removes duplicated inline scripts from pages (with these Sphinx and theme versions the
 inline ``const THEBE_JS_URL = ...`` of sphinx-thebe is emitted twice, a console error on every
 page), and sets ``CONTEXT_NEURONS_STATIC=1`` for the kernels the build starts, so the interactive
@@ -25,8 +30,11 @@ explorers (:mod:`context_neurons.explorers`) render static figures on the websit
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from sphinx.application import Sphinx
@@ -131,8 +139,68 @@ def deduplicate_scripts(app: Sphinx, pagename: str, templatename: str, context: 
     context["script_files"] = unique
 
 
+def execution_table(exec_data: dict[str, dict], build_start: float, model: str) -> str:
+    """Markdown table of per-page execution times (seconds), in page order.
+
+    Args:
+        exec_data: ``docname -> myst-nb execution data`` (``runtime``, ``mtime``, ``method``).
+        build_start: when this build started (epoch seconds): a page executed since then was
+            executed by this build, an older one comes from the execution cache.
+        model: the model the chapters ran on.
+    """
+    lines = [
+        f"### Chapter execution times ({model})",
+        "",
+        "| page | seconds | executed |",
+        "|---|---:|---|",
+    ]
+    untimed = False
+    for docname in sorted(exec_data, key=lambda name: ("appendix" in name, name)):
+        data = exec_data[docname]
+        runtime = data.get("runtime")
+        untimed |= runtime is None
+        seconds = "n/a" if runtime is None else f"{runtime:.0f}"
+        mtime = data.get("mtime") or 0.0
+        when = datetime.fromtimestamp(mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        executed = "in this build" if mtime >= build_start else f"earlier, {when}"
+        lines.append(f"| {docname} | {seconds} | {executed} |")
+    if len(lines) == 4:
+        lines.append("| (no page executed) | | |")
+    if untimed:
+        lines += ["", "n/a: outputs reused from the stored notebooks (their execution is untimed)."]
+    return "\n".join(lines) + "\n"
+
+
+def record_start(app: Sphinx) -> None:
+    """``builder-inited``: remember when the build started."""
+    app.env.context_neurons_build_start = time.time()  # type: ignore[attr-defined]
+
+
+def write_execution_times(app: Sphinx, exception) -> None:
+    """``build-finished``: write ``execution_times.md``/``.json`` next to the HTML output."""
+    from myst_nb.sphinx_ import NbMetadataCollector
+
+    if app.env is None:
+        return
+    start = getattr(app.env, "context_neurons_build_start", time.time())
+    exec_data = {
+        docname: dict(data["exec_data"])
+        for docname, data in NbMetadataCollector.get_doc_data(app.env).items()
+        if docname in app.env.found_docs and data.get("exec_data")
+    }
+    out = Path(app.outdir).parent
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "execution_times.json").write_text(
+        json.dumps({"model": build_model(), "build_start": start, "pages": exec_data}, indent=1)
+    )
+    (out / "execution_times.md").write_text(execution_table(exec_data, start, build_model()))
+    LOGGER.info(f"[book_extension] execution times in {out / 'execution_times.md'}")
+
+
 def setup(app: Sphinx) -> dict:
     app.connect("config-inited", configure)
+    app.connect("builder-inited", record_start)
+    app.connect("build-finished", write_execution_times)
     app.connect("html-page-context", fix_colab_buttons, priority=502)
     app.connect("html-page-context", deduplicate_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

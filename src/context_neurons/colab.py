@@ -1,4 +1,4 @@
-"""Colab set-up. This module prepares a Google Colab runtime for a chapter, and does nothing elsewhere.
+"""Colab set-up. This module prepares a Google Colab runtime for a chapter (elsewhere: nothing).
 
 A chapter opened in Colab (the rocket button of the website) is a lone notebook: the
 ``context_neurons`` package is not installed there. Each chapter therefore starts with a short
@@ -8,7 +8,9 @@ has one and returns the device string. Outside Colab (a local Jupyter, CI, the w
 cell installs nothing, prints nothing and returns the device the chapters will use.
 
 Colab is detected by the ``google.colab`` module being imported (it is, in every Colab kernel) or
-by the ``COLAB_RELEASE_TAG`` environment variable that Colab sets.
+by the ``COLAB_RELEASE_TAG`` environment variable that Colab sets. In Colab, :func:`colab_setup`
+also turns on Colab's custom widget manager, without which the interactive explorers
+(:mod:`context_neurons.explorers`, ipywidgets 8) do not display.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import sys
 from typing import Callable, Mapping
 
 REPOSITORY = "https://github.com/context-neurons/context-neurons"
-EXTRAS = "book,online"
+#: Only what the chapters import at run time (``online``: ``datasets`` for OpenWebText); the
+#: ``book`` extra (jupyter-book, Sphinx) builds the website: it is not installed into Colab kernels.
+EXTRAS = "online"
 PACKAGE_SPEC = f"context-neurons[{EXTRAS}] @ git+{REPOSITORY}"
 COLAB_MODULE = "google.colab"
 COLAB_ENV = "COLAB_RELEASE_TAG"
@@ -92,6 +96,21 @@ def install_package(
     return command
 
 
+def enable_colab_widgets() -> bool:
+    """Turn on Colab's custom widget manager (needed by ipywidgets 8); True when it was enabled.
+
+    Calls ``google.colab.output.enable_custom_widget_manager()``; returns False, doing nothing,
+    where that module or function is missing (outside Colab, or an older Colab).
+    """
+    try:
+        output = importlib.import_module(f"{COLAB_MODULE}.output")
+        enable = output.enable_custom_widget_manager
+    except (ImportError, AttributeError):
+        return False
+    enable()
+    return True
+
+
 def select_device(cuda_available: bool | None = None) -> str:
     """``"cuda"`` when a CUDA GPU is present, else ``"cpu"`` (the device ``setup_chapter`` uses)."""
     if cuda_available is None:
@@ -111,8 +130,9 @@ def colab_setup(
 
     In Colab: installs the package from the repository when it is not importable (``install=None``)
     or when asked (``install=True``, an upgrade to the repository's latest version), points the
-    chapters at GPT-2 Small (``CONTEXT_NEURONS_MODEL=gpt2`` unless set), and prints the device with
-    a hint when the runtime has no GPU. Outside Colab it installs nothing, prints nothing and
+    chapters at GPT-2 Small (``CONTEXT_NEURONS_MODEL=gpt2`` unless set), enables Colab's widget
+    manager for the explorers (:func:`enable_colab_widgets`), and prints the device with a hint
+    when the runtime has no GPU. Outside Colab it installs nothing, prints nothing and
     changes nothing.
 
     Args:
@@ -129,6 +149,7 @@ def colab_setup(
     if install or (install is None and importlib.util.find_spec("context_neurons") is None):
         install_package(spec, upgrade=bool(install), run=run)
     os.environ.setdefault("CONTEXT_NEURONS_MODEL", "gpt2")
+    enable_colab_widgets()
     device = select_device(cuda_available)
     print(f"Colab: context_neurons ready; device {device}.")
     if device == "cpu":

@@ -4,7 +4,8 @@ Three explorers, each an ipywidgets panel in a live notebook (Jupyter, Colab) an
 matplotlib figure plus a table for one default selection everywhere else:
 
 * :func:`head_explorer`: pick a layer-0 head, a destination position and a destination token, and
-  see the head's positional kernel ``pos_n(i)`` (chapter 1, :func:`decomposition.positional_pattern`).
+  see the head's positional kernel ``pos_n(i)`` (chapter 1,
+  :func:`decomposition.positional_pattern`).
 * :func:`activation_explorer`: type a text and see a neuron's true pre-activation along it beside
   the circuit's approximation.
 * :func:`contribution_explorer`: pick a neuron and see the tokens that contribute most to it,
@@ -28,6 +29,7 @@ front end, and without ipywidgets the explorers are always static. Each returns 
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -98,7 +100,8 @@ def interactive_mode(interactive: bool | None = None) -> bool:
 
     Args:
         interactive: force a mode; None decides: widgets when ipywidgets is importable and an
-            IPython kernel serves a live front end (:func:`live_frontend`). ``CONTEXT_NEURONS_STATIC=1``
+            IPython kernel serves a live front end (:func:`live_frontend`).
+            ``CONTEXT_NEURONS_STATIC=1``
             makes every explorer static whatever is asked.
     """
     if _flag(STATIC_ENV) or not widgets_available():
@@ -192,8 +195,11 @@ def kernel_summary(pattern: Float[np.ndarray, "key_pos"]) -> dict[str, float]:
     }
 
 
-def plot_kernel(frame: pd.DataFrame, head: int, n: int, dest_token: str, ax=None):
-    """Bar chart of a positional kernel (from :func:`kernel_frame`); returns the figure."""
+def plot_kernel(frame: pd.DataFrame, head: int, n: int, dest_token: str | int, ax=None):
+    """Bar chart of a positional kernel (from :func:`kernel_frame`); returns the figure.
+
+    ``dest_token`` names the destination in the title: a token string, or a token id.
+    """
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -203,7 +209,8 @@ def plot_kernel(frame: pd.DataFrame, head: int, n: int, dest_token: str, ax=None
     ax.bar(frame["source position"], frame["weight"], width=0.9, color="C0")
     ax.set_xlabel("source position i")
     ax.set_ylabel(f"pos_{n}(i)")
-    ax.set_title(f"layer-0 head {head}: positional kernel, {dest_token!r} at n = {n}")
+    token = f"token id {dest_token}" if isinstance(dest_token, int) else repr(dest_token)
+    ax.set_title(f"layer-0 head {head}: positional kernel, {token} at n = {n}")
     ax.grid(alpha=0.3)
     figure.tight_layout()
     return figure
@@ -255,8 +262,27 @@ def head_view(
     pattern = kernels(head, n, dest_token)
     frame = kernel_frame(pattern, n, window=min(window, n + 1))
     summary = pd.DataFrame([kernel_summary(pattern)], index=pd.Index([head], name="head"))
-    figure = plot_kernel(frame, head, n, str(dest_token))
+    figure = plot_kernel(frame, head, n, dest_token)
     return figure, summary.round(3)
+
+
+def token_widget(dest_token: str | int):
+    """The destination-token control: a text box for a token string, a number box for a token id.
+
+    ipywidgets' ``Text`` accepts strings only, so a token id (an int, as chapters may pass) gets an
+    ``IntText`` and stays an int for :func:`decomposition.positional_pattern`.
+    """
+    import ipywidgets as widgets
+
+    if isinstance(dest_token, numbers.Integral) and not isinstance(dest_token, bool):
+        return widgets.IntText(
+            value=int(dest_token), description="dest. token id", continuous_update=False
+        )
+    if not isinstance(dest_token, str):
+        raise ExplorerError(
+            f"dest_token must be a token string such as ' the' or a token id, got {dest_token!r}."
+        )
+    return widgets.Text(value=dest_token, description="dest. token", continuous_update=False)
 
 
 def head_explorer(
@@ -300,7 +326,7 @@ def head_explorer(
     n_w = widgets.IntSlider(
         value=n, min=1, max=n_ctx - 1, description="position n", continuous_update=False
     )
-    token_w = widgets.Text(value=dest_token, description="dest. token", continuous_update=False)
+    token_w = token_widget(dest_token)
     out = widgets.Output()
     explorer = Explorer(mode="widgets")
 

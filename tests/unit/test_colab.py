@@ -6,11 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import jupytext
 import pytest
 
 from context_neurons import colab
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -33,6 +36,21 @@ def pip_calls(monkeypatch):
     return calls
 
 
+def fake_colab_output(monkeypatch) -> list[str]:
+    """A fake ``google.colab.output`` whose ``enable_custom_widget_manager`` records its calls."""
+    calls: list[str] = []
+    google = types.ModuleType("google")
+    package = types.ModuleType(colab.COLAB_MODULE)
+    output = types.ModuleType(f"{colab.COLAB_MODULE}.output")
+    output.enable_custom_widget_manager = lambda: calls.append("enabled")
+    package.output = output
+    google.colab = package
+    monkeypatch.setitem(sys.modules, "google", google)
+    monkeypatch.setitem(sys.modules, colab.COLAB_MODULE, package)
+    monkeypatch.setitem(sys.modules, output.__name__, output)
+    return calls
+
+
 def simulate_colab(monkeypatch, how: str) -> None:
     if how == "module":
         monkeypatch.setitem(sys.modules, colab.COLAB_MODULE, types.ModuleType(colab.COLAB_MODULE))
@@ -52,8 +70,21 @@ def test_in_colab_detection(no_colab, monkeypatch):
 def test_pip_command_installs_the_repository_into_this_interpreter():
     command = colab.pip_install_command()
     assert command[:4] == [sys.executable, "-m", "pip", "install"]
-    assert command[-1] == "context-neurons[book,online] @ git+" + colab.REPOSITORY
+    assert command[-1] == "context-neurons[online] @ git+" + colab.REPOSITORY
     assert "--upgrade" in colab.pip_install_command(upgrade=True)
+
+
+def test_colab_installs_only_what_chapters_import():
+    """jupyter-book and Sphinx (the ``book`` extra) are for building the site, not for a kernel."""
+    assert colab.EXTRAS.split(",") == ["online"]
+    assert "book" not in colab.PACKAGE_SPEC.split("@")[0]
+
+
+def test_repository_is_the_books_repository():
+    yaml = pytest.importorskip("yaml")  # a dependency of jupyter-book (the book extra)
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    assert colab.REPOSITORY == config["repository"]["url"].rstrip("/")
+    assert colab.PACKAGE_SPEC.endswith("@ git+" + config["repository"]["url"].rstrip("/"))
 
 
 def test_outside_colab_nothing_happens(no_colab, pip_calls, capsys):
@@ -73,6 +104,32 @@ def test_in_colab_gpu_selected_and_package_present(no_colab, pip_calls, monkeypa
     out = capsys.readouterr().out
     assert "device cuda" in out and "No GPU" not in out
     assert __import__("os").environ["CONTEXT_NEURONS_MODEL"] == "gpt2"
+
+
+def test_in_colab_the_widget_manager_is_enabled(no_colab, pip_calls, monkeypatch, capsys):
+    calls = fake_colab_output(monkeypatch)
+    assert colab.in_colab()
+    assert colab.colab_setup(cuda_available=True) == "cuda"
+    assert calls == ["enabled"]
+    assert pip_calls == []
+
+
+def test_widget_manager_missing_is_harmless(no_colab, pip_calls, monkeypatch, capsys):
+    simulate_colab(monkeypatch, "module")  # google.colab without an output module
+    assert colab.enable_colab_widgets() is False
+    assert colab.colab_setup(cuda_available=False) == "cpu"
+    monkeypatch.undo()
+    calls = fake_colab_output(monkeypatch)
+    del sys.modules[f"{colab.COLAB_MODULE}.output"].enable_custom_widget_manager  # older Colab
+    assert colab.enable_colab_widgets() is False
+    assert calls == []
+
+
+def test_outside_colab_the_widget_manager_is_left_alone(no_colab, pip_calls, monkeypatch):
+    calls = fake_colab_output(monkeypatch)
+    monkeypatch.delitem(sys.modules, colab.COLAB_MODULE)  # the module exists but is not loaded
+    colab.colab_setup(cuda_available=False)
+    assert calls == []
 
 
 def test_in_colab_without_gpu_hints_at_the_runtime(no_colab, pip_calls, monkeypatch, capsys):

@@ -149,6 +149,34 @@ def test_head_explorer_widgets_update(small_model, kernels):
     assert list(explorer.table.index) == [3]
 
 
+def test_head_explorer_widgets_with_a_token_id(small_model, kernels):
+    """A token id (an int) gets a number box, and the kernels keep receiving ints."""
+    seen = []
+
+    def recording(head, n, token):
+        seen.append(token)
+        return kernels[0](head, n, token)
+
+    explorer = ex.head_explorer(
+        small_model, kernels=recording, head=0, n=30, dest_token=5, interactive=True
+    )
+    head_w, n_w, token_w = explorer.widget.children[0].children
+    assert token_w.value == 5 and "id" in token_w.description
+    assert seen == [5]
+    token_w.value = 7
+    assert seen == [5, 7] and all(type(token) is int for token in seen)
+    assert "token id 7 at n = 30" in explorer.figure.axes[0].get_title()
+    expected = kernels[0](0, 30, 7)
+    assert explorer.figure.axes[0].patches[-1].get_height() == pytest.approx(expected[-1])
+
+
+def test_token_widget_by_type():
+    assert type(ex.token_widget(3).value) is int
+    assert ex.token_widget(" the").value == " the"
+    with pytest.raises(ex.ExplorerError, match="token string"):
+        ex.token_widget(True)
+
+
 # ------------------------------------------------------------------------ activations (b)
 
 

@@ -5,6 +5,11 @@ Build the book, then point ``CONTEXT_NEURONS_SITE`` at its HTML::
     CONTEXT_NEURONS_MODEL=planted jupyter-book build .
     CONTEXT_NEURONS_SITE=_build/html python -m pytest -m website tests/website
 
+Screenshots go to ``artifacts/screenshots/`` (emptied when the tests start, listed at the end;
+``CONTEXT_NEURONS_SCREENSHOTS`` names another directory).
+For another book (a small test site), also set ``CONTEXT_NEURONS_TOC`` (its ``_toc.yml``) and
+``CONTEXT_NEURONS_BOOK_ROOT`` (the directory it was built from, where the page sources are).
+
 Without ``CONTEXT_NEURONS_SITE`` the tests are skipped (so ``pytest tests`` before a build skips
 them); with it they need Chromium and ChromeDriver and fail without them.
 """
@@ -12,6 +17,7 @@ them); with it they need Chromium and ChromeDriver and fail without them.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,9 +44,30 @@ def site() -> Path:
     return path
 
 
+SCREENSHOTS = Path(
+    os.environ.get("CONTEXT_NEURONS_SCREENSHOTS") or REPO / "artifacts" / "screenshots"
+)
+_taken: list[Path] = []  # the screenshot directory, once this session has started writing to it
+
+
 @pytest.fixture(scope="session")
-def screenshots() -> Path:
-    """Where screenshots go (gitignored ``artifacts/screenshots``)."""
-    path = REPO / "artifacts" / "screenshots"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def screenshots(site) -> Path:
+    """Where screenshots go (gitignored ``artifacts/screenshots``), emptied first.
+
+    Screenshots of an earlier run are removed when the website tests start, so every file there
+    shows this build. The directory and its files are listed at the end of the run.
+    """
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+    _taken.append(SCREENSHOTS)
+    return SCREENSHOTS
+
+
+def pytest_terminal_summary(terminalreporter):
+    """List the screenshots (CI logs show where they are and what was taken)."""
+    for directory in _taken:
+        files = sorted(directory.glob("*.png"))
+        terminalreporter.section("website screenshots")
+        terminalreporter.write_line(f"{len(files)} screenshots in {directory}:")
+        for path in files:
+            terminalreporter.write_line(f"  {path.name} ({path.stat().st_size // 1024} KiB)")

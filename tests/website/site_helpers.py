@@ -22,6 +22,9 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 REPO = Path(__file__).resolve().parents[2]
+#: Where the pages' sources are (the directory ``jupyter-book build`` was run in); another book
+#: (a small test site) sets ``$CONTEXT_NEURONS_BOOK_ROOT`` with ``$CONTEXT_NEURONS_TOC``.
+BOOK_ROOT = Path(os.environ.get("CONTEXT_NEURONS_BOOK_ROOT") or REPO)
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 CHROMIUM_FLAGS = [
@@ -58,7 +61,7 @@ def serve(directory: Path):
         thread.join(timeout=10)
 
 
-def toc_pages(repo: Path = REPO) -> list[str]:
+def toc_pages(repo: Path = BOOK_ROOT) -> list[str]:
     """Docnames of every page in ``_toc.yml`` (root first), e.g. ``book/intro``.
 
     ``$CONTEXT_NEURONS_TOC`` names another table of contents, for a site built with
@@ -83,9 +86,61 @@ def toc_pages(repo: Path = REPO) -> list[str]:
     return [re.sub(r"\.(md|py|ipynb)$", "", page) for page in pages]
 
 
-def is_notebook_page(docname: str, repo: Path = REPO) -> bool:
+def is_notebook_page(docname: str, repo: Path = BOOK_ROOT) -> bool:
     """Whether a page is an executed chapter (a jupytext ``.py`` or an ``.ipynb``)."""
     return any((repo / f"{docname}{suffix}").is_file() for suffix in (".py", ".ipynb"))
+
+
+# What the sources say a page must show ------------------------------------------------------
+
+EXPLORER_CALL = re.compile(r"\b\w+_explorer\(")
+EXERCISE = re.compile(r"^(?:`{3,}|:{3,})\{exercise\}", re.M)
+SOLUTION_START = re.compile(r"^(?:`{3,}|:{3,})\{solution-start\}\s+(\S+)", re.M)
+
+
+@dataclass(frozen=True)
+class PageSource:
+    """What a page's source asks the site to show.
+
+    Attributes:
+        explorer_cells: code cells that call an interactive explorer (``head_explorer(...)``,
+            ``activation_explorer(...)``, ``contribution_explorer(...)``).
+        exercises: ``{exercise}`` directives.
+        solutions: labels of the gated solutions (``{solution-start} label``), in order.
+    """
+
+    explorer_cells: int = 0
+    exercises: int = 0
+    solutions: tuple[str, ...] = ()
+
+
+def _code_without_comments(source: str) -> str:
+    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+
+
+@functools.lru_cache(maxsize=None)
+def page_source(docname: str, repo: Path = BOOK_ROOT) -> PageSource:
+    """What a page's source (jupytext ``.py``, ``.ipynb`` or MyST ``.md``) asks to show."""
+    markdown, code = [], []
+    for suffix in (".py", ".ipynb", ".md"):
+        path = repo / f"{docname}{suffix}"
+        if not path.is_file():
+            continue
+        if suffix == ".md":
+            markdown.append(path.read_text(encoding="utf-8"))
+            break
+        import jupytext
+
+        notebook = jupytext.read(path, fmt="py:percent" if suffix == ".py" else None)
+        for cell in notebook.cells:
+            (code if cell.cell_type == "code" else markdown).append(cell.source)
+        break
+    text = "\n".join(markdown)
+    return PageSource(
+        explorer_cells=sum(bool(EXPLORER_CALL.search(_code_without_comments(c))) for c in code),
+        exercises=len(EXERCISE.findall(text)),
+        solutions=tuple(SOLUTION_START.findall(text)),
+    )
 
 
 class _Anchors(HTMLParser):
@@ -209,13 +264,26 @@ const done = arguments[arguments.length - 1];
 })().catch(error => done(String(error)));
 """
 
-#: What the test checks, read from the rendered page.
-PAGE_FACTS = """
+#: JavaScript helpers shared by the scripts below: is an element shown (not ``display: none``,
+#: ``visibility: hidden`` or transparent, as sphinx-togglebutton leaves collapsed content), and its
+#: rendered size.
+_JS_HELPERS = """
+const shown = el => el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true,
+                                        opacityProperty: true, visibilityProperty: true});
+const size = el => { const r = el.getBoundingClientRect(); return {w: r.width, h: r.height}; };
+const CHECK = /print\\(\\s*f?["']check passed/;
+const EXPLORER = /\\b\\w+_explorer\\(/;
+"""
+
+#: What the test checks, read from the rendered page as a reader first sees it (dropdowns closed).
+PAGE_FACTS = (
+    _JS_HELPERS
+    + """
 const scripts = Array.from(document.scripts).map(s => s.src).filter(Boolean);
+const codeCells = Array.from(document.querySelectorAll("article div.cell"))
+    .filter(cell => cell.querySelector(".cell_input"));
 return {
   title: document.title,
-  images: Array.from(document.images).map(img => ({
-      src: img.currentSrc || img.src, complete: img.complete, width: img.naturalWidth})),
   mathSources: document.querySelectorAll(".math").length,
   mathRendered: document.querySelectorAll("mjx-container").length,
   mathErrors: document.querySelectorAll("mjx-merror, merror").length,
@@ -225,5 +293,69 @@ return {
   hrefs: Array.from(document.querySelectorAll("a[href]")).map(a => a.getAttribute("href")),
   launch: Array.from(document.querySelectorAll("a[href*='colab.research.google.com']"))
       .map(a => a.getAttribute("href")),
+  solutions: Array.from(document.querySelectorAll("article .solution")).map(s => ({
+      id: s.id,
+      classes: Array.from(s.classList),
+      button: !!s.querySelector(".admonition-title button.toggle-button"),
+      checkCells: Array.from(s.querySelectorAll("div.cell .cell_input"))
+          .filter(input => CHECK.test(input.textContent)).length,
+      shownCells: Array.from(s.querySelectorAll("div.cell")).filter(shown).length,
+  })),
+  checksOutsideSolutions: codeCells
+      .filter(cell => CHECK.test(cell.querySelector(".cell_input").textContent))
+      .filter(cell => !cell.closest(".solution")).length,
 };
 """
+)
+
+#: Opens every collapsed block (sphinx-togglebutton buttons, ``<details>``) so that what it holds
+#: can be measured; waits for the transitions; returns how many were opened.
+EXPAND_ALL = """
+const done = arguments[arguments.length - 1];
+const buttons = Array.from(document.querySelectorAll("button.toggle-button.toggle-button-hidden"));
+buttons.forEach(button => button.click());
+const details = Array.from(document.querySelectorAll("details:not([open])"));
+details.forEach(d => { d.open = true; });
+setTimeout(() => done(buttons.length + details.length), 800);
+"""
+
+#: What is rendered once every block is open: images and the explorers' outputs, with their
+#: rendered sizes, widget leftovers, and whether the solutions' code now shows.
+RENDERED_FACTS = (
+    _JS_HELPERS
+    + """
+const WIDGET_NODES = "script[type^='application/vnd.jupyter.widget'], .jupyter-widgets, " +
+    ".widget-area, .widget-subarea, [data-mime-type*='jupyter.widget']";
+const WIDGET_TEXT =
+    /Loading widget|\\b(?:VBox|HBox|Dropdown|IntSlider|IntText|Textarea|Output)\\(|<Explorer/;
+const explorerCells = Array.from(document.querySelectorAll("article div.cell"))
+    .filter(cell => { const input = cell.querySelector(".cell_input");
+                      return input && EXPLORER.test(input.textContent); });
+return {
+  images: Array.from(document.images).map(img => ({
+      src: img.currentSrc || img.src, complete: img.complete, width: img.naturalWidth,
+      rendered: size(img), shown: shown(img), inArticle: !!img.closest("article")})),
+  explorers: explorerCells.map(cell => {
+      const out = cell.querySelector(".cell_output");
+      return {
+        code: cell.querySelector(".cell_input pre").textContent.split("\\n")
+            .find(line => EXPLORER.test(line)).trim(),
+        output: !!out,
+        images: out ? Array.from(out.querySelectorAll("img")).map(img => ({
+            src: img.currentSrc || img.src, width: img.naturalWidth, rendered: size(img),
+            shown: shown(img)})) : [],
+        tables: out ? Array.from(out.querySelectorAll("table")).map(t => ({
+            rows: t.rows.length, rendered: size(t), shown: shown(t)})) : [],
+        widgetNodes: out ? out.querySelectorAll(WIDGET_NODES).length : 0,
+        widgetText: out ? (out.innerText.match(WIDGET_TEXT) || [null])[0] : null,
+      };
+  }),
+  widgetNodes: document.querySelectorAll(WIDGET_NODES).length,
+  widgetScripts: Array.from(document.scripts).map(s => s.src)
+      .filter(src => /jupyter-widgets|html-manager|embed-amd/.test(src)),
+  loadingWidget: /Loading widget/.test(document.body.innerText),
+  solutionsOpen: Array.from(document.querySelectorAll("article .solution")).map(s =>
+      Array.from(s.querySelectorAll("div.cell")).every(shown)),
+};
+"""
+)

@@ -1,19 +1,27 @@
 """The built website, in a real browser: every page of the table of contents loads without console
 errors, its figures and formulas render (MathJax served locally, no CDN), its internal links and
-anchors resolve, chapters carry a Colab button that opens a notebook of the repository, and a few
-screenshots are saved to ``artifacts/screenshots/`` for a person to look at.
+anchors resolve, chapters carry a Colab button that opens a notebook of the repository, the
+interactive explorers show their static fallback (a figure and a table, no widget leftovers),
+exercise solutions are collapsed dropdowns holding their code, and screenshots are saved to
+``artifacts/screenshots/`` for a person to look at.
+
+Which pages must show explorers and solutions is read from the pages' sources
+(:func:`site_helpers.page_source`), not typed here.
 """
 
 from __future__ import annotations
 
 import pytest
 from site_helpers import (
+    EXPAND_ALL,
     PAGE_FACTS,
     REPO,
+    RENDERED_FACTS,
     WAIT_FOR_PAGE,
     broken_internal_links,
     chromium,
     is_notebook_page,
+    page_source,
     serve,
     toc_pages,
 )
@@ -21,6 +29,8 @@ from site_helpers import (
 pytestmark = pytest.mark.website
 
 PAGES = toc_pages()
+EXPLORER_PAGES = [page for page in PAGES if page_source(page).explorer_cells]
+EXERCISE_PAGES = [page for page in PAGES if page_source(page).exercises]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +47,11 @@ def browser():
 
 @pytest.fixture(scope="module")
 def visited(site, served, browser, screenshots):
-    """Visit every page once (in table-of-contents order); returns ``docname -> facts``."""
+    """Visit every page once (in table-of-contents order); returns ``docname -> facts``.
+
+    Facts are read twice: as the page first shows (dropdowns closed), then with every collapsed
+    block opened (``rendered``: sizes of images and explorer outputs).
+    """
     facts = {}
     for docname in PAGES:
         url = served + docname + ".html"
@@ -45,7 +59,6 @@ def visited(site, served, browser, screenshots):
         browser.driver.get(url)
         waited = browser.driver.execute_async_script(WAIT_FOR_PAGE)
         page = browser.driver.execute_script(PAGE_FACTS)
-        page.update(url=url, waited=waited, console_errors=browser.console_errors())
         name = docname.replace("/", "_")
         browser.driver.save_screenshot(str(screenshots / f"{name}.png"))
         shoot_first(browser.driver, "img", screenshots / f"{name}_figure.png")
@@ -54,11 +67,31 @@ def visited(site, served, browser, screenshots):
             "div.math, mjx-container[display='true']",
             screenshots / f"{name}_math.png",
         )
-        if page["launch"]:  # chapters: the whole page, and the rocket menu with the Colab button
+        shoot_first(browser.driver, ".solution", screenshots / f"{name}_solution_closed.png")
+        if page["launch"]:  # chapters: the whole page as a reader first sees it
             shoot_full_page(browser.driver, screenshots / f"{name}_full.png")
+        page["opened"] = browser.driver.execute_async_script(EXPAND_ALL)
+        page["rendered"] = browser.driver.execute_script(RENDERED_FACTS)
+        shoot_first(browser.driver, ".solution", screenshots / f"{name}_solution_open.png")
+        shoot_explorers(browser.driver, screenshots / f"{name}_explorer")
+        if page["launch"]:  # the rocket menu with the Colab button
             shoot_launch_menu(browser.driver, screenshots / f"{name}_launch.png")
+        page.update(url=url, waited=waited, console_errors=browser.console_errors())
         facts[docname] = page
     return facts
+
+
+def shoot_explorers(driver, stem) -> None:
+    """Screenshot the output of every explorer cell (``<stem>_<i>.png``)."""
+    outputs = driver.execute_script(
+        "return Array.from(document.querySelectorAll('article div.cell'))"
+        "  .filter(c => c.querySelector('.cell_input') &&"
+        "               /\\b\\w+_explorer\\(/.test(c.querySelector('.cell_input').textContent))"
+        "  .map(c => c.querySelector('.cell_output')).filter(Boolean);"
+    )
+    for index, output in enumerate(outputs):
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", output)
+        output.screenshot(f"{stem}_{index}.png")
 
 
 def shoot_full_page(driver, path, max_height: int = 16000) -> None:
@@ -118,13 +151,26 @@ def test_page_loads_without_console_errors(visited, docname):
     assert not page["console_errors"], "\n".join(page["console_errors"])
 
 
+def rendered(element: dict) -> bool:
+    """Shown on screen with a non-zero rendered size (``getBoundingClientRect``)."""
+    return element["shown"] and element["rendered"]["w"] > 0 and element["rendered"]["h"] > 0
+
+
 @pytest.mark.parametrize("docname", PAGES)
 def test_figures_render(visited, docname):
-    page = visited[docname]
-    broken = [img["src"] for img in page["images"] if not (img["complete"] and img["width"] > 0)]
+    images = visited[docname]["rendered"]["images"]
+    broken = [img["src"] for img in images if not (img["complete"] and img["width"] > 0)]
     assert not broken, f"images that did not load: {broken}"
+    # Content images must be drawn (menus of the theme, such as the launch menu's Colab logo, stay
+    # closed and only need to load).
+    unseen = [
+        f"{img['src']} ({img['rendered']})"
+        for img in images
+        if img["inArticle"] and not rendered(img)
+    ]
+    assert not unseen, f"figures loaded but not drawn (zero size or hidden): {unseen}"
     if is_notebook_page(docname) and docname != "book/appendix_planted_model":
-        assert any("_images/" in img["src"] for img in page["images"]), "chapter without figures"
+        assert any("_images/" in img["src"] for img in images), "chapter without figures"
 
 
 @pytest.mark.parametrize("docname", PAGES)
@@ -159,3 +205,59 @@ def test_colab_button_opens_a_notebook(visited, docname):
         path = link.split("/blob/", 1)[1].split("/", 1)[1]  # after the branch
         assert path.endswith(".ipynb"), f"Colab cannot open {path}"
         assert (REPO / path).is_file(), f"the Colab button opens {path}, which is not in the repo"
+
+
+def test_pages_with_explorers_and_exercises_found():
+    """The sources name pages to check (else the two tests below would check nothing)."""
+    assert EXPLORER_PAGES, "no page of the table of contents calls an explorer (*_explorer(...))"
+    assert EXERCISE_PAGES, "no page of the table of contents has an {exercise}"
+
+
+@pytest.mark.parametrize("docname", EXPLORER_PAGES)
+def test_explorers_render_their_static_fallback(visited, docname):
+    """Each explorer cell shows a figure and a table, drawn, and nothing of a widget."""
+    facts = visited[docname]["rendered"]
+    explorers = facts["explorers"]
+    expected = page_source(docname).explorer_cells
+    assert len(explorers) == expected, (
+        f"the source has {expected} explorer cell(s), the page shows {len(explorers)} "
+        "(an explorer cell with remove-input cannot be checked)"
+    )
+    problems = []
+    for explorer in explorers:
+        where = explorer["code"]
+        if not explorer["output"]:
+            problems.append(f"{where}: no output")
+            continue
+        if not any(rendered(img) and img["width"] > 0 for img in explorer["images"]):
+            problems.append(f"{where}: no drawn figure in the output: {explorer['images']}")
+        if not any(rendered(table) and table["rows"] > 1 for table in explorer["tables"]):
+            problems.append(f"{where}: no drawn table in the output: {explorer['tables']}")
+        if explorer["widgetNodes"]:
+            problems.append(f"{where}: {explorer['widgetNodes']} widget element(s) in the output")
+        if explorer["widgetText"] is not None:
+            problems.append(f"{where}: widget text {explorer['widgetText']!r} in the output")
+    assert not problems, "\n".join(problems)
+    assert facts["widgetNodes"] == 0, "widget views (application/vnd.jupyter.widget-*) on the page"
+    assert not facts["widgetScripts"], f"widget scripts loaded: {facts['widgetScripts']}"
+    assert not facts["loadingWidget"], "'Loading widget' shown on the page"
+
+
+@pytest.mark.parametrize("docname", EXERCISE_PAGES)
+def test_solutions_are_collapsed_dropdowns_holding_their_code(site, visited, docname):
+    """Gated solutions: each a closed dropdown that holds the checked code and opens on a click."""
+    page = visited[docname]
+    labels = page_source(docname).solutions
+    solutions = page["solutions"]
+    assert len(solutions) == len(labels) >= 1, (
+        f"the source has gated solutions {list(labels)}, the page {len(solutions)} solution blocks"
+    )
+    html = (site / f"{docname}.html").read_text(encoding="utf-8")
+    assert html.count('class="solution dropdown') == len(labels), "solutions not in a dropdown"
+    for solution, label in zip(solutions, labels):
+        assert {"solution", "dropdown"} <= set(solution["classes"]), (label, solution["classes"])
+        assert solution["button"], f"{label}: no toggle button (sphinx-togglebutton)"
+        assert solution["checkCells"] >= 1, f"{label}: the checked code is not inside the solution"
+        assert solution["shownCells"] == 0, f"{label}: the solution's code shows before a click"
+    assert page["checksOutsideSolutions"] == 0, "solution code (a 'check passed' print) outside"
+    assert all(page["rendered"]["solutionsOpen"]), "a solution's code does not show once opened"
