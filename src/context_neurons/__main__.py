@@ -8,13 +8,21 @@ import sys
 from pathlib import Path
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m context_neurons", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     rep = sub.add_parser("reproduce", help="reproduce the paper's numbers and print the table")
     rep.add_argument("--model", choices=["gpt2", "planted"], default="gpt2")
-    rep.add_argument("--texts", type=int, default=None,
+    rep.add_argument("--texts", type=positive_int, default=None,
                      help="evaluation texts (default: 1000 for gpt2 online, 100 for planted)")
     rep.add_argument("--source", choices=["corpora", "openwebtext"], default=None,
                      help="evaluation texts: offline corpora or OpenWebText (default: openwebtext "

@@ -86,8 +86,13 @@ def token_id(model: HookedTransformer, token: str | int) -> int:
 
 
 def ln_affine(ln_module, d_model: int) -> tuple[Float[Tensor, "d_model"], Float[Tensor, "d_model"]]:
-    """``(gamma, beta)`` of a TransformerLens LayerNorm; ones and zeros for a folded ``LNPre``."""
-    device = next(iter(ln_module.parameters()), torch.zeros(1)).device
+    """``(gamma, beta)`` of a TransformerLens LayerNorm; ones and zeros for a folded ``LNPre``.
+
+    A folded ``LayerNormPre`` has no parameters, so its ones and zeros are made on the device of
+    the module's config (the model's device), never on the CPU by default.
+    """
+    parameter = next(iter(ln_module.parameters()), None)
+    device = parameter.device if parameter is not None else torch.device(ln_module.cfg.device)
     gamma = getattr(ln_module, "w", None)
     beta = getattr(ln_module, "b", None)
     ones = torch.ones(d_model, device=device)
@@ -125,11 +130,25 @@ def ln1_parts(
     which: str,
     token_ids: Int[Tensor, "n_tokens"],
     positions: Int[Tensor, "pos"],
+    heads: list[int] | None = None,
 ) -> LNParts:
-    """Split ``LN1(W_E[t] + W_pos[i]) W + b`` into token part, position part and bias (W in Q/K/V)."""
+    """Split ``LN1(W_E[t] + W_pos[i]) W + b`` into token part, position part and bias.
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        which: ``"Q"``, ``"K"`` or ``"V"``: the layer-0 projection ``W``.
+        token_ids: the tokens whose parts are wanted.
+        positions: the positions whose parts are wanted.
+        heads: the heads to project onto (default all; fewer heads, less work).
+
+    Returns:
+        :class:`LNParts` with the ``head_index`` axis running over ``heads``.
+    """
     attn = model.blocks[LAYER].attn
     weight = {"Q": attn.W_Q, "K": attn.W_K, "V": attn.W_V}[which]  # [head, d_model, d_head]
     bias = {"Q": attn.b_Q, "K": attn.b_K, "V": attn.b_V}[which]  # [head, d_head]
+    if heads is not None:
+        weight, bias = weight[heads], bias[heads]
     gamma, beta = ln_affine(model.blocks[LAYER].ln1, model.cfg.d_model)
     token_part = torch.einsum("td,hde->the", gamma * centred(model.W_E[token_ids]), weight)
     position_part = torch.einsum("pd,hde->phe", gamma * centred(model.W_pos[positions]), weight)
@@ -140,7 +159,16 @@ def ln1_parts(
 def project_exact(
     model: HookedTransformer, which: str, tokens: Int[Tensor, "pos"]
 ) -> Float[Tensor, "pos head_index d_head"]:
-    """Exact layer-0 queries, keys or values of a sequence (tokens at positions 0..len-1)."""
+    """Exact layer-0 queries, keys or values of a sequence (tokens at positions 0..len-1).
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        which: ``"Q"``, ``"K"`` or ``"V"``.
+        tokens: the sequence, BOS first.
+
+    Returns:
+        ``LN1(x_i) W + b`` for every position, equal to TransformerLens's ``hook_q/k/v``.
+    """
     positions = torch.arange(len(tokens), device=tokens.device)
     unique, inverse = torch.unique(tokens, return_inverse=True)
     parts = ln1_parts(model, which, unique, positions)
@@ -155,7 +183,17 @@ def mean_positional_keys(
     n_positions: int | None = None,
     which: str = "K",
 ) -> Float[Tensor, "pos head_index d_head"]:
-    """``M[i]``: the key (or value) at position ``i`` averaged over the reference token distribution."""
+    """``M[i]``: the key (or value) at position ``i`` averaged over a reference token distribution.
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        reference_tokens: token ids whose empirical distribution defines the average.
+        n_positions: positions ``0..n_positions-1`` (default the whole context).
+        which: ``"K"`` (keys, for ``P[n, i] = M[i] - M[n]``) or ``"V"`` (values).
+
+    Returns:
+        ``M``, with each token's exact LayerNorm scale at each position.
+    """
     n_positions = n_positions or model.cfg.n_ctx
     positions = torch.arange(n_positions, device=model.cfg.device)
     reference_tokens = reference_tokens.to(model.cfg.device)
@@ -170,13 +208,21 @@ def mean_positional_keys(
 
 def default_reference_tokens(model: HookedTransformer, n: int = 2000, seed: int = 0) -> Tensor:
     """The token distribution for ``M``: the calibration text's tokens, else seeded random ids."""
+    import warnings
+
     from context_neurons.data import DataError, calibration_text
 
     try:
         text = calibration_text().text
         ids = model.tokenizer.encode(text, add_special_tokens=False)[:n]
         return torch.tensor(ids, device=model.cfg.device)
-    except DataError:
+    except DataError as err:
+        warnings.warn(
+            f"No calibration text ({err}); the mean keys M average over {n} seeded random token "
+            "ids instead, so positional terms differ from the book's. Set CONTEXT_NEURONS_CORPORA "
+            "or run online to use the calibration text.",
+            stacklevel=2,
+        )
         gen = torch.Generator().manual_seed(seed)
         return torch.randint(256, model.cfg.d_vocab - 1, (n,), generator=gen).to(model.cfg.device)
 
@@ -245,12 +291,12 @@ def _content_scores(
 ) -> Float[Tensor, "selected_head query_pos key_pos"]:
     """``q_n . E[n, t_i] / sqrt(d)``: each key token placed at its destination's position."""
     unique, inverse = torch.unique(key_tokens, return_inverse=True)
-    parts = ln1_parts(model, "K", unique, query_positions)
+    parts = ln1_parts(model, "K", unique, query_positions, heads)
     inv = ln1_inverse_scale(model, unique, query_positions)[inverse].T  # [query, key]
     q = queries[:, heads]  # [query, head, d_head]
-    token_term = torch.einsum("qhe,khe->hqk", q, parts.token_part[inverse][:, heads])
-    position_term = torch.einsum("qhe,qhe->hq", q, parts.position_part[:, heads])
-    bias_term = torch.einsum("qhe,he->hq", q, parts.bias[heads])
+    token_term = torch.einsum("qhe,khe->hqk", q, parts.token_part[inverse])
+    position_term = torch.einsum("qhe,qhe->hq", q, parts.position_part)
+    bias_term = torch.einsum("qhe,he->hq", q, parts.bias)
     scores = (token_term + position_term[:, :, None]) * inv[None] + bias_term[:, :, None]
     return scores / model.cfg.d_head**0.5
 
@@ -327,7 +373,20 @@ def positional_pattern(
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
     mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
 ) -> Float[Tensor, "selected_head key_pos"]:
-    """``pos_n(i)`` for ``i = 0..n`` with ``dest_token`` at position ``n`` (Figure 2)."""
+    """``pos_n(i)`` for ``i = 0..n`` with ``dest_token`` at position ``n`` (Figure 2).
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        n: the destination position.
+        dest_token: the destination token (string of one token, or id).
+        heads: layer-0 heads (default all).
+        reference_tokens: token distribution defining ``M`` (default: the calibration text).
+        mean_keys: precomputed ``M`` covering positions ``0..n``.
+
+    Returns:
+        The attention each head would pay to positions ``0..n`` if every token were identical;
+        each row sums to 1.
+    """
     n = check_position(model, n)
     heads = check_heads(model, heads)
     dest = token_id(model, dest_token)
@@ -349,7 +408,18 @@ def content_log_weights(
     token_ids: Int[Tensor, "n_tokens"] | None = None,
     heads=None,
 ) -> Float[Tensor, "selected_head n_tokens"]:
-    """``log c_n(t) = q_n . E[n, t] / sqrt(d)`` for ``dest_token`` at ``n`` (all tokens by default)."""
+    """``log c_n(t) = q_n . E[n, t] / sqrt(d)`` for ``dest_token`` at ``n``.
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        n: the destination position (the source token is placed there too).
+        dest_token: the destination token (string of one token, or id).
+        token_ids: source tokens (default the whole vocabulary).
+        heads: layer-0 heads (default all).
+
+    Returns:
+        Log content weights, one row per head (logarithms: the weights overflow float32).
+    """
     n = check_position(model, n)
     heads = check_heads(model, heads)
     dest = token_id(model, dest_token)

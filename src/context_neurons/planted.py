@@ -144,7 +144,8 @@ class PlantedTruth:
     lookups: list[dict]
     stopword_ids: list[int]
     gb_us_source: str
-    notes: dict[str, str] = field(default_factory=dict)
+    layer0_heads: dict[int, dict] = field(default_factory=dict)  # asdict(HeadPlan) per head
+    identity_dimensions: int = 0  # dimension of the subspace of token identities
 
     @property
     def contextual_heads(self) -> list[int]:
@@ -372,7 +373,8 @@ def build_planted_state(tokenizer, seed: int = 0, corpora=None) -> tuple[dict, P
         lookups=lookups,
         stopword_ids=stop_ids,
         gb_us_source=gb_us_source,
-        notes={"layer0_heads": {h: asdict(p) for h, p in LAYER0_HEADS.items()}.__repr__()},
+        layer0_heads={h: asdict(p) for h, p in LAYER0_HEADS.items()},
+        identity_dimensions=n_free,
     )
     return {k: v.float() for k, v in state.items()}, truth
 

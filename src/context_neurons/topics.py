@@ -126,3 +126,43 @@ def stopword_ids(tokenizer) -> list[int]:
         if len(encoded) == 1:
             ids.add(encoded[0])
     return sorted(ids)
+
+
+def swap_spellings(text: str, pairs, to: str = "british") -> tuple[str, int]:
+    """``text`` with every spelling of one variety replaced by the other's (a minimal pair).
+
+    Whole words only, keeping an initial capital. The result differs from ``text`` only in
+    spelling, so a neuron's response to the swap isolates what it reads of British versus
+    American spelling.
+
+    Args:
+        text: the text to respell.
+        pairs: ``(british, american)`` spelling pairs (:func:`read_gb_us_pairs`).
+        to: ``"british"`` (respell American words) or ``"american"``.
+
+    Returns:
+        The respelled text and the number of words replaced.
+    """
+    import re
+
+    if to not in ("british", "american"):
+        raise ValueError(f"to must be 'british' or 'american', got {to!r}.")
+    source_index = 1 if to == "british" else 0
+    mapping = {}
+    for pair in pairs:
+        source, target = pair[source_index], pair[1 - source_index]
+        if source.lower() != target.lower():
+            mapping[source.lower()] = target.lower()
+    count = 0
+
+    def replace(match: re.Match) -> str:
+        nonlocal count
+        word = match.group(0)
+        target = mapping.get(word.lower())
+        if target is None or not (word.islower() or word[1:].islower()):
+            return word
+        count += 1
+        return target if word[0].islower() else target[:1].upper() + target[1:]
+
+    respelled = re.sub(r"[A-Za-z]+", replace, text)
+    return respelled, count

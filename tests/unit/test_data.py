@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import sys
+import types
+
 import pytest
 
 from context_neurons.data import (
@@ -67,3 +71,90 @@ def test_windows_truncate_split_drop_concat(tokenizer):
     assert EOT in windows[0][1:].tolist()  # documents separated by <|endoftext|>
     with pytest.raises(DataError, match="min_tokens"):
         tokenize_windows(tokenizer, docs, min_tokens=0)
+
+
+def test_windows_report_counts_dropped_tokens(tokenizer):
+    docs = [doc(3000, 0), doc(10, 1), doc(500, 2)]
+    _, _, report = tokenize_windows(tokenizer, docs, min_tokens=100)
+    assert report.n_tokens == 3510
+    assert report.n_tokens_dropped == (3000 - 1023) + 10  # truncated tail and the short document
+    _, _, report = tokenize_windows(tokenizer, docs, min_tokens=100, long="split")
+    assert report.n_tokens_dropped == 10  # the split tail (954 tokens) is kept
+    _, _, report = tokenize_windows(tokenizer, [doc(2100, 0)], min_tokens=100, long="split")
+    assert report.n_windows == 2 and report.n_tokens_dropped == 2100 - 2 * 1023
+    assert "kept" in str(report)
+
+
+def test_concatenation_carries_the_remainder(tokenizer):
+    short_docs = [doc(60, i) for i in range(40)]  # 40 x 60 tokens + 39 separators = 2439
+    windows, labels, report = tokenize_windows(tokenizer, short_docs, min_tokens=100, short="concat")
+    assert [len(w) for w in windows] == [1024, 1024, 1 + 2439 - 2 * 1023]
+    assert report.n_tokens_dropped == 0
+    assert labels[1].startswith("test:")  # a window names the documents it holds
+
+
+def test_max_windows_must_be_positive(tokenizer):
+    with pytest.raises(DataError, match="max_windows"):
+        tokenize_windows(tokenizer, [doc(500)], max_windows=0)
+
+
+def test_domain_documents_offline_and_code():
+    from context_neurons.data import DOMAINS, domain_documents
+
+    first = [d.corpus for d in itertools.islice(domain_documents("bible"), 3)]
+    assert first == ["bible_kjv"] * 3
+    mixed = [d.corpus for d in itertools.islice(domain_documents("bible", interleave=True), 4)]
+    assert mixed == ["bible_kjv", "bible_web"] * 2
+    code = list(domain_documents("code"))
+    assert code and all(d.corpus == "python_stdlib" and "def " in d.text for d in code)
+    assert calibration_text("code").id == "textwrap.py"
+    assert "code" in DOMAINS
+    with pytest.raises(DataError, match="Unknown domain"):
+        next(domain_documents("klingon"))
+
+
+def test_domain_documents_online_fall_back_to_keyword_dense_openwebtext(monkeypatch):
+    from context_neurons import data
+
+    fake = [
+        data.Document("openwebtext", "0", "The weather was fine and the market rose again today."),
+        data.Document("openwebtext", "1", "The troops and the army fought a long battle in the war."),
+        data.Document("openwebtext", "2", "Soldiers marched on; the weather was cold."),
+    ]
+    monkeypatch.setattr(data, "openwebtext_documents", lambda n, seed=0: fake)
+    war = list(data.domain_documents("war", source="openwebtext"))
+    assert [d.id for d in war] == ["1", "2"]  # densest first, documents without keywords left out
+    assert war[0].corpus == "openwebtext~war" and war[0].meta["keyword_density"] > 0
+    general = list(data.domain_documents("general", source="openwebtext"))
+    assert [d.id for d in general] == ["0", "1", "2"]  # no keywords: the stream as it is
+
+
+def test_openwebtext_falls_back_to_the_parquet_conversion(monkeypatch):
+    from context_neurons import data
+
+    calls = []
+
+    class Stream(list):
+        def shuffle(self, seed, buffer_size):
+            return self
+
+    def load_dataset(path, **kwargs):
+        calls.append((path, kwargs))
+        if path == "Skylion007/openwebtext":
+            raise RuntimeError("Dataset scripts are no longer supported, but found openwebtext.py")
+        return Stream([{"text": "one"}, {"text": "two"}])
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    data._openwebtext_documents_cached.cache_clear()
+    docs = data.openwebtext_documents(2, seed=123)
+    assert [d.text for d in docs] == ["one", "two"]
+    assert calls[1][0] == "parquet" and "refs%2Fconvert%2Fparquet" in calls[1][1]["data_files"]["train"]
+
+    def unreachable(path, **kwargs):
+        raise ConnectionError("no network")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=unreachable))
+    data._openwebtext_documents_cached.cache_clear()
+    with pytest.raises(DataError, match="(?s)no network.*CONTEXT_NEURONS_OPENWEBTEXT"):
+        data.openwebtext_documents(2, seed=124)
+    data._openwebtext_documents_cached.cache_clear()

@@ -1,0 +1,48 @@
+"""The main job: ``python -m context_neurons reproduce`` end to end on the planted model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from context_neurons.__main__ import main
+
+#: The keys the issues ask the main job to report (foundation, chapters 2-7).
+REQUIRED_KEYS = {
+    "model", "n_texts", "seconds", "tv_distance_median",
+    "head_groups", "contextual_heads", "n_eff", "denominator_cv",
+    "theta", "neurons_found", "median_pearson_r", "median_fvu",
+    "neuron_precision", "neuron_recall", "lookups",
+}
+
+
+@pytest.mark.slow
+def test_reproduce_planted_writes_every_key_and_prints_the_table(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert main(["reproduce", "--model", "planted", "--texts", "2", "--no-progress",
+                 "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "| quantity" in table and "paper (GPT-2 Small)" in table and "planted truth" in table
+    results = json.loads(out.read_text())
+    assert REQUIRED_KEYS <= set(results), REQUIRED_KEYS - set(results)
+    assert results["model"] == "planted" and results["n_texts"] == 2 and results["seconds"] > 0
+    assert 0 <= results["tv_distance_median"] < 0.05
+    assert set(results["tv_distance_median_per_head"]) == {"0", "2", "6", "8", "9", "10"}
+    assert results["contextual_heads"] == results["planted_truth"]["contextual_heads"]
+    assert results["neuron_precision"] >= 0.9 and results["neuron_recall"] >= 0.9
+    for key in results["paper"]:  # paper values are labelled and never stand in for a result
+        assert key in results
+
+
+@pytest.mark.parametrize("texts", ["0", "-3", "two"])
+def test_reproduce_rejects_a_bad_text_count(texts, capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--model", "planted", "--texts", texts])
+    assert "--texts" in capsys.readouterr().err
+
+
+def test_reproduce_rejects_an_unknown_model(capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--model", "gpt3"])
+    assert "invalid choice" in capsys.readouterr().err
