@@ -22,8 +22,10 @@ Conventions (stated in the chapter):
 * the token distribution of the model is the pooled unigram distribution of the texts studied
   (without ``<|endoftext|>``); the BOS at position 0 and the destination at ``n`` are fixed tokens,
   so exactly, ``E[D_n] = pos_n(0) c(BOS) + mu sum_{0<i<n} pos_n(i) + pos_n(n) c(dest)`` and the
-  variance and bounds use ``sum_{0<i<n} pos_n(i)^2``. These corrections are tiny for the contextual
-  heads at ``n = 512``;
+  variance and bounds use ``sum_{0<i<n} pos_n(i)^2``, so that the coefficient of variation is
+  ``rho (sigma / mu) / sqrt(n_eff_random)`` (see :class:`DenominatorStudy`). These corrections are
+  small for the contextual heads at ``n = 512`` but dominate for local heads, whose destination
+  position carries most of the kernel;
 * all denominators are reported in units of ``mu`` (``D / mu``): content weights are handled as
   logarithms, because ``c`` itself can overflow.
 """
@@ -31,7 +33,9 @@ Conventions (stated in the chapter):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 
 import pandas as pd
 import torch
@@ -122,6 +126,27 @@ def tail_probability(
     return (deviations.double().abs()[:, None] >= t[None]).double().mean(0)
 
 
+def coefficient_of_variation(x: Float[Tensor, "n_samples"]) -> float:
+    """Standard deviation over mean."""
+    x = x.double()
+    return float(x.std() / x.mean())
+
+
+def bootstrap_standard_error(
+    x: Float[Tensor, "n_samples"],
+    statistic: Callable[[Tensor], float],
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> float:
+    """Bootstrap standard error of ``statistic(x)`` (resampling ``x`` with replacement)."""
+    if len(x) < 2:
+        raise ValueError(f"Need at least two samples for a standard error, got {len(x)}.")
+    gen = torch.Generator().manual_seed(seed)
+    x = x.double().cpu()
+    draws = torch.randint(len(x), (n_boot, len(x)), generator=gen)
+    return float(torch.tensor([statistic(x[idx]) for idx in draws]).std())
+
+
 def simulate_weighted_sums(
     kernel: Float[Tensor, "key_pos"],
     values: Float[Tensor, "n_values"],
@@ -131,8 +156,9 @@ def simulate_weighted_sums(
 ) -> Float[Tensor, "n_samples"]:
     """Monte Carlo draws of ``sum_i pos(i) X_i`` with ``X_i`` i.i.d. from ``(values, probs)``."""
     gen = torch.Generator().manual_seed(seed)
-    draws = torch.multinomial(probs.double().cpu(), n_samples * len(kernel), replacement=True,
-                              generator=gen).view(n_samples, len(kernel))
+    draws = torch.multinomial(
+        probs.double().cpu(), n_samples * len(kernel), replacement=True, generator=gen
+    ).view(n_samples, len(kernel))
     return values.double().cpu()[draws] @ kernel.double().cpu()
 
 
@@ -143,8 +169,11 @@ def simulate_weighted_sums(
 
 @torch.no_grad()
 def destination_queries_double(
-    model: HookedTransformer, dest_token: str | int, positions: Int[Tensor, "pos"], heads=None
-) -> Float[Tensor, "pos head_index d_head"]:
+    model: HookedTransformer,
+    dest_token: str | int,
+    positions: Int[Tensor, "pos"],
+    heads: Sequence[int] | None = None,
+) -> Float[Tensor, "pos selected_head d_head"]:
     """Layer-0 queries of ``dest_token`` at each position, in float64.
 
     The local heads' queries are large, so the float32 rounding of a query changes scores by
@@ -154,12 +183,13 @@ def destination_queries_double(
     heads = check_heads(model, heads)
     attn = model.blocks[LAYER].attn
     gamma, beta = ln_affine(model.blocks[LAYER].ln1, model.cfg.d_model)
-    x = centred(model.W_E[token_id(model, dest_token)].double()[None]
-                + model.W_pos[positions.to(model.cfg.device)].double())
+    x = centred(
+        model.W_E[token_id(model, dest_token)].double()[None]
+        + model.W_pos[positions.to(model.cfg.device)].double()
+    )
     normed = x * torch.rsqrt((x**2).mean(-1, keepdim=True) + model.cfg.eps) * gamma.double()
     normed = normed + beta.double()
-    return (torch.einsum("pd,hde->phe", normed, attn.W_Q[heads].double())
-            + attn.b_Q[heads].double())
+    return torch.einsum("pd,hde->phe", normed, attn.W_Q[heads].double()) + attn.b_Q[heads].double()
 
 
 @torch.no_grad()
@@ -167,17 +197,22 @@ def log_kernels(
     model: HookedTransformer,
     n_positions: int,
     dest_token: str | int = DEFAULT_DESTINATION,
-    heads=None,
-    mean_keys: Float[Tensor, "pos head_index d_head"] | None = None,
-) -> Float[Tensor, "head_index query_pos key_pos"]:
+    heads: Sequence[int] | None = None,
+    mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
+) -> Float[Tensor, "selected_head query_pos key_pos"]:
     """``log pos_n(i)`` for ``dest_token`` at every ``n < n_positions`` (``-inf`` for ``i > n``)."""
     heads = check_heads(model, heads)
     check_position(model, n_positions - 1)
     if mean_keys is None:
         mean_keys = mean_positional_keys(model, default_reference_tokens(model), n_positions)
     positions = torch.arange(n_positions, device=model.cfg.device)
-    queries = torch.zeros(n_positions, model.cfg.n_heads, model.cfg.d_head, dtype=torch.float64,
-                          device=model.cfg.device)
+    queries = torch.zeros(
+        n_positions,
+        model.cfg.n_heads,
+        model.cfg.d_head,
+        dtype=torch.float64,
+        device=model.cfg.device,
+    )
     queries[:, heads] = destination_queries_double(model, dest_token, positions, heads)
     # Float64: local heads have large scores q.M[i] - q.M[n] that cancel near i = n.
     scores = _positional_scores(model, queries, positions, n_positions, mean_keys.double(), heads)
@@ -196,9 +231,9 @@ class DestinationTerms:
 
     heads: list[int]
     positions: Int[Tensor, "query_pos"]
-    queries: Float[Tensor, "query_pos head_index d_head"]
-    position_term: Float[Tensor, "head_index query_pos"]  # q_n . K_P[n]
-    bias_term: Float[Tensor, "head_index query_pos"]  # q_n . K_b
+    queries: Float[Tensor, "query_pos selected_head d_head"]
+    position_term: Float[Tensor, "selected_head query_pos"]  # q_n . K_P[n]
+    bias_term: Float[Tensor, "selected_head query_pos"]  # q_n . K_b
     centred_positions: Float[Tensor, "query_pos d_model"]  # mean-centred W_pos[n]
     position_sq: Float[Tensor, "query_pos"]
 
@@ -208,7 +243,7 @@ def destination_terms(
     model: HookedTransformer,
     positions: Int[Tensor, "query_pos"],
     dest_token: str | int = DEFAULT_DESTINATION,
-    heads=None,
+    heads: Sequence[int] | None = None,
 ) -> DestinationTerms:
     """Precompute :class:`DestinationTerms` for ``dest_token`` at ``positions``."""
     heads = check_heads(model, heads)
@@ -238,9 +273,9 @@ def log_content_table(
     positions: Int[Tensor, "query_pos"],
     token_ids: Int[Tensor, "n_tokens"],
     dest_token: str | int = DEFAULT_DESTINATION,
-    heads=None,
+    heads: Sequence[int] | None = None,
     terms: DestinationTerms | None = None,
-) -> Float[Tensor, "head_index query_pos n_tokens"]:
+) -> Float[Tensor, "selected_head query_pos n_tokens"]:
     """``log c_n(t)`` for ``dest_token`` at each position ``n`` and each token ``t``.
 
     The same arithmetic as :func:`context_neurons.decomposition.content_log_weights`, for many
@@ -275,11 +310,11 @@ def log_denominators(
     model: HookedTransformer,
     tokens: Int[Tensor, "pos"],
     dest_token: str | int = DEFAULT_DESTINATION,
-    heads=None,
-    kernels: Float[Tensor, "head_index query_pos key_pos"] | None = None,
+    heads: Sequence[int] | None = None,
+    kernels: Float[Tensor, "selected_head query_pos key_pos"] | None = None,
     terms: DestinationTerms | None = None,
     positions: Int[Tensor, "query_pos"] | None = None,
-) -> Float[Tensor, "head_index query_pos"]:
+) -> Float[Tensor, "selected_head query_pos"]:
     """``log D_n`` at positions of a text, with ``dest_token`` placed at ``n``.
 
     ``D_n = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(dest)``.
@@ -306,8 +341,9 @@ def log_denominators(
     if terms is None or not torch.equal(terms.positions.to(tokens.device), positions):
         terms = destination_terms(model, positions, dest_token, heads)
     dest = token_id(model, dest_token)
-    unique, inverse = torch.unique(torch.cat([tokens, tokens.new_tensor([dest])]),
-                                   return_inverse=True)
+    unique, inverse = torch.unique(
+        torch.cat([tokens, tokens.new_tensor([dest])]), return_inverse=True
+    )
     table = log_content_table(model, positions, unique, terms=terms)  # [head, query, unique]
     log_c = table[:, :, inverse[:-1]]  # [head, query, key]: log c_n(t_i)
     rows = torch.arange(len(positions), device=tokens.device)
@@ -319,99 +355,184 @@ def log_denominators(
 class DenominatorStudy:
     """Denominators of layer-0 heads at one destination position ``n`` across many texts.
 
-    All denominators are in units of the independent-token mean ``mu`` of each head.
+    All denominators are in units of the independent-token mean ``mu`` of each head. Methods take
+    a head *number* (one of :attr:`heads`), not a row index. With the fixed BOS (``i = 0``) and
+    destination (``i = n``) terms, the independent-token model gives, in units of ``mu``,
+
+        E[D] = pos(0) c(BOS) + m + pos(n) c(dest),   m = sum_{0<i<n} pos(i),
+        sd[D] = (sigma / mu) sqrt(sum_{0<i<n} pos(i)^2),
+        CV = sd / E = rho (sigma / mu) / sqrt(n_eff_random),
+
+    with ``rho = m / E[D]`` (:meth:`random_share`, the share of the mean carried by the random
+    tokens) and ``n_eff_random = m^2 / sum_{0<i<n} pos(i)^2`` (:meth:`n_eff_random`, the number of
+    random tokens averaged over). Without the fixed terms ``rho = 1`` and ``n_eff_random = n_eff``,
+    the textbook ``CV = sigma / (mu sqrt(n_eff))``.
     """
 
     n: int
     heads: list[int]
-    kernel: Float[Tensor, "head_index key_pos"]  # pos_n(i), i = 0..n
+    kernel: Float[Tensor, "selected_head key_pos"]  # pos_n(i), i = 0..n
     token_ids: Int[Tensor, "n_tokens"]  # support of the pooled token distribution
     probs: Float[Tensor, "n_tokens"]
-    log_c: Float[Tensor, "head_index n_tokens"]  # log c_n(t) on the support
-    log_c_bos: Float[Tensor, "head_index"]
-    log_c_dest: Float[Tensor, "head_index"]
-    log_mu: Float[Tensor, "head_index"]
-    ratio: Float[Tensor, "text head_index"]  # D_n / mu on each text
+    log_c: Float[Tensor, "selected_head n_tokens"]  # log c_n(t) on the support
+    log_c_bos: Float[Tensor, "selected_head"]
+    log_c_dest: Float[Tensor, "selected_head"]
+    log_mu: Float[Tensor, "selected_head"]
+    ratio: Float[Tensor, "text selected_head"]  # D_n / mu on each text
     labels: list[str]
+
+    def row(self, head: int) -> int:
+        """The row of ``head`` in this study's tensors.
+
+        Raises:
+            IndexError_: if the study does not contain that head.
+        """
+        if isinstance(head, bool) or not isinstance(head, Integral) or head not in self.heads:
+            raise IndexError_(
+                f"Head {head!r} is not in this study (heads: {self.heads}); pass one of those head "
+                f"numbers, or run denominator_study(..., heads=[...]) with it."
+            )
+        return self.heads.index(int(head))
 
     # --- the independent-token model, per head (in units of mu) ----------------------------
 
-    def values(self, k: int) -> Float[Tensor, "n_tokens"]:
-        """``c_n(t) / mu`` on the support, for the ``k``-th head."""
+    def values(self, head: int) -> Float[Tensor, "n_tokens"]:
+        """``c_n(t) / mu`` on the support."""
+        k = self.row(head)
         return torch.exp(self.log_c[k] - self.log_mu[k])
 
-    def sum_sq(self, k: int) -> float:
+    def sum_sq(self, head: int) -> float:
         """``sum_{0<i<n} pos_n(i)^2``: the random terms only."""
-        return float(sum_of_squares(self.kernel[k, 1:-1]))
+        return float(sum_of_squares(self.kernel[self.row(head), 1:-1]))
 
-    def n_eff(self, k: int) -> float:
-        return float(1 / sum_of_squares(self.kernel[k]))
+    def random_mass(self, head: int) -> float:
+        """``m = sum_{0<i<n} pos_n(i)``: the kernel's mass on the random positions."""
+        return float(self.kernel[self.row(head), 1:-1].sum())
 
-    def sigma(self, k: int) -> float:
+    def n_eff(self, head: int) -> float:
+        """``1 / sum_{i<=n} pos_n(i)^2`` over all positions (the width of chapter 2)."""
+        return float(1 / sum_of_squares(self.kernel[self.row(head)]))
+
+    def n_eff_random(self, head: int) -> float:
+        """``m^2 / sum_{0<i<n} pos_n(i)^2``: how many random tokens ``D`` averages over."""
+        return self.random_mass(head) ** 2 / self.sum_sq(head)
+
+    def sigma(self, head: int) -> float:
         """``sigma / mu`` of the content weights."""
-        return math.sqrt(iid_moments(self.values(k), self.probs)[1])
+        return math.sqrt(iid_moments(self.values(head), self.probs)[1])
 
-    def predicted_mean(self, k: int) -> float:
+    def predicted_mean(self, head: int) -> float:
         """``E[D_n] / mu`` including the fixed BOS and destination terms."""
+        k = self.row(head)
         pos = self.kernel[k].double()
-        fixed = pos[0] * math.exp(self.log_c_bos[k] - self.log_mu[k]) + pos[-1] * math.exp(
-            self.log_c_dest[k] - self.log_mu[k]
-        )
-        return float(fixed + pos[1:-1].sum())
+        bos = float(pos[0]) * math.exp(float(self.log_c_bos[k] - self.log_mu[k]))
+        dest = float(pos[-1]) * math.exp(float(self.log_c_dest[k] - self.log_mu[k]))
+        return bos + self.random_mass(head) + dest
 
-    def predicted_sd(self, k: int) -> float:
-        return self.sigma(k) * math.sqrt(self.sum_sq(k))
+    def random_share(self, head: int) -> float:
+        """``rho = m / E[D]``: the share of the mean carried by the random tokens."""
+        return self.random_mass(head) / self.predicted_mean(head)
 
-    def weight_range(self, k: int) -> tuple[float, float]:
+    def predicted_sd(self, head: int) -> float:
+        """``sd[D_n] / mu = (sigma / mu) sqrt(sum_{0<i<n} pos_n(i)^2)``."""
+        return self.sigma(head) * math.sqrt(self.sum_sq(head))
+
+    def predicted_cv(self, head: int) -> float:
+        """``sd / E = rho (sigma / mu) / sqrt(n_eff_random)``."""
+        return self.predicted_sd(head) / self.predicted_mean(head)
+
+    def weight_range(self, head: int) -> tuple[float, float]:
         """``[a, b] / mu``: the smallest and largest content weight on the support."""
-        values = self.values(k)
+        values = self.values(head)
         return float(values.min()), float(values.max())
 
-    def simulate(self, k: int, n_samples: int = 4000, seed: int = 0) -> Float[Tensor, "n_samples"]:
+    def simulate(
+        self, head: int, n_samples: int = 4000, seed: int = 0
+    ) -> Float[Tensor, "n_samples"]:
         """``D_n / mu`` on synthetic texts whose tokens are i.i.d. from the pooled distribution."""
-        pos = self.kernel[k].double().cpu()
-        random = simulate_weighted_sums(pos[1:-1], self.values(k), self.probs, n_samples, seed)
-        return random + (self.predicted_mean(k) - float(pos[1:-1].sum()))
+        pos = self.kernel[self.row(head)].double().cpu()
+        random = simulate_weighted_sums(pos[1:-1], self.values(head), self.probs, n_samples, seed)
+        return random + (self.predicted_mean(head) - float(pos[1:-1].sum()))
+
+    def measured(self, head: int) -> Float[Tensor, "text"]:
+        """``D_n / mu`` on the texts."""
+        return self.ratio[:, self.row(head)].double()
+
+    def preference(self, token_ids: Int[Tensor, "n_ids"]) -> dict[int, float]:
+        """Per head, mean ``log c`` of the given tokens minus that of all other tokens (nats).
+
+        Both means are weighted by the pooled token frequencies. Positive: the head up-weights
+        those tokens (e.g. stop words); negative: it up-weights the others (keywords).
+        """
+        member = torch.isin(self.token_ids, token_ids.cpu())
+        if not member.any() or member.all():
+            raise ValueError("token_ids must cover some, but not all, tokens of the study's texts.")
+        out = {}
+        for k, head in enumerate(self.heads):
+            inside = (self.probs[member] * self.log_c[k, member]).sum() / self.probs[member].sum()
+            outside = (self.probs[~member] * self.log_c[k, ~member]).sum() / self.probs[
+                ~member
+            ].sum()
+            out[head] = float(inside - outside)
+        return out
 
     # --- comparisons -------------------------------------------------------------------------
 
-    def tails(self, k: int, t: Float[Tensor, "n_t"], n_samples: int = 4000) -> pd.DataFrame:
+    def deviation_grid(self, head: int, n_t: int = 50, n_sd: float = 5.0) -> Float[Tensor, "n_t"]:
+        """Deviations ``t`` from a tenth to ``n_sd`` standard deviations (the larger of the
+        predicted and the measured one), in units of ``mu``."""
+        scale = max(self.predicted_sd(head), float(self.measured(head).std()))
+        return torch.linspace(0.1, n_sd, n_t, dtype=torch.float64) * scale
+
+    def tails(self, head: int, t: Float[Tensor, "n_t"], n_samples: int = 4000) -> pd.DataFrame:
         """Tail probabilities ``P(|D/mu - E| >= t)``: texts, i.i.d. texts and the two bounds."""
-        mean = self.predicted_mean(k)
-        low, high = self.weight_range(k)
-        return pd.DataFrame({
-            "t": t.double().numpy(),
-            "texts": tail_probability(self.ratio[:, k] - mean, t).numpy(),
-            "i.i.d. texts": tail_probability(self.simulate(k, n_samples) - mean, t).numpy(),
-            "Chebyshev": chebyshev_bound(t, self.sum_sq(k), self.sigma(k) ** 2).numpy(),
-            "Hoeffding": hoeffding_bound(t, self.sum_sq(k), low, high).numpy(),
-        })
+        t = t.double().cpu()
+        mean = self.predicted_mean(head)
+        low, high = self.weight_range(head)
+        return pd.DataFrame(
+            {
+                "t": t.numpy(),
+                "texts": tail_probability(self.measured(head) - mean, t).numpy(),
+                "i.i.d. texts": tail_probability(self.simulate(head, n_samples) - mean, t).numpy(),
+                "Chebyshev": chebyshev_bound(t, self.sum_sq(head), self.sigma(head) ** 2).numpy(),
+                "Hoeffding": hoeffding_bound(t, self.sum_sq(head), low, high).numpy(),
+            }
+        )
 
     def table(self, prob: float = 0.05, n_samples: int = 4000) -> pd.DataFrame:
         """One row per head: the model's prediction beside the measured spread.
 
-        Columns: ``n_eff``; ``sigma/mu``; the predicted and measured coefficient of variation
-        (on texts and on i.i.d. texts); the ``(1 - prob)`` half-width ``t`` of ``D/mu`` from
-        Chebyshev, Hoeffding, the texts and the i.i.d. texts.
+        Columns: ``n_eff`` (all positions) and ``n_eff random``; ``random share`` (``rho``);
+        ``sigma/mu``; the predicted coefficient of variation ``rho (sigma/mu) / sqrt(n_eff
+        random)`` and the measured one on the texts (with its bootstrap standard error) and on
+        i.i.d. texts; the ``(1 - prob)`` half-width ``t`` of ``D/mu`` from Chebyshev, Hoeffding,
+        the texts and the i.i.d. texts.
         """
         rows = []
-        for k, head in enumerate(self.heads):
-            mean = self.predicted_mean(k)
-            low, high = self.weight_range(k)
-            simulated = self.simulate(k, n_samples)
-            measured = self.ratio[:, k].double()
-            rows.append({
-                "head": head,
-                "n_eff": self.n_eff(k),
-                "sigma/mu": self.sigma(k),
-                "CV predicted": self.predicted_sd(k) / mean,
-                "CV texts": float(measured.std() / measured.mean()),
-                "CV i.i.d.": float(simulated.std() / simulated.mean()),
-                "t Chebyshev": chebyshev_deviation(prob, self.sum_sq(k), self.sigma(k) ** 2),
-                "t Hoeffding": hoeffding_deviation(prob, self.sum_sq(k), low, high),
-                "t texts": float(torch.quantile((measured - mean).abs(), 1 - prob)),
-                "t i.i.d.": float(torch.quantile((simulated - mean).abs(), 1 - prob)),
-            })
+        for head in self.heads:
+            mean = self.predicted_mean(head)
+            low, high = self.weight_range(head)
+            simulated = self.simulate(head, n_samples)
+            measured = self.measured(head)
+            rows.append(
+                {
+                    "head": head,
+                    "n_eff": self.n_eff(head),
+                    "n_eff random": self.n_eff_random(head),
+                    "random share": self.random_share(head),
+                    "sigma/mu": self.sigma(head),
+                    "CV predicted": self.predicted_cv(head),
+                    "CV texts": coefficient_of_variation(measured),
+                    "CV texts se": bootstrap_standard_error(measured, coefficient_of_variation),
+                    "CV i.i.d.": coefficient_of_variation(simulated),
+                    "t Chebyshev": chebyshev_deviation(
+                        prob, self.sum_sq(head), self.sigma(head) ** 2
+                    ),
+                    "t Hoeffding": hoeffding_deviation(prob, self.sum_sq(head), low, high),
+                    "t texts": float(torch.quantile((measured - mean).abs(), 1 - prob)),
+                    "t i.i.d.": float(torch.quantile((simulated - mean).abs(), 1 - prob)),
+                }
+            )
         return pd.DataFrame(rows).set_index("head")
 
 
@@ -421,9 +542,9 @@ def denominator_study(
     windows: list[Int[Tensor, "pos"]],
     n: int | None = None,
     dest_token: str | int = DEFAULT_DESTINATION,
-    heads=None,
+    heads: Sequence[int] | None = None,
     labels: list[str] | None = None,
-    mean_keys: Float[Tensor, "pos head_index d_head"] | None = None,
+    mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
 ) -> DenominatorStudy:
     """``D_n`` of each head on each text long enough, and the independent-token model beside it.
 
@@ -452,23 +573,32 @@ def denominator_study(
     body = body[body != EOT_ID]
     support, counts = torch.unique(body, return_counts=True)
     everything = torch.cat([support, torch.tensor([EOT_ID, dest], device=device)])
-    log_c_all = log_content_table(model, torch.tensor([n], device=device), everything, dest,
-                                  heads)[:, 0].double()  # [head, n_support + 2]
+    log_c_all = log_content_table(model, torch.tensor([n], device=device), everything, dest, heads)[
+        :, 0
+    ].double()  # [head, n_support + 2]
     log_c, log_c_bos, log_c_dest = log_c_all[:, :-2], log_c_all[:, -2], log_c_all[:, -1]
     probs = counts.double() / counts.sum()
     log_mu = torch.logsumexp(log_c + probs.log()[None], dim=-1)
     # D_n / mu on each text: log c of every token by lookup, then a kernel-weighted sum.
-    lookup = torch.full((model.cfg.d_vocab, len(heads)), float("nan"), dtype=torch.float64,
-                        device=device)
+    lookup = torch.full(
+        (model.cfg.d_vocab, len(heads)), float("nan"), dtype=torch.float64, device=device
+    )
     lookup[everything] = log_c_all.T
     log_terms = lookup[texts].permute(0, 2, 1) + kernel[None, :, :n].double().log()  # [t, h, n]
     log_dest = (log_c_dest + kernel[:, n].double().log())[None, :, None].expand(len(texts), -1, 1)
     log_d = torch.logsumexp(torch.cat([log_terms, log_dest], dim=-1), dim=-1)
     ratio = torch.exp(log_d - log_mu[None])
     return DenominatorStudy(
-        n=n, heads=heads, kernel=kernel.double().cpu(), token_ids=support.cpu(),
-        probs=probs.cpu(), log_c=log_c.cpu(), log_c_bos=log_c_bos.cpu(),
-        log_c_dest=log_c_dest.cpu(), log_mu=log_mu.cpu(), ratio=ratio.cpu(),
+        n=n,
+        heads=heads,
+        kernel=kernel.double().cpu(),
+        token_ids=support.cpu(),
+        probs=probs.cpu(),
+        log_c=log_c.cpu(),
+        log_c_bos=log_c_bos.cpu(),
+        log_c_dest=log_c_dest.cpu(),
+        log_mu=log_mu.cpu(),
+        ratio=ratio.cpu(),
         labels=[lab for _, lab in kept],
     )
 
@@ -478,10 +608,10 @@ def denominators_over_positions(
     model: HookedTransformer,
     windows: list[Int[Tensor, "pos"]],
     dest_token: str | int = DEFAULT_DESTINATION,
-    heads=None,
+    heads: Sequence[int] | None = None,
     stride: int = 1,
     progress: bool = False,
-) -> tuple[Int[Tensor, "query_pos"], Float[Tensor, "text head_index query_pos"]]:
+) -> tuple[Int[Tensor, "query_pos"], Float[Tensor, "text selected_head query_pos"]]:
     """``log D_n`` at every ``stride``-th position of every text (cut to the shortest length).
 
     Returns:
@@ -494,14 +624,16 @@ def denominators_over_positions(
     positions = torch.arange(0, length, stride, device=model.cfg.device)
     kernels = log_kernels(model, length, dest_token, heads)
     terms = destination_terms(model, positions, dest_token, heads)
-    out = [log_denominators(model, w[:length], dest_token, heads, kernels, terms, positions).cpu()
-           for w in tqdm(windows, desc="denominators", disable=not progress)]
+    out = [
+        log_denominators(model, w[:length], dest_token, heads, kernels, terms, positions).cpu()
+        for w in tqdm(windows, desc="denominators", disable=not progress)
+    ]
     return positions.cpu(), torch.stack(out)
 
 
 def relative_denominators(
-    log_d: Float[Tensor, "text head_index pos"]
-) -> Float[Tensor, "text head_index pos"]:
+    log_d: Float[Tensor, "text selected_head pos"],
+) -> Float[Tensor, "text selected_head pos"]:
     """``D_{h,i} / c_{h,i}`` with ``c_{h,i}`` the mean of ``D`` over the texts (Figure 3)."""
     log_mean = torch.logsumexp(log_d, dim=0) - math.log(log_d.shape[0])
     return torch.exp(log_d - log_mean[None])
@@ -516,7 +648,7 @@ def kernel_weighted_density(
     study: DenominatorStudy,
     windows: list[Int[Tensor, "pos"]],
     token_ids: Int[Tensor, "n_ids"],
-) -> Float[Tensor, "text head_index"]:
+) -> Float[Tensor, "text selected_head"]:
     """``sum_{i<n} pos_n(i) [t_i in token_ids]``: the share of a head's kernel on those tokens.
 
     ``windows`` must be those the study kept (same order), e.g. all longer than ``study.n``.
@@ -537,16 +669,32 @@ def reproduce_section(ctx) -> list:
     from context_neurons.reproduce import Row
 
     study = denominator_study(ctx.model, ctx.windows, labels=ctx.labels)
-    cv = {}
-    predicted = {}
-    for k, head in enumerate(study.heads):
-        measured = study.ratio[:, k]
-        cv[head] = round(float(measured.std() / measured.mean()), 3)
-        predicted[head] = round(study.predicted_sd(k) / study.predicted_mean(k), 3)
+    n_texts = len(study.labels)
+    cv, se, predicted = {}, {}, {}
+    for head in study.heads:
+        measured = study.measured(head)
+        cv[head] = round(coefficient_of_variation(measured), 3)
+        se[head] = round(bootstrap_standard_error(measured, coefficient_of_variation), 3)
+        predicted[head] = round(study.predicted_cv(head), 3)
     return [
-        Row("denominator_cv", cv, "small for heads 0,2,6,8,9,10 (Figure 4)",
+        Row(
+            "denominator_cv",
+            cv,
+            "small for heads 0,2,6,8,9,10 (Figure 4)",
             label=f"Coefficient of variation of D_h at n={study.n} (destination ' the') across "
-                  f"{len(study.labels)} texts, per head"),
-        Row("denominator_cv_predicted", predicted, "sigma/(mu sqrt(n_eff))",
-            label="Independent-token prediction of that coefficient of variation, per head"),
+            f"{n_texts} texts, per head (standard errors: denominator_cv_se)",
+        ),
+        Row(
+            "denominator_cv_se",
+            se,
+            "-",
+            label=f"Bootstrap standard error of denominator_cv ({n_texts} texts, 1000 resamples)",
+        ),
+        Row(
+            "denominator_cv_predicted",
+            predicted,
+            "-",
+            label="Independent-token prediction of that coefficient of variation, per head "
+            "(rho sigma / (mu sqrt(n_eff over the random positions)); chapter 3)",
+        ),
     ]

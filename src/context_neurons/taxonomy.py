@@ -20,11 +20,15 @@ The groups then follow in order: **duplicate** heads prefer their own token by f
 self-preference ``>= DUPLICATE_MIN_Z``); **detokenization** heads have local kernels;
 **contextual** heads have slowly decaying kernels and weak content dependence (spread
 ``<= CONTEXTUAL_MAX_CONTENT_SD``); everything else is **miscellaneous**. The thresholds are choices,
-named here so the chapter can state them.
+named here so the chapter can state them. They were chosen on the planted model, whose heads sit far
+from most of them (:meth:`HeadTaxonomy.margins` and :meth:`HeadTaxonomy.closest_calls` print how
+far each head is from each threshold, so a run on GPT-2 shows how robust its classification is).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -34,6 +38,7 @@ from torch import Tensor
 from transformer_lens import HookedTransformer
 
 from context_neurons.decomposition import (
+    IndexError_,
     check_heads,
     check_position,
     content_log_weights,
@@ -87,6 +92,22 @@ def mean_distance(pattern: Float[Tensor, "... key_pos"]) -> Float[Tensor, "..."]
     return (pattern.double() * distance).sum(-1)
 
 
+def exponential_width(decay: float, n_keys: int) -> float:
+    """``n_eff`` of the exponential kernel ``pos(i) ~ exp(-(n - i) / decay)`` on ``n_keys`` keys.
+
+    For a long context this is ``(1 + r) / (1 - r) ~ 2 * decay`` with ``r = exp(-1 / decay)``.
+
+    Args:
+        decay: the decay length in tokens (positive).
+        n_keys: the number of key positions ``n + 1``.
+    """
+    if decay <= 0 or n_keys < 1:
+        raise ValueError(f"Need a positive decay length and n_keys >= 1, got {decay}, {n_keys}.")
+    distance = torch.arange(n_keys, dtype=torch.float64)
+    kernel = torch.exp(-distance / decay)
+    return float(kernel_width(kernel / kernel.sum()))
+
+
 def classify_kernel(n_eff: float, n_keys: int) -> str:
     """Kernel shape from its width: ``local``, ``uniform`` or ``slowly decaying``.
 
@@ -106,9 +127,9 @@ def layer0_patterns(
     model: HookedTransformer,
     n: int = DEFAULT_POSITION,
     destinations: tuple[str | int, ...] = (DEFAULT_DESTINATION,),
-    heads=None,
-    mean_keys: Float[Tensor, "pos head_index d_head"] | None = None,
-) -> Float[Tensor, "dest head_index key_pos"]:
+    heads: Sequence[int] | None = None,
+    mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
+) -> Float[Tensor, "dest selected_head key_pos"]:
     """Positional patterns ``pos_n(i)`` of layer-0 heads for several destination tokens.
 
     Args:
@@ -141,8 +162,8 @@ def content_statistics(
     n: int = DEFAULT_POSITION,
     destinations: tuple[str | int, ...] = DESTINATIONS,
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
-    heads=None,
-) -> tuple[Float[Tensor, "dest head_index"], Float[Tensor, "dest head_index"]]:
+    heads: Sequence[int] | None = None,
+) -> tuple[Float[Tensor, "dest selected_head"], Float[Tensor, "dest selected_head"]]:
     """Content spread and self-preference of each head, for each destination token.
 
     The token distribution is a text's tokens (with repetitions, so frequent tokens count more);
@@ -188,43 +209,158 @@ class HeadTaxonomy:
     n: int
     heads: list[int]
     destinations: list[str]
-    patterns: Float[Tensor, "dest head_index key_pos"]  # pos_n(i) for each destination token
-    n_eff: Float[Tensor, "dest head_index"]
-    content_sd: Float[Tensor, "dest head_index"]
-    self_z: Float[Tensor, "dest head_index"]
+    patterns: Float[Tensor, "dest selected_head key_pos"]  # pos_n(i) for each destination token
+    n_eff: Float[Tensor, "dest selected_head"]
+    content_sd: Float[Tensor, "dest selected_head"]
+    self_z: Float[Tensor, "dest selected_head"]
     shapes: dict[int, str] = field(default_factory=dict)
     groups: dict[str, list[int]] = field(default_factory=dict)
 
+    def column(self, head: int) -> int:
+        """The column of ``head`` in the tensors of this taxonomy.
+
+        Raises:
+            IndexError_: if the head was not classified.
+        """
+        if head not in self.heads:
+            raise IndexError_(
+                f"Head {head} was not classified (heads: {self.heads}); pass one of those, or "
+                f"classify it with classify_heads(model, heads=[...])."
+            )
+        return self.heads.index(head)
+
     def group_of(self, head: int) -> str:
         """The group a head was put in."""
-        for group, members in self.groups.items():
-            if head in members:
-                return group
-        raise KeyError(f"Head {head} was not classified (heads: {self.heads}).")
+        self.column(head)
+        return next(group for group, members in self.groups.items() if head in members)
 
     def width(self, head: int) -> float:
         """``n_eff`` of a head for the first destination token (' the' by default)."""
-        return float(self.n_eff[0, self.heads.index(head)])
+        return float(self.n_eff[0, self.column(head)])
 
     def table(self) -> pd.DataFrame:
         """One row per head: width, shape, content spread, self-preference and group."""
         rows = []
         for k, head in enumerate(self.heads):
-            rows.append({
-                "head": head,
-                "n_eff": float(self.n_eff[0, k]),
-                "mean distance": float(mean_distance(self.patterns[0, k])),
-                "kernel": self.shapes[head],
-                "content sd": float(self.content_sd[:, k].median()),
-                "self z": float(self.self_z[:, k].median()),
-                "group": self.group_of(head),
-            })
+            rows.append(
+                {
+                    "head": head,
+                    "n_eff": float(self.n_eff[0, k]),
+                    "mean distance": float(mean_distance(self.patterns[0, k])),
+                    "kernel": self.shapes[head],
+                    "content sd": float(self.content_sd[:, k].median()),
+                    "self z": float(self.self_z[:, k].median()),
+                    "group": self.group_of(head),
+                }
+            )
         return pd.DataFrame(rows).set_index("head")
+
+    def margins(self) -> pd.DataFrame:
+        """How far every head is from every threshold of the rules, one row per head.
+
+        Columns: the nearest width threshold (``local`` at :data:`LOCAL_MAX_N_EFF` or ``uniform``
+        at ``UNIFORM_MIN_FRACTION * (n + 1)``) and the factor ``n_eff / threshold``; the
+        self-preference minus :data:`DUPLICATE_MIN_Z` (standard deviations); the content spread
+        over :data:`CONTEXTUAL_MAX_CONTENT_SD` (a factor). A factor near 1 or a difference near 0
+        is a close call.
+        """
+        thresholds = {"local": LOCAL_MAX_N_EFF, "uniform": UNIFORM_MIN_FRACTION * (self.n + 1)}
+        table, rows = self.table(), []
+        for head, row in table.iterrows():
+            name = min(thresholds, key=lambda t: abs(math.log(row["n_eff"] / thresholds[t])))
+            rows.append(
+                {
+                    "head": head,
+                    "group": row["group"],
+                    "width threshold": f"{name} {thresholds[name]:g}",
+                    "n_eff / threshold": row["n_eff"] / thresholds[name],
+                    "self z - duplicate min": row["self z"] - DUPLICATE_MIN_Z,
+                    "content sd / contextual max": row["content sd"] / CONTEXTUAL_MAX_CONTENT_SD,
+                }
+            )
+        return pd.DataFrame(rows).set_index("head")
+
+    def closest_calls(self) -> pd.DataFrame:
+        """For each rule, the head nearest its threshold among the heads whose label it sets.
+
+        The width rule sets every head's kernel shape, and the group of every head that is not a
+        duplicate head; the duplicate rule sets every head's group; the content rule only that of
+        slowly decaying heads that are not duplicate heads. Distances: ``|log(n_eff /
+        threshold)|``, ``|self z - threshold|`` and ``|log(content sd / threshold)|``.
+
+        Returns:
+            One row per rule and scope: the closest head (``None`` when the rule set nothing),
+            its margin (the column of :meth:`margins` named in ``margin is``).
+        """
+        margins = self.margins()
+        every = pd.Series(True, index=margins.index)
+        not_duplicate = margins["group"] != "duplicate"
+        slow = pd.Series({h: self.shapes[h] == "slowly decaying" for h in margins.index})
+        width = margins["n_eff / threshold"].map(math.log).abs()
+        rules = [
+            ("kernel width -> shape", width, every, "n_eff / threshold"),
+            ("kernel width -> group", width, not_duplicate, "n_eff / threshold"),
+            (
+                "self z -> duplicate",
+                margins["self z - duplicate min"].abs(),
+                every,
+                "self z - duplicate min",
+            ),
+            (
+                "content sd -> contextual",
+                margins["content sd / contextual max"].map(math.log).abs(),
+                not_duplicate & slow,
+                "content sd / contextual max",
+            ),
+        ]
+        rows = []
+        for rule, distance, applies, column in rules:
+            scoped = distance[applies]
+            head = int(scoped.idxmin()) if len(scoped) else None
+            rows.append(
+                {
+                    "rule": rule,
+                    "heads it decides": len(scoped),
+                    "closest head": head,
+                    "margin": margins.loc[head, column] if head is not None else math.nan,
+                    "margin is": column,
+                }
+            )
+        return pd.DataFrame(rows).set_index("rule")
+
+    def width_windows(self) -> pd.DataFrame:
+        """For each width threshold, the nearest head width on either side of it.
+
+        A threshold anywhere in the window ``(below, above)`` gives the same kernel shapes, so the
+        window's size says how much the shapes depend on where the threshold was put.
+        """
+        thresholds = {"local": LOCAL_MAX_N_EFF, "uniform": UNIFORM_MIN_FRACTION * (self.n + 1)}
+        widths = {h: self.width(h) for h in self.heads}
+        rows = []
+        for name, value in thresholds.items():
+            below = [h for h, w in widths.items() if w < value]
+            above = [h for h, w in widths.items() if w >= value]
+            low = max(below, key=widths.get) if below else None
+            high = min(above, key=widths.get) if above else None
+            rows.append(
+                {
+                    "threshold": name,
+                    "n_eff": value,
+                    "head below": low,
+                    "n_eff below": widths[low] if below else math.nan,
+                    "head above": high,
+                    "n_eff above": widths[high] if above else math.nan,
+                }
+            )
+        return pd.DataFrame(rows).set_index("threshold")
 
     def destination_table(self) -> pd.DataFrame:
         """``n_eff`` of every head (columns) for every destination token (rows)."""
-        return pd.DataFrame(self.n_eff.numpy(), index=self.destinations,
-                            columns=[f"head {h}" for h in self.heads])
+        return pd.DataFrame(
+            self.n_eff.cpu().numpy(),
+            index=self.destinations,
+            columns=[f"head {h}" for h in self.heads],
+        )
 
 
 def assign_group(shape: str, content_sd: float, self_z: float) -> str:
@@ -243,7 +379,7 @@ def classify_heads(
     model: HookedTransformer,
     n: int = DEFAULT_POSITION,
     destinations: tuple[str | int, ...] = DESTINATIONS,
-    heads=None,
+    heads: Sequence[int] | None = None,
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
 ) -> HeadTaxonomy:
     """Classify layer-0 heads into kernel shapes and groups (METHOD.md section 3).
@@ -274,22 +410,20 @@ def classify_heads(
     shapes = {h: classify_kernel(float(n_eff[0, k]), n + 1) for k, h in enumerate(heads)}
     groups: dict[str, list[int]] = {g: [] for g in GROUPS}
     for k, head in enumerate(heads):
-        group = assign_group(shapes[head], float(spread[:, k].median()),
-                             float(self_z[:, k].median()))
+        group = assign_group(
+            shapes[head], float(spread[:, k].median()), float(self_z[:, k].median())
+        )
         groups[group].append(head)
     names = [d if isinstance(d, str) else model.tokenizer.decode([d]) for d in destinations]
     return HeadTaxonomy(n, heads, names, patterns, n_eff, spread, self_z, shapes, groups)
 
 
-def compare_groups(
-    computed: dict[str, list[int]], expected: dict[str, list[int]]
-) -> pd.DataFrame:
+def compare_groups(computed: dict[str, list[int]], expected: dict[str, list[int]]) -> pd.DataFrame:
     """Side by side: computed and expected heads of each group, and whether they agree."""
     rows = []
     for group in GROUPS:
         mine, theirs = sorted(computed.get(group, [])), sorted(expected.get(group, []))
-        rows.append({"group": group, "computed": mine, "expected": theirs,
-                     "agree": mine == theirs})
+        rows.append({"group": group, "computed": mine, "expected": theirs, "agree": mine == theirs})
     return pd.DataFrame(rows).set_index("group")
 
 
@@ -313,14 +447,25 @@ def reproduce_section(ctx) -> list:
     planted_groups = {g: truth.head_groups.get(g, []) for g in GROUPS} if truth else None
     n_eff = {h: round(taxonomy.width(h), 1) for h in taxonomy.heads}
     return [
-        Row("head_groups", taxonomy.groups,
+        Row(
+            "head_groups",
+            taxonomy.groups,
             "0,2,6,8,9,10 contextual; 3,4,7 detok; 1,5 duplicate; 11 misc",
             truth=planted_groups,
             label="Layer-0 head groups computed from positional kernels and content weights "
-                  "(n=500, ' the')"),
-        Row("contextual_heads", taxonomy.groups["contextual"], "0, 2, 6, 8, 9, 10",
+            "(n=500, ' the')",
+        ),
+        Row(
+            "contextual_heads",
+            taxonomy.groups["contextual"],
+            "0, 2, 6, 8, 9, 10",
             truth=planted_groups["contextual"] if planted_groups else None,
-            label="Heads with slowly decaying kernels and weak content dependence"),
-        Row("n_eff", n_eff, "contextual kernels decay over ~50 tokens",
-            label="Kernel width n_eff = 1/sum pos^2 per head at n=500, destination ' the'"),
+            label="Heads with slowly decaying kernels and weak content dependence",
+        ),
+        Row(
+            "n_eff",
+            n_eff,
+            "contextual kernels decay over ~50 tokens",
+            label="Kernel width n_eff = 1/sum pos^2 per head at n=500, destination ' the'",
+        ),
     ]

@@ -5,13 +5,18 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import matplotlib
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
 from context_neurons import stability as st
 from context_neurons.data import corpus_windows
 from context_neurons.decomposition import IndexError_, decompose_attention, token_id
+from context_neurons.plotting_stability import plot_concentration, plot_tail_bounds
 from context_neurons.topics import stopword_ids
+
+matplotlib.use("Agg")
 
 
 def exponential_kernel(width: float, length: int) -> torch.Tensor:
@@ -77,8 +82,9 @@ def test_bounds_and_their_inverses():
 
 @pytest.fixture(scope="module")
 def windows(planted):
-    found, labels, _ = corpus_windows(planted.model.tokenizer, "nltk_brown_us", n=40,
-                                      min_tokens=600)
+    found, labels, _ = corpus_windows(
+        planted.model.tokenizer, "nltk_brown_us", n=40, min_tokens=600
+    )
     return found, labels
 
 
@@ -96,15 +102,21 @@ def test_log_denominators_equal_the_decomposition(planted, windows):
     torch.testing.assert_close(strided, log_d[:, [57, 299]], atol=1e-9, rtol=1e-9)
 
 
-def test_denominator_study_on_planted_model(planted, windows):
+@pytest.fixture(scope="module")
+def study(planted, windows):
+    texts, labels = windows
+    return st.denominator_study(planted.model, texts, n=512, labels=labels)
+
+
+def test_denominator_study_on_planted_model(planted, windows, study):
     model, truth = planted.model, planted.truth
     texts, labels = windows
-    study = st.denominator_study(model, texts, n=512, labels=labels)
     assert len(study.labels) == len(texts)
     # The study's D at n equals log_denominators on the same text.
     log_d = st.log_denominators(model, texts[3][:513], positions=torch.tensor([512]))[:, 0]
-    torch.testing.assert_close(study.ratio[3], torch.exp(log_d - study.log_mu), atol=1e-4,
-                               rtol=1e-4)
+    torch.testing.assert_close(
+        study.ratio[3], torch.exp(log_d - study.log_mu), atol=1e-4, rtol=1e-4
+    )
     table = study.table()
     contextual, local = truth.head_groups["contextual"], truth.head_groups["detokenization"]
     assert (table.loc[contextual, "CV texts"] < 0.1).all()
@@ -117,10 +129,94 @@ def test_denominator_study_on_planted_model(planted, windows):
     assert (table.loc[contextual, "t Hoeffding"] > table.loc[contextual, "t texts"]).all()
 
 
-def test_stopword_density_moves_heads_6_and_8_in_opposite_directions(planted, windows):
+def test_study_methods_take_head_numbers(planted, windows, study):
+    texts, labels = windows
+    subset = st.denominator_study(planted.model, texts, n=512, heads=[0, 6, 8], labels=labels)
+    for head in (6, 8):  # rows 1 and 2 of the subset, rows 6 and 8 of the full study
+        torch.testing.assert_close(subset.values(head), study.values(head))
+        torch.testing.assert_close(subset.measured(head), study.measured(head))
+        assert subset.predicted_cv(head) == pytest.approx(study.predicted_cv(head))
+    assert subset.row(8) == 2 and study.row(8) == 8
+    for method in (
+        subset.values,
+        subset.sum_sq,
+        subset.sigma,
+        subset.predicted_mean,
+        subset.simulate,
+        subset.measured,
+        subset.n_eff_random,
+    ):
+        with pytest.raises(
+            IndexError_, match=r"Head 2 is not in this study \(heads: \[0, 6, 8\]\)"
+        ):
+            method(2)
+    with pytest.raises(IndexError_, match="not in this study"):
+        subset.tails(2, torch.tensor([0.1]))
+    assert list(subset.table().index) == [0, 6, 8]
+
+
+def test_prediction_with_fixed_terms_factorises(study):
+    for head in study.heads:
+        k = study.row(head)
+        pos = study.kernel[k]
+        rho, n_rand = study.random_share(head), study.n_eff_random(head)
+        # CV = rho (sigma/mu) / sqrt(n_eff random), the same number as sd / mean.
+        assert study.predicted_cv(head) == pytest.approx(rho * study.sigma(head) / n_rand**0.5)
+        assert study.predicted_cv(head) == pytest.approx(
+            study.predicted_sd(head) / study.predicted_mean(head)
+        )
+        assert 0 < rho <= 1 and 1 <= n_rand <= study.n - 1
+        # Without the fixed terms, n_eff random would be the width over the random positions.
+        inner = pos[1:-1] / pos[1:-1].sum()
+        assert n_rand == pytest.approx(float(1 / (inner**2).sum()))
+    # Contextual heads: the fixed terms hardly matter; local heads: the destination dominates.
+    assert study.random_share(0) > 0.9 and study.n_eff_random(0) == pytest.approx(
+        study.n_eff(0), rel=0.05
+    )
+    assert study.random_share(3) < 0.5 and study.n_eff_random(3) < 3
+
+
+def test_stopword_preference_finds_the_planted_heads(planted, study):
+    preference = study.preference(torch.tensor(stopword_ids(planted.model.tokenizer)))
+    contextual = planted.truth.head_groups["contextual"]
+    assert min(contextual, key=preference.get) == 6  # planted stopword_weight -0.8
+    assert max(contextual, key=preference.get) == 8  # planted stopword_weight +0.8
+    assert preference[6] == pytest.approx(-0.8, abs=0.15)
+    assert preference[8] == pytest.approx(0.8, abs=0.15)
+    with pytest.raises(ValueError, match="some, but not all"):
+        study.preference(torch.tensor([50256]))
+
+
+def test_tail_figure_and_concentration_figure_for_every_head(study):
+    tails = {
+        head: study.tails(head, study.deviation_grid(head, n_t=10), n_samples=500)
+        for head in study.heads
+    }
+    for head, frame in tails.items():
+        assert frame["t"].iloc[-1] == pytest.approx(
+            5 * max(study.predicted_sd(head), float(study.measured(head).std()))
+        )
+        assert (frame["texts"].diff().dropna() <= 0).all()  # tails decrease with t
+    figure = plot_tail_bounds(tails, n_cols=4)
+    assert len([ax for ax in figure.axes if ax.get_visible()]) == 12
+    plt.close(figure)
+    table = study.table(n_samples=500)
+    figure = plot_concentration(table, {"contextual": [0, 2, 6, 8, 9, 10]})
+    plt.close(figure)
+
+
+def test_bootstrap_standard_error_of_a_mean():
+    x = torch.randn(400, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    se = st.bootstrap_standard_error(x, lambda v: float(v.mean()), n_boot=2000)
+    assert se == pytest.approx(float(x.std()) / 20, rel=0.1)
+    assert st.coefficient_of_variation(torch.tensor([1.0, 3.0])) == pytest.approx(2**0.5 / 2)
+    with pytest.raises(ValueError, match="at least two"):
+        st.bootstrap_standard_error(x[:1], lambda v: float(v.mean()))
+
+
+def test_stopword_density_moves_heads_6_and_8_in_opposite_directions(planted, windows, study):
     model = planted.model
     texts, _ = windows
-    study = st.denominator_study(model, texts, n=512)
     density = st.kernel_weighted_density(study, texts, torch.tensor(stopword_ids(model.tokenizer)))
     assert st.correlation(density[:, 6], study.ratio[:, 6].log()) < -0.5
     assert st.correlation(density[:, 8], study.ratio[:, 8].log()) > 0.5
@@ -150,3 +246,8 @@ def test_reproduce_section_rows(planted, windows):
     cv = rows["denominator_cv"].value
     assert set(cv) == set(range(12))
     assert max(cv[h] for h in (0, 2, 6, 8, 9, 10)) < min(cv[h] for h in (3, 4, 7))
+    assert f"{len(texts)} texts" in rows["denominator_cv"].label
+    se = rows["denominator_cv_se"].value
+    assert all(0 < se[h] < cv[h] for h in cv)  # 40 texts: a few per cent of the CV, not zero
+    # The paper column holds only paper values: the prediction is ours, not the paper's.
+    assert rows["denominator_cv_predicted"].paper == rows["denominator_cv_se"].paper == "-"

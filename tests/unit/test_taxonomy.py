@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import math
+import warnings
 from types import SimpleNamespace
 
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import pytest
 import torch
 
 from context_neurons import taxonomy as tx
 from context_neurons.decomposition import IndexError_
+from context_neurons.plotting_stability import plot_head_map, plot_kernel_shapes
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +36,15 @@ def test_kernel_width_of_known_kernels():
     assert float(tx.kernel_width(exponential)) == pytest.approx((1 + r) / (1 - r), rel=1e-6)
     assert float(tx.mean_distance(one_hot)) == 0.0
     assert float(tx.mean_distance(exponential)) == pytest.approx(r / (1 - r), rel=1e-6)
+
+
+def test_exponential_width_matches_the_closed_form():
+    r = math.exp(-1 / 25.0)
+    assert tx.exponential_width(25.0, 5000) == pytest.approx((1 + r) / (1 - r), rel=1e-9)
+    assert tx.exponential_width(25.0, 5000) == pytest.approx(50.0, rel=0.01)  # ~ 2 w
+    assert tx.exponential_width(1e9, 501) == pytest.approx(501, rel=1e-6)  # flat: capped
+    with pytest.raises(ValueError, match="positive decay"):
+        tx.exponential_width(0.0, 10)
 
 
 def test_kernel_shape_rules():
@@ -62,6 +78,100 @@ def test_classification_recovers_planted_groups_and_shapes(planted, taxonomy):
     assert (table.loc[[1, 5], "self z"] > tx.DUPLICATE_MIN_Z).all()
 
 
+def fake_taxonomy(n_eff: list[float], content_sd: list[float], self_z: list[float], n: int = 99):
+    """A taxonomy built from given numbers (no model), with the rules of classify_heads."""
+    heads = list(range(len(n_eff)))
+    shapes = {h: tx.classify_kernel(n_eff[h], n + 1) for h in heads}
+    groups = {g: [] for g in tx.GROUPS}
+    for h in heads:
+        groups[tx.assign_group(shapes[h], content_sd[h], self_z[h])].append(h)
+    patterns = torch.full((1, len(heads), n + 1), 1.0 / (n + 1))
+    return tx.HeadTaxonomy(
+        n,
+        heads,
+        [" the"],
+        patterns,
+        torch.tensor([n_eff]),
+        torch.tensor([content_sd]),
+        torch.tensor([self_z]),
+        shapes,
+        groups,
+    )
+
+
+def test_margins_closest_calls_and_windows():
+    # n = 99: uniform above 50. Head 0 local just below 32, head 1 contextual, head 2 a duplicate
+    # with a local kernel, head 3 slowly decaying but too content-sensitive, head 4 uniform.
+    taxonomy = fake_taxonomy(
+        [30.0, 40.0, 3.0, 45.0, 90.0], [0.5, 0.4, 1.0, 1.6, 0.3], [0.0, 1.0, 6.0, 0.5, 0.2]
+    )
+    assert taxonomy.groups == {
+        "contextual": [1],
+        "detokenization": [0],
+        "duplicate": [2],
+        "miscellaneous": [3, 4],
+    }
+    margins = taxonomy.margins()
+    assert margins.loc[0, "width threshold"] == "local 32"
+    assert margins.loc[0, "n_eff / threshold"] == pytest.approx(30 / 32)
+    assert margins.loc[4, "width threshold"] == "uniform 50"
+    assert margins.loc[2, "self z - duplicate min"] == pytest.approx(6.0 - tx.DUPLICATE_MIN_Z)
+    assert margins.loc[3, "content sd / contextual max"] == pytest.approx(1.6 / 1.5)
+    calls = taxonomy.closest_calls()
+    assert calls.loc["kernel width -> shape", "closest head"] == 0  # 30 vs 32
+    assert calls.loc["kernel width -> group", "heads it decides"] == 4  # not the duplicate
+    assert calls.loc["content sd -> contextual", "closest head"] == 3  # 1.6 vs 1.5
+    assert calls.loc["content sd -> contextual", "heads it decides"] == 2  # heads 1 and 3
+    windows = taxonomy.width_windows()
+    assert windows.loc["local", "head below"] == 0 and windows.loc["local", "head above"] == 1
+    assert windows.loc["uniform", "n_eff below"] == 45.0
+    assert windows.loc["uniform", "n_eff above"] == 90.0
+
+
+def test_unknown_head_gives_a_clear_error(taxonomy):
+    with pytest.raises(IndexError_, match="Head 12 was not classified"):
+        taxonomy.width(12)
+    with pytest.raises(IndexError_, match="Head 12 was not classified"):
+        taxonomy.group_of(12)
+    subset = fake_taxonomy([2.0, 60.0], [1.0, 0.3], [0.0, 0.0])
+    with pytest.raises(IndexError_, match=r"heads: \[0, 1\]"):
+        subset.width(5)
+
+
+@pytest.mark.parametrize("n", [20, 100, 500])
+def test_kernel_shape_figure_for_short_contexts_and_empty_groups(n):
+    patterns = torch.softmax(torch.randn(3, n + 1, generator=torch.Generator().manual_seed(0)), -1)
+    shapes = {0: "local", 1: "local", 2: "slowly decaying"}  # no uniform head
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the book builds with warnings as errors
+        figure = plot_kernel_shapes(patterns, [0, 1, 2], shapes)
+    slow, local, uniform = figure.axes
+    assert len(local.lines) == 2 and len(slow.lines) == 1 and not uniform.lines
+    assert len(slow.lines[0].get_xdata()) == min(200, n) + 1
+    assert "no head" in uniform.texts[0].get_text()
+    plt.close(figure)
+
+
+def test_head_map_draws_all_three_thresholds():
+    figure = plot_head_map(
+        torch.tensor([2.0, 60.0, 400.0]),
+        torch.tensor([0.0, 0.0, 6.0]),
+        [0, 1, 2],
+        {"detokenization": [0], "contextual": [1], "duplicate": [2]},
+        local_max=32.0,
+        duplicate_min=4.0,
+        uniform_min=250.5,
+    )
+    (ax,) = figure.axes
+    vertical = sorted(
+        float(line.get_xdata()[0])
+        for line in ax.lines
+        if line.get_xdata()[0] == line.get_xdata()[1]
+    )
+    assert vertical == [32.0, 250.5]
+    plt.close(figure)
+
+
 def test_patterns_depend_little_on_destination(taxonomy):
     relative = taxonomy.n_eff / taxonomy.n_eff[0]
     assert (relative - 1).abs().max() < 0.1
@@ -80,8 +190,9 @@ def test_bad_head_or_position_gives_clear_errors(planted):
 
 
 def test_reproduce_section_rows(planted):
-    rows = {r.key: r for r in tx.reproduce_section(SimpleNamespace(model=planted.model,
-                                                                    loaded=planted))}
+    rows = {
+        r.key: r for r in tx.reproduce_section(SimpleNamespace(model=planted.model, loaded=planted))
+    }
     assert rows["contextual_heads"].value == [0, 2, 6, 8, 9, 10] == rows["contextual_heads"].truth
     assert rows["head_groups"].value["duplicate"] == [1, 5]
     assert set(rows["n_eff"].value) == set(range(12))
