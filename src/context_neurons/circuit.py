@@ -55,9 +55,13 @@ The circuit also records the LayerNorm-2 scale of the calibration text (the medi
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import torch
+from einops import rearrange
 from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
@@ -153,7 +157,10 @@ class ContextualCircuit:
     def inverse_denominators(
         self, n_positions: int, denominators: str = "median"
     ) -> Float[Tensor, "ctx_head pos"]:
-        """``1 / Dhat_h`` (``"median"``) or ``1 / D_h(n)`` of the calibration text (``"per_position"``)."""
+        """``1 / Dhat_h`` (``"median"``) or the calibration's ``1 / D_h(n)`` (``"per_position"``).
+
+        Returns ``[ctx_head, pos]`` for positions ``0..n_positions-1``.
+        """
         if denominators == "median":
             return torch.exp(-self.calibration.log_dhat)[:, None].expand(-1, n_positions)
         if denominators == "per_position":
@@ -165,7 +172,7 @@ class ContextualCircuit:
     ) -> Float[Tensor, "d_vocab ctx_head n_read"]:
         """``c_h(t) v_h(t) W_O^h . read``: each head's token term before its denominator."""
         out = torch.einsum("the,hej->thj", self.token_values, w_o @ read)
-        return out * self.log_content.T.exp()[..., None]
+        return out * rearrange(self.log_content.exp(), "h t -> t h 1")
 
     def bag(
         self,
@@ -180,14 +187,15 @@ class ContextualCircuit:
         ``pos_{h,n}(i)`` instead of the shared ``K[n, i]`` (both for measuring what each
         approximation costs): ``sum_h sum_i pos_{h,n}(i) c_h(t_i) v_h(t_i) W_O^h / D_h(n)``.
         """
-        tokens = _as_batch(tokens)
+        tokens = _as_batch(tokens).to(self.kernel.device)
         n = tokens.shape[1]
         if kernel not in ("shared", "per_head"):
             raise CircuitError(f"kernel must be 'shared' or 'per_head', got {kernel!r}.")
         if denominators == "median" and kernel == "shared":
             return torch.einsum("ni,bid->bnd", self.kernel[:n, :n], self.extended[tokens])
         inv_d = self.inverse_denominators(n, denominators)  # [head, n]
-        weighted = self.token_values[tokens] * self.log_content.T.exp()[tokens][..., None]
+        content = rearrange(self.log_content.exp(), "h t -> t h 1")  # c_h(t)
+        weighted = self.token_values[tokens] * content[tokens]  # [batch, pos, head, d_head]
         if kernel == "shared":
             per_head = torch.einsum("ni,bihe,hn->bnhe", self.kernel[:n, :n], weighted, inv_d)
         else:
@@ -202,7 +210,7 @@ class ContextualCircuit:
         kernel: str = "shared",
     ) -> Float[Tensor, "batch pos d_model"]:
         """The six heads' approximate combined output: the bag plus the positional part."""
-        tokens = _as_batch(tokens)
+        tokens = _as_batch(tokens).to(self.kernel.device)
         return self.bag(tokens, denominators, kernel) + self.positional_part[: tokens.shape[1]]
 
 
@@ -332,7 +340,10 @@ def token_values(
     token_ids: Int[Tensor, "n_tokens"] | None = None,
     chunk: int = 8192,
 ) -> Float[Tensor, "n_tokens ctx_head d_head"]:
-    """Exact layer-0 values of tokens placed at ``position``: ``LN1(W_E[t] + W_pos[n]) W_V + b_V``."""
+    """Exact layer-0 values of tokens placed at ``position``: ``LN1(W_E[t] + W_pos[n]) W_V + b_V``.
+
+    Returns ``[n_tokens, head, d_head]`` (all tokens of the vocabulary by default).
+    """
     heads = dec.check_heads(model, heads)
     position = dec.check_position(model, position)
     if token_ids is None:
@@ -388,11 +399,13 @@ def build_circuit(
         name, tokens = "custom", dec.check_tokens(model, calibration)
     if len(tokens) <= n_min + 1:
         raise CircuitError(
-            f"The calibration text has {len(tokens)} tokens; the median denominator uses positions "
-            f">= n_min = {n_min}, so give a longer text (several hundred tokens) or a smaller n_min."
+            f"The calibration text has {len(tokens)} tokens; the median denominator uses "
+            f"positions >= n_min = {n_min}, so give a longer text (several hundred tokens) or a "
+            "smaller n_min."
         )
     if reference_tokens is None:
         reference_tokens = tokens[1:]
+    reference_tokens = torch.as_tensor(reference_tokens).to(model.cfg.device)
     mean_keys = dec.mean_positional_keys(model, reference_tokens, n_ctx, which="K")
     mean_values_all = dec.mean_positional_keys(model, reference_tokens, n_ctx, which="V")
 
@@ -420,10 +433,8 @@ def build_circuit(
     w_o = model.blocks[0].attn.W_O[heads]  # [head, d_head, d_model]
     weights = torch.exp(log_content - log_dhat[:, None])  # c_h(t) / Dhat_h
     values = token_values(model, heads, n_ref) - mean_values[n_ref]  # [d_vocab, head, d_head]
-    n_heads, d_head = len(heads), model.cfg.d_head
-    extended = (values * weights.T[..., None]).reshape(-1, n_heads * d_head) @ w_o.reshape(
-        n_heads * d_head, -1
-    )
+    weighted = values * rearrange(weights, "h t -> t h 1")  # (c_h(t) / Dhat_h) v_h(t)
+    extended = rearrange(weighted, "t h e -> t (h e)") @ rearrange(w_o, "h e d -> (h e) d")
     value_out = torch.einsum("ihe,hed->hid", mean_values, w_o)  # M_V^h[i] W_O^h
     positional_part = torch.einsum("hni,hid->nd", kernels, value_out)
     return ContextualCircuit(
@@ -442,8 +453,38 @@ def build_circuit(
     )
 
 
-_CACHE: dict[tuple, ContextualCircuit] = {}
-_HEADS: dict[int, list[int]] = {}
+class IdentityCache:
+    """A small cache keyed by objects' identity that holds only weak references to them.
+
+    ``id()`` alone is not a safe key: once an object is garbage-collected its id can be reused by
+    a new object, which would then be served the old object's value. Each entry therefore keeps
+    weak references to its key objects and counts only while they are the very objects asked
+    about. The oldest entries are dropped beyond ``size``.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict[tuple, tuple[list[weakref.ref], Any]] = OrderedDict()
+
+    def get(self, objects: tuple, extra: tuple, build: Callable[[], Any]) -> Any:
+        """The value cached for ``objects`` (by identity) and ``extra`` (by value), else built."""
+        key = tuple(id(obj) for obj in objects) + tuple(extra)
+        entry = self._entries.get(key)
+        if entry is not None and all(ref() is obj for ref, obj in zip(entry[0], objects)):
+            self._entries.move_to_end(key)
+            return entry[1]
+        value = build()
+        self._entries[key] = ([weakref.ref(obj) for obj in objects], value)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+_CIRCUITS = IdentityCache(size=6)
+_HEADS = IdentityCache(size=4)
 
 
 def contextual_heads(model: HookedTransformer) -> list[int]:
@@ -451,12 +492,14 @@ def contextual_heads(model: HookedTransformer) -> list[int]:
 
     Falls back to the paper's :data:`CONTEXTUAL_HEADS` only if the taxonomy finds none.
     """
-    if id(model) not in _HEADS:
+
+    def classify() -> list[int]:
         from context_neurons.taxonomy import classify_heads
 
         found = classify_heads(model).groups.get("contextual", [])
-        _HEADS[id(model)] = sorted(found) or list(CONTEXTUAL_HEADS)
-    return _HEADS[id(model)]
+        return sorted(found) or list(CONTEXTUAL_HEADS)
+
+    return list(_HEADS.get((model,), (), classify))
 
 
 def get_circuit(
@@ -466,13 +509,10 @@ def get_circuit(
 
     ``heads=None`` uses :func:`contextual_heads` (computed from the weights, as chapter 2 does).
     """
-    heads = contextual_heads(model) if heads is None else heads
-    key = (id(model), calibration, tuple(dec.check_heads(model, heads)))
-    if key not in _CACHE:
-        if len(_CACHE) >= 6:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = build_circuit(model, calibration, heads)
-    return _CACHE[key]
+    heads = tuple(dec.check_heads(model, contextual_heads(model) if heads is None else heads))
+    return _CIRCUITS.get(
+        (model,), (calibration, heads), lambda: build_circuit(model, calibration, list(heads))
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -586,6 +626,7 @@ def exact_toy_model(
     * Heads 1 and 3 read only positions with a large query gain and attend to the current token
       (their softmax is one-hot to float precision).
     LN2's scale is *not* constant; fix it with a hook on ``blocks.0.ln2.hook_scale`` to compare.
+    The model lives on the CPU whatever accelerator is present.
 
     Returns:
         ``(model, contextual_heads)``.
@@ -605,6 +646,7 @@ def exact_toy_model(
         normalization_type="LN",
         seed=seed,
         default_prepend_bos=False,
+        device="cpu",  # tiny: the CPU is fastest, and the CPU tensors below fit it
     )
     model = HookedTransformer(cfg)
     model.eval()

@@ -1,23 +1,383 @@
-"""The neuron gallery. This module summarises every discovered context neuron (chapter 5).
+"""Neurons on real text, and the gallery. This module reads discovered neurons on domain texts.
 
-For each neuron found by :mod:`context_neurons.neurons` it gathers the score, the tokens that push
-it up and down most, and (on the planted model) what was planted there. :func:`gallery_table`
-gives one row per neuron, :func:`plot_gallery` a grid of small bar charts, and
-:func:`write_gallery` writes a browsable folder of Markdown pages with figures (one page per
-neuron plus an index), for use outside the book or in a build step.
+Chapter 5 reads a context neuron from its token contributions; activations on real texts of the
+domain test that reading. :func:`domain_texts` takes a few windows of every case-study domain
+(``data.domain_documents``); :func:`text_activations` runs the model's first layer and the
+circuit's approximation (chapter 6's :func:`context_neurons.evaluation.approximator`) on all of
+them at once, for all neurons at once, and marks where each neuron's strongest tokens occur
+(robust z-score of the contribution at least ``theta``, as in the score). From those,
+:func:`domain_evidence` tabulates how much a domain moves a neuron against how often the domain's
+texts use the neuron's tokens.
+
+The gallery page of the book shows every discovered neuron: :func:`gallery_table` (one row per
+neuron), :func:`index_markdown` and :func:`neuron_markdown` (the page's Markdown, one heading per
+neuron) and :func:`plot_gallery` (a grid of token-contribution bars, for a preview).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
+from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
 from transformer_lens import HookedTransformer
 
+from context_neurons import data
 from context_neurons.circuit import ContextualCircuit
-from context_neurons.neurons import NeuronScores, check_neurons, planted_topic_share, token_table
+from context_neurons.neurons import (
+    THETA,
+    NeuronScores,
+    check_neurons,
+    contributions,
+    planted_topic_share,
+    token_tables,
+)
 from context_neurons.plotting_neurons import plot_token_bars
+
+#: First position of the means over a text: before it the bag of tokens is still filling up.
+START = 100
+
+# ----------------------------------------------------------------------------------------------
+# Domain texts and activations
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DomainTexts:
+    """Token windows of several domains, one entry per window.
+
+    Attributes:
+        windows: 1-D token tensors, ``<|endoftext|>`` first.
+        labels: each window's source (``corpus:document``).
+        domains: each window's domain.
+    """
+
+    windows: list[Int[Tensor, "_pos"]]
+    labels: list[str]
+    domains: list[str]
+
+    def others(self, domain: str) -> list[int]:
+        """The windows of other domains, leaving out any text that ``domain`` also has."""
+        own = {self.labels[i] for i in self.indices(domain)}
+        return [i for i, label in enumerate(self.labels) if label not in own]
+
+    def indices(self, domain: str) -> list[int]:
+        """The windows of ``domain``."""
+        found = [i for i, d in enumerate(self.domains) if d == domain]
+        if not found:
+            raise data.DataError(
+                f"No texts of domain {domain!r}; these texts cover {sorted(set(self.domains))}."
+            )
+        return found
+
+
+def domain_texts(
+    tokenizer, domains=None, n: int = 4, interleave: bool = True, n_ctx: int = 1024
+) -> DomainTexts:
+    """``n`` windows of up to ``n_ctx`` tokens from each domain (``data.domain_documents``).
+
+    Documents shorter than a window are concatenated, separated by ``<|endoftext|>``; longer ones
+    are truncated (one window per document). With ``interleave`` the documents alternate between
+    a domain's corpora (for ``"british"``: UK medicine leaflets and Australian news).
+
+    Args:
+        tokenizer: the model's tokenizer.
+        domains: domain names (default ``data.DOMAINS``).
+        n: windows per domain.
+        interleave: alternate between a domain's corpora.
+        n_ctx: the window length (BOS included).
+    """
+    domains = data.DOMAINS if domains is None else tuple(domains)
+    if n < 1 or not domains:
+        raise data.DataError(f"Ask for at least one window of at least one domain (n = {n}).")
+    windows, labels, names = [], [], []
+    for domain in domains:
+        documents = data.domain_documents(domain, interleave=interleave)
+        got, got_labels, _ = data.tokenize_windows(
+            tokenizer, documents, n_ctx, min_tokens=n_ctx - 1, short="concat", max_windows=n
+        )
+        if not got:
+            raise data.DataError(f"Domain {domain!r} gave no windows of {n_ctx} tokens.")
+        windows += got
+        labels += got_labels
+        names += [domain] * len(got)
+    return DomainTexts(windows, labels, names)
+
+
+@dataclass
+class TextActivations:
+    """Pre-activations of neurons along domain texts, true and approximate (on the CPU).
+
+    Attributes:
+        neurons: the neurons, in the order of the last axis.
+        texts: the texts, in the order of the first axis.
+        tokens: the texts right-padded with ``<|endoftext|>``.
+        lengths: each text's length.
+        true: the model's pre-activations (hook ``blocks.0.mlp.hook_pre``).
+        approx: the circuit's approximation (chapter 6).
+        marks: +1 where the token is one of the neuron's *up-tokens* (robust z of its
+            contribution ``>= theta``), -1 for *down-tokens* (``<= -theta``), else 0.
+        theta: the threshold of the marks.
+        start: the first position of the means.
+    """
+
+    neurons: list[int]
+    texts: DomainTexts
+    tokens: Int[Tensor, "batch pos"]
+    lengths: Int[Tensor, "batch"]
+    true: Float[Tensor, "batch pos n_neurons"]
+    approx: Float[Tensor, "batch pos n_neurons"]
+    marks: Int[Tensor, "batch pos n_neurons"]
+    theta: float
+    start: int = START
+
+    def column(self, neuron) -> int:
+        """The position of ``neuron`` on the last axis."""
+        j = int(neuron)
+        if j not in self.neurons:
+            raise ValueError(f"Neuron {j} was not computed; these activations have {self.neurons}.")
+        return self.neurons.index(j)
+
+    def valid(self, start: int | None = None) -> Bool[Tensor, "batch pos"]:
+        """Positions from ``start`` (default :attr:`start`) to each text's end."""
+        start = self.start if start is None else start
+        positions = torch.arange(self.tokens.shape[1])
+        return (positions[None] >= start) & (positions[None] < self.lengths[:, None])
+
+    def window_means(self, which: str = "true") -> Float[Tensor, "batch n_neurons"]:
+        """Each neuron's mean pre-activation over each text (positions ``>= start``)."""
+        values, mask = self._values(which), self.valid()[..., None]
+        return (values * mask).sum(1) / mask.sum(1)
+
+    def window_spreads(self) -> Float[Tensor, "batch n_neurons"]:
+        """The standard deviation of the true pre-activation along each text."""
+        mask = self.valid()[..., None]
+        deviation = (self.true - self.window_means()[:, None]) * mask
+        return ((deviation**2).sum(1) / (mask.sum(1) - 1)).sqrt()
+
+    def marks_per_1000(self) -> tuple[Float[Tensor, "batch n_neurons"], ...]:
+        """Up-tokens and down-tokens per 1000 tokens of each text (all positions but BOS)."""
+        mask = self.valid(start=1)[..., None]
+        count = mask.sum(1)
+        up = ((self.marks > 0) & mask).sum(1) / count
+        down = ((self.marks < 0) & mask).sum(1) / count
+        return 1000 * up, 1000 * down
+
+    def departures(self, which: str = "true") -> Float[Tensor, "batch n_neurons"]:
+        """Each text's mean minus the neuron's median over all texts."""
+        means = self.window_means(which)
+        return means - means.median(0).values
+
+    def best_window(self, neuron, domain: str | None = None) -> int:
+        """The text (of ``domain``, if given) whose mean departs most from the neuron's median."""
+        candidates = range(len(self.lengths)) if domain is None else self.texts.indices(domain)
+        departure = self.departures()[:, self.column(neuron)]
+        return max(candidates, key=lambda i: abs(float(departure[i])))
+
+    def panel(self, neuron, window: int, title: str = "") -> dict:
+        """What :func:`plotting_neurons.plot_activation_grid` draws for one neuron and text."""
+        col, length = self.column(neuron), int(self.lengths[window])
+        return {
+            "curves": {
+                "true": self.true[window, :length, col],
+                "approximation": self.approx[window, :length, col],
+            },
+            "marks": self.marks[window, :length, col],
+            "baseline": float(self.window_means().median(0).values[col]),
+            "title": title,
+        }
+
+    def _values(self, which: str) -> Float[Tensor, "batch pos n_neurons"]:
+        if which not in ("true", "approx"):
+            raise ValueError(f"which must be 'true' or 'approx', got {which!r}.")
+        return self.true if which == "true" else self.approx
+
+
+@torch.no_grad()
+def token_marks(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neurons,
+    tokens: Int[Tensor, "batch pos"],
+    scores: NeuronScores,
+    theta: float = THETA,
+) -> Int[Tensor, "batch pos n_neurons"]:
+    """+1 / -1 where a token's robust z-score for a neuron is ``>= theta`` / ``<= -theta``.
+
+    The z-score is the score's (:func:`neurons.score_neurons`); tokens outside its vocabulary
+    (``<|endoftext|>``) are never marked.
+    """
+    neurons = check_neurons(model, neurons)
+    unique, inverse = torch.unique(tokens.cpu(), return_inverse=True)
+    unique = unique.to(circuit.extended.device)
+    c = contributions(circuit, model, neurons, unique)  # [n_neurons, n_unique]
+    z = (c - scores.median[neurons, None]) / scores.spread[neurons, None]
+    sign = (z >= theta).to(torch.int64) - (z <= -theta).to(torch.int64)
+    sign = sign * scores.vocabulary[unique].to(torch.int64)
+    return sign.T.cpu()[inverse]
+
+
+@torch.no_grad()
+def text_activations(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neurons,
+    texts: DomainTexts,
+    scores: NeuronScores,
+    theta: float = THETA,
+    start: int = START,
+    batch_size: int = 8,
+) -> TextActivations:
+    """True and approximate pre-activations of ``neurons`` on every text, in batches.
+
+    The model runs its first layer only (:func:`evaluation.true_pre_activations`); the
+    approximation is :func:`evaluation.approximator` with its default per-position denominators.
+    """
+    from context_neurons import evaluation as ev
+
+    neurons = check_neurons(model, neurons)
+    if not texts.windows:
+        raise data.DataError("No texts: give at least one window.")
+    tokens, lengths = data.pad_windows(texts.windows)
+    if int(lengths.min()) <= start:
+        raise data.DataError(f"Every text needs more than start = {start} tokens.")
+    approx_fn = ev.approximator(circuit, model, neurons)
+    true, approx = [], []
+    for b in range(0, len(tokens), batch_size):
+        batch = tokens[b : b + batch_size].to(model.cfg.device)
+        true.append(ev.true_pre_activations(model, batch, neurons).cpu())
+        approx.append(approx_fn(batch).cpu())
+    return TextActivations(
+        neurons=neurons,
+        texts=texts,
+        tokens=tokens,
+        lengths=lengths,
+        true=torch.cat(true),
+        approx=torch.cat(approx),
+        marks=token_marks(circuit, model, neurons, tokens, scores, theta),
+        theta=float(theta),
+        start=start,
+    )
+
+
+def domain_means(acts: TextActivations, which: str = "true") -> pd.DataFrame:
+    """Mean pre-activation of each neuron (rows) over each domain's texts (columns)."""
+    means = acts.window_means(which)
+    domains = list(dict.fromkeys(acts.texts.domains))
+    columns = {d: means[acts.texts.indices(d)].mean(0).tolist() for d in domains}
+    return pd.DataFrame(columns, index=pd.Index(acts.neurons, name="neuron"))
+
+
+#: ``|excess| / within-text SD`` from which a domain's effect counts as confirmed, or as weak.
+CONFIRMED, WEAK = 1.0, 0.5
+
+
+def token_matched_neuron(acts: TextActivations, domain: str, neurons=None) -> int:
+    """The neuron whose up-tokens the domain's texts use most, relative to the other texts.
+
+    Chosen from the weights and the texts' tokens only (:attr:`TextActivations.marks`), not from
+    the activations, so that the activations are a fair test of the choice.
+    """
+    neurons = acts.neurons if neurons is None else [int(j) for j in neurons]
+    up, _ = acts.marks_per_1000()
+    inside, outside = acts.texts.indices(domain), acts.texts.others(domain)
+    gap = up[inside].mean(0) - up[outside].mean(0)
+    return max(neurons, key=lambda j: float(gap[acts.column(j)]))
+
+
+def verdict(separation: float, predicted: float) -> str:
+    """Whether a domain's measured effect on a neuron confirms the reading from the weights.
+
+    Args:
+        separation: the measured excess over the within-text SD (:func:`domain_evidence`).
+        predicted: the excess the circuit predicts from the weights and the texts' tokens.
+
+    Returns:
+        ``"confirmed"`` (at least :data:`CONFIRMED` SDs, in the predicted direction), ``"weak"``
+        (at least :data:`WEAK`), ``"contradicted"`` (at least :data:`WEAK`, against the
+        prediction), or ``"not shown"`` (smaller: these texts cannot tell).
+    """
+    size = abs(separation)
+    if size < WEAK:
+        return "not shown"
+    if separation * predicted < 0:
+        return "contradicted"
+    return "confirmed" if size >= CONFIRMED else "weak"
+
+
+def domain_evidence(acts: TextActivations, cases) -> pd.DataFrame:
+    """How much a domain moves a neuron, and how often the domain's texts use its tokens.
+
+    Args:
+        acts: activations on texts of several domains.
+        cases: ``(neuron, domain)`` pairs.
+
+    Returns:
+        One row per case: the mean true pre-activation on the domain's texts and on the other
+        domains' texts (:meth:`DomainTexts.others`: a text two domains share, such as a UK
+        medicine leaflet that is both *british* and *medical*, is left out), their difference (``excess``), the same difference for the approximation
+        (``predicted excess``), the mean standard deviation along the domain's texts
+        (``within-text SD``), ``excess / within-text SD``, and the neuron's up- and down-tokens
+        per 1000 tokens in the domain's texts and in the others, and the :func:`verdict`.
+    """
+    means, approx = acts.window_means(), acts.window_means("approx")
+    spreads = acts.window_spreads()
+    up, down = acts.marks_per_1000()
+    rows = []
+    for neuron, domain in cases:
+        col, inside = acts.column(neuron), acts.texts.indices(domain)
+        outside = acts.texts.others(domain)
+        if not outside:
+            raise ValueError("domain_evidence needs texts of at least one other domain.")
+        excess = float(means[inside, col].mean() - means[outside, col].mean())
+        predicted = float(approx[inside, col].mean() - approx[outside, col].mean())
+        spread = float(spreads[inside, col].mean())
+        rows.append(
+            {
+                "neuron": int(neuron),
+                "domain": domain,
+                "mean, domain": float(means[inside, col].mean()),
+                "mean, others": float(means[outside, col].mean()),
+                "excess": excess,
+                "predicted excess": predicted,
+                "within-text SD": spread,
+                "excess / SD": excess / spread,
+                "verdict": verdict(excess / spread, predicted),
+                "up-tokens /1000, domain": float(up[inside, col].mean()),
+                "up-tokens /1000, others": float(up[outside, col].mean()),
+                "down-tokens /1000, domain": float(down[inside, col].mean()),
+                "down-tokens /1000, others": float(down[outside, col].mean()),
+            }
+        )
+    return pd.DataFrame(rows).set_index(["neuron", "domain"])
+
+
+@torch.no_grad()
+def term_spreads(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neuron,
+    tokens: Int[Tensor, "pos"],
+    start: int = START,
+) -> dict[str, float]:
+    """Standard deviation along one text of each term of a neuron's approximate pre-activation.
+
+    The terms are those of :meth:`evaluation.NeuronApproximator.terms` (the bag of tokens, the
+    direct path of the current token, the other heads, ...), over positions ``>= start``.
+    """
+    from context_neurons import evaluation as ev
+
+    terms = ev.approximator(circuit, model, [neuron]).terms(tokens[None].to(model.cfg.device))
+    return {name: float(t[0, start:, 0].std()) for name, t in terms.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# The gallery
+# ----------------------------------------------------------------------------------------------
 
 
 def gallery_table(
@@ -36,9 +396,10 @@ def gallery_table(
     ``|z|``, the tokens behind the score) that belong to the topics planted there.
     """
     neurons = check_neurons(model, neurons)
+    tables = token_tables(circuit, model, neurons, k=max(k, scores.k), scores=scores)
     rows = []
     for j in neurons:
-        table = token_table(circuit, model, j, k=max(k, scores.k), scores=scores)
+        table = tables[j]
         row = {
             "neuron": j,
             "score": round(float(scores.top[j]), 1),
@@ -49,17 +410,23 @@ def gallery_table(
         if truth is not None:
             plan = truth.context_neurons.get(j)
             row["planted as"] = plan["description"] if plan else "-"
-            both = pd.concat(
-                [
-                    table[["top id", "top z"]].set_axis(["id", "z"], axis=1),
-                    table[["bottom id", "bottom z"]].set_axis(["id", "z"], axis=1),
-                ]
+            row["planted-topic share"] = round(
+                planted_topic_share(truth, j, _extreme_ids(table, scores.k)), 2
             )
-            extreme = both.iloc[(-both["z"].abs().to_numpy()).argsort(kind="stable")[: scores.k]]
-            ids = list(extreme["id"])
-            row["planted-topic share"] = round(planted_topic_share(truth, j, ids), 2)
         rows.append(row)
     return pd.DataFrame(rows).set_index("neuron")
+
+
+def _extreme_ids(table: pd.DataFrame, k: int) -> list[int]:
+    """The ``k`` tokens of a token table with the largest ``|z|``, either side."""
+    both = pd.concat(
+        [
+            table[["top id", "top z"]].set_axis(["id", "z"], axis=1),
+            table[["bottom id", "bottom z"]].set_axis(["id", "z"], axis=1),
+        ]
+    )
+    order = (-both["z"].abs().to_numpy()).argsort(kind="stable")[:k]
+    return [int(t) for t in both["id"].iloc[order]]
 
 
 def plot_gallery(
@@ -69,81 +436,118 @@ def plot_gallery(
     scores: NeuronScores,
     k: int = 5,
     columns: int = 4,
-    max_neurons: int = 40,
 ):
-    """A grid of small bar charts of top and bottom contributions, one per neuron (best first)."""
-    neurons = check_neurons(model, neurons)[:max_neurons]
+    """A grid of small bar charts of top and bottom contributions, one per neuron (in order)."""
+    neurons = check_neurons(model, neurons)
+    tables = token_tables(circuit, model, neurons, k=k, scores=scores)
     rows = (len(neurons) + columns - 1) // columns
     fig, axes = plt.subplots(rows, columns, figsize=(3.1 * columns, 2.3 * rows), squeeze=False)
     for ax, j in zip(axes.flat, neurons):
-        table = token_table(circuit, model, j, k=k, scores=scores)
-        plot_token_bars(
-            table, j, k=k, ax=ax, title=f"neuron {j} (score {float(scores.top[j]):.0f})"
-        )
+        title = f"neuron {j} (score {float(scores.top[j]):.0f})"
+        plot_token_bars(tables[j], j, k=k, ax=ax, title=title)
     for ax in list(axes.flat)[len(neurons) :]:
         ax.axis("off")
     fig.tight_layout()
     return fig
 
 
-def write_gallery(
-    directory: str | Path,
-    circuit: ContextualCircuit,
-    model: HookedTransformer,
-    neurons,
-    scores: NeuronScores,
-    truth=None,
-    k: int = 12,
-) -> list[Path]:
-    """Write ``index.md`` and one ``neuron_<j>.md`` page (with a PNG) per neuron into ``directory``.
+def neuron_facts(
+    acts: TextActivations, scores: NeuronScores, neuron, window: int, truth=None
+) -> dict[str, str]:
+    """The facts listed under a neuron's heading on the gallery page.
 
-    Returns:
-        The paths written, index first.
+    Args:
+        acts: activations on the gallery's texts (the neuron among them).
+        scores: the discovery scores.
+        neuron: the neuron.
+        window: the text its plot shows.
+        truth: the planted truth, or ``None`` (GPT-2).
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    neurons = check_neurons(model, neurons)
-    summary = gallery_table(circuit, model, neurons, scores, truth)
-    written = []
-    index = [
-        "# Context neuron gallery",
-        "",
-        f"{len(neurons)} layer-0 neurons found from the weights (calibration text "
-        f"'{circuit.calibration.name}'), best score first.",
-        "",
-        "| neuron | score | top tokens | bottom tokens |",
-        "|---|---|---|---|",
-    ]
+    j, col = int(neuron), acts.column(neuron)
+    found = scores.found(acts.theta)
+    rank = f" (rank {found.index(j) + 1} of {len(found)})" if j in found else ""
+    push = "up" if scores.sign[j] > 0 else "down"
+    marks = acts.marks[window, 1 : int(acts.lengths[window]), col]
+    facts = {
+        "score": f"top[j] = {float(scores.top[j]):.1f}{rank}; its {scores.k} most extreme "
+        f"tokens push it {push} on balance",
+    }
+    if truth is not None:
+        plan = truth.context_neurons.get(j)
+        facts["planted as"] = plan["description"] if plan else "not planted"
+    departure = float(acts.departures()[window, col])
+    facts["plotted text"] = (
+        f"{code_span(acts.texts.labels[window])} (domain *{acts.texts.domains[window]}*): its "
+        f"mean pre-activation there is {departure:+.2f} from its median over the "
+        f"{len(acts.lengths)} texts (up-tokens in it: {int((marks > 0).sum())}, down-tokens: "
+        f"{int((marks < 0).sum())})"
+    )
+    return facts
+
+
+def code_span(text: str, in_table: bool = False) -> str:
+    """``text`` as a Markdown code span, shown verbatim (backticks inside are fenced around)."""
+    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    span = f"{fence}{pad}{text}{pad}{fence}"
+    return span.replace("|", "\\|") if in_table else span
+
+
+def anchor(neuron) -> str:
+    """The HTML id of a neuron's heading on the gallery page (``Neuron 300`` -> ``neuron-300``)."""
+    return f"neuron-{int(neuron)}"
+
+
+def index_markdown(
+    neurons, scores: NeuronScores, tables: dict[int, pd.DataFrame], extra=None, k: int = 3
+) -> str:
+    """A Markdown table of all neurons, each linking to its heading on the page.
+
+    Args:
+        neurons: the neurons, in the order of the rows.
+        scores: their scores.
+        tables: neuron -> token table (:func:`neurons.token_tables`).
+        extra: neuron -> {column: text}, further columns (e.g. what was planted there).
+        k: tokens shown per side.
+    """
+    extra = extra or {}
+    columns = list(dict.fromkeys(c for j in neurons for c in extra.get(j, {})))
+    head = ["neuron", "score", "top tokens", "bottom tokens", *columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for j in neurons:
-        row = summary.loc[j]
-        index.append(
-            f"| [{j}](neuron_{j}.md) | {row['score']} | `{row['top tokens']}` | "
-            f"`{row['bottom tokens']}` |"
-        )
-        table = token_table(circuit, model, j, k=k, scores=scores)
-        fig = plot_token_bars(table, j, k=k)
-        fig.savefig(directory / f"neuron_{j}.png", dpi=90)
-        plt.close(fig)
-        page = [f"# Neuron {j}", "", f"Score {row['score']} (direction {row['direction']}).", ""]
-        if truth is not None:
-            page += [f"Planted as: {row['planted as']}.", ""]
-        shown = table.drop(columns=["top id", "bottom id"]).round(3)
-        page += [
-            f"![token contributions of neuron {j}](neuron_{j}.png)",
-            "",
-            shown.to_markdown() if _has_tabulate() else f"```\n{shown.to_string()}\n```",
-            "",
+        table = tables[j]
+        cells = [
+            f'<a href="#{anchor(j)}">{j}</a>',
+            f"{float(scores.top[j]):.1f}",
+            " ".join(code_span(t, True) for t in table["top token"].iloc[:k]),
+            " ".join(code_span(t, True) for t in table["bottom token"].iloc[:k]),
+            *[str(extra.get(j, {}).get(c, "")).replace("|", "\\|") for c in columns],
         ]
-        path = directory / f"neuron_{j}.md"
-        path.write_text("\n".join(page), encoding="utf-8")
-        written.append(path)
-    (directory / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
-    return [directory / "index.md", *written]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def neuron_markdown(neuron: int, table: pd.DataFrame, facts: dict[str, str], k: int = 10) -> str:
+    """One neuron's section of the gallery: a heading, facts, and its top and bottom tokens.
+
+    Args:
+        neuron: the neuron index (the heading is ``Neuron <j>``, its HTML id :func:`anchor`).
+        table: its token table (:func:`neurons.token_tables`), at least ``k`` rows.
+        facts: label -> text, shown as a list under the heading.
+        k: rows of the token table shown.
+    """
+    lines = [f"### Neuron {int(neuron)}", ""]
+    lines += [f"- **{label}**: {text}" for label, text in facts.items()]
+    lines += [
+        "",
+        "| rank | top token | contribution | z | bottom token | contribution | z |",
+        "|---:|---|---:|---:|---|---:|---:|",
+    ]
+    for rank, row in table.head(k).iterrows():
+        lines.append(
+            f"| {rank} | {code_span(row['top token'], True)} | {row['top contribution']:+.2f} "
+            f"| {row['top z']:+.1f} | {code_span(row['bottom token'], True)} "
+            f"| {row['bottom contribution']:+.2f} | {row['bottom z']:+.1f} |"
+        )
+    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Context neurons from the weights. This module implements METHOD.md section 5's discovery (ch. 5).
+"""Context neurons from the weights. This module implements the discovery of METHOD.md section 5.
 
 Gibson's paper, section "Finding context-sensitive neurons": the contextual heads write
 ``sum_i K[n, i] e(t_i)`` (chapter 4), so a layer-0 MLP neuron ``j`` receives, through LayerNorm 2
@@ -44,7 +44,7 @@ from torch import Tensor
 from transformer_lens import HookedTransformer
 
 from context_neurons import decomposition as dec
-from context_neurons.circuit import ContextualCircuit
+from context_neurons.circuit import ContextualCircuit, IdentityCache
 
 #: Default number of extreme tokens averaged by the score.
 TOP_K = 20
@@ -93,7 +93,7 @@ def check_neurons(model: HookedTransformer, neurons) -> list[int]:
 def read_vectors(
     circuit: ContextualCircuit, model: HookedTransformer, neurons=None
 ) -> Float[Tensor, "d_model n_neurons"]:
-    """``w_j = s2 * centred(gamma2 * W_in[:, j])``: what neuron ``j`` reads from LN2-linearised input."""
+    """``w_j = s2 * centred(gamma2 * W_in[:, j])``: what neuron ``j`` reads through a linear LN2."""
     neurons = check_neurons(model, neurons)
     gamma, _ = dec.ln_affine(model.blocks[0].ln2, model.cfg.d_model)
     w = gamma[:, None] * model.blocks[0].mlp.W_in[:, neurons]
@@ -107,10 +107,24 @@ def contributions(
     neurons=None,
     token_ids: Int[Tensor, "n_tokens"] | None = None,
 ) -> Float[Tensor, "n_neurons n_tokens"]:
-    """``contribution[j, t] = e(t) . w_j``: one GEMM of extended embeddings and read vectors."""
+    """``contribution[j, t] = e(t) . w_j``: one GEMM of extended embeddings and read vectors.
+
+    Args:
+        circuit: the contextual circuit (its extended embeddings ``e``).
+        model: the model (LN2 and ``W_in``).
+        neurons: layer-0 neuron indices (``None``: all).
+        token_ids: the tokens (``None``: the whole vocabulary, in id order).
+
+    Returns:
+        ``[n_neurons, n_tokens]`` contributions, in pre-activation units.
+    """
     w = read_vectors(circuit, model, neurons)
-    e = circuit.extended if token_ids is None else circuit.extended[token_ids]
-    return (e @ w).T
+    if token_ids is None:
+        return (circuit.extended @ w).T
+    token_ids = torch.as_tensor(token_ids, device=circuit.extended.device)
+    if 2 * len(token_ids) < len(circuit.extended):
+        return (circuit.extended[token_ids] @ w).T  # a few rows of e: cheap to copy
+    return (circuit.extended @ w)[token_ids].T  # most of the vocabulary: never copy e
 
 
 def scoring_vocabulary(model: HookedTransformer, exclude=(None,)) -> Bool[Tensor, "d_vocab"]:
@@ -177,20 +191,17 @@ def score_neurons(
     ids = vocabulary.nonzero().flatten()
     if len(ids) < 2 * k:
         raise ValueError(f"The vocabulary has {len(ids)} tokens, too few for k = {k}.")
-    e = circuit.extended[ids]
     tops, medians, spreads, signs = [], [], [], []
     for start in range(0, model.cfg.d_mlp, chunk):
         neurons = list(range(start, min(start + chunk, model.cfg.d_mlp)))
-        x = (e @ read_vectors(circuit, model, neurons)).T  # [chunk, n_tokens]
-        med = x.median(dim=-1, keepdim=True).values
-        dev = x - med
-        spread = MAD_TO_SD * dev.abs().median(dim=-1, keepdim=True).values
-        z = dev / spread.clamp(min=1e-12)
+        x = contributions(circuit, model, neurons, ids)  # [chunk, n_tokens]
+        med, spread = robust_location_scale(x)
+        z = (x - med[:, None]) / spread[:, None]
         extreme = z.abs().topk(k, dim=-1)
         tops.append(extreme.values.mean(-1))
         signs.append(torch.sign(z.gather(-1, extreme.indices).sum(-1)))
-        medians.append(med[:, 0])
-        spreads.append(spread[:, 0])
+        medians.append(med)
+        spreads.append(spread)
     return NeuronScores(
         top=torch.cat(tops),
         median=torch.cat(medians),
@@ -201,17 +212,21 @@ def score_neurons(
     )
 
 
-_SCORES: dict[int, NeuronScores] = {}
+def robust_location_scale(
+    x: Float[Tensor, "n_neurons n_tokens"],
+) -> tuple[Float[Tensor, "n_neurons"], Float[Tensor, "n_neurons"]]:
+    """Each row's median and robust standard deviation ``1.4826 * MAD`` (at least ``1e-12``)."""
+    med = x.median(dim=-1).values
+    spread = MAD_TO_SD * (x - med[:, None]).abs().median(dim=-1).values
+    return med, spread.clamp(min=1e-12)
+
+
+_SCORES = IdentityCache(size=4)
 
 
 def get_scores(circuit: ContextualCircuit, model: HookedTransformer) -> NeuronScores:
-    """:func:`score_neurons` with default options, cached per circuit."""
-    key = id(circuit)
-    if key not in _SCORES:
-        if len(_SCORES) >= 4:
-            _SCORES.pop(next(iter(_SCORES)))
-        _SCORES[key] = score_neurons(circuit, model)
-    return _SCORES[key]
+    """:func:`score_neurons` with default options, cached per circuit and model (by identity)."""
+    return _SCORES.get((circuit, model), (), lambda: score_neurons(circuit, model))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -225,6 +240,57 @@ def token_str(model: HookedTransformer, token: int | Tensor) -> str:
 
 
 @torch.no_grad()
+def token_tables(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neurons,
+    k: int = 12,
+    scores: NeuronScores | None = None,
+    chunk: int = 256,
+) -> dict[int, pd.DataFrame]:
+    """The ``k`` top (positive) and bottom (negative) token contributions of each neuron.
+
+    One contribution GEMM per ``chunk`` neurons, then ``topk`` on each side (no full sort).
+
+    Args:
+        circuit: the contextual circuit.
+        model: the model.
+        neurons: layer-0 neuron indices.
+        k: tokens on each side.
+        scores: the scores whose vocabulary to use (default :func:`scoring_vocabulary`).
+        chunk: neurons per GEMM (bounds memory at ``chunk * d_vocab`` floats).
+
+    Returns:
+        neuron -> DataFrame indexed by ``rank`` with columns ``top id``, ``top token``, ``top
+        contribution``, ``top z`` and the same for ``bottom`` (z: robust z-score over the
+        vocabulary, as in the score). A contribution is in pre-activation units: what the token
+        would add if the kernel put all its weight on it (a token at kernel weight ``K[n, i]``
+        adds ``K[n, i]`` times this).
+    """
+    neurons = check_neurons(model, neurons)
+    vocab = scoring_vocabulary(model) if scores is None else scores.vocabulary
+    ids = vocab.nonzero().flatten()
+    if not 1 <= k <= len(ids):
+        raise ValueError(f"k must be in 1..{len(ids)}, got {k}.")
+    tables = {}
+    for start in range(0, len(neurons), chunk):
+        block = neurons[start : start + chunk]
+        c = contributions(circuit, model, block, ids)  # [chunk, n_tokens]
+        med, spread = robust_location_scale(c)
+        sides = {"top": c.topk(k, dim=-1), "bottom": c.topk(k, dim=-1, largest=False)}
+        for row, j in enumerate(block):
+            frame = {}
+            for side, extreme in sides.items():
+                values = extreme.values[row]
+                side_ids = ids[extreme.indices[row]].tolist()
+                frame[f"{side} id"] = side_ids
+                frame[f"{side} token"] = [token_str(model, t) for t in side_ids]
+                frame[f"{side} contribution"] = values.tolist()
+                frame[f"{side} z"] = ((values - med[row]) / spread[row]).tolist()
+            tables[j] = pd.DataFrame(frame, index=pd.RangeIndex(1, k + 1, name="rank"))
+    return tables
+
+
 def token_table(
     circuit: ContextualCircuit,
     model: HookedTransformer,
@@ -232,38 +298,9 @@ def token_table(
     k: int = 12,
     scores: NeuronScores | None = None,
 ) -> pd.DataFrame:
-    """The ``k`` top (positive) and bottom (negative) token contributions of one neuron.
-
-    Returns:
-        A DataFrame indexed by ``rank`` with columns ``top id``, ``top token``, ``top
-        contribution``, ``top z`` and the same for ``bottom`` (z: robust z-score). The
-        contribution is in pre-activation units: what the token would add if the kernel put all
-        its weight on it (a token at kernel weight ``K[n, i]`` adds ``K[n, i]`` times this).
-    """
+    """The ``k`` top and bottom token contributions of one neuron (see :func:`token_tables`)."""
     j = check_neuron(model, neuron)
-    vocab = scoring_vocabulary(model) if scores is None else scores.vocabulary
-    ids = vocab.nonzero().flatten()
-    c = contributions(circuit, model, [j], ids)[0]
-    med = c.median()
-    spread = MAD_TO_SD * (c - med).abs().median()
-    order = c.argsort(descending=True)
-    rows = []
-    for r in range(k):
-        hi, lo = order[r], order[-1 - r]
-        rows.append(
-            {
-                "rank": r + 1,
-                "top id": int(ids[hi]),
-                "top token": token_str(model, ids[hi]),
-                "top contribution": float(c[hi]),
-                "top z": float((c[hi] - med) / spread),
-                "bottom id": int(ids[lo]),
-                "bottom token": token_str(model, ids[lo]),
-                "bottom contribution": float(c[lo]),
-                "bottom z": float((c[lo] - med) / spread),
-            }
-        )
-    return pd.DataFrame(rows).set_index("rank")
+    return token_tables(circuit, model, [j], k, scores)[j]
 
 
 @torch.no_grad()
@@ -311,7 +348,7 @@ def spherical_kmeans(
         sim = torch.stack([x @ c for c in centres]).max(0).values
         centres.append(x[sim.argmin()])
     centres = torch.stack(centres)
-    labels = torch.zeros(len(x), dtype=torch.long)
+    labels = torch.full((len(x),), -1, dtype=torch.long, device=x.device)
     for _ in range(n_iter):
         new = (x @ centres.T).argmax(-1)
         for c in range(n_clusters):
@@ -348,28 +385,25 @@ def sub_latents(
     residual = e - (e @ w)[:, None] * w[None]
     labels, centres = spherical_kmeans(residual, n_clusters)
     unit = torch.nn.functional.normalize(residual, dim=-1)
+    nan = torch.full((), float("nan"), device=unit.device)
     within = torch.stack(
         [
-            (
-                (unit[labels == c] @ centres[c]).mean()
-                if (labels == c).any()
-                else torch.tensor(float("nan"))
-            )
+            (unit[labels == c] @ centres[c]).mean() if (labels == c).any() else nan
             for c in range(n_clusters)
         ]
     )
     table = pd.DataFrame(
         {
             "token": [token_str(model, t) for t in ids.tolist()],
-            "contribution": values.tolist(),
-            "cluster": labels.tolist(),
+            "contribution": values.cpu().tolist(),
+            "cluster": labels.cpu().tolist(),
         }
     ).sort_values(["cluster", "contribution"], ascending=[True, side == "bottom"])
     return SubLatents(
         table=table.reset_index(drop=True),
-        centroid_cosine=centres @ centres.T,
-        within_cosine=within,
-        singular_values=torch.linalg.svdvals(residual),
+        centroid_cosine=(centres @ centres.T).cpu(),
+        within_cosine=within.cpu(),
+        singular_values=torch.linalg.svdvals(residual).cpu(),
     )
 
 
@@ -467,15 +501,16 @@ def reproduce_section(ctx) -> list:
                 "neuron_precision",
                 precision,
                 "-",
-                1.0,
-                label="found neurons that were planted / found neurons",
+                None,
+                label=f"found neurons that were planted / {len(found)} found "
+                f"({len(planted)} context neurons planted)",
             ),
             Row(
                 "neuron_recall",
                 recall,
                 "-",
-                1.0,
-                label=f"planted neurons found / {len(planted)} planted",
+                None,
+                label=f"planted neurons found / {len(planted)} planted context neurons",
             ),
         ]
     return rows

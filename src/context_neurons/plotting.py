@@ -6,14 +6,19 @@ caption. Colours follow matplotlib's default cycle; heads keep the same colour i
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import torch
 
-matplotlib.use("Agg") if matplotlib.get_backend().lower() == "agg" else None
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-
-plt.rcParams.update({"figure.dpi": 90, "axes.spines.top": False, "axes.spines.right": False,
-                     "axes.grid": True, "grid.alpha": 0.3, "font.size": 10})
+plt.rcParams.update(
+    {
+        "figure.dpi": 90,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "font.size": 10,
+    }
+)
 
 
 def head_colour(head: int):
@@ -33,9 +38,16 @@ def plot_tv_over_positions(tv: torch.Tensor, heads: list[int], title: str = "", 
         values = row
         if smooth > 1:
             kernel = torch.ones(smooth) / smooth
-            values = torch.nn.functional.conv1d(row[None, None], kernel[None, None], padding="valid")[0, 0]
-        ax.plot(torch.arange(len(values)) + (smooth - 1) / 2, values, lw=1.0, color=head_colour(head),
-                label=f"head {head}")
+            values = torch.nn.functional.conv1d(
+                row[None, None], kernel[None, None], padding="valid"
+            )[0, 0]
+        ax.plot(
+            torch.arange(len(values)) + (smooth - 1) / 2,
+            values,
+            lw=1.0,
+            color=head_colour(head),
+            label=f"head {head}",
+        )
     ax.set_xlabel("destination position n")
     ax.set_ylabel("TV distance")
     ax.set_title(title)
@@ -46,7 +58,10 @@ def plot_tv_over_positions(tv: torch.Tensor, heads: list[int], title: str = "", 
 
 
 def plot_patterns(patterns: dict[str, torch.Tensor], n: int, head: int, window: int = 60):
-    """Exact, reconstructed and positional patterns of one head at destination ``n`` (last ``window``)."""
+    """Exact, reconstructed and positional patterns of one head at destination ``n``.
+
+    Only the last ``window`` source positions are drawn.
+    """
     fig, ax = plt.subplots(figsize=(8, 3.2))
     lo = max(0, n - window + 1)
     x = torch.arange(lo, n + 1)

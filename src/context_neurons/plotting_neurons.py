@@ -1,8 +1,9 @@
-"""Plotting for chapters 4 to 6. This module holds the thin wrappers behind the circuit and neuron figures.
+"""Plotting for chapters 4 to 6. This module holds the wrappers behind circuit and neuron figures.
 
 Each function takes results computed elsewhere (:mod:`context_neurons.circuit`,
 :mod:`context_neurons.neurons`, :mod:`context_neurons.evaluation`), draws one figure and returns
-it; chapters add the caption. Heads keep the colours of :func:`context_neurons.plotting.head_colour`.
+it; chapters add the caption. Heads keep the colours of
+:func:`context_neurons.plotting.head_colour`. Tensors are moved to the CPU before plotting.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _smooth(values: torch.Tensor, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plot_kernels(circuit, n=500, window=150):
-    """Each contextual head's positional pattern at destination ``n`` and the shared median kernel."""
+    """Each contextual head's positional pattern at destination ``n`` and the median kernel."""
     fig, ax = plt.subplots(figsize=(8, 3.4))
     lo = max(0, n - window + 1)
     x = np.arange(lo, n + 1)
@@ -106,7 +107,7 @@ def plot_output_scatter(
 
 
 def plot_scores(scores, theta, planted=None, null=None):
-    """Histogram of the discovery score ``top[j]`` over all neurons (log scale), threshold marked."""
+    """Histogram of the discovery score ``top[j]`` of all neurons (log scale), threshold marked."""
     top = scores.top.cpu().numpy()
     fig, ax = plt.subplots(figsize=(8, 3.4))
     bins = np.logspace(np.log10(max(top.min(), 1e-2)), np.log10(top.max() * 1.05), 60)
@@ -177,29 +178,94 @@ def plot_token_bars(table: pd.DataFrame, neuron, k: int = 10, ax=None, title: st
 
 
 def plot_activation_curves(
-    curves: dict[str, torch.Tensor], title: str = "", start: int = 1, ax=None, legend: bool = True
+    curves: dict[str, torch.Tensor],
+    title: str = "",
+    start: int = 1,
+    ax=None,
+    legend: bool = True,
+    marks: torch.Tensor | None = None,
+    baseline: float | None = None,
+    figsize: tuple[float, float] = (8, 3.0),
 ):
-    """True and approximate pre-activation of one neuron along one text."""
+    """True and approximate pre-activation of one neuron along one text.
+
+    Args:
+        curves: name -> ``[pos]`` values (``"true"``, ``"approximation"``, ``"bag only"``).
+        title: the axes' title.
+        start: first position drawn.
+        ax: draw into these axes (default: a new figure of ``figsize``).
+        legend: draw a legend.
+        marks: ``[pos]`` of +1 / -1 / 0: ticks at the bottom where the neuron's up-tokens (red)
+            and down-tokens (blue) occur.
+        baseline: a dotted horizontal line (e.g. the neuron's median over many texts).
+        figsize: the size of a new figure.
+    """
     own = ax is None
     if own:
-        fig, ax = plt.subplots(figsize=(8, 3.0))
+        fig, ax = plt.subplots(figsize=figsize)
     styles = {
         "true": dict(color=TRUE_COLOUR, lw=1.0),
         "approximation": dict(color=APPROX_COLOUR, lw=1.0, ls="--"),
         "bag only": dict(color="tab:blue", lw=0.8, ls=":"),
     }
     for name, values in curves.items():
+        values = torch.as_tensor(values).detach().cpu()
         x = np.arange(start, len(values))
         ax.plot(x, values[start:].numpy(), label=name, **styles.get(name, {}))
+    if baseline is not None:
+        ax.axhline(baseline, color="grey", ls=":", lw=1.0, label="median over texts")
+    if marks is not None:
+        _draw_marks(ax, torch.as_tensor(marks).detach().cpu(), start)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("position n")
     ax.set_ylabel("pre-activation")
     if legend:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7, ncol=2)
     if own:
         ax.figure.tight_layout()
         return ax.figure
     return ax
+
+
+MARK_COLOURS = {1: ("tab:red", "up-token"), -1: ("tab:blue", "down-token")}
+
+
+def _draw_marks(ax, marks: torch.Tensor, start: int) -> None:
+    """Ticks along the bottom of ``ax`` where ``marks`` is +1 (red) or -1 (blue)."""
+    for sign, (colour, name) in MARK_COLOURS.items():
+        x = (marks == sign).nonzero().flatten().numpy()
+        x = x[x >= start]
+        transform = ax.get_xaxis_transform()  # x in data units, y in axes units
+        ax.vlines(x, 0, 0.08, transform=transform, color=colour, lw=0.9, label=name)
+
+
+def plot_activation_grid(panels: list[dict], columns: int = 2, height: float = 2.1):
+    """Several :func:`plot_activation_curves` panels in a grid (legend on the first only).
+
+    Args:
+        panels: dicts with ``curves`` and optionally ``marks``, ``baseline``, ``title``.
+        columns: panels per row.
+        height: inches per row.
+    """
+    if not panels:
+        raise ValueError("plot_activation_grid needs at least one panel.")
+    rows = (len(panels) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(5.0 * columns, height * rows), squeeze=False)
+    for k, (ax, panel) in enumerate(zip(axes.flat, panels)):
+        plot_activation_curves(
+            panel["curves"],
+            title=panel.get("title", ""),
+            ax=ax,
+            legend=k == 0,
+            marks=panel.get("marks"),
+            baseline=panel.get("baseline"),
+        )
+        if k < len(panels) - columns:  # a panel below shares the x axis' meaning
+            ax.set_xlabel("")
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
 
 
 def plot_accuracy(evaluations: dict, bins: int = 40):
@@ -210,7 +276,7 @@ def plot_accuracy(evaluations: dict, bins: int = 40):
     for name, ev in evaluations.items():
         r = ev.pearson.flatten()
         f = ev.fvu.flatten()
-        r, f = r[~r.isnan()].numpy(), f[~f.isnan()].numpy()
+        r, f = r[~r.isnan()].cpu().numpy(), f[~f.isnan()].cpu().numpy()
         axes[0].hist(
             r,
             bins=r_bins,

@@ -179,6 +179,24 @@ def test_get_circuit_is_cached(planted, circuit):
     assert C.get_circuit(planted.model) is circuit
 
 
+def test_identity_cache_does_not_serve_a_reused_id():
+    """An entry whose object is gone is never served to a new object that got the same id."""
+
+    class Thing:
+        pass
+
+    cache = C.IdentityCache(size=2)
+    first, second = Thing(), Thing()
+    assert cache.get((first,), ("a",), lambda: 1) == 1
+    assert cache.get((first,), ("a",), lambda: 2) == 1  # cached
+    # Simulate id reuse: move the first object's entry under the second object's id.
+    cache._entries[(id(second), "a")] = cache._entries.pop((id(first), "a"))
+    assert cache.get((second,), ("a",), lambda: 3) == 3
+    cache.get((first,), ("b",), lambda: 4)
+    cache.get((first,), ("c",), lambda: 5)
+    assert len(cache._entries) == 2  # the oldest entry was dropped
+
+
 def test_ln2_scale_is_median_inverse_std(planted, circuit):
     model = planted.model
     _, cache = model.run_with_cache(

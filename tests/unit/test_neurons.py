@@ -166,16 +166,135 @@ def test_sub_latents_split_two_topics(planted, circuit):
     assert float(split.centroid_cosine[0, 1]) < float(single.centroid_cosine[0, 1])
 
 
-def test_gallery(planted, circuit, scores, tmp_path):
+def test_token_tables_match_a_full_sort(planted, circuit, scores):
+    """topk per side equals sorting all contributions; z uses the score's median and spread."""
+    model = planted.model
+    neurons = [300, 1710, 5]
+    tables = N.token_tables(circuit, model, neurons, k=7, scores=scores)
+    ids = scores.vocabulary.nonzero().flatten()
+    for j in neurons:
+        c = N.contributions(circuit, model, [j])[0][ids]
+        order = c.argsort(descending=True)
+        table = tables[j]
+        assert table["top id"].tolist() == ids[order[:7]].tolist()
+        assert table["bottom id"].tolist() == ids[order.flip(0)[:7]].tolist()
+        z = (table["top contribution"].to_numpy() - float(scores.median[j])) / float(
+            scores.spread[j]
+        )
+        assert np.allclose(table["top z"].to_numpy(), z, rtol=1e-3)
+        single = N.token_table(circuit, model, j, k=7, scores=scores)  # a GEMV: float noise
+        assert single["top id"].tolist() == table["top id"].tolist()
+        assert np.allclose(single["bottom z"], table["bottom z"], rtol=1e-4)
+    ids_top, values = N.top_tokens(circuit, model, 300, k=7)
+    assert ids_top.tolist() == tables[300]["top id"].tolist()
+    assert np.allclose(values.numpy(), tables[300]["top contribution"].to_numpy())
+
+
+def test_contributions_of_few_and_many_tokens_agree(planted, circuit):
+    """The index-first path (few tokens) and the product-first path (most tokens) agree."""
+    model = planted.model
+    full = N.contributions(circuit, model, [300, 57])
+    few = torch.tensor([262, 50000, 11])
+    many = torch.arange(0, model.cfg.d_vocab - 3)
+    assert torch.allclose(N.contributions(circuit, model, [300, 57], few), full[:, few], atol=1e-4)
+    assert torch.allclose(N.contributions(circuit, model, [300, 57], many), full[:, many])
+
+
+def test_scores_cache_checks_identity(planted, circuit, scores):
+    """Cached scores are keyed by the circuit's identity (see test_identity_cache_...)."""
+    model = planted.model
+    assert N.get_scores(circuit, model) is scores
+    assert isinstance(N._SCORES, C.IdentityCache)
+
+
+def test_gallery_table_and_markdown(planted, circuit, scores):
     model = planted.model
     table = gallery.gallery_table(circuit, model, [300, 1710], scores, planted.truth)
     assert list(table.index) == [300, 1710]
     assert table.loc[1710, "planted as"] == planted.truth.context_neurons[1710]["description"]
     assert table.loc[300, "planted-topic share"] >= 0.9
-    written = gallery.write_gallery(tmp_path, circuit, model, [300], scores, planted.truth, k=5)
-    assert [p.name for p in written] == ["index.md", "neuron_300.md"]
-    assert (tmp_path / "neuron_300.png").stat().st_size > 1000
-    assert "neuron_300.md" in (tmp_path / "index.md").read_text()
+    tables = N.token_tables(circuit, model, [300, 1710], k=4, scores=scores)
+    index = gallery.index_markdown([300, 1710], scores, tables, {300: {"planted as": "a|b"}})
+    lines = index.splitlines()
+    assert lines[0].startswith("| neuron | score | top tokens | bottom tokens | planted as |")
+    assert '<a href="#neuron-300">300</a>' in lines[2] and "a\\|b" in lines[2]
+    assert len(lines) == 4
+    page = gallery.neuron_markdown(300, tables[300], {"score": "174"}, k=3)
+    assert page.splitlines()[0] == "### Neuron 300" and gallery.anchor(300) == "neuron-300"
+    assert "- **score**: 174" in page
+    assert page.count("\n| ") == 4  # header row and three token rows
+    assert tables[300]["top token"].iloc[0] in page
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("' the'", "`' the'`"), ("'`'", "``'`'``"), ("`a", "`` `a ``"), ("'a|b'", "`'a\\|b'`")],
+)
+def test_code_span(text, expected):
+    assert gallery.code_span(text, in_table=True) == expected
+
+
+def test_verdict():
+    assert gallery.verdict(1.2, 0.5) == "confirmed"
+    assert gallery.verdict(-1.2, -0.1) == "confirmed"
+    assert gallery.verdict(0.7, 0.3) == "weak"
+    assert gallery.verdict(0.2, 0.3) == "not shown"
+    assert gallery.verdict(-0.8, 0.4) == "contradicted"
+
+
+@pytest.fixture(scope="module")
+def acts(planted, circuit, scores):
+    texts = gallery.domain_texts(planted.model.tokenizer, ["bible", "spanish"], n=1, n_ctx=200)
+    return gallery.text_activations(circuit, planted.model, [1710, 1450], texts, scores)
+
+
+def test_text_activations_match_the_model(planted, circuit, scores, acts):
+    from context_neurons import evaluation as ev
+
+    model = planted.model
+    assert acts.texts.domains == ["bible", "spanish"] and acts.tokens.shape == (2, 200)
+    true = ev.true_pre_activations(model, acts.tokens, [1710, 1450]).cpu()
+    assert torch.allclose(acts.true, true, atol=1e-5)
+    approx = ev.approximator(circuit, model, [1710, 1450])(acts.tokens).cpu()
+    assert torch.allclose(acts.approx, approx, atol=1e-5)
+    # marks: the sign of z where |z| >= theta, by a direct computation
+    c = N.contributions(circuit, model, [1450], acts.tokens[1])[0]
+    z = (c - scores.median[1450]) / scores.spread[1450]
+    expected = (z >= N.THETA).long() - (z <= -N.THETA).long()
+    expected[acts.tokens[1] == model.tokenizer.bos_token_id] = 0
+    assert torch.equal(acts.marks[1, :, 1], expected)
+    assert int((acts.marks[1, :, 1] > 0).sum()) > 20  # Spanish text: many Spanish tokens
+
+
+def test_domain_evidence_arithmetic(acts):
+    means = acts.true[:, 100:].mean(1)  # both windows are full length
+    assert torch.allclose(acts.window_means(), means, atol=1e-5)
+    evidence = gallery.domain_evidence(acts, [(1450, "spanish"), (1710, "bible")])
+    row = evidence.loc[(1450, "spanish")]
+    assert row["excess"] == pytest.approx(float(means[1, 1] - means[0, 1]), abs=1e-5)
+    assert row["within-text SD"] == pytest.approx(float(acts.true[1, 100:, 1].std()), rel=1e-4)
+    assert row["excess / SD"] == pytest.approx(row["excess"] / row["within-text SD"])
+    assert row["verdict"] == "confirmed"  # the planted Spanish neuron on Spanish text
+    assert acts.best_window(1450) == 1 and acts.best_window(1450, "bible") == 0
+    assert acts.texts.others("bible") == [1]
+    assert gallery.token_matched_neuron(acts, "spanish") == 1450
+    assert gallery.token_matched_neuron(acts, "bible") == 1710
+    with pytest.raises(ValueError, match="not computed"):
+        acts.column(300)
+    with pytest.raises(Exception, match="No texts of domain"):
+        gallery.domain_evidence(acts, [(1450, "code")])
+
+
+def test_precision_recall_rows_have_no_typed_truth(planted, circuit):
+    from types import SimpleNamespace
+
+    ctx = SimpleNamespace(model=planted.model, loaded=planted, shared={"circuit": circuit})
+    rows = {row.key: row for row in N.reproduce_section(ctx)}
+    n_planted = len(planted.truth.context_neurons)
+    assert rows["neurons_found"].truth == n_planted
+    for key in ("neuron_precision", "neuron_recall"):
+        assert rows[key].truth is None and f"{n_planted}" in rows[key].label
+        assert 0.9 <= rows[key].value <= 1.0
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# (ch-neuron-gallery)=
+# # Gallery of the context neurons
+#
+# This page shows every layer-0 neuron that {ref}`ch-neurons` finds from the weights
+# ($\mathrm{top}[j] \ge \theta$), best score first, each under its own heading. For each neuron
+# you see:
+#
+# - its **score** and, on the planted model, what was planted there;
+# - its **top and bottom tokens**: the ten tokens whose extended embeddings push its
+#   pre-activation up most and down most. A contribution is what the token would add if the
+#   kernel put all its weight on it; $z$ is the robust z-score of section 5.2;
+# - a small **activation plot** along one real text: among four texts of each domain of
+#   `data.DOMAINS`, the one on which the neuron's mean pre-activation departs most from its
+#   median over all texts. Black: the model's pre-activation; orange, dashed: the circuit's
+#   approximation from the weights (chapter 6); grey, dotted: the neuron's median over all texts;
+#   ticks along the bottom: its up-tokens (red) and down-tokens (blue) in the text, the tokens
+#   at least $\theta$ robust standard deviations from its median contribution.
+#
+# Everything on the page is computed when it is built; the banner below names the model that
+# produced it. The code is hidden under the cells; the functions are in
+# `context_neurons.gallery`.
+
+# %% tags=["remove-cell"]
+# Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).
+import importlib.util
+import os
+import sys
+
+if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
+    importlib.util.find_spec("context_neurons") is None
+):
+    import subprocess
+
+    spec = "context-neurons[book,online] @ git+https://github.com/context-neurons/context-neurons"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
+    importlib.invalidate_caches()
+from context_neurons.colab import colab_setup
+
+device = colab_setup()
+
+# %%
+from context_neurons.chapter import setup_chapter
+
+loaded = setup_chapter()
+model = loaded.model
+
+# %% tags=["hide-input"]
+from context_neurons import circuit as cc
+from context_neurons import gallery
+from context_neurons import neurons as nn
+
+circuit = cc.get_circuit(model)
+scores = nn.get_scores(circuit, model)
+found = scores.found(nn.THETA)
+tables = nn.token_tables(circuit, model, found, k=10, scores=scores)
+texts = gallery.domain_texts(model.tokenizer, n=4)
+acts = gallery.text_activations(circuit, model, found, texts, scores)
+windows = {j: acts.best_window(j) for j in found}
+print(f"{len(found)} neurons with top[j] >= theta = {nn.THETA:g}")
+print(
+    f"activation plots: the best of {len(texts.windows)} texts of {len(set(texts.domains))} domains"
+)
+
+# %% [markdown]
+# ## All neurons
+#
+# One row per neuron (a link to its section), with its three top and three bottom tokens and
+# the domain of the text its plot shows:
+
+# %% tags=["hide-input"] mystnb={"markdown_format": "gfm"}
+from IPython.display import Markdown, display
+
+extra = {}
+for j in found:
+    extra[j] = {"plotted text": texts.domains[windows[j]]}
+    if loaded.is_planted:
+        plan = loaded.truth.context_neurons.get(j)
+        extra[j]["planted as"] = plan["description"] if plan else "not planted"
+display(Markdown(gallery.index_markdown(found, scores, tables, extra)))
+
+# %% [markdown]
+# ## The neurons
+
+# %% tags=["hide-input"] mystnb={"markdown_format": "gfm"}
+import matplotlib.pyplot as plt
+
+from context_neurons.plotting_neurons import plot_activation_curves
+
+for j in found:
+    w = windows[j]
+    facts = gallery.neuron_facts(acts, scores, j, w, loaded.truth)
+    display(Markdown(gallery.neuron_markdown(j, tables[j], facts, k=10)))
+    panel = acts.panel(j, w, title=f"neuron {j} on {texts.labels[w][:60]}")
+    figure = plot_activation_curves(**panel, figsize=(7.5, 2.3))
+    display(figure)
+    plt.close(figure)
