@@ -1,4 +1,4 @@
-"""How good is the circuit? This module implements the paper's evaluation of context neurons (ch. 6).
+"""How good is the circuit? This module implements the paper's evaluation of context neurons.
 
 Gibson's paper, section "Evaluating the approximation": for the discovered neurons, compare the
 pre-activation the model computes (hook ``blocks.0.mlp.hook_pre``) with the one the contextual
@@ -17,20 +17,31 @@ with the bag's denominators taken per position from the calibration text by defa
 constant-denominator version), and LN2 is linearised with the calibration text's scale ``s2``:
 ``pre_j(n) ~ s2 (gamma2 * centred(x(n))) . W_in[:, j] + beta2 . W_in[:, j] + b_in[j]``.
 Every term is linear in ``x``, so we project each onto the neurons' read vectors *first* and the
-whole prediction becomes table look-ups plus one ``[pos, pos] x [pos, neurons]`` product per
-text: for ``J`` neurons, ``B`` texts of ``P`` tokens it costs ``B P^2 J`` multiply-adds. The only
-non-linear piece, the other heads' exact LN1 scale ``1 / sigma(t_n, n)``, is one norm per position.
+whole prediction becomes table look-ups plus, per text, the kernel ``[pos, pos]`` applied to each
+contextual head's ``[pos, neurons]`` contributions (their per-position denominators differ): for
+``J`` neurons, ``B`` texts of ``P`` tokens and ``H_ctx`` contextual heads the bag costs
+``B P^2 H_ctx J`` multiply-adds (``B P^2 J`` with the constant median denominators, which let the
+heads be summed first). The only non-linear piece, the other heads' exact LN1 scale
+``1 / sigma(t_n, n)``, is one norm per position.
 
 Accuracy per neuron and text, over positions ``1..len-1`` (position 0 is ``<|endoftext|>``, the
 same in every text): the Pearson correlation ``r`` of true and approximate pre-activations, and the
 fraction of variance unexplained ``FVU = sum_n (y_n - yhat_n)^2 / sum_n (y_n - mean y)^2`` (the
 approximation used as is, no regression fitted; FVU > 1 is possible). The paper reports, on GPT-2
 Small and 1000 OpenWebText texts, median ``r = 0.9485`` and median ``FVU = 0.1426``.
+
+Much of a neuron's pre-activation is *local*: the direct path, the other heads at the current
+token and the constant depend on ``(t_n, n)`` only. To measure the context part on its own,
+:func:`evaluate` also compares ``y - local`` (the true pre-activation minus the local terms) with
+``bag + positional`` (the contextual heads' predicted share): ``context_pearson`` and
+``context_fvu``, and ``context_share``, the fraction of the true variance that ``y - local``
+carries. The residual ``y - yhat`` is the same in both comparisons; only the variance it is
+measured against differs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 import torch
@@ -41,13 +52,28 @@ from transformer_lens import HookedTransformer
 
 from context_neurons import decomposition as dec
 from context_neurons.circuit import ContextualCircuit
-from context_neurons.data import DataError, pad_windows
+from context_neurons.data import (
+    CALIBRATION_TEXTS,
+    DOMAINS,
+    DataError,
+    WindowReport,
+    corpora_dir,
+    corpus_windows,
+    domain_documents,
+    iter_documents,
+    pad_windows,
+    tokenize_windows,
+)
 from context_neurons.neurons import check_neurons, read_vectors
 
 #: First position evaluated (position 0 holds <|endoftext|> in every text).
 START = 1
 #: Default denominators of the bag (see :mod:`context_neurons.circuit`).
 DENOMINATORS = "per_position"
+#: Terms of :meth:`NeuronApproximator.terms` that depend on the current token and position only.
+LOCAL_TERMS = ("direct", "other heads", "constant")
+#: Terms that carry the contextual heads' output: the bag and their positional part.
+CONTEXT_TERMS = ("bag", "positional")
 
 
 class EvaluationError(ValueError):
@@ -60,7 +86,8 @@ def _check_batch(model: HookedTransformer, tokens) -> Tensor:
         tokens = tokens[None]
     if tokens.ndim != 2 or tokens.numel() == 0:
         raise EvaluationError(
-            f"Expected a non-empty [batch, pos] tensor of token ids, got shape {tuple(tokens.shape)}."
+            "Expected a non-empty [batch, pos] tensor of token ids, got shape "
+            f"{tuple(tokens.shape)}."
         )
     if tokens.shape[1] > model.cfg.n_ctx:
         raise EvaluationError(f"{tokens.shape[1]} tokens exceed the context of {model.cfg.n_ctx}.")
@@ -104,7 +131,9 @@ class NeuronApproximator:
     def terms(
         self, tokens: Int[Tensor, "batch pos"]
     ) -> dict[str, Float[Tensor, "batch pos n_neurons"]]:
-        """Each term of the approximate pre-activation, separately."""
+        """Each term of the approximate pre-activation, separately (keys: :data:`LOCAL_TERMS`
+        and :data:`CONTEXT_TERMS`)."""
+        tokens = torch.as_tensor(tokens).to(self.w_e.device)
         n = tokens.shape[1]
         kernel = self.circuit.kernel[:n, :n]
         x = dec.centred(self.w_e[tokens] + self.w_pos[:n])
@@ -287,6 +316,15 @@ def pearson_and_fvu(
     return pearson, fvu
 
 
+def masked_variance(
+    values: Float[Tensor, "batch pos n_neurons"], mask: Bool[Tensor, "batch pos"]
+) -> Float[Tensor, "batch n_neurons"]:
+    """Sum of squared deviations from the mean over the positions where ``mask`` is 1."""
+    m = mask[..., None].to(values.dtype)
+    mean = (values * m).sum(1) / m.sum(1)
+    return (((values - mean[:, None]) * m) ** 2).sum(1)
+
+
 @dataclass
 class Evaluation:
     """Accuracy of the approximation over a set of texts.
@@ -298,6 +336,11 @@ class Evaluation:
         fvu: fraction of variance unexplained per text and neuron.
         true_max: the largest true pre-activation of each neuron in each text.
         approx_max: the same for the approximation.
+        context_pearson: Pearson r of the context part, ``true - local`` against
+            ``bag + positional`` (module docstring).
+        context_fvu: FVU of the same comparison.
+        context_share: the variance of ``true - local`` over the variance of ``true``.
+        true_mean: the mean true pre-activation of each neuron in each text.
     """
 
     neurons: list[int]
@@ -306,6 +349,10 @@ class Evaluation:
     fvu: Float[Tensor, "n_texts n_neurons"]
     true_max: Float[Tensor, "n_texts n_neurons"]
     approx_max: Float[Tensor, "n_texts n_neurons"]
+    context_pearson: Float[Tensor, "n_texts n_neurons"]
+    context_fvu: Float[Tensor, "n_texts n_neurons"]
+    context_share: Float[Tensor, "n_texts n_neurons"]
+    true_mean: Float[Tensor, "n_texts n_neurons"]
 
     @property
     def median_pearson(self) -> float:
@@ -315,16 +362,41 @@ class Evaluation:
     def median_fvu(self) -> float:
         return float(self.fvu.flatten().nanmedian())
 
+    @property
+    def median_context_pearson(self) -> float:
+        return float(self.context_pearson.flatten().nanmedian())
+
+    @property
+    def median_context_fvu(self) -> float:
+        return float(self.context_fvu.flatten().nanmedian())
+
+    @property
+    def median_context_share(self) -> float:
+        return float(self.context_share.flatten().nanmedian())
+
     def per_neuron(self) -> pd.DataFrame:
-        """Median r and FVU of each neuron over the texts."""
+        """Median r and FVU of each neuron over the texts, of the whole and of the context part."""
         return pd.DataFrame(
             {
                 "median r": self.pearson.nanmedian(0).values.tolist(),
                 "median FVU": self.fvu.nanmedian(0).values.tolist(),
+                "context share": self.context_share.nanmedian(0).values.tolist(),
+                "context r": self.context_pearson.nanmedian(0).values.tolist(),
+                "context FVU": self.context_fvu.nanmedian(0).values.tolist(),
                 "max true pre-activation": self.true_max.max(0).values.tolist(),
             },
             index=pd.Index(self.neurons, name="neuron"),
         )
+
+    def context_view(self) -> "Evaluation":
+        """A copy whose ``pearson`` and ``fvu`` are the context part's (for the same plots)."""
+        return replace(self, pearson=self.context_pearson, fvu=self.context_fvu)
+
+    def select(self, pairs: Bool[Tensor, "n_texts n_neurons"]) -> dict[str, float]:
+        """Medians of every measure over the neuron-text pairs where ``pairs`` is true."""
+        if not bool(pairs.any()):
+            raise EvaluationError("No neuron-text pair selected.")
+        return {name: float(v[pairs].nanmedian()) for name, v in _pair_measures(self).items()}
 
 
 @torch.no_grad()
@@ -356,8 +428,41 @@ def evaluate(
             positions can be evaluated against one model run.
         denominators: ``"per_position"`` or ``"median"`` (:func:`approximator`).
     """
-    from tqdm.auto import tqdm
+    _check_windows(windows, start)
+    neurons = check_neurons(model, neurons)
+    approx_fn = approximator(circuit, model, neurons, denominators)
+    return _evaluate_with(
+        approx_fn, model, windows, labels, batch_size, start, progress, truth_cache
+    )
 
+
+@torch.no_grad()
+def evaluate_sets(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    window_sets: dict[str, list[Int[Tensor, "_pos"]]],
+    neurons,
+    batch_size: int = 8,
+    start: int = START,
+    truth_cache: dict | None = None,
+    denominators: str = DENOMINATORS,
+) -> dict[str, Evaluation]:
+    """:func:`evaluate` on each named set of texts, projecting the approximation only once."""
+    if not window_sets:
+        raise EvaluationError("No sets of texts to evaluate: give at least one named set.")
+    for windows in window_sets.values():
+        _check_windows(windows, start)
+    neurons = check_neurons(model, neurons)
+    approx_fn = approximator(circuit, model, neurons, denominators)
+    return {
+        name: _evaluate_with(
+            approx_fn, model, windows, None, batch_size, start, False, truth_cache
+        )
+        for name, windows in window_sets.items()
+    }
+
+
+def _check_windows(windows: list[Int[Tensor, "_pos"]], start: int) -> None:
     if not windows:
         raise EvaluationError("No texts to evaluate: give at least one token window.")
     for w in windows:
@@ -366,10 +471,23 @@ def evaluate(
                 f"A text has {len(w)} tokens; evaluation needs at least {start + 2} (BOS and two "
                 f"positions) to compute a correlation."
             )
-    neurons = check_neurons(model, neurons)
-    labels = labels or [f"text {i}" for i in range(len(windows))]
-    approx_fn = approximator(circuit, model, neurons, denominators)
-    pearson, fvu, tmax, amax = [], [], [], []
+
+
+def _evaluate_with(
+    approx_fn: NeuronApproximator,
+    model: HookedTransformer,
+    windows: list[Int[Tensor, "_pos"]],
+    labels: list[str] | None,
+    batch_size: int,
+    start: int,
+    progress: bool,
+    truth_cache: dict | None,
+) -> Evaluation:
+    """The batches of :func:`evaluate`, with the neurons' approximator already projected."""
+    from tqdm.auto import tqdm
+
+    neurons = approx_fn.neurons
+    out: dict[str, list[Tensor]] = {name: [] for name in _EVALUATION_TENSORS}
     batches = range(0, len(windows), batch_size)
     for b in tqdm(batches, desc="evaluating", disable=not progress):
         tokens, lengths = pad_windows(windows[b : b + batch_size])
@@ -381,23 +499,52 @@ def evaluate(
             true = true_pre_activations(model, tokens, neurons)
             if truth_cache is not None:
                 truth_cache[key] = true
-        approx = approx_fn(tokens)
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        mask = (positions[None] >= start) & (positions[None] < lengths.to(tokens.device)[:, None])
-        r, f = pearson_and_fvu(true, approx, mask)
-        pearson.append(r)
-        fvu.append(f)
-        neg = torch.tensor(float("-inf"), device=true.device)
-        tmax.append(torch.where(mask[..., None], true, neg).amax(1))
-        amax.append(torch.where(mask[..., None], approx, neg).amax(1))
+        mask = _position_mask(tokens, lengths, start)
+        for name, values in _measures(true, approx_fn.terms(tokens), mask).items():
+            out[name].append(values)
     return Evaluation(
         neurons=neurons,
-        labels=list(labels),
-        pearson=torch.cat(pearson).cpu(),
-        fvu=torch.cat(fvu).cpu(),
-        true_max=torch.cat(tmax).cpu(),
-        approx_max=torch.cat(amax).cpu(),
+        labels=list(labels or [f"text {i}" for i in range(len(windows))]),
+        **{name: torch.cat(values).cpu() for name, values in out.items()},
     )
+
+
+_EVALUATION_TENSORS = (
+    "pearson",
+    "fvu",
+    "true_max",
+    "approx_max",
+    "context_pearson",
+    "context_fvu",
+    "context_share",
+    "true_mean",
+)
+
+
+def _measures(
+    true: Float[Tensor, "batch pos n_neurons"],
+    terms: dict[str, Float[Tensor, "batch pos n_neurons"]],
+    mask: Bool[Tensor, "batch pos"],
+) -> dict[str, Float[Tensor, "batch n_neurons"]]:
+    """Every per-text measure of :class:`Evaluation` for one batch."""
+    local = sum(terms[name] for name in LOCAL_TERMS)
+    context = sum(terms[name] for name in CONTEXT_TERMS)
+    approx = local + context
+    r, f = pearson_and_fvu(true, approx, mask)
+    context_r, context_f = pearson_and_fvu(true - local, context, mask)
+    share = masked_variance(true - local, mask) / masked_variance(true, mask).clamp(min=1e-30)
+    m = mask[..., None].to(true.dtype)
+    neg = torch.tensor(float("-inf"), device=true.device)
+    return {
+        "pearson": r,
+        "fvu": f,
+        "true_max": torch.where(mask[..., None], true, neg).amax(1),
+        "approx_max": torch.where(mask[..., None], approx, neg).amax(1),
+        "context_pearson": context_r,
+        "context_fvu": context_f,
+        "context_share": share,
+        "true_mean": (true * m).sum(1) / m.sum(1),
+    }
 
 
 @torch.no_grad()
@@ -407,18 +554,36 @@ def activation_curves(
     tokens: Int[Tensor, "pos"],
     neuron,
     denominators: str = DENOMINATORS,
+    parts: bool = False,
 ) -> dict[str, Float[Tensor, "pos"]]:
-    """True and approximate pre-activation of one neuron along one text, and the bag term alone."""
+    """True and approximate pre-activation of one neuron along one text, and the bag term alone.
+
+    Args:
+        circuit: the contextual circuit.
+        model: the model.
+        tokens: one text, ``<|endoftext|>`` first.
+        neuron: a layer-0 neuron index.
+        denominators: ``"per_position"`` or ``"median"`` (:func:`approximator`).
+        parts: also return ``"local terms"`` (direct path, other heads, constant),
+            ``"true minus local"`` and ``"bag + positional"`` (the context part, true and
+            approximate; their difference is the approximation's error).
+
+    Returns:
+        CPU curves, each ``[pos]``: ``"true"``, ``"approximation"``, ``"bag only"`` (and the parts).
+    """
     if torch.as_tensor(tokens).numel() == 0:
         raise EvaluationError("The text is empty: give at least one token.")
     tokens = _check_batch(model, tokens)
     approx_fn = approximator(circuit, model, [neuron], denominators)
-    terms = approx_fn.terms(tokens)
-    return {
-        "true": true_pre_activations(model, tokens, [neuron])[0, :, 0].cpu(),
-        "approximation": sum(terms.values())[0, :, 0].cpu(),
-        "bag only": terms["bag"][0, :, 0].cpu(),
-    }
+    terms = {name: values[0, :, 0].cpu() for name, values in approx_fn.terms(tokens).items()}
+    true = true_pre_activations(model, tokens, [neuron])[0, :, 0].cpu()
+    curves = {"true": true, "approximation": sum(terms.values()), "bag only": terms["bag"]}
+    if parts:
+        local = sum(terms[name] for name in LOCAL_TERMS)
+        curves["local terms"] = local
+        curves["true minus local"] = true - local
+        curves["bag + positional"] = sum(terms[name] for name in CONTEXT_TERMS)
+    return curves
 
 
 # ----------------------------------------------------------------------------------------------
@@ -431,39 +596,59 @@ def calibration_sensitivity(
     model: HookedTransformer,
     window_sets: dict[str, list[Int[Tensor, "_pos"]]],
     neurons,
-    calibrations=("prose", "news", "bible", "spanish", "legal"),
+    calibrations=tuple(CALIBRATION_TEXTS),
     batch_size: int = 8,
     denominators: str = DENOMINATORS,
     truth_cache: dict | None = None,
+    own_neurons: dict[str, list[int]] | None = None,
 ) -> pd.DataFrame:
-    """Median Pearson r and FVU of the approximation for each calibration text and set of texts.
+    """Median r, FVU and context-part FVU for each calibration text and set of texts.
 
     The true pre-activations of each set are computed once and shared by all calibrations (and
     kept in ``truth_cache`` when given, for later :func:`evaluate` calls).
 
+    Args:
+        model: the model.
+        window_sets: named sets of texts.
+        neurons: layer-0 neuron indices.
+        calibrations: names of ``data.CALIBRATION_TEXTS``.
+        batch_size: texts per batch.
+        denominators: ``"per_position"`` or ``"median"`` (:func:`approximator`).
+        truth_cache: see :func:`evaluate`.
+        own_neurons: for some sets, the neurons of that set's domain (:func:`matched_domains`):
+            adds the measure ``"own neurons' FVU"``, the median FVU over those neurons only
+            (NaN where a set has none).
+
     Returns:
-        A DataFrame: rows calibration texts, columns ``(measure, text set)``.
+        A DataFrame: rows calibration texts, columns ``(measure, text set)`` with the measures
+        ``"median r"``, ``"median FVU"`` and ``"median context FVU"`` (and ``"own neurons' FVU"``).
     """
     from context_neurons.circuit import get_circuit
 
+    neurons = check_neurons(model, neurons)
     cache = {} if truth_cache is None else truth_cache
-    caches = {name: cache for name in window_sets}
     rows = {}
     for calib in calibrations:
         circuit = get_circuit(model, calib)
+        evaluations = evaluate_sets(
+            circuit,
+            model,
+            window_sets,
+            neurons,
+            batch_size=batch_size,
+            truth_cache=cache,
+            denominators=denominators,
+        )
         row = {}
-        for name, windows in window_sets.items():
-            ev = evaluate(
-                circuit,
-                model,
-                windows,
-                neurons,
-                batch_size=batch_size,
-                truth_cache=caches[name],
-                denominators=denominators,
-            )
+        for name, ev in evaluations.items():
             row[("median r", name)] = ev.median_pearson
             row[("median FVU", name)] = ev.median_fvu
+            row[("median context FVU", name)] = ev.median_context_fvu
+            if own_neurons is not None:
+                own = [neurons.index(j) for j in own_neurons.get(name, []) if j in neurons]
+                row[("own neurons' FVU", name)] = (
+                    float(ev.fvu[:, own].nanmedian()) if own else float("nan")
+                )
         rows[calib] = row
     table = pd.DataFrame(rows).T
     table.columns = pd.MultiIndex.from_tuples(table.columns)
@@ -471,22 +656,110 @@ def calibration_sensitivity(
     return table
 
 
+#: A neuron is quiet on the calibration text when its largest output there (after the MLP's
+#: activation function) is below this fraction of its largest output on its best set of texts...
+QUIET_FRACTION = 0.1
+#: ... and it counts as firing strongly there when that largest output is at least this.
+STRONG_OUTPUT = 1.0
+
+
 @torch.no_grad()
 def silent_on_calibration(
-    circuit: ContextualCircuit, model: HookedTransformer, neurons
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neurons,
+    evaluations: dict[str, Evaluation] | None = None,
+    quiet: float = QUIET_FRACTION,
+    strong: float = STRONG_OUTPUT,
 ) -> pd.DataFrame:
-    """The largest true pre-activation of each neuron on the calibration text itself.
+    """Each neuron's largest activation on the calibration text, beside its best set of texts.
 
-    A neuron whose maximum is negative never fires there (GELU of a negative number is about 0):
-    the circuit found it from the weights, not from its activations on the calibration text.
+    Without ``evaluations``: the largest true pre-activation on the calibration text only. With
+    them (:func:`evaluate_sets` on named sets of texts, domains say, for the same neurons): its
+    largest pre-activation on each set, the set where it is largest, and a relative criterion.
+    Outputs are the MLP's activation function (GELU) of the pre-activations. A neuron is
+    ``quiet on calibration`` when its largest output on the calibration text is below ``quiet``
+    times its largest output on its best set, and that output is at least ``strong``: it is
+    (nearly) silent on the text that calibrates the circuit, yet fires strongly in its domain.
+
+    Returns:
+        A DataFrame, rows neurons: ``max on calibration text`` (pre-activation), then with
+        ``evaluations`` the ``max on <set>`` columns, ``best set``, ``max on best set``,
+        ``output ratio`` (calibration over best set, after GELU) and ``quiet on calibration``.
     """
     neurons = check_neurons(model, neurons)
     tokens = circuit.calibration.tokens
     pre = true_pre_activations(model, tokens[None], neurons)[0, START:]
-    return pd.DataFrame(
-        {"max pre-activation on calibration text": pre.max(0).values.tolist()},
+    table = pd.DataFrame(
+        {"max on calibration text": pre.max(0).values.cpu().tolist()},
         index=pd.Index(neurons, name="neuron"),
     )
+    if not evaluations:
+        return table
+    for name, ev in evaluations.items():
+        if ev.neurons != neurons:
+            raise EvaluationError(
+                f"The evaluation of {name!r} is of neurons {ev.neurons[:5]}..., not of the "
+                f"neurons asked for: evaluate every set with the same neurons."
+            )
+        table[f"max on {name}"] = ev.true_max.max(0).values.tolist()
+    per_set = table[[f"max on {name}" for name in evaluations]]
+    table["best set"] = per_set.idxmax(axis=1).str.removeprefix("max on ")
+    table["max on best set"] = per_set.max(axis=1)
+    act = model.blocks[0].mlp.act_fn
+    calib_out = act(torch.tensor(table["max on calibration text"].to_numpy()))
+    best_out = act(torch.tensor(table["max on best set"].to_numpy()))
+    table["output ratio"] = (calib_out / best_out).tolist()
+    table["quiet on calibration"] = ((calib_out < quiet * best_out) & (best_out >= strong)).tolist()
+    return table
+
+
+def matched_domains(evaluations: dict[str, Evaluation]) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Each neuron on the texts of its own domain: the set where its mean pre-activation is highest.
+
+    Args:
+        evaluations: :func:`evaluate_sets` on named sets of texts (domains), same neurons.
+
+    Returns:
+        A per-neuron DataFrame (``domain`` and the medians of :meth:`Evaluation.select` over that
+        domain's texts), and the medians over all matched neuron-text pairs pooled.
+    """
+    if not evaluations:
+        raise EvaluationError("No evaluations: give at least one named set of texts.")
+    names = list(evaluations)
+    means = torch.stack([evaluations[name].true_mean.mean(0) for name in names])  # [set, neuron]
+    best = means.argmax(0).tolist()
+    neurons = evaluations[names[0]].neurons
+    rows, pooled = {}, {}
+    for k, (neuron, b) in enumerate(zip(neurons, best)):
+        ev = evaluations[names[b]]
+        pairs = torch.zeros_like(ev.pearson, dtype=torch.bool)
+        pairs[:, k] = True
+        rows[neuron] = {"domain": names[b], **ev.select(pairs)}
+        for measure, values in _pair_measures(ev).items():
+            pooled.setdefault(measure, []).append(values[:, k])
+    table = pd.DataFrame(rows).T
+    table.index.name = "neuron"
+    return table, {m: float(torch.cat(v).nanmedian()) for m, v in pooled.items()}
+
+
+def _pair_measures(ev: Evaluation) -> dict[str, Float[Tensor, "n_texts n_neurons"]]:
+    """The per-pair measures of an evaluation, by the names :meth:`Evaluation.select` uses."""
+    return {
+        "median r": ev.pearson,
+        "median FVU": ev.fvu,
+        "context share": ev.context_share,
+        "context r": ev.context_pearson,
+        "context FVU": ev.context_fvu,
+    }
+
+
+def _position_mask(
+    tokens: Int[Tensor, "batch pos"], lengths: Int[Tensor, "batch"], start: int
+) -> Bool[Tensor, "batch pos"]:
+    """True at the positions ``start <= n < length`` of each padded text (on the tokens' device)."""
+    positions = torch.arange(tokens.shape[1], device=tokens.device)
+    return (positions[None] >= start) & (positions[None] < lengths.to(tokens.device)[:, None])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -509,7 +782,10 @@ def reproduce_section(ctx) -> list:
     if found is None:
         found = get_scores(circuit, model).found(THETA)
     if not found:
-        return [Row("median_pearson_r", float("nan"), "0.9485", label="no neurons found")]
+        return [
+            Row("median_pearson_r", float("nan"), "0.9485", label="no neurons found"),
+            Row("median_fvu", float("nan"), "0.1426", label="no neurons found"),
+        ]
     if not ctx.windows:
         raise DataError("No evaluation texts.")
     cache: dict = {}
@@ -542,6 +818,24 @@ def reproduce_section(ctx) -> list:
             label="fraction of variance unexplained, same pairs (median)",
         ),
         Row(
+            "median_context_share",
+            ev.median_context_share,
+            "",
+            label="variance of (true - local terms) / variance of true, same pairs (median)",
+        ),
+        Row(
+            "median_context_pearson_r",
+            ev.median_context_pearson,
+            "",
+            label="Pearson r of the context part: true - local terms vs bag + positional part",
+        ),
+        Row(
+            "median_context_fvu",
+            ev.median_context_fvu,
+            "",
+            label="FVU of the context part, same pairs (median)",
+        ),
+        Row(
             "median_pearson_r_constant_denominator",
             constant.median_pearson,
             "0.9485",
@@ -560,50 +854,64 @@ def reproduce_section(ctx) -> list:
 # Texts of a domain
 # ----------------------------------------------------------------------------------------------
 
-#: Python standard-library modules used as programming text (README of the corpora).
-CODE_MODULES = ("textwrap.py", "fractions.py", "heapq.py", "bisect.py", "graphlib.py", "shlex.py")
-
-
-def code_documents(modules=CODE_MODULES):
-    """Programming text: a few modules of the running Python's standard library, as documents."""
-    import sysconfig
-    from pathlib import Path
-
-    from context_neurons.data import Document
-
-    root = Path(sysconfig.get_paths()["stdlib"])
-    docs = []
-    for name in modules:
-        path = root / name
-        if path.is_file():
-            docs.append(Document("python_stdlib", name, path.read_text(encoding="utf-8")))
-    if not docs:
-        raise DataError(f"No standard-library modules found in {root}.")
-    return docs
-
-
 def domain_windows(
-    tokenizer, domain: str, n: int = 4, min_tokens: int = 1023
+    tokenizer, domain: str, n: int = 4, min_tokens: int = 1023, interleave: bool = False
 ) -> tuple[list[Int[Tensor, "_pos"]], list[str]]:
-    """``n`` windows of a domain's texts (``data.DOMAIN_CORPORA``, or ``"code"``).
+    """``n`` windows of a domain's texts (one of ``data.DOMAINS``, ``data.domain_documents``).
 
     Documents shorter than ``min_tokens`` are concatenated, separated by ``<|endoftext|>``, so
     corpora of short items (Pokemon moves, abstracts, Bible chapters) give full-length windows.
-    """
-    from context_neurons.data import DOMAIN_CORPORA, iter_documents, tokenize_windows
 
-    if domain == "code":
-        documents = code_documents()
-    elif domain in DOMAIN_CORPORA:
-        documents = (doc for name in DOMAIN_CORPORA[domain] for doc in iter_documents(name))
-    else:
-        raise DataError(f"Unknown domain {domain!r}: choose from {list(DOMAIN_CORPORA)} or 'code'.")
+    Args:
+        tokenizer: the model's tokenizer.
+        domain: e.g. ``"bible"``, ``"spanish"``, ``"code"``.
+        n: windows wanted (fewer if the domain's texts run out).
+        min_tokens: documents shorter than this are concatenated with the next ones.
+        interleave: alternate between the domain's corpora instead of reading them in turn.
+    """
+    if domain not in DOMAINS:
+        raise DataError(f"Unknown domain {domain!r}: choose from {list(DOMAINS)}.")
+    documents = domain_documents(domain, interleave=interleave)
     windows, labels, _ = tokenize_windows(
         tokenizer, documents, min_tokens=min_tokens, short="concat", max_windows=n
     )
     if not windows:
         raise DataError(f"Domain {domain!r} gave no windows.")
     return windows, labels
+
+
+def evaluation_windows(
+    tokenizer, n: int, corpora=None, min_tokens: int = 1023
+) -> tuple[list[Int[Tensor, "_pos"]], list[str], WindowReport]:
+    """``n`` full-length evaluation windows, one document from each corpus in turn.
+
+    Offline, the documents of ``corpora`` (default ``reproduce.EVAL_CORPORA``) are interleaved so
+    that every genre is represented whatever ``n``; documents shorter than ``min_tokens`` are
+    dropped (one window per document). Without the corpora, OpenWebText
+    (``data.corpus_windows``).
+    """
+    from context_neurons.reproduce import EVAL_CORPORA
+
+    names = list(EVAL_CORPORA if corpora is None else corpora)
+    if corpora_dir(None, required=False) is None:
+        return corpus_windows(tokenizer, names, n=n, min_tokens=min_tokens)
+    streams = [iter_documents(name) for name in names]
+
+    def round_robin():
+        while streams:
+            for stream in list(streams):
+                document = next(stream, None)
+                if document is None:
+                    streams.remove(stream)
+                else:
+                    yield document
+
+    windows, labels, report = tokenize_windows(
+        tokenizer, round_robin(), min_tokens=min_tokens, max_windows=n
+    )
+    if not windows:
+        raise DataError(f"No document of at least {min_tokens} tokens in {names} ({report}).")
+    return windows, labels, report
 
 
 @torch.no_grad()
@@ -627,7 +935,7 @@ def domain_profile(
     approx_fn = None if circuit is None else approximator(circuit, model, neurons)
     columns = {}
     for name, windows in window_sets.items():
-        total = torch.zeros(len(neurons))
+        total = torch.zeros(len(neurons), device="cpu")  # sums of CPU copies of the batches
         count = 0
         for b in range(0, len(windows), batch_size):
             tokens, lengths = pad_windows(windows[b : b + batch_size])
@@ -637,10 +945,7 @@ def domain_profile(
                 if approx_fn is None
                 else approx_fn(tokens)
             )
-            positions = torch.arange(tokens.shape[1], device=tokens.device)
-            mask = (positions[None] >= start) & (
-                positions[None] < lengths.to(tokens.device)[:, None]
-            )
+            mask = _position_mask(tokens, lengths, start)
             total += (pre * mask[..., None]).sum((0, 1)).cpu()
             count += int(mask.sum())
         if count == 0:

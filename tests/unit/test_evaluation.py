@@ -59,7 +59,7 @@ def _pre_with_fixed_ln2(model, tokens, scale):
 
 @pytest.mark.parametrize("denominators", ["per_position", "median"])
 def test_approximation_is_exact_when_assumptions_hold(toy, denominators):
-    """Contextual heads content-free with one kernel, other heads on the current token, LN2 fixed."""
+    """Contextual heads content-free, one kernel, other heads on the current token, LN2 fixed."""
     model, circuit, texts = toy
     approx = E.approximator(circuit, model, None, denominators)(texts)
     true = _pre_with_fixed_ln2(model, texts, circuit.ln2_scale)
@@ -125,6 +125,63 @@ def test_truth_cache_is_reused(planted, circuit, windows):
     assert not torch.allclose(first.fvu, second.fvu)
 
 
+def test_context_part_measures(planted, circuit, windows):
+    """Context r and FVU equal a direct computation from the terms; FVU = context FVU x share."""
+    model, neurons = planted.model, [300, 1710]
+    texts = windows[0][:2]
+    result = E.evaluate(circuit, model, texts, neurons)
+    assert torch.allclose(result.fvu, result.context_fvu * result.context_share, rtol=1e-3)
+    for b, tokens in enumerate(texts):
+        for k, j in enumerate(neurons):
+            c = E.activation_curves(circuit, model, tokens, j, parts=True)
+            y, yhat = c["true minus local"][1:].numpy(), c["bag + positional"][1:].numpy()
+            assert float(result.context_pearson[b, k]) == pytest.approx(
+                np.corrcoef(y, yhat)[0, 1], abs=1e-4
+            )
+            true = c["true"][1:].numpy()
+            share = ((y - y.mean()) ** 2).sum() / ((true - true.mean()) ** 2).sum()
+            assert float(result.context_share[b, k]) == pytest.approx(share, rel=1e-3)
+            assert float(result.true_mean[b, k]) == pytest.approx(true.mean(), abs=1e-4)
+
+
+def test_activation_curve_parts_add_up(planted, circuit, windows):
+    c = E.activation_curves(circuit, planted.model, windows[0][0][:200], 1710, parts=True)
+    assert torch.allclose(c["local terms"] + c["bag + positional"], c["approximation"], atol=1e-4)
+    assert torch.allclose(c["true minus local"] + c["local terms"], c["true"], atol=1e-5)
+
+
+def test_evaluate_sets_equals_evaluate(planted, circuit, windows):
+    model = planted.model
+    sets = {"a": windows[0][:1], "b": windows[0][1:3]}
+    together = E.evaluate_sets(circuit, model, sets, [300, 57])
+    for name, texts in sets.items():
+        alone = E.evaluate(circuit, model, texts, [300, 57])
+        assert torch.allclose(together[name].pearson, alone.pearson, atol=1e-6)
+        assert torch.allclose(together[name].context_fvu, alone.context_fvu, atol=1e-6)
+    with pytest.raises(E.EvaluationError, match="No sets"):
+        E.evaluate_sets(circuit, model, {}, [300])
+
+
+def test_calibration_sensitivity_own_neurons(planted, windows):
+    model = planted.model
+    sets = {"a": windows[0][:1], "b": windows[0][1:2]}
+    table = E.calibration_sensitivity(
+        model, sets, [300, 57], calibrations=("prose",), own_neurons={"a": [57]}
+    )
+    circuit = C.get_circuit(model, "prose")
+    alone = E.evaluate(circuit, model, sets["a"], [57])
+    assert table.loc["prose", ("own neurons' FVU", "a")] == pytest.approx(
+        float(alone.fvu.median()), rel=1e-5
+    )
+    assert np.isnan(table.loc["prose", ("own neurons' FVU", "b")])
+    assert set(table.columns.get_level_values(0)) == {
+        "median r",
+        "median FVU",
+        "median context FVU",
+        "own neurons' FVU",
+    }
+
+
 # ----------------------------------------------------------------------------------------------
 # The planted model end to end
 # ----------------------------------------------------------------------------------------------
@@ -151,7 +208,48 @@ def test_activation_curves(planted, circuit, windows):
 def test_silent_on_calibration_reports_maxima(planted, circuit):
     table = E.silent_on_calibration(circuit, planted.model, [300, 1450])
     pre = E.true_pre_activations(planted.model, circuit.calibration.tokens[None], [300, 1450])
-    assert table.iloc[:, 0].to_numpy() == pytest.approx(pre[0, 1:].max(0).values.numpy(), abs=1e-5)
+    expected = pre[0, 1:].max(0).values.numpy()
+    assert table.iloc[:, 0].to_numpy() == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def domain_sets(planted):
+    tokenizer = planted.model.tokenizer
+    return {
+        d: [w[:400] for w in E.domain_windows(tokenizer, d, n=2)[0]] for d in ("bible", "spanish")
+    }
+
+
+def test_silent_on_calibration_relative_criterion(planted, circuit, domain_sets):
+    """Maxima per set equal the model's; the quiet flag follows its definition after GELU."""
+    model, neurons = planted.model, [1710, 1450, 300]
+    evaluations = E.evaluate_sets(circuit, model, domain_sets, neurons)
+    table = E.silent_on_calibration(circuit, model, neurons, evaluations)
+    for name, windows in domain_sets.items():
+        pre = E.true_pre_activations(model, torch.stack(windows), neurons)[:, 1:]
+        expected = pre.amax((0, 1)).numpy()
+        assert table[f"max on {name}"].to_numpy() == pytest.approx(expected, abs=1e-4)
+    act = model.blocks[0].mlp.act_fn
+    calib = act(torch.tensor(table["max on calibration text"].to_numpy()))
+    best = act(torch.tensor(table["max on best set"].to_numpy()))
+    quiet = (calib < E.QUIET_FRACTION * best) & (best >= E.STRONG_OUTPUT)
+    assert table["quiet on calibration"].tolist() == quiet.tolist()
+    assert table.loc[1710, "best set"] == "bible" and table.loc[1450, "best set"] == "spanish"
+    # planted: the Bible neuron is relatively quieter on prose than the spelling neuron 300
+    assert table.loc[1710, "output ratio"] < 0.5 * table.loc[300, "output ratio"]
+    assert not table.loc[300, "quiet on calibration"]
+    with pytest.raises(E.EvaluationError, match="same neurons"):
+        E.silent_on_calibration(circuit, model, [1710], evaluations)
+
+
+def test_matched_domains(planted, circuit, domain_sets):
+    evaluations = E.evaluate_sets(circuit, planted.model, domain_sets, [1710, 1450])
+    table, pooled = E.matched_domains(evaluations)
+    assert table["domain"].to_dict() == {1710: "bible", 1450: "spanish"}
+    bible, spanish = evaluations["bible"], evaluations["spanish"]
+    pooled_r = torch.cat([bible.context_pearson[:, 0], spanish.context_pearson[:, 1]])
+    assert pooled["context r"] == pytest.approx(float(pooled_r.median()), abs=1e-6)
+    assert pooled["context share"] > 0.3  # on its own domain the context part is large
 
 
 def test_reproduce_sections(planted, windows):
@@ -171,6 +269,19 @@ def test_reproduce_sections(planted, windows):
     assert rows["neuron_precision"].value >= 0.9 and rows["neuron_recall"].value >= 0.9
     assert rows["neurons_found"].truth == len(planted.truth.context_neurons)
     assert rows["median_pearson_r"].value >= 0.9
+    assert 0 < rows["median_context_share"].value < 1
+    assert rows["median_context_fvu"].value >= 0
+
+
+def test_reproduce_section_without_neurons(planted, windows):
+    """With no neuron found the section still reports both headline keys, as NaN."""
+    from context_neurons.reproduce import ReproContext
+
+    ctx = ReproContext(planted, windows[0][:1], windows[1][:1], progress=False)
+    ctx.shared["neurons_found"] = []
+    rows = {r.key: r for r in E.reproduce_section(ctx)}
+    assert {"median_pearson_r", "median_fvu"} <= set(rows)
+    assert np.isnan(rows["median_fvu"].value) and np.isnan(rows["median_pearson_r"].value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,6 +313,13 @@ def test_bad_neurons_and_options_are_refused(planted, circuit, windows):
         E.domain_windows(model.tokenizer, "cooking")
 
 
+def test_evaluation_windows_mix_corpora(planted):
+    windows, labels, report = E.evaluation_windows(planted.model.tokenizer, 6)
+    assert len(windows) == 6 and all(len(w) == 1024 and w[0] == 50256 for w in windows)
+    assert len({label.split(":")[0] for label in labels}) >= 3
+    assert report.n_windows == 6
+
+
 def test_domain_windows(planted):
     windows, labels = E.domain_windows(planted.model.tokenizer, "code", n=1)
     assert len(windows) == 1 and windows[0][0] == 50256 and len(windows[0]) == 1024
@@ -211,11 +329,16 @@ def test_domain_windows(planted):
 def test_true_pre_activations_equal_the_hook(planted):
     """The layer-0-only path equals hook blocks.0.mlp.hook_pre for the chosen neurons."""
     model = planted.model
-    tokens = torch.randint(0, model.cfg.d_vocab, (2, 200), generator=torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, model.cfg.d_vocab, (2, 200), generator=gen)
     _, cache = model.run_with_cache(tokens, names_filter="blocks.0.mlp.hook_pre")
     neurons = [300, 704, 1621, 1710, 5]
-    torch.testing.assert_close(E.true_pre_activations(model, tokens, neurons),
-                               cache["blocks.0.mlp.hook_pre"][..., neurons], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        E.true_pre_activations(model, tokens, neurons),
+        cache["blocks.0.mlp.hook_pre"][..., neurons],
+        atol=1e-4,
+        rtol=1e-4,
+    )
 
 
 def test_position_zero_uses_the_sink_denominator(planted, circuit, windows):
@@ -227,22 +350,28 @@ def test_position_zero_uses_the_sink_denominator(planted, circuit, windows):
 
 @pytest.mark.parametrize("fold_ln", [False, True])
 def test_fused_layer0_equals_the_hooked_forward_pass(fold_ln):
-    """The fused-attention path gives hook blocks.0.hook_resid_mid, with and without weight processing."""
+    """The fused-attention path gives hook blocks.0.hook_resid_mid, folded LayerNorm or not."""
     model, _ = make_small_model(seed=3, fold_ln=fold_ln)
     assert E._fused_attention_applies(model)
-    tokens = torch.randint(0, model.cfg.d_vocab, (3, model.cfg.n_ctx),
-                           generator=torch.Generator().manual_seed(1))
+    gen = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, model.cfg.d_vocab, (3, model.cfg.n_ctx), generator=gen)
     _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.startswith("blocks.0."))
-    torch.testing.assert_close(E.layer0_resid_mid(model, tokens),
-                               cache["blocks.0.hook_resid_mid"], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(E.true_pre_activations(model, tokens, None),
-                               cache["blocks.0.mlp.hook_pre"], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        E.layer0_resid_mid(model, tokens), cache["blocks.0.hook_resid_mid"], atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(
+        E.true_pre_activations(model, tokens, None),
+        cache["blocks.0.mlp.hook_pre"],
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 def test_hooks_on_layer0_are_respected():
-    """With a hook on layer 0's attention the forward pass (and the hook) runs, not the fused path."""
+    """With a hook on layer 0's attention the hooked forward pass runs, not the fused path."""
     model, _ = make_small_model(seed=3)
-    tokens = torch.randint(0, model.cfg.d_vocab, (2, 20), generator=torch.Generator().manual_seed(2))
+    gen = torch.Generator().manual_seed(2)
+    tokens = torch.randint(0, model.cfg.d_vocab, (2, 20), generator=gen)
     clean = E.layer0_resid_mid(model, tokens)
 
     def ablate_head_0(z, hook):
