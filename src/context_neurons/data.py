@@ -356,7 +356,15 @@ def domain_documents(
     if source == "openwebtext":
         yield from openwebtext_domain_documents(domain)
         return
-    streams = [iter_documents(name, root) for name in DOMAIN_CORPORA[domain]]
+    yield from corpora_documents(DOMAIN_CORPORA[domain], root, interleave)
+
+
+def corpora_documents(
+    corpora: str | Iterable[str], root: str | Path | None = None, interleave: bool = False
+) -> Iterator[Document]:
+    """The documents of corpus folders: one folder after another, or alternating between them."""
+    names = [corpora] if isinstance(corpora, str) else list(corpora)
+    streams = [iter_documents(name, root) for name in names]
     if not interleave:
         for stream in streams:
             yield from stream
@@ -488,10 +496,13 @@ def corpus_windows(
     root: str | Path | None = None,
     source: Literal["auto", "corpora", "openwebtext"] = "auto",
     seed: int = 0,
+    interleave: bool = False,
 ) -> tuple[list[Int[Tensor, "_pos"]], list[str], WindowReport]:
     """Evaluation windows: full-length windows from offline corpora, or OpenWebText online.
 
     ``source="auto"`` uses the offline corpora when they are found, else OpenWebText.
+    ``interleave`` takes one document from each corpus in turn, so every corpus is represented
+    whatever ``n``; otherwise the corpora are read one after another.
     """
     if source == "auto":
         source = "corpora" if corpora_dir(root, required=False) is not None else "openwebtext"
@@ -499,8 +510,7 @@ def corpus_windows(
         # Most OpenWebText documents are shorter than a window: stream several per window wanted.
         documents: Iterable[Document] = openwebtext_documents(max(64, 8 * (n or 1000)), seed=seed)
     else:
-        names = [corpora] if isinstance(corpora, str) else list(corpora)
-        documents = (doc for name in names for doc in iter_documents(name, root))
+        documents = corpora_documents(corpora, root, interleave)
     windows, labels, report = tokenize_windows(
         tokenizer, documents, n_ctx=n_ctx, min_tokens=min_tokens, max_windows=n
     )

@@ -57,10 +57,8 @@ from context_neurons.data import (
     DOMAINS,
     DataError,
     WindowReport,
-    corpora_dir,
     corpus_windows,
     domain_documents,
-    iter_documents,
     pad_windows,
     tokenize_windows,
 )
@@ -887,31 +885,12 @@ def evaluation_windows(
 
     Offline, the documents of ``corpora`` (default ``reproduce.EVAL_CORPORA``) are interleaved so
     that every genre is represented whatever ``n``; documents shorter than ``min_tokens`` are
-    dropped (one window per document). Without the corpora, OpenWebText
-    (``data.corpus_windows``).
+    dropped (one window per document). Without the corpora, OpenWebText.
     """
     from context_neurons.reproduce import EVAL_CORPORA
 
     names = list(EVAL_CORPORA if corpora is None else corpora)
-    if corpora_dir(None, required=False) is None:
-        return corpus_windows(tokenizer, names, n=n, min_tokens=min_tokens)
-    streams = [iter_documents(name) for name in names]
-
-    def round_robin():
-        while streams:
-            for stream in list(streams):
-                document = next(stream, None)
-                if document is None:
-                    streams.remove(stream)
-                else:
-                    yield document
-
-    windows, labels, report = tokenize_windows(
-        tokenizer, round_robin(), min_tokens=min_tokens, max_windows=n
-    )
-    if not windows:
-        raise DataError(f"No document of at least {min_tokens} tokens in {names} ({report}).")
-    return windows, labels, report
+    return corpus_windows(tokenizer, names, n=n, min_tokens=min_tokens, interleave=True)
 
 
 @torch.no_grad()

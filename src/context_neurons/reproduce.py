@@ -139,7 +139,7 @@ def reproduce(
     torch.set_grad_enabled(False)
     loaded = load_model(model, device=device)
     windows, labels, report = corpus_windows(
-        loaded.model.tokenizer, EVAL_CORPORA, n=n_texts, source=source
+        loaded.model.tokenizer, EVAL_CORPORA, n=n_texts, source=source, interleave=True
     )
     if len(windows) < n_texts:
         print(f"note: only {len(windows)} full-length windows available ({report}).")
