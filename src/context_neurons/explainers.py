@@ -23,10 +23,13 @@ Two explainers share one interface (:class:`Explainer`: ``explain(active, inacti
 
 from __future__ import annotations
 
+import functools
+import http.client
 import json
 import math
 import os
 import re
+import urllib.error
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
@@ -41,6 +44,10 @@ DEFAULT_LLM_MODEL = "gpt-4o-mini"
 
 class ExplainerError(RuntimeError):
     """An explainer could not be built or used; the message says what to do."""
+
+
+class NoExplanation(ExplainerError, ValueError):
+    """The prompts admit no explanation (e.g. none is active, or no word tells them apart)."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +98,33 @@ def examples_from_prompts(prompts, tokenizer, max_tokens: int | None = None) -> 
         ids = [int(t) for t in prompt.tokens[1:].tolist()]
         if max_tokens is not None:
             ids = ids[-max_tokens:]
-        out.append(Example(tuple(ids), tokenizer.decode(ids), str(prompt.window)))
+        group = prompt.source or str(prompt.window)
+        out.append(Example(tuple(ids), tokenizer.decode(ids), group))
     return out
+
+
+def _interleave(queues: Sequence[Sequence[int]]) -> list[int]:
+    """``q0[0], q1[0], ..., q0[1], q1[1], ...``: round-robin until every queue is empty."""
+    longest = max((len(q) for q in queues), default=0)
+    return [q[i] for i in range(longest) for q in queues if i < len(q)]
+
+
+def spread_sample(examples: Sequence[Example], k: int) -> list[Example]:
+    """``k`` examples spread over domains and texts, deterministically.
+
+    An example's text is its ``group`` (a window label ``domain|corpus:id``) and its domain the
+    part before ``|``. The order is round-robin over domains; within a domain, round-robin over its
+    texts; within a text, the order given. So 20 examples come from up to 20 texts of as many
+    domains as there are, not from the first few texts of the pool.
+    """
+    if k < 1:
+        raise ValueError(f"Sample at least one example, got k = {k}.")
+    by_domain: dict[str, dict[str, list[int]]] = {}
+    for i, example in enumerate(examples):
+        domain = example.group.split("|", 1)[0] if "|" in example.group else ""
+        by_domain.setdefault(domain, {}).setdefault(example.group, []).append(i)
+    per_domain = [_interleave(list(texts.values())) for texts in by_domain.values()]
+    return [examples[i] for i in _interleave(per_domain)[:k]]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,7 +193,7 @@ class OfflineExplainer:
     ) -> list[tuple[str, float, int, int]]:
         """``(word, log_odds_ratio, n_active_with, n_inactive_with)``, highest ratio first."""
         if not active or not inactive:
-            raise ExplainerError("Explaining needs both active and inactive prompts.")
+            raise NoExplanation("Explaining needs both active and inactive prompts.")
         sets_a = [self.words(e) for e in active]
         in_active = Counter(w for s in sets_a for w in s)
         in_inactive = Counter(w for e in inactive for w in self.words(e))
@@ -185,7 +217,7 @@ class OfflineExplainer:
     def explain(self, active: Sequence[Example], inactive: Sequence[Example]) -> Explanation:
         candidates = [r for r in self.word_log_odds(active, inactive) if r[1] > 0]
         if not candidates:
-            raise ExplainerError("No word is more frequent in active than in inactive prompts.")
+            raise NoExplanation("No word is more frequent in active than in inactive prompts.")
         sets_a = [self.words(e) for e in active]
         sets_i = [self.words(e) for e in inactive]
         covered_a, covered_i = [False] * len(active), [False] * len(inactive)
@@ -247,7 +279,11 @@ Transport = Callable[[str, dict, dict], dict]
 
 
 def urllib_transport(url: str, payload: dict, headers: dict, timeout: float = 120) -> dict:
-    """POST JSON with ``urllib`` and return the decoded JSON response."""
+    """POST JSON with ``urllib`` and return the decoded JSON response.
+
+    Raises what ``urllib`` raises (``HTTPError``, ``URLError``, ``TimeoutError``) and
+    ``json.JSONDecodeError``; :class:`LLMExplainer` turns them into :class:`ExplainerError`.
+    """
     request = urllib.request.Request(
         url, data=json.dumps(payload).encode("utf-8"), headers=headers, method="POST"
     )
@@ -271,15 +307,20 @@ class LLMExplainer:
     """An explainer and zero-shot classifier behind an OpenAI-compatible chat-completions API.
 
     Build it with :meth:`from_env` (``None`` when no key is set). ``transport`` replaces the HTTP
-    call (tests use a fake); by default :func:`urllib_transport`.
+    call (tests use a fake); by default :func:`urllib_transport` with ``timeout`` seconds.
+
+    Cost: :meth:`explain` is one request with ``max_examples`` active and as many inactive
+    examples; :meth:`predict` is one request per ``batch_size`` examples. :meth:`n_requests`
+    counts them. Examples are clipped to their last ``max_words_per_example`` words.
     """
 
     api_key: str
     base_url: str = DEFAULT_BASE_URL
     model: str = DEFAULT_LLM_MODEL
     max_examples: int = 20
-    max_tokens_per_example: int = 64
+    max_words_per_example: int = 64
     batch_size: int = 20
+    timeout: float = 120.0
     transport: Transport | None = None
     name: str = "llm"
 
@@ -295,9 +336,13 @@ class LLMExplainer:
             return None
         return cls(
             key,
-            os.environ.get(BASE_URL_ENV, DEFAULT_BASE_URL).rstrip("/"),
-            os.environ.get(MODEL_ENV, DEFAULT_LLM_MODEL),
+            os.environ.get(BASE_URL_ENV, "").strip().rstrip("/") or DEFAULT_BASE_URL,
+            os.environ.get(MODEL_ENV, "").strip() or DEFAULT_LLM_MODEL,
         )
+
+    def n_requests(self, n_test: int) -> int:
+        """Requests for one :meth:`explain` and a :meth:`predict` of ``n_test`` examples."""
+        return 1 + math.ceil(n_test / self.batch_size)
 
     def _chat(self, content: str) -> str:
         payload = {
@@ -306,28 +351,53 @@ class LLMExplainer:
             "messages": [{"role": "user", "content": content}],
         }
         headers = {"Authorization": f"Bearer {self.api_key}", "Content-Type": "application/json"}
-        send = self.transport or urllib_transport
+        send = self.transport or functools.partial(urllib_transport, timeout=self.timeout)
+        url = f"{self.base_url}/chat/completions"
+        check = f"check {API_KEY_ENV}, {BASE_URL_ENV} and {MODEL_ENV}"
         try:
-            reply = send(f"{self.base_url}/chat/completions", payload, headers)
+            reply = send(url, payload, headers)
+        except urllib.error.HTTPError as err:  # before OSError: HTTPError is one
+            raise ExplainerError(
+                f"The LLM service at {url} answered HTTP {err.code} ({err.reason}): {check} "
+                f"(401/403: the key; 404: the base URL or the model name)."
+            ) from err
+        except (OSError, http.client.HTTPException) as err:  # URLError, timeouts, resets
+            raise ExplainerError(
+                f"Could not reach the LLM service at {url} ({type(err).__name__}: {err}): check "
+                f"{BASE_URL_ENV} (currently {self.base_url!r}) and the network."
+            ) from err
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ExplainerError(
+                f"The reply from {url} is not JSON ({err}): is {BASE_URL_ENV} an OpenAI-compatible "
+                f"API root (ending in /v1)? {check}."
+            ) from err
+        try:
             return reply["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as err:
-            raise ExplainerError(f"Unexpected reply from {self.base_url}: {err!r}") from err
+            raise ExplainerError(
+                f"Unexpected reply from {url} (no choices[0].message.content: {err!r}): {check}."
+            ) from err
 
     def _clip(self, example: Example) -> str:
+        """The example's last ``max_words_per_example`` words (``...`` marks a cut)."""
         words = example.text.split()
-        return " ".join(words[-self.max_tokens_per_example :])
+        if len(words) <= self.max_words_per_example:
+            return " ".join(words)
+        return "... " + " ".join(words[-self.max_words_per_example :])
 
     def explain(self, active: Sequence[Example], inactive: Sequence[Example]) -> Explanation:
+        """One request: up to ``max_examples`` of each kind, spread over domains and texts."""
         if not active or not inactive:
-            raise ExplainerError("Explaining needs both active and inactive prompts.")
+            raise NoExplanation("Explaining needs both active and inactive prompts.")
         lines = [EXPLAIN_PROMPT, "", "ACTIVE:"]
-        lines += [f"- {self._clip(e)}" for e in active[: self.max_examples]]
+        lines += [f"- {self._clip(e)}" for e in spread_sample(active, self.max_examples)]
         lines += ["", "INACTIVE:"]
-        lines += [f"- {self._clip(e)}" for e in inactive[: self.max_examples]]
+        lines += [f"- {self._clip(e)}" for e in spread_sample(inactive, self.max_examples)]
         text = self._chat("\n".join(lines)).strip()
         return Explanation(text, re.findall(r'"([^"]+)"', text), f"{self.name}:{self.model}")
 
     def predict(self, explanation: Explanation, examples: Sequence[Example]) -> list[bool]:
+        """Labels from the explanation alone, ``batch_size`` examples per request."""
         out: list[bool] = []
         for start in range(0, len(examples), self.batch_size):
             chunk = examples[start : start + self.batch_size]

@@ -4,7 +4,9 @@ Barez (2024), "Interpreting Context Look-ups in Transformers".
 A *context look-up* is an attention head that recognises a context and switches on a later MLP
 neuron that predicts one token in that context. The method has four steps:
 
-1. **Token-predicting neurons** (:func:`token_prediction_scores`). The direct effect of neuron
+1. **Token-predicting neurons** (:func:`token_prediction_scores`), in the later layers only
+   (:func:`later_layers`: the later half by default, as the paper kept the last layers of its
+   models). The direct effect of neuron
    ``j`` of layer ``l`` on the logits is its output weight read through the final LayerNorm and the
    unembedding. TransformerLens's ``fold_ln`` folds ``ln_final``'s weight (and bias) into ``W_U``/
    ``b_U`` and leaves a bare normalisation ``(x - mean(x)) / scale``; we linearise it with the
@@ -14,7 +16,8 @@ neuron that predicts one token in that context. The method has four steps:
    over the vocabulary (scale-free: the frozen scale only sets the units of the logit column); we
    also report the gap between the top two tokens in the same units.
 2. **Activating prompts** (:func:`top_activating_prompts`, :func:`truncate_prompt`). Batched
-   forward passes over windows of the offline corpora, reading ``blocks.{l}.mlp.hook_pre``; the
+   forward passes over windows of the domain texts (:func:`lookup_windows`), reading
+   ``blocks.{l}.mlp.hook_pre``; the
    best prompt of each window ends at its most activating token and is truncated to its shortest
    suffix (after ``<|endoftext|>``) that keeps at least 80% of the pre-activation at that token,
    checked by running the suffixes through the model, shortest first.
@@ -27,8 +30,9 @@ neuron that predicts one token in that context. The method has four steps:
    :func:`ablation_drops` checks the direct attribution against zero- or mean-ablating each head.
 4. **Explanations** (:mod:`context_neurons.explainers`). When is a head active? An explainer reads
    prompts where the head's attribution is high and prompts where it is not and writes an
-   explanation; the explanation is scored as a zero-shot classifier of held-out prompts
-   (:func:`explanation_dataset`, :func:`evaluate_explainer`).
+   explanation; the explanation is scored as a zero-shot classifier of prompts from held-out
+   documents (:func:`explanation_dataset`, split by a hash of the document, :func:`is_held_out`;
+   :func:`evaluate_explainer`).
 
 :func:`examine_neuron` runs all four steps for one neuron; :func:`reproduce_section` adds the
 ``lookups`` row to ``python -m context_neurons reproduce``.
@@ -37,17 +41,18 @@ neuron that predicts one token in that context. The method has four steps:
 from __future__ import annotations
 
 import functools
+import hashlib
 import operator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, SupportsIndex
 
 import pandas as pd
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
-from context_neurons.data import DOMAIN_CORPORA, DataError, iter_documents, pad_windows
+from context_neurons.data import DOMAINS, DataError, domain_documents, pad_windows
 from context_neurons.models import EOT_ID
 
 if TYPE_CHECKING:
@@ -56,6 +61,7 @@ if TYPE_CHECKING:
 
 KEEP_FRACTION = 0.8  # truncation keeps at least this fraction of the activation (the paper's 80%)
 ACTIVE_FRACTION = 0.25  # a head is "active" at >= this fraction of its attribution on top prompts
+HELD_OUT_FRACTION = 0.5  # documents whose id hashes below this fraction are held out
 
 
 class LookupIndexError(ValueError):
@@ -67,13 +73,21 @@ class LookupIndexError(ValueError):
 # ----------------------------------------------------------------------------------------------
 
 
-def check_layer(model: HookedTransformer, layer: int, min_layer: int = 0) -> int:
+def _index(value, what: str) -> int:
+    """``value`` as a Python int (ints, NumPy integers, 0-d integer tensors); floats are refused."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise LookupIndexError(
+            f"{what} must be an integer, got {value!r} ({type(value).__name__}): "
+            f"pass an int (round or cast it yourself if that is what you mean)."
+        ) from None
+
+
+def check_layer(model: HookedTransformer, layer: SupportsIndex, min_layer: int = 0) -> int:
     """Validate an MLP layer index (``min_layer`` excludes early layers where asked)."""
     n_layers = model.cfg.n_layers
-    try:
-        layer = operator.index(layer)  # ints, NumPy integers, 0-d integer tensors
-    except TypeError:
-        raise LookupIndexError(f"Layer must be an integer, got {layer!r}.") from None
+    layer = _index(layer, "Layer")
     if not min_layer <= layer < n_layers:
         raise LookupIndexError(
             f"Layer {layer} out of range: this model's MLP layers are {min_layer}..{n_layers - 1}."
@@ -81,27 +95,33 @@ def check_layer(model: HookedTransformer, layer: int, min_layer: int = 0) -> int
     return layer
 
 
-def check_neuron(model: HookedTransformer, layer: int, neuron: int) -> tuple[int, int]:
+def check_neuron(
+    model: HookedTransformer, layer: SupportsIndex, neuron: SupportsIndex
+) -> tuple[int, int]:
     """Validate a (layer, neuron) pair."""
     layer = check_layer(model, layer)
+    neuron = _index(neuron, "Neuron")
     d_mlp = model.cfg.d_mlp
-    if not 0 <= int(neuron) < d_mlp:
+    if not 0 <= neuron < d_mlp:
         raise LookupIndexError(
             f"Neuron {neuron} out of range: layer {layer}'s MLP has neurons 0..{d_mlp - 1}."
         )
-    return layer, int(neuron)
+    return layer, neuron
 
 
-def check_head(model: HookedTransformer, layer: int, head: int, max_layer: int) -> tuple[int, int]:
+def check_head(
+    model: HookedTransformer, layer: SupportsIndex, head: SupportsIndex, max_layer: int
+) -> tuple[int, int]:
     """Validate a (layer, head) pair upstream of (or in) ``max_layer``."""
-    if not 0 <= int(layer) <= max_layer:
+    layer, head = _index(layer, "Head layer"), _index(head, "Head")
+    if not 0 <= layer <= max_layer:
         raise LookupIndexError(
             f"Head layer {layer} out of range: heads upstream of the neuron are in layers "
             f"0..{max_layer}."
         )
-    if not 0 <= int(head) < model.cfg.n_heads:
+    if not 0 <= head < model.cfg.n_heads:
         raise LookupIndexError(f"Head {head} out of range: heads are 0..{model.cfg.n_heads - 1}.")
-    return int(layer), int(head)
+    return layer, head
 
 
 def _as_batch(model: HookedTransformer, tokens) -> tuple[Int[Tensor, "batch pos"], Tensor]:
@@ -109,7 +129,8 @@ def _as_batch(model: HookedTransformer, tokens) -> tuple[Int[Tensor, "batch pos"
     if isinstance(tokens, Tensor) and tokens.ndim == 1:
         tokens = [tokens]
     if isinstance(tokens, Tensor):
-        batch, lengths = tokens, torch.full((tokens.shape[0],), tokens.shape[1])
+        batch = tokens
+        lengths = torch.full((tokens.shape[0],), tokens.shape[1], device=tokens.device)
     else:
         batch, lengths = pad_windows([torch.as_tensor(t) for t in tokens])
     if batch.numel() == 0 or batch.shape[1] == 0:
@@ -165,7 +186,8 @@ def neuron_logit_effect(
     ``ln_final``'s weight (ones when TransformerLens folded it into ``W_U``).
     """
     layer, neuron = check_neuron(model, layer, neuron)
-    return _logit_effects(model, layer, torch.tensor([neuron]), final_scale)[0]
+    index = torch.tensor([neuron], device=model.cfg.device)
+    return _logit_effects(model, layer, index, final_scale)[0]
 
 
 def _logit_effects(model, layer, neurons, final_scale) -> Float[Tensor, "n d_vocab"]:
@@ -175,21 +197,42 @@ def _logit_effects(model, layer, neurons, final_scale) -> Float[Tensor, "n d_voc
     return (w_out * gamma) @ model.W_U / final_scale
 
 
+def later_layers(model: HookedTransformer, n_last_layers: SupportsIndex | None = None) -> list[int]:
+    """The last ``n_last_layers`` MLP layers (default: the later half, at least one layer).
+
+    Neo et al. score only late layers, where the best neuron of each token concentrates (their
+    Figure 3: the last five of GPT-2 Large's 36 layers). The default keeps the later half: layer
+    1 of a 2-layer model, layers 6..11 of GPT-2 Small.
+    """
+    n_layers = model.cfg.n_layers
+    n_last = (
+        max(1, n_layers // 2) if n_last_layers is None else _index(n_last_layers, "n_last_layers")
+    )
+    if not 1 <= n_last <= n_layers:
+        raise LookupIndexError(
+            f"n_last_layers must be in 1..{n_layers} (this model's layer count), got {n_last}."
+        )
+    return list(range(n_layers - n_last, n_layers))
+
+
 @torch.no_grad()
 def token_prediction_scores(
     model: HookedTransformer,
     layers: Iterable[int] | None = None,
     final_scale: float | None = None,
     chunk: int = 512,
+    n_last_layers: int | None = None,
 ) -> pd.DataFrame:
     """Score every MLP neuron of ``layers`` by how strongly it promotes one token.
 
     Args:
         model: the model.
-        layers: MLP layers to score (default: every layer from 1 on, the paper's "later layers").
+        layers: MLP layers to score (default: :func:`later_layers` with ``n_last_layers``).
         final_scale: the frozen ``ln_final`` scale (default :func:`typical_final_scale`); it sets
             the units of the ``logit`` column only, not the scores.
         chunk: neurons per matrix product (memory: ``chunk * d_vocab`` floats).
+        n_last_layers: without ``layers``, score the last this many layers (default: the later
+            half of the model, as in :func:`later_layers`).
 
     Returns:
         One row per neuron: ``layer, neuron, token_id, token`` (its top token), ``score`` (the top
@@ -197,7 +240,11 @@ def token_prediction_scores(
         minus top-2, in standard deviations), ``logit`` (top-1 logit effect per unit activation,
         centred) and ``runner_up`` (the second token).
     """
-    layers = list(range(1, model.cfg.n_layers)) if layers is None else list(layers)
+    if layers is None:
+        layers = later_layers(model, n_last_layers)
+    elif n_last_layers is not None:
+        raise LookupIndexError("Pass either layers or n_last_layers, not both.")
+    layers = list(layers)
     if not layers:
         raise LookupIndexError("No layers to score: pass at least one MLP layer index.")
     layers = [check_layer(model, layer) for layer in layers]
@@ -206,7 +253,9 @@ def token_prediction_scores(
     frames = []
     for layer in layers:
         for start in range(0, model.cfg.d_mlp, chunk):
-            neurons = torch.arange(start, min(start + chunk, model.cfg.d_mlp))
+            neurons = torch.arange(
+                start, min(start + chunk, model.cfg.d_mlp), device=model.cfg.device
+            )
             effect = _logit_effects(model, layer, neurons, final_scale)
             mean, std = effect.mean(-1), effect.std(-1)
             top = effect.topk(2, dim=-1)
@@ -214,7 +263,7 @@ def token_prediction_scores(
                 pd.DataFrame(
                     {
                         "layer": layer,
-                        "neuron": neurons.numpy(),
+                        "neuron": neurons.cpu().numpy(),
                         "token_id": top.indices[:, 0].cpu().numpy(),
                         "score": ((top.values[:, 0] - mean) / std).double().cpu().numpy(),
                         "gap": ((top.values[:, 0] - top.values[:, 1]) / std).double().cpu().numpy(),
@@ -255,18 +304,6 @@ def select_neurons(scores: pd.DataFrame, n: int = 4) -> list[tuple[int, int]]:
 _WINDOW_CACHE: dict[tuple, tuple[list[Tensor], list[str]]] = {}
 
 
-def _round_robin(corpora: Sequence[str]) -> Iterable:
-    """Documents of several corpora, alternating between them until all are exhausted."""
-    iterators = [iter_documents(corpus) for corpus in corpora]
-    while iterators:
-        for it in list(iterators):
-            doc = next(it, None)
-            if doc is None:
-                iterators.remove(it)
-            else:
-                yield doc
-
-
 def document_windows(
     tokenizer,
     documents: Iterable,
@@ -284,7 +321,9 @@ def document_windows(
         n_tokens: tokens per window after ``<|endoftext|>``.
         n_windows: stop after this many windows.
         prefix: prepended to each label (``corpus:id``).
-        skip: names ``corpus:id`` of documents to leave out; the names used are added to it.
+        skip: names ``corpus:id`` of documents to leave out; the names used are added to it
+            (an OpenWebText stand-in ``openwebtext~domain`` counts as ``openwebtext``, so one
+            document does not stand in for two domains).
 
     Returns:
         The windows and their labels.
@@ -300,9 +339,10 @@ def document_windows(
         if n_windows is not None and len(windows) >= n_windows:
             break
         name = f"{doc.corpus}:{doc.id}"
-        if name in skip:
+        key = f"{doc.corpus.split('~', 1)[0]}:{doc.id}"
+        if key in skip:
             continue
-        skip.add(name)
+        skip.add(key)
         ids = tokenizer.encode(doc.text, add_special_tokens=False)
         if len(ids) < n_tokens:
             pending += ([EOT_ID] if pending else []) + ids
@@ -321,21 +361,24 @@ def lookup_windows(
     per_domain: int = 48,
     n_tokens: int = 64,
 ) -> tuple[list[Int[Tensor, "_pos"]], list[str]]:
-    """Windows ``[BOS, n_tokens tokens]`` from every domain of :data:`DOMAIN_CORPORA` (cached).
+    """Windows ``[BOS, n_tokens tokens]`` from every domain of :data:`~context_neurons.data.DOMAINS`
+    (cached).
 
-    Each domain gives ``per_domain`` windows, the opening ``n_tokens`` tokens of as many documents,
-    drawn alternately from the domain's corpora; documents shorter than a window are concatenated
-    (separated by ``<|endoftext|>``). A document used by one domain is not reused by another
-    (several domains share corpora). Short windows of many documents give more varied prompts
-    than long windows of few, which is what explaining a head needs.
+    Each domain gives up to ``per_domain`` windows, the opening ``n_tokens`` tokens of as many
+    documents of :func:`~context_neurons.data.domain_documents` (``interleave=True``: alternately
+    from the domain's corpora; online without the corpora, keyword-selected OpenWebText stand-ins);
+    documents shorter than a window are concatenated (separated by ``<|endoftext|>``). A document
+    used by one domain is not reused by another (several domains share corpora). Short windows of
+    many documents give more varied prompts than long windows of few, which is what explaining a
+    head needs.
 
     Returns:
         The windows and their labels ``domain|corpus:id``.
     """
-    domains = tuple(DOMAIN_CORPORA) if domains is None else tuple(domains)
-    unknown = [d for d in domains if d not in DOMAIN_CORPORA]
+    domains = tuple(DOMAINS) if domains is None else tuple(domains)
+    unknown = [d for d in domains if d not in DOMAINS]
     if unknown:
-        raise DataError(f"Unknown domain(s) {unknown}: choose from {list(DOMAIN_CORPORA)}.")
+        raise DataError(f"Unknown domain(s) {unknown}: choose from {list(DOMAINS)}.")
     if per_domain < 1:
         raise DataError(f"per_domain must be positive, got {per_domain}.")
     key = (id(tokenizer), domains, per_domain, n_tokens)
@@ -347,7 +390,7 @@ def lookup_windows(
     for domain in domains:
         w, lab = document_windows(
             tokenizer,
-            _round_robin(DOMAIN_CORPORA[domain]),
+            domain_documents(domain, interleave=True),
             n_tokens,
             per_domain,
             prefix=f"{domain}|",
@@ -356,9 +399,26 @@ def lookup_windows(
         windows += w
         labels += lab
     if not windows:
-        raise DataError("No windows: the corpora directory holds none of the domain corpora.")
+        raise DataError("No windows: none of the domains gave a document.")
     _WINDOW_CACHE[key] = (windows, labels)
     return windows, labels
+
+
+def document_of(label: str) -> str:
+    """The document a window label names: ``domain|corpus:id[+][#k]`` -> ``corpus:id``."""
+    name = label.split("|", 1)[-1].rsplit("#", 1)[0].rstrip("+")
+    corpus, sep, doc_id = name.partition(":")
+    return f"{corpus.split('~', 1)[0]}{sep}{doc_id}"
+
+
+def is_held_out(document: str, fraction: float = HELD_OUT_FRACTION) -> bool:
+    """Whether a document is in the held-out split: its SHA-256 hash, read as a number in [0, 1),
+    is below ``fraction``. Deterministic (unlike Python's ``hash``) and independent of the pool:
+    a document lands in the same split whatever else is in the pool."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"The held-out fraction must be in (0, 1), got {fraction}.")
+    digest = hashlib.sha256(document.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
 
 
 class _StopForward(Exception):
@@ -777,7 +837,11 @@ def ablation_drops(
 def attended_tokens(
     model: HookedTransformer, tokens: Int[Tensor, "pos"], layer: int, head: int, k: int = 5
 ) -> list[tuple[int, str, float]]:
-    """The ``k`` source tokens a head attends to most from the final token: ``(pos, token, weight)``."""
+    """The ``k`` source tokens a head attends to most from the final token.
+
+    Returns:
+        ``(position, token, weight)`` triples, highest weight first.
+    """
     check_head(model, layer, head, model.cfg.n_layers - 1)
     batch, _ = _as_batch(model, tokens)
     name = f"blocks.{layer}.attn.hook_pattern"
@@ -819,8 +883,8 @@ class HeadActivity:
     threshold: float
     prompts: list[Prompt]
     attribution: Float[Tensor, "prompt"]
-    active: torch.BoolTensor
-    train: torch.BoolTensor
+    active: Bool[Tensor, "prompt"]
+    train: Bool[Tensor, "prompt"]
 
     @property
     def base_rate(self) -> float:
@@ -828,9 +892,33 @@ class HeadActivity:
         return float(self.active.float().mean())
 
     def split(self, train: bool) -> tuple[list[Prompt], list[bool]]:
+        """The training (``train=True``) or held-out prompts, and whether each is active."""
         mask = self.train if train else ~self.train
         idx = torch.nonzero(mask).flatten().tolist()
-        return [self.prompts[i] for i in idx], [bool(self.active[i]) for i in idx]
+        active = self.active.tolist()
+        return [self.prompts[i] for i in idx], [active[i] for i in idx]
+
+
+def _train_threshold(
+    model: HookedTransformer,
+    windows: list[Tensor],
+    layer: int,
+    neuron: int,
+    pre: Float[Tensor, "batch pos"],
+    head_attr: Float[Tensor, "batch pos"],
+    train_windows: list[int],
+    k: int = 10,
+) -> float:
+    """:data:`ACTIVE_FRACTION` of the head's mean attribution over the neuron's ``k`` most
+    activating prompts among the training windows."""
+    if not train_windows:
+        raise ValueError("No training window: every document hashed into the held-out split.")
+    index = torch.tensor(train_windows, device=pre.device)
+    top = top_activating_prompts(
+        model, [windows[i] for i in train_windows], layer, neuron, k=k, acts=pre[index]
+    )
+    values = [head_attr[train_windows[p.window], p.end] for p in top]
+    return ACTIVE_FRACTION * float(torch.stack(values).mean())
 
 
 def explanation_dataset(
@@ -843,56 +931,57 @@ def explanation_dataset(
     threshold: float | None = None,
     every: int = 8,
     labels: list[str] | None = None,
+    held_out_fraction: float = HELD_OUT_FRACTION,
 ) -> HeadActivity:
     """Prompts ``window[: p + 1]`` at every ``every``-th position, labelled active or not.
 
     A prompt is *active* for the head when the head's direct attribution to the neuron at its final
     token is at least ``threshold``; the default threshold is :data:`ACTIVE_FRACTION` of the head's
-    mean attribution over the 10 most activating prompts, so "active" means "doing what it does
-    when the neuron fires". Documents alternate between the training half and the held-out half
-    (windows of one document, labelled ``...#k``, stay together), so held-out prompts never share
-    text with training prompts.
+    mean attribution over the neuron's 10 most activating *training* prompts, so "active" means
+    "doing what it does when the neuron fires" and nothing about the held-out prompts is used.
+
+    The split is by document (:func:`document_of` of each window's label, so all prompts of one
+    document stay together): a document is held out when its hash says so (:func:`is_held_out`,
+    about ``held_out_fraction`` of the documents, deterministic). Held-out prompts never share
+    text with training prompts. Without ``labels`` each window is its own document.
     """
     layer, neuron = check_neuron(model, layer, neuron)
     head = check_head(model, head[0], head[1], layer)
     if every < 1:
         raise ValueError(f"every must be >= 1, got {every}.")
+    if labels is not None and len(labels) != len(windows):
+        raise ValueError(f"{len(labels)} labels for {len(windows)} windows: pass one per window.")
     if attribution is None:
         attribution = attribute_neuron(model, windows, layer, neuron)
     head_attr = attribution.heads[..., head[0], head[1]]  # [batch, pos]
-    if threshold is None:
-        top = top_activating_prompts(model, windows, layer, neuron, k=10, acts=attribution.pre)
-        mean_top = float(torch.stack([head_attr[p.window, p.end] for p in top]).mean())
-        threshold = ACTIVE_FRACTION * mean_top
-    documents = (
-        [label.rsplit("#", 1)[0] for label in labels] if labels else list(range(len(windows)))
+    names = (
+        [document_of(label) for label in labels]
+        if labels
+        else [str(w) for w in range(len(windows))]
     )
-    order = {doc: i for i, doc in enumerate(dict.fromkeys(documents))}
-    prompts, values, train = [], [], []
-    for w, window in enumerate(windows):
-        for p in range(every, len(window), every):
-            value = float(head_attr[w, p])
-            prompts.append(
-                Prompt(
-                    window[: p + 1].cpu(),
-                    float(attribution.pre[w, p]),
-                    labels[w] if labels else str(w),
-                    w,
-                    p,
-                )
-            )
-            values.append(value)
-            train.append(order[documents[w]] % 2 == 0)
-    values_t = torch.tensor(values)
+    held_out = [is_held_out(name, held_out_fraction) for name in names]
+    if threshold is None:
+        train_windows = [w for w, out in enumerate(held_out) if not out]
+        threshold = _train_threshold(
+            model, windows, layer, neuron, attribution.pre, head_attr, train_windows
+        )
+    # Every prompt (w, p) with p = every, 2 every, ... inside window w, in window-major order.
+    device = head_attr.device
+    lengths = torch.tensor([len(window) for window in windows], device=device)
+    positions = torch.arange(every, head_attr.shape[1], every, device=device)
+    w_index, p_index = torch.nonzero(positions[None] < lengths[:, None], as_tuple=True)
+    p_index = positions[p_index]
+    values = head_attr[w_index, p_index].cpu()
+    pre = attribution.pre[w_index, p_index].tolist()
+    w_list, p_list = w_index.tolist(), p_index.tolist()
+    cpu_windows = [window.cpu() for window in windows]
+    prompts = [
+        Prompt(cpu_windows[w][: p + 1], a, labels[w] if labels else str(w), w, p)
+        for w, p, a in zip(w_list, p_list, pre)
+    ]
+    train = torch.tensor([not held_out[w] for w in w_list], dtype=torch.bool)
     return HeadActivity(
-        layer,
-        neuron,
-        head,
-        float(threshold),
-        prompts,
-        values_t,
-        values_t >= threshold,
-        torch.tensor(train),
+        layer, neuron, head, float(threshold), prompts, values, values >= threshold, train
     )
 
 
@@ -904,12 +993,17 @@ def evaluate_explainer(explainer: "Explainer", activity: HeadActivity, tokenizer
         ``balanced_accuracy``, ``chance`` (the majority-class accuracy on held-out prompts),
         ``base_rate`` (fraction active on held-out prompts) and ``n_test``.
     """
-    from context_neurons.explainers import examples_from_prompts
+    from context_neurons.explainers import NoExplanation, examples_from_prompts
 
     train_prompts, train_labels = activity.split(train=True)
     test_prompts, test_labels = activity.split(train=False)
     if not any(train_labels) or all(train_labels):
-        raise ValueError("The training prompts are all active or all inactive: nothing to explain.")
+        raise NoExplanation(
+            "The training prompts are all active or all inactive: nothing to explain "
+            "(use more windows, or a lower threshold)."
+        )
+    if not test_labels:
+        raise NoExplanation("No held-out prompt to evaluate on: use more windows.")
     train = examples_from_prompts(train_prompts, tokenizer)
     test = examples_from_prompts(test_prompts, tokenizer)
     explanation = explainer.explain(
@@ -937,9 +1031,16 @@ def evaluate_explainer(explainer: "Explainer", activity: HeadActivity, tokenizer
 # ----------------------------------------------------------------------------------------------
 
 
+def _final_positions(prompts: Sequence[Prompt], device) -> tuple[Tensor, Tensor]:
+    """Row indices and final-token positions of right-padded prompts, on ``device``."""
+    rows = torch.arange(len(prompts), device=device)
+    ends = torch.tensor([len(p.tokens) - 1 for p in prompts], device=device)
+    return rows, ends
+
+
 @dataclass
 class LookupPool:
-    """A prompt pool scanned once: windows, per-neuron attributions and per-layer mean ``hook_z``."""
+    """A prompt pool scanned once: windows, per-neuron attributions, per-layer mean ``hook_z``."""
 
     windows: list[Int[Tensor, "_pos"]]
     labels: list[str]
@@ -989,14 +1090,13 @@ class NeuronLookup:
 
     @property
     def explanation(self) -> "Explanation | None":
-        """The top head's explanation (``None`` when it could not be written; see ``evaluation``)."""
+        """The top head's explanation (``None`` when none could be written: see ``evaluation``)."""
         return self.evaluation.get("explanation")
 
     def contributions(self) -> dict[str, float]:
         """Mean contributions to the pre-activation at the prompts' final tokens, by part."""
         attr = self.prompt_attribution
-        rows = torch.arange(len(self.prompts))
-        ends = torch.tensor([len(p.tokens) - 1 for p in self.prompts])
+        rows, ends = _final_positions(self.prompts, attr.pre.device)
         heads = attr.heads[rows, ends]  # [prompt, layer, head]
         layer, head, _ = self.top_heads[0]
         top = heads[:, layer, head]
@@ -1017,6 +1117,7 @@ class NeuronLookup:
             "token": self.token,
             "top_heads": [head_name(l, h) for l, h, _ in self.top_heads],
             "explanation_accuracy": round(self.evaluation["accuracy"], 3),
+            "balanced_accuracy": round(self.evaluation["balanced_accuracy"], 3),
             "chance": round(self.evaluation["chance"], 3),
             "explanation": (
                 self.explanation.tokens[:8]
@@ -1049,7 +1150,7 @@ def examine_neuron(
         n_heads: heads reported.
         scores: a :func:`token_prediction_scores` table, for the neuron's score (else computed).
     """
-    from context_neurons.explainers import ExplainerError, OfflineExplainer
+    from context_neurons.explainers import NoExplanation, OfflineExplainer
 
     layer, neuron = check_neuron(model, layer, neuron)
     if scores is not None and ((scores.layer == layer) & (scores.neuron == neuron)).any():
@@ -1069,8 +1170,7 @@ def examine_neuron(
         raise ValueError(f"Neuron {layer}.{neuron} never has a positive pre-activation here.")
     prompts = [truncate_prompt(model, p, layer, neuron) for p in top]
     attr = attribute_neuron(model, [p.tokens for p in prompts], layer, neuron)
-    rows = torch.arange(len(prompts))
-    ends = torch.tensor([len(p.tokens) - 1 for p in prompts])
+    rows, ends = _final_positions(prompts, attr.pre.device)
     ablation = ablation_drops(
         model, prompts, layer, neuron, mode="mean", mean_z=pool.mean_z[layer]
     ).cpu()
@@ -1088,7 +1188,7 @@ def examine_neuron(
     explainer = explainer or OfflineExplainer(model.tokenizer)
     try:
         evaluation = evaluate_explainer(explainer, activity, model.tokenizer)
-    except (ValueError, ExplainerError) as err:  # e.g. no active prompt in the training half
+    except NoExplanation as err:  # the data admit none; service errors propagate
         evaluation = {
             "explanation": None,
             "error": str(err),
@@ -1113,6 +1213,30 @@ def examine_neuron(
         evaluation,
         attr,
     )
+
+
+def topic_share(
+    activity: HeadActivity, explanation: "Explanation", topic_words: Iterable[str], tokenizer
+) -> float:
+    """Of the held-out active prompts an offline explanation detects, the fraction its topic words
+    detect (its words in ``topic_words``, both normalised by
+    :func:`~context_neurons.explainers.normalise_word`).
+
+    1.0 means every held-out hit of the explanation comes from a topic word: other words in the
+    explanation are training-set correlates that detect nothing new. ``nan`` without hits.
+    """
+    from context_neurons.explainers import OfflineExplainer, examples_from_prompts, normalise_word
+
+    reader = OfflineExplainer(tokenizer)
+    topic = {normalise_word(w) for w in topic_words}
+    words = set(explanation.tokens)
+    prompts, active = activity.split(train=False)
+    hits = topic_hits = 0
+    for example, is_active in zip(examples_from_prompts(prompts, tokenizer), active):
+        present = reader.words(example) & words if is_active else set()
+        hits += bool(present)
+        topic_hits += bool(present & topic)
+    return topic_hits / hits if hits else float("nan")
 
 
 def planted_summary(truth) -> list[dict[str, Any]]:
@@ -1158,9 +1282,10 @@ def reproduce_section(ctx: "ReproContext") -> list["Row"]:
         Row(
             "lookups",
             found,
-            "context look-ups: heads activate token-predicting neurons",
+            "",  # the paper reports distributions over many heads (its Figure 5), no single value
             truth=planted_summary(truth) if truth is not None else None,
-            label="token-predicting neurons (top 4 by score): predicted token, top heads by "
-            "direct attribution, held-out accuracy of the offline explanation",
+            label="context look-ups: token-predicting neurons (top 4 by score, later half of the "
+            "layers), predicted token, top heads by direct attribution, held-out accuracy and "
+            "balanced accuracy of the offline explanation, majority-class chance",
         )
     ]

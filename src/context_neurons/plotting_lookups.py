@@ -68,7 +68,12 @@ def plot_token_scores(scores: pd.DataFrame, marked: Sequence[tuple[int, int]] = 
 
 
 def plot_truncation(
-    suffix_acts: torch.Tensor, full: float, kept_length: int, keep: float = 0.8, title: str = ""
+    suffix_acts: torch.Tensor,
+    full: float,
+    kept_length: int,
+    keep: float = 0.8,
+    title: str = "",
+    start_token: str = "",
 ):
     """Activation at the final token for every suffix length, the ``keep`` line and the cut.
 
@@ -76,18 +81,30 @@ def plot_truncation(
         suffix_acts: :func:`~context_neurons.lookups.suffix_activations` (longest suffix first).
         full: the whole prompt's activation.
         kept_length: tokens after BOS in the truncated prompt.
+        keep: the kept fraction (the horizontal line).
+        title: the axes title.
+        start_token: the kept suffix's first token, written at the cut.
     """
-    acts = suffix_acts.cpu().flip(0)  # index k: suffix of k + 1 tokens
+    acts = suffix_acts.detach().cpu().flip(0)  # index k: suffix of k + 1 tokens
     lengths = np.arange(1, len(acts) + 1)
     fig, ax = plt.subplots(figsize=(8, 3.0))
     ax.plot(lengths, acts, lw=1.2, color="tab:blue", label="pre-activation at the final token")
     ax.axhline(keep * full, color="tab:red", ls="--", lw=1, label=f"{keep:.0%} of the full prompt")
     ax.axvline(kept_length, color="black", ls=":", lw=1, label=f"kept: {kept_length} tokens")
-    ax.set_xscale("log")
+    if start_token:
+        ax.annotate(
+            f"starts at {start_token!r}",
+            (kept_length, keep * full),
+            xytext=(-6, 8),
+            textcoords="offset points",
+            ha="right",
+            fontsize=8,
+        )
+    ax.set_xlim(0, len(acts) + 1)
     ax.set_xlabel("suffix length (tokens after <|endoftext|>)")
     ax.set_ylabel("pre-activation")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
 
@@ -145,7 +162,7 @@ def plot_head_activity(activities: Sequence[HeadActivity], names: Sequence[str] 
         1, len(activities), figsize=(2.6 * len(activities) + 0.6, 2.6), squeeze=False, sharey=True
     )
     for i, (ax, activity) in enumerate(zip(axes[0], activities)):
-        values = activity.attribution.numpy()
+        values = activity.attribution.detach().cpu().numpy()
         ax.hist(values, bins=40, color="tab:blue", alpha=0.8)
         ax.axvline(activity.threshold, color="tab:red", ls="--", lw=1)
         ax.set_yscale("log")

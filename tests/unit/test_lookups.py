@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import socket
+import urllib.error
+import urllib.request
 
 import pytest
 import torch
@@ -42,7 +45,8 @@ def top_prompt(model, pool):
 
 
 def test_scores_find_the_planted_neurons_and_tokens(planted):
-    scores = lk.token_prediction_scores(planted.model, layers=[1])
+    scores = lk.token_prediction_scores(planted.model)  # default: the later half, layer 1 here
+    assert set(scores.layer) == {1}
     chosen = lk.select_neurons(scores, n=4)
     truth = {(d["layer"], d["neuron"]): d["target"] for d in planted.truth.lookups}
     assert set(chosen) == set(truth)
@@ -56,6 +60,22 @@ def test_scores_find_the_planted_neurons_and_tokens(planted):
     assert best.score.is_monotonic_decreasing
 
 
+def test_later_layers_default_to_the_later_half():
+    from context_neurons.testing import make_small_model
+
+    one, _ = make_small_model(n_layers=1)
+    four, _ = make_small_model(n_layers=4)
+    assert lk.later_layers(one) == [0]
+    assert lk.later_layers(four) == [2, 3]
+    assert lk.later_layers(four, n_last_layers=1) == [3]
+    with pytest.raises(lk.LookupIndexError, match=r"1\.\.4"):
+        lk.later_layers(four, n_last_layers=5)
+    with pytest.raises(lk.LookupIndexError, match="integer"):
+        getattr(lk.later_layers, "__wrapped__", lk.later_layers)(four, n_last_layers=2.0)
+    with pytest.raises(lk.LookupIndexError, match="either"):
+        lk.token_prediction_scores(four, layers=[3], n_last_layers=1, final_scale=1.0)
+
+
 def test_logit_effect_reads_through_the_folded_final_layernorm(planted):
     model = planted.model
     effect = lk.neuron_logit_effect(model, 1, 1200, final_scale=2.0)
@@ -63,6 +83,71 @@ def test_logit_effect_reads_through_the_folded_final_layernorm(planted):
     manual = (w_out - w_out.mean()) @ model.W_U / 2.0
     torch.testing.assert_close(effect, manual)
     assert int(effect.argmax()) == planted.truth.lookups[0]["target_id"]
+
+
+@pytest.fixture(scope="module")
+def unfolded():
+    """The same small 2-layer model with ln_final unfolded (weight and bias kept) and folded."""
+    from context_neurons.testing import make_small_model
+
+    return (
+        make_small_model(fold_ln=False, n_layers=2)[0],
+        make_small_model(fold_ln=True, n_layers=2)[0],
+    )
+
+
+def test_logit_effect_with_an_unfolded_final_layernorm(unfolded):
+    """Unfolded, ln_final's weight multiplies first; the folded model gives the same effect up to
+    a constant over the vocabulary (the centred unembedding), so the same scores and tokens."""
+    model, folded = unfolded
+    assert getattr(model.ln_final, "w", None) is not None  # really unfolded
+    assert not torch.allclose(model.ln_final.w, torch.ones_like(model.ln_final.w))
+    for neuron in (0, 7, 100):
+        effect = lk.neuron_logit_effect(model, 1, neuron, final_scale=1.5)
+        w_out = model.W_out[1][neuron]
+        manual = ((w_out - w_out.mean()) * model.ln_final.w) @ model.W_U / 1.5
+        torch.testing.assert_close(effect, manual)
+        other = lk.neuron_logit_effect(folded, 1, neuron, final_scale=1.5)
+        torch.testing.assert_close(
+            effect - effect.mean(), other - other.mean(), atol=1e-4, rtol=1e-4
+        )
+        assert int(effect.argmax()) == int(other.argmax())
+
+
+def test_frozen_scale_linearisation_against_a_patched_activation(unfolded):
+    """Add ``delta`` to a last-layer neuron's activation through a hook: with ln_final's scale
+    frozen the logits change by exactly ``delta * effect``; with the real scale, by that plus the
+    linearisation error ``(logits' - beta @ W_U - b_U) * (1 - s'/s)``, which is small."""
+    model, _ = unfolded
+    layer, neuron, delta = 1, 7, 0.5
+    tokens = torch.randint(
+        0, model.cfg.d_vocab, (2, 12), generator=torch.Generator().manual_seed(0)
+    )
+    clean, cache = model.run_with_cache(tokens, names_filter="ln_final.hook_scale")
+    scale = cache["ln_final.hook_scale"]  # [batch, pos, 1]
+
+    def bump(post, hook):
+        post[..., neuron] += delta
+        return post
+
+    patch = [(f"blocks.{layer}.mlp.hook_post", bump)]
+    frozen = model.run_with_hooks(
+        tokens, fwd_hooks=patch + [("ln_final.hook_scale", lambda s, hook: scale)]
+    )
+    new_scale = {}
+    patched = model.run_with_hooks(
+        tokens,
+        fwd_hooks=patch + [("ln_final.hook_scale", lambda s, hook: new_scale.setdefault("s", s))],
+    )
+    unit = lk.neuron_logit_effect(model, layer, neuron, final_scale=1.0)
+    predicted = delta * unit / scale  # [batch, pos, d_vocab]
+    torch.testing.assert_close(frozen - clean, predicted, atol=1e-4, rtol=1e-4)
+    # With the real scale: exact error term, and the prediction is close.
+    offset = model.ln_final.b @ model.W_U + model.b_U
+    error = (patched - offset) * (1 - new_scale["s"] / scale)
+    torch.testing.assert_close(patched - clean, predicted + error, atol=1e-4, rtol=1e-4)
+    relative = (patched - clean - predicted).norm(dim=-1) / predicted.norm(dim=-1)
+    assert float(relative.max()) < 0.2 and float((new_scale["s"] / scale - 1).abs().max()) > 0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -172,10 +257,10 @@ def test_truncation_rejects_non_positive_activations(model, pool):
 # ----------------------------------------------------------------------------------------------
 
 
-def test_offline_explainer_beats_chance_on_planted_data(planted, pool):
-    model = planted.model
+@pytest.fixture(scope="module")
+def astronomy_activity(model, pool):
     layer, neuron = ASTRONOMY
-    activity = lk.explanation_dataset(
+    return lk.explanation_dataset(
         model,
         pool.windows,
         layer,
@@ -184,6 +269,10 @@ def test_offline_explainer_beats_chance_on_planted_data(planted, pool):
         attribution=pool.attributions[ASTRONOMY],
         labels=pool.labels,
     )
+
+
+def test_offline_explainer_beats_chance_on_planted_data(planted, astronomy_activity):
+    model, activity = planted.model, astronomy_activity
     assert 0.02 < activity.base_rate < 0.5
     result = lk.evaluate_explainer(ex.OfflineExplainer(model.tokenizer), activity, model.tokenizer)
     assert result["accuracy"] > result["chance"]
@@ -192,6 +281,82 @@ def test_offline_explainer_beats_chance_on_planted_data(planted, pool):
     words = result["explanation"].tokens
     assert words and words[0] in planted_words
     assert sum(w in planted_words for w in words) >= len(words) / 2
+    share = lk.topic_share(
+        activity, result["explanation"], planted.truth.topic_words["astronomy"], model.tokenizer
+    )
+    assert share > 0.9
+
+
+def test_held_out_split_is_by_document_hash(model, pool, astronomy_activity):
+    activity = astronomy_activity
+    assert lk.document_of("bible|bible_kjv:Genesis 1") == "bible_kjv:Genesis 1"
+    assert lk.document_of("war|openwebtext~war:12#3") == "openwebtext:12"
+    assert lk.document_of("general|nltk_brown_us:ca01+") == "nltk_brown_us:ca01"
+    # Deterministic and a property of the document alone.
+    assert lk.is_held_out("bible_kjv:Genesis 1") == lk.is_held_out("bible_kjv:Genesis 1")
+    held = [lk.is_held_out(f"corpus:{i}") for i in range(2000)]
+    assert 0.45 < sum(held) / len(held) < 0.55
+    # Prompts of one document are all on one side, and the pool's documents land on both sides.
+    side: dict[str, set[bool]] = {}
+    for prompt, train in zip(activity.prompts, activity.train.tolist()):
+        side.setdefault(lk.document_of(prompt.source), set()).add(train)
+        assert train == (not lk.is_held_out(lk.document_of(prompt.source)))
+    assert all(len(s) == 1 for s in side.values())
+    # Every domain, and each corpus of a two-corpus domain, has documents on both sides.
+    sources = [(prompt.source, train) for prompt, train in zip(activity.prompts, activity.train)]
+    for part in ("astronomy|", "general|", "bible|", "legal|", "|bible_kjv:", "|bible_web:"):
+        assert {bool(train) for source, train in sources if part in source} == {True, False}, part
+    with pytest.raises(ValueError, match="fraction"):
+        lk.is_held_out("x", 1.0)
+
+
+def test_active_threshold_ignores_held_out_windows(model, pool, astronomy_activity):
+    """Scaling the held-out windows' attributions leaves the threshold alone; scaling the
+    training windows' scales it."""
+    attribution = pool.attributions[ASTRONOMY]
+    held = torch.tensor(
+        [lk.is_held_out(lk.document_of(label)) for label in pool.labels],
+        device=attribution.pre.device,
+    )
+
+    def threshold(scaled_side: bool) -> float:
+        scale = torch.where(held == scaled_side, 10.0, 1.0)[:, None]
+        changed = lk.NeuronAttribution(
+            attribution.layer,
+            attribution.neuron,
+            attribution.pre * scale,
+            attribution.heads * scale[..., None, None],
+            attribution.embed,
+            attribution.pos_embed,
+            attribution.mlp,
+            attribution.bias,
+        )
+        return lk.explanation_dataset(
+            model, pool.windows, *ASTRONOMY, (1, 2), attribution=changed, labels=pool.labels
+        ).threshold
+
+    assert threshold(scaled_side=True) == pytest.approx(astronomy_activity.threshold, rel=1e-6)
+    assert threshold(scaled_side=False) == pytest.approx(10 * astronomy_activity.threshold)
+
+
+def test_explanation_dataset_prompts_match_a_reference_loop(model, pool):
+    """The vectorised prompts equal the obvious loop, also for windows of different lengths."""
+    windows = [pool.windows[0], pool.windows[1][:30], pool.windows[2][:9]]
+    labels = pool.labels[:3]
+    attribution = lk.attribute_neuron(model, windows, *ASTRONOMY)
+    activity = lk.explanation_dataset(
+        model, windows, *ASTRONOMY, (1, 2), attribution=attribution, labels=labels, threshold=0.5
+    )
+    expected = [(w, p) for w, window in enumerate(windows) for p in range(8, len(window), 8)]
+    assert [(pr.window, pr.end) for pr in activity.prompts] == expected
+    for prompt, value in zip(activity.prompts, activity.attribution.tolist()):
+        assert torch.equal(prompt.tokens, windows[prompt.window][: prompt.end + 1].cpu())
+        assert value == pytest.approx(float(attribution.heads[prompt.window, prompt.end, 1, 2]))
+        assert prompt.activation == pytest.approx(float(attribution.pre[prompt.window, prompt.end]))
+        assert prompt.source == labels[prompt.window]
+    assert activity.active.tolist() == [v >= 0.5 for v in activity.attribution.tolist()]
+    with pytest.raises(ValueError, match="labels"):
+        lk.explanation_dataset(model, windows, *ASTRONOMY, (1, 2), labels=labels[:2])
 
 
 def test_offline_explainer_on_a_toy_problem(model):
@@ -218,17 +383,23 @@ def test_offline_explainer_on_a_toy_problem(model):
         explainer.explain(active, [])
 
 
-def test_no_network_connection_without_a_key(monkeypatch, model):
-    for name in (ex.API_KEY_ENV, ex.BASE_URL_ENV, ex.MODEL_ENV):
-        monkeypatch.delenv(name, raising=False)
-
+def _refuse_network(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a network connection was attempted")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
-    # The patch is effective: urllib would fail through it.
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+def test_no_network_connection_without_a_key(monkeypatch, model, pool):
+    for name in (ex.API_KEY_ENV, ex.BASE_URL_ENV, ex.MODEL_ENV):
+        monkeypatch.delenv(name, raising=False)
+    _refuse_network(monkeypatch)
+    # The patch is effective: urllib fails through it, by name lookup or by address.
+    with pytest.raises(AssertionError, match="network"):
+        ex.urllib_transport("http://llm.invalid/v1/chat/completions", {}, {})
     with pytest.raises(AssertionError, match="network"):
         ex.urllib_transport("http://127.0.0.1:9/v1/chat/completions", {}, {})
 
@@ -239,17 +410,28 @@ def test_no_network_connection_without_a_key(monkeypatch, model):
         ex.get_explainer("llm")
     with pytest.raises(ex.ExplainerError, match="API key"):
         ex.LLMExplainer("")
-    active = [ex.Example((1, 2), "a b", "x"), ex.Example((1, 3), "a c", "y")]
-    inactive = [ex.Example((4, 5), "d e", "z"), ex.Example((4, 6), "d f", "w")]
-    explanation = explainer.explain(active, inactive)
-    assert explainer.predict(explanation, active + inactive) == [True, True, False, False]
+    # The chapter's path, under the patch: windows, scan, examine (explain and evaluate).
+    windows, labels = lk.lookup_windows(model.tokenizer, ("astronomy", "general"), per_domain=8)
+    assert len(windows) == 16
+    small = lk.scan_pool(model, windows, labels, [ASTRONOMY])
+    lookup = lk.examine_neuron(model, *ASTRONOMY, small, explainer=explainer, n_prompts=3)
+    assert lookup.explanation is not None and lookup.evaluation["n_test"] > 0
+    result = lk.evaluate_explainer(explainer, lookup.activity, model.tokenizer)
+    assert result["accuracy"] == lookup.evaluation["accuracy"]
 
 
-def test_llm_explainer_through_a_fake_transport(monkeypatch):
+def _llm(monkeypatch, **kwargs) -> ex.LLMExplainer:
     monkeypatch.setenv(ex.API_KEY_ENV, "test-key")
     monkeypatch.setenv(ex.BASE_URL_ENV, "http://llm.invalid/v1/")
     monkeypatch.setenv(ex.MODEL_ENV, "tiny")
     llm = ex.LLMExplainer.from_env()
+    for key, value in kwargs.items():
+        setattr(llm, key, value)
+    return llm
+
+
+def test_llm_explainer_through_a_fake_transport(monkeypatch):
+    llm = _llm(monkeypatch)
     assert llm is not None and llm.base_url == "http://llm.invalid/v1" and llm.model == "tiny"
     calls = []
 
@@ -273,6 +455,81 @@ def test_llm_explainer_through_a_fake_transport(monkeypatch):
     assert headers["Authorization"] == "Bearer test-key" and payload["model"] == "tiny"
     assert "the stars tonight" in payload["messages"][0]["content"]
     assert explanation.text in calls[1][1]["messages"][0]["content"]
+    assert llm.n_requests(41) == 1 + 3 and len(calls) == 2
+
+
+class _Reply(io.BytesIO):
+    """What ``urlopen`` returns: readable, and a context manager (BytesIO is both)."""
+
+
+@pytest.mark.parametrize(
+    "failure, message",
+    [
+        (urllib.error.HTTPError("u", 401, "Unauthorized", {}, None), "HTTP 401.*API_KEY"),
+        (urllib.error.URLError(ConnectionRefusedError(111, "refused")), "reach.*BASE_URL"),
+        (TimeoutError("timed out"), "reach.*BASE_URL"),
+        (_Reply(b"<html>not json</html>"), "not JSON.*BASE_URL"),
+        (_Reply(b'{"error": {"message": "no such model"}}'), "Unexpected reply.*MODEL"),
+    ],
+)
+def test_llm_service_errors_name_the_environment_variables(monkeypatch, failure, message):
+    """urllib's errors (through the real transport, with a fake ``urlopen``) become
+    ExplainerErrors that say which variables to check; nothing touches the network."""
+    _refuse_network(monkeypatch)
+    seen = {}
+
+    def fake_urlopen(request, timeout):
+        seen["url"], seen["timeout"] = request.full_url, timeout
+        if isinstance(failure, BaseException):
+            raise failure
+        return failure
+
+    monkeypatch.setattr(urllib.request, "urlopen", fake_urlopen)
+    llm = _llm(monkeypatch, timeout=7.0)
+    active = [ex.Example((1,), "the stars tonight", "a")]
+    inactive = [ex.Example((2,), "the cat sat", "b")]
+    with pytest.raises(ex.ExplainerError, match=message):
+        llm.explain(active, inactive)
+    assert seen == {"url": "http://llm.invalid/v1/chat/completions", "timeout": 7.0}
+
+
+def test_service_errors_are_not_swallowed_by_examine_neuron(monkeypatch, model, pool):
+    """A misconfigured LLM stops the run; only "nothing to explain" becomes an error entry."""
+
+    def unreachable(url, payload, headers):
+        raise urllib.error.URLError("Name or service not known")
+
+    llm = _llm(monkeypatch, transport=unreachable)
+    with pytest.raises(ex.ExplainerError, match=ex.BASE_URL_ENV):
+        lk.examine_neuron(model, *ASTRONOMY, pool, explainer=llm, n_prompts=2)
+
+
+def test_llm_contrast_set_is_spread_over_domains_and_texts(monkeypatch):
+    pool = [
+        ex.Example((0,), f"{domain} text {text} prompt {k}", f"{domain}|c:{text}")
+        for domain in ("bible", "war", "legal")
+        for text in range(4)
+        for k in range(5)
+    ]
+    sample = ex.spread_sample(pool, 6)
+    assert [e.group.split("|")[0] for e in sample] == ["bible", "war", "legal"] * 2
+    assert len({e.group for e in sample}) == 6  # six different texts
+    assert ex.spread_sample(pool, 6) == sample  # deterministic
+    assert ex.spread_sample(pool[:3], 6) == pool[:3]
+    sent = []
+
+    def fake(url, payload, headers):
+        sent.append(payload["messages"][0]["content"])
+        return {"choices": [{"message": {"content": 'Active on "x".'}}]}
+
+    llm = _llm(monkeypatch, transport=fake, max_examples=9)
+    llm.explain(pool, pool[::-1])
+    active_part = sent[0].split("ACTIVE:")[1].split("INACTIVE:")[0]
+    lines = [line for line in active_part.splitlines() if line.startswith("- ")]
+    assert [line.split()[1] for line in lines] == ["bible", "war", "legal"] * 3
+    assert len(set(lines)) == 9
+    llm.max_words_per_example = 2  # clipping keeps the last words, and says so
+    assert llm._clip(pool[0]) == "... prompt 0"
 
 
 def test_parse_labels():
@@ -302,6 +559,30 @@ def test_lookup_windows_are_distinct_documents(pool):
         lk.lookup_windows(None, ("klingon",))
 
 
+def test_lookup_windows_read_domain_documents(monkeypatch, model):
+    """Windows come from ``data.domain_documents(domain, interleave=True)``; an OpenWebText
+    stand-in document (``openwebtext~domain``) serves one domain only."""
+    from context_neurons.data import Document
+
+    text = "The telescope and the stars of the night sky. " * 20
+    calls = []
+
+    def fake_documents(domain, interleave=False):
+        calls.append((domain, interleave))
+        yield Document(f"openwebtext~{domain}", "7", text)  # the same document for both
+        yield Document(f"openwebtext~{domain}", f"{domain}-only", text)
+
+    monkeypatch.setattr(lk, "domain_documents", fake_documents)
+    windows, labels = lk.lookup_windows(model.tokenizer, ("astronomy", "war"), per_domain=5)
+    assert calls == [("astronomy", True), ("war", True)]
+    assert labels == [
+        "astronomy|openwebtext~astronomy:7",
+        "astronomy|openwebtext~astronomy:astronomy-only",
+        "war|openwebtext~war:war-only",
+    ]
+    assert all(len(w) == 65 and int(w[0]) == 50256 for w in windows)
+
+
 def test_bad_indices_give_clear_errors(model, pool):
     tokens = pool.windows[0][:8]
     with pytest.raises(lk.LookupIndexError, match=r"0\.\.1"):
@@ -324,18 +605,79 @@ def test_bad_indices_give_clear_errors(model, pool):
         lk.neuron_activations(model, torch.tensor([50256, 60000]), 1, 0)
     with pytest.raises(ValueError, match="mode"):
         lk.ablation_drops(model, [tokens], 1, 777, mode="resample")
+    # Floats are refused, not truncated (3.7 is not neuron 3); integer-like types are accepted.
+    # (Under pytest, beartype rejects a float before the function runs: call the unwrapped one.)
+    unwrapped = getattr(lk.check_neuron, "__wrapped__", lk.check_neuron)
+    with pytest.raises(lk.LookupIndexError, match="Neuron must be an integer, got 3.7"):
+        unwrapped(model, 1, 3.7)
+    with pytest.raises(lk.LookupIndexError, match="Layer must be an integer"):
+        getattr(lk.check_layer, "__wrapped__", lk.check_layer)(model, 1.0)
+    with pytest.raises(lk.LookupIndexError, match="Head must be an integer"):
+        getattr(lk.check_head, "__wrapped__", lk.check_head)(model, 1, 2.0, 1)
+    with pytest.raises((lk.LookupIndexError, TypeError)):
+        lk.neuron_logit_effect(model, 1, 3.7)
+    assert lk.check_neuron(model, torch.tensor(1), torch.tensor(3)) == (1, 3)
+
+
+# ----------------------------------------------------------------------------------------------
+# The planted look-ups, end to end (the chapter's pool)
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recovered(planted):
+    """examine_neuron for the four best neurons on the chapter's default pool."""
+    model = planted.model
+    scores = lk.token_prediction_scores(model)
+    windows, labels = lk.lookup_windows(model.tokenizer)
+    chosen = lk.select_neurons(scores, n=4)
+    pool = lk.scan_pool(model, windows, labels, chosen)
+    return scores, {key: lk.examine_neuron(model, *key, pool, scores=scores) for key in chosen}
 
 
 @pytest.mark.slow
-def test_reproduce_section_recovers_the_planted_lookups(planted):
+def test_all_four_planted_lookups_are_recovered(planted, recovered):
+    """Right neuron, token and head; an explanation in the planted topic that beats chance."""
+    model = planted.model
+    _, found = recovered
+    assert set(found) == {(d["layer"], d["neuron"]) for d in planted.truth.lookups}
+    for truth in planted.truth.lookups:
+        lookup = found[(truth["layer"], truth["neuron"])]
+        assert lookup.token == truth["target"]
+        assert lookup.top_heads[0][:2] == (truth["layer"], truth["head"])
+        assert lookup.top_heads[0][2] > 5 * abs(lookup.top_heads[1][2])  # the head stands out
+        topic_words = planted.truth.topic_words[truth["topic"]]
+        topic = {ex.normalise_word(w) for w in topic_words}
+        words = lookup.explanation.tokens
+        assert words[0] in topic, (truth["topic"], words)
+        assert sum(w in topic for w in words) >= len(words) / 2, (truth["topic"], words)
+        share = lk.topic_share(lookup.activity, lookup.explanation, topic_words, model.tokenizer)
+        assert share >= 0.9, (truth["topic"], share)
+        evaluation = lookup.evaluation
+        assert evaluation["accuracy"] > evaluation["chance"], (truth["topic"], evaluation)
+        assert evaluation["balanced_accuracy"] > 0.65, (truth["topic"], evaluation)
+        assert evaluation["n_test"] > 1000
+
+
+@pytest.mark.slow
+def test_reproduce_section_recovers_the_planted_lookups(planted, recovered):
     from context_neurons.reproduce import ReproContext
 
+    scores, found = recovered
     ctx = ReproContext(planted, [], [], progress=False)
+    ctx.shared["token_prediction_scores"] = scores
     (row,) = lk.reproduce_section(ctx)
-    assert row.key == "lookups"
-    found = {(r["layer"], r["neuron"]): r for r in row.value}
+    assert row.key == "lookups" and row.paper == ""  # no paper value to compare with
+    assert row.truth == lk.planted_summary(planted.truth)
+    by_key = {(r["layer"], r["neuron"]): r for r in row.value}
     for truth in planted.truth.lookups:
-        result = found[(truth["layer"], truth["neuron"])]
+        result = by_key[(truth["layer"], truth["neuron"])]
+        topic = {ex.normalise_word(w) for w in planted.truth.topic_words[truth["topic"]]}
         assert result["token"] == truth["target"]
         assert result["top_heads"][0] == lk.head_name(truth["layer"], truth["head"])
-        assert result["explanation_accuracy"] >= result["chance"]
+        assert result["explanation"][0] in topic
+        assert result["explanation_accuracy"] > result["chance"]
+        assert result["balanced_accuracy"] > 0.65
+        # The same computation as the chapter's: the same numbers.
+        evaluation = found[(truth["layer"], truth["neuron"])].evaluation
+        assert result["balanced_accuracy"] == round(evaluation["balanced_accuracy"], 3)
