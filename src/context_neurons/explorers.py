@@ -577,12 +577,19 @@ def contribution_frame(contributions: Any, k: int = 15) -> pd.DataFrame:
 
 
 def plot_contributions(frame: pd.DataFrame, neuron: int):
-    """Horizontal bars of the top and bottom contributions (from :func:`contribution_frame`)."""
+    """Horizontal bars of the top and bottom contributions (from :func:`contribution_frame`).
+
+    Bars are coloured as in the chapters' figures (:func:`plotting_neurons.plot_token_bars`): red
+    for a contribution that pushes the neuron up (positive), blue for one that pushes it down.
+    """
     import matplotlib.pyplot as plt
 
+    from context_neurons.plotting_neurons import sign_colours
+
     figure, (left, right) = plt.subplots(1, 2, figsize=(8, 0.25 * len(frame) + 1.2))
-    for ax, side, colour in ((left, "bottom", "C3"), (right, "top", "C2")):
-        ax.barh(range(len(frame)), frame[f"{side} contribution"], color=colour)
+    for ax, side in ((left, "bottom"), (right, "top")):
+        values = frame[f"{side} contribution"]
+        ax.barh(range(len(frame)), values, color=sign_colours(values))
         ax.set_yticks(range(len(frame)), frame[f"{side} token"], fontsize=8)
         ax.invert_yaxis()
         ax.set_title(f"{side} tokens", fontsize=9)

@@ -18,6 +18,13 @@ import torch
 from context_neurons.plotting import head_colour
 
 TRUE_COLOUR, APPROX_COLOUR = "black", "tab:orange"
+#: Colours of what pushes a neuron up (positive contributions, up-tokens) and down.
+UP_COLOUR, DOWN_COLOUR = "tab:red", "tab:blue"
+
+
+def sign_colours(values) -> list[str]:
+    """:data:`UP_COLOUR` for each positive value, :data:`DOWN_COLOUR` for the others."""
+    return [UP_COLOUR if float(v) > 0 else DOWN_COLOUR for v in values]
 
 
 def _smooth(values: torch.Tensor, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -162,9 +169,8 @@ def plot_token_bars(table: pd.DataFrame, neuron, k: int = 10, ax=None, title: st
     top, bottom = table.iloc[:k], table.iloc[:k]
     labels = list(top["top token"]) + list(bottom["bottom token"])[::-1]
     values = list(top["top contribution"]) + list(bottom["bottom contribution"])[::-1]
-    colours = ["tab:red" if v > 0 else "tab:blue" for v in values]
     y = np.arange(len(values))
-    ax.barh(y, values, color=colours)
+    ax.barh(y, values, color=sign_colours(values))
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
     ax.axvline(0, color="k", lw=0.6)
@@ -186,6 +192,9 @@ def plot_activation_curves(
     marks: torch.Tensor | None = None,
     baseline: float | None = None,
     figsize: tuple[float, float] = (8, 3.0),
+    mark_names: dict[int, str] | None = None,
+    baseline_label: str = "median over texts",
+    ylabel: str = "pre-activation",
 ):
     """True and approximate pre-activation of one neuron along one text.
 
@@ -199,6 +208,9 @@ def plot_activation_curves(
             and down-tokens (blue) occur.
         baseline: a dotted horizontal line (e.g. the neuron's median over many texts).
         figsize: the size of a new figure.
+        mark_names: legend names of the marks by sign (default ``up-token``, ``down-token``).
+        baseline_label: the legend name of the baseline.
+        ylabel: the y axis' label.
     """
     own = ax is None
     if own:
@@ -213,12 +225,12 @@ def plot_activation_curves(
         x = np.arange(start, len(values))
         ax.plot(x, values[start:].numpy(), label=name, **styles.get(name, {}))
     if baseline is not None:
-        ax.axhline(baseline, color="grey", ls=":", lw=1.0, label="median over texts")
+        ax.axhline(baseline, color="grey", ls=":", lw=1.0, label=baseline_label)
     if marks is not None:
-        _draw_marks(ax, torch.as_tensor(marks).detach().cpu(), start)
+        _draw_marks(ax, torch.as_tensor(marks).detach().cpu(), start, mark_names)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("position n")
-    ax.set_ylabel("pre-activation")
+    ax.set_ylabel(ylabel)
     if legend:
         ax.legend(fontsize=7, ncol=2)
     if own:
@@ -227,12 +239,18 @@ def plot_activation_curves(
     return ax
 
 
-MARK_COLOURS = {1: ("tab:red", "up-token"), -1: ("tab:blue", "down-token")}
+MARK_COLOURS = {1: (UP_COLOUR, "up-token"), -1: (DOWN_COLOUR, "down-token")}
 
 
-def _draw_marks(ax, marks: torch.Tensor, start: int) -> None:
-    """Ticks along the bottom of ``ax`` where ``marks`` is +1 (red) or -1 (blue)."""
+def _draw_marks(ax, marks: torch.Tensor, start: int, names: dict[int, str] | None = None) -> None:
+    """Ticks along the bottom of ``ax`` where ``marks`` is +1 (red) or -1 (blue).
+
+    ``names`` (sign -> legend name) replaces the default names and draws only those signs.
+    """
     for sign, (colour, name) in MARK_COLOURS.items():
+        if names is not None and sign not in names:
+            continue
+        name = name if names is None else names[sign]
         x = (marks == sign).nonzero().flatten().numpy()
         x = x[x >= start]
         transform = ax.get_xaxis_transform()  # x in data units, y in axes units
@@ -243,7 +261,9 @@ def plot_activation_grid(panels: list[dict], columns: int = 2, height: float = 2
     """Several :func:`plot_activation_curves` panels in a grid (legend on the first only).
 
     Args:
-        panels: dicts with ``curves`` and optionally ``marks``, ``baseline``, ``title``.
+        panels: dicts with ``curves`` and optionally ``marks``, ``baseline``, ``title`` and the
+            other keyword arguments of :func:`plot_activation_curves` (``mark_names``,
+            ``baseline_label``, ``ylabel``).
         columns: panels per row.
         height: inches per row.
     """
@@ -259,6 +279,11 @@ def plot_activation_grid(panels: list[dict], columns: int = 2, height: float = 2
             legend=k == 0,
             marks=panel.get("marks"),
             baseline=panel.get("baseline"),
+            **{
+                key: panel[key]
+                for key in ("mark_names", "baseline_label", "ylabel")
+                if key in panel
+            },
         )
         if k < len(panels) - columns:  # a panel below shares the x axis' meaning
             ax.set_xlabel("")

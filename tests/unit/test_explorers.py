@@ -265,6 +265,25 @@ def test_contribution_frame_orders_both_sides():
         ex.contribution_frame(pd.Series([], dtype=float))
 
 
+def test_contribution_bars_use_the_figures_colours():
+    from matplotlib.colors import to_rgba
+
+    from context_neurons.plotting_neurons import DOWN_COLOUR, UP_COLOUR
+
+    # a bottom side with one positive value: the colour follows the sign, as in the
+    # chapters' token bars (plotting_neurons.plot_token_bars)
+    series = pd.Series([3.0, 2.0, 0.5, -1.0, -4.0], index=[" a", " b", " c", " d", " e"])
+    frame = ex.contribution_frame(series, k=3)
+    figure = ex.plot_contributions(frame, neuron=300)
+    left, right = figure.axes
+    bottom = [to_rgba(bar.get_facecolor()) for bar in left.patches]
+    top = [to_rgba(bar.get_facecolor()) for bar in right.patches]
+    up, down = to_rgba(UP_COLOUR), to_rgba(DOWN_COLOUR)
+    assert up == to_rgba("tab:red") and down == to_rgba("tab:blue")
+    assert top == [up, up, up]  # 3.0, 2.0, 0.5
+    assert bottom == [down, down, up]  # -4.0, -1.0, 0.5
+
+
 def test_contribution_explorer_static_and_widgets():
     def contributions_fn(neuron):
         return pd.Series(

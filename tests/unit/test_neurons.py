@@ -298,6 +298,127 @@ def test_precision_recall_rows_have_no_typed_truth(planted, circuit):
 
 
 # ----------------------------------------------------------------------------------------------
+# The respelling experiment
+# ----------------------------------------------------------------------------------------------
+
+SPELLINGS = [
+    ("colour", "color"),
+    ("centre", "center"),
+    ("labour", "labor"),
+    ("defence", "defense"),
+    ("realisation", "realization"),  # ' realisation' is two tokens, ' realization' one
+]
+AMERICAN = (
+    "The town center was painted in a bright color for the labor festival, and the council "
+    "spoke about defense and the harbor. "  # 'harbor' is not in SPELLINGS: left as it is
+)
+FILLER = "People walked along the river, talked about the weather and bought bread at the market. "
+GOOD = FILLER * 12 + AMERICAN + FILLER * 6 + AMERICAN + FILLER * 4
+
+
+def _documents():
+    from context_neurons.data import Document
+
+    return [
+        Document("test", "good", GOOD),
+        Document("test", "none", FILLER * 30),
+        Document("test", "shifted", FILLER * 20 + "the realization of it. " + AMERICAN),
+    ]
+
+
+def test_length_preserving_pairs(planted):
+    tokenizer = planted.model.tokenizer
+    kept = gallery.length_preserving_pairs(SPELLINGS, tokenizer)
+    assert ("realisation", "realization") not in kept and ("colour", "color") in kept
+    for british, american in kept:
+        for gb, us in (
+            (f" {british}", f" {american}"),
+            (f" {british.title()}", f" {american.title()}"),
+        ):
+            assert len(tokenizer.encode(gb)) == len(tokenizer.encode(us))
+
+
+def test_respelled_texts_are_minimal_pairs(planted):
+    from context_neurons.data import DataError
+    from context_neurons.topics import swap_spellings
+
+    tokenizer = planted.model.tokenizer
+    respelling = gallery.respelled_texts(tokenizer, _documents(), SPELLINGS, n=5, min_tokens=100)
+    # 'none' has nothing to respell; 'shifted' changes its token count (realization)
+    assert respelling.labels == ["test:good"]
+    assert (respelling.n_examined, respelling.n_dropped) == (2, 1)
+    assert respelling.words == [8]  # center, color, labor, defense, twice
+    length = int(respelling.lengths[0])
+    american = tokenizer.decode(respelling.american[0, 1:length])
+    british = tokenizer.decode(respelling.british[0, 1:length])
+    assert american == GOOD and british == swap_spellings(GOOD, SPELLINGS)[0]
+    changed = respelling.respelled[0].nonzero().flatten()
+    assert len(changed) == 8 and respelling.respelled[0, 0].item() is False
+    assert {tokenizer.decode(respelling.american[0, i]) for i in changed} == {
+        " center",
+        " color",
+        " labor",
+        " defense",
+    }
+    assert respelling.per_1000() == pytest.approx(1000 * 8 / (length - 1))
+    # with the length-preserving pairs 'shifted' aligns too ('realization' is left as it is)
+    aligned = gallery.length_preserving_pairs(SPELLINGS, tokenizer)
+    both = gallery.respelled_texts(tokenizer, _documents(), aligned, n=5, min_tokens=100)
+    assert both.labels == ["test:good", "test:shifted"] and both.words == [8, 4]
+    # a window that ends after the first paragraph counts only its words
+    n_ctx = len(tokenizer.encode(FILLER * 12 + AMERICAN)) + 6
+    cut = gallery.respelled_texts(tokenizer, _documents()[:1], SPELLINGS, n_ctx=n_ctx)
+    assert cut.words == [4] and cut.american.shape == (1, n_ctx)
+    with pytest.raises(DataError, match="aligned respelling"):
+        gallery.respelled_texts(tokenizer, _documents()[1:2], SPELLINGS)
+    with pytest.raises(DataError, match="at least one text"):
+        gallery.respelled_texts(tokenizer, _documents(), SPELLINGS, n=0)
+
+
+def test_respelling_effect_against_hooks(planted, circuit):
+    from context_neurons import evaluation as ev
+    from context_neurons.data import DataError
+
+    model = planted.model
+    respelling = gallery.respelled_texts(model.tokenizer, _documents(), SPELLINGS, min_tokens=100)
+    effect = gallery.respelling_effect(circuit, model, [300, 704], respelling, start=20, near=10)
+    # the true difference, from the hook, British minus American
+    name = "blocks.0.mlp.hook_pre"
+    pre = {}
+    for version in ("american", "british"):
+        _, cache = model.run_with_cache(getattr(respelling, version), names_filter=name)
+        pre[version] = cache[name][..., [300, 704]].cpu()
+    assert torch.allclose(effect.true, pre["british"] - pre["american"], atol=1e-4)
+    approx_fn = ev.approximator(circuit, model, [300, 704])
+    approx = approx_fn(respelling.british).cpu() - approx_fn(respelling.american).cpu()
+    assert torch.allclose(effect.approx, approx, atol=1e-4)
+    assert effect.before_first() == 0.0  # causal attention: nothing differs before the first word
+    # the masks, position by position
+    masks, respelled = effect.masks(), respelling.respelled[0].tolist()
+    for n in range(int(respelling.lengths[0])):
+        at = n >= 20 and respelled[n]
+        near = n >= 20 and not respelled[n] and any(respelled[max(0, n - 10) : n])
+        assert bool(masks["at word"][0, n]) == at and bool(masks["next 10"][0, n]) == near
+        assert bool(masks["elsewhere"][0, n]) == (n >= 20 and not at and not near)
+    # the summary's arithmetic
+    differences, summary = effect.differences(), effect.summary()
+    near_true = float(effect.true[0][masks["next 10"][0]][:, 0].mean())
+    assert differences.loc[300, ("next 10", "true")] == pytest.approx(near_true, rel=1e-5)
+    spread = float(pre["american"][0, 20:, 0].std())
+    assert summary.loc[300, "within-text SD"] == pytest.approx(spread, rel=1e-4)
+    assert summary.loc[300, "next 10 / SD"] == pytest.approx(near_true / spread, rel=1e-4)
+    # planted: 300 reads British minus American spelling; the approximation tracks the truth
+    assert summary.loc[300, "verdict"] == "confirmed"
+    assert differences.loc[300, ("next 10", "approx")] == pytest.approx(near_true, rel=0.2)
+    panel = effect.panel(704, 0)
+    assert torch.equal(panel["curves"]["true"], effect.true[0, :, 1])
+    with pytest.raises(ValueError, match="near"):
+        gallery.respelling_effect(circuit, model, [300], respelling, near=0)
+    with pytest.raises(DataError, match="start"):
+        gallery.respelling_effect(circuit, model, [300], respelling, start=10_000)
+
+
+# ----------------------------------------------------------------------------------------------
 # Errors
 # ----------------------------------------------------------------------------------------------
 
