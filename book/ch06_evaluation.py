@@ -48,7 +48,7 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
 ):
     import subprocess
 
-    spec = "context-neurons[book,online] @ git+https://github.com/context-neurons/context-neurons"
+    spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
 from context_neurons.colab import colab_setup
@@ -288,13 +288,6 @@ import matplotlib.pyplot as plt
 from context_neurons.plotting_neurons import plot_accuracy, plot_activation_curves
 
 
-PART_STYLES = {
-    "local terms": dict(color="0.7", lw=0.8, zorder=1),
-    "true minus local": dict(color="black", lw=1.0),
-    "bag + positional": dict(color="tab:orange", lw=1.0, ls="--"),
-}
-
-
 def draw_pair(row, tokens, neuron, title, legend):
     """The whole pre-activation (left) and its context part (right) of one neuron-text pair."""
     curves = ev.activation_curves(circuit, model, tokens, neuron, parts=True)
@@ -304,8 +297,6 @@ def draw_pair(row, tokens, neuron, title, legend):
     )
     for ax, name, keys in panels:
         plot_activation_curves({k: curves[k] for k in keys}, title=name, ax=ax, legend=False)
-        for line in ax.lines:
-            line.set(**PART_STYLES.get(line.get_label(), {}))
         if legend:
             ax.legend(fontsize=7, ncol=3)
 
@@ -468,8 +459,6 @@ for measure in ("median r", "median FVU", "own neurons' FVU"):
 
 # %%
 figure = plot_calibration_sensitivity(sensitivity, "median FVU")
-figure.axes[0].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-figure.tight_layout()
 
 # %% [markdown]
 # *Figure 6.5: median FVU of the found neurons on five sets of texts (groups) for each

@@ -64,7 +64,7 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
 ):
     import subprocess
 
-    spec = "context-neurons[book,online] @ git+https://github.com/context-neurons/context-neurons"
+    spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
 from context_neurons.colab import colab_setup

@@ -183,6 +183,19 @@ def plot_token_bars(table: pd.DataFrame, neuron, k: int = 10, ax=None, title: st
     return ax
 
 
+#: Line styles of the curves :func:`plot_activation_curves` knows (the keys of
+#: ``evaluation.activation_curves``): the truth black, the approximation orange and dashed, and
+#: for the split of chapter 6 the local terms grey behind the context part.
+CURVE_STYLES: dict[str, dict] = {
+    "true": dict(color=TRUE_COLOUR, lw=1.0),
+    "approximation": dict(color=APPROX_COLOUR, lw=1.0, ls="--"),
+    "bag only": dict(color="tab:blue", lw=0.8, ls=":"),
+    "local terms": dict(color="0.7", lw=0.8, zorder=1),
+    "true minus local": dict(color=TRUE_COLOUR, lw=1.0),
+    "bag + positional": dict(color=APPROX_COLOUR, lw=1.0, ls="--"),
+}
+
+
 def plot_activation_curves(
     curves: dict[str, torch.Tensor],
     title: str = "",
@@ -215,15 +228,10 @@ def plot_activation_curves(
     own = ax is None
     if own:
         fig, ax = plt.subplots(figsize=figsize)
-    styles = {
-        "true": dict(color=TRUE_COLOUR, lw=1.0),
-        "approximation": dict(color=APPROX_COLOUR, lw=1.0, ls="--"),
-        "bag only": dict(color="tab:blue", lw=0.8, ls=":"),
-    }
     for name, values in curves.items():
         values = torch.as_tensor(values).detach().cpu()
         x = np.arange(start, len(values))
-        ax.plot(x, values[start:].numpy(), label=name, **styles.get(name, {}))
+        ax.plot(x, values[start:].numpy(), label=name, **CURVE_STYLES.get(name, {}))
     if baseline is not None:
         ax.axhline(baseline, color="grey", ls=":", lw=1.0, label=baseline_label)
     if marks is not None:
@@ -356,6 +364,6 @@ def plot_calibration_sensitivity(table: pd.DataFrame, measure: str = "median r")
     ax.set_xlabel("evaluation texts")
     ax.set_ylabel(measure)
     ax.set_ylim(0, float(np.nanmax(sub.to_numpy(dtype=float))) * 1.3)
-    ax.legend(fontsize=7, ncol=len(sub.index), loc="upper center")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     return fig
