@@ -46,11 +46,15 @@ def test_gpt2_loader_matches_hugging_face_logits(tmp_path, processing):
     """A GPT-2-Small-shaped checkpoint goes through exactly the code users run for GPT-2."""
     from transformers import GPT2LMHeadModel
 
-    path = save_gpt2_shaped_checkpoint(tmp_path / "gpt2-shaped", seed=1, n_layer=2)
+    path = save_gpt2_shaped_checkpoint(tmp_path / "gpt2-shaped", seed=1, n_layer=12)
     loaded = load_model("gpt2", weights=path, processing=processing)
+    cfg = loaded.model.cfg
     assert loaded.name == "gpt2" and not loaded.is_planted
-    assert (loaded.model.cfg.d_model, loaded.model.cfg.n_heads, loaded.model.cfg.d_mlp) == (768, 12, 3072)
-    assert (loaded.model.cfg.d_vocab, loaded.model.cfg.n_ctx) == (50257, 1024)
+    assert (cfg.d_model, cfg.n_heads, cfg.d_mlp, cfg.n_layers) == (768, 12, 3072, 12)
+    assert (cfg.d_vocab, cfg.n_ctx) == (50257, 1024)
+    # The processing asked for is the processing done: folded LayerNorms have no parameters.
+    ln_kind = type(loaded.model.blocks[0].ln1).__name__
+    assert ln_kind == ("LayerNormPre" if processing.fold_ln else "LayerNorm")
     hf_model = GPT2LMHeadModel.from_pretrained(path).eval()
     tokens = loaded.model.to_tokens("The quick brown fox jumps over the lazy dog.")
     assert tokens[0, 0].item() == 50256  # BOS prepended
@@ -99,3 +103,43 @@ def test_planted_context_neuron_fires_on_its_topic(planted):
         _, cache = model.run_with_cache(tokens[None], stop_at_layer=1, names_filter="blocks.0.mlp.hook_pre")
         acts.append(cache["blocks.0.mlp.hook_pre"][0, 100:, 1710].mean().item())
     assert acts[0] > acts[1] + 1.0
+
+
+@pytest.mark.slow
+def test_gpt2_loads_from_an_offline_hugging_face_cache(tmp_path):
+    """``HF_HUB_OFFLINE=1`` with a populated cache: the path users take after one download.
+
+    The cache is laid out as ``huggingface_hub`` lays it out (``models--gpt2/refs/main`` naming
+    a snapshot); a fresh interpreter is needed because the hub reads its settings at import.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    hub = tmp_path / "hub"
+    snapshot = hub / "models--gpt2" / "snapshots" / "0123456789abcdef"
+    save_gpt2_shaped_checkpoint(snapshot, seed=2, n_layer=1)
+    (hub / "models--gpt2" / "refs").mkdir(parents=True)
+    (hub / "models--gpt2" / "refs" / "main").write_text("0123456789abcdef")
+    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "CONTEXT_NEURONS_GPT2": ""}
+    env.pop("CONTEXT_NEURONS_GPT2")
+    script = (
+        "import json, torch\n"
+        "from context_neurons.models import load_model\n"
+        "loaded = load_model('gpt2')\n"
+        "tokens = loaded.model.to_tokens('Hello world')\n"
+        "print(json.dumps({'source': loaded.source, 'layers': loaded.model.cfg.n_layers,\n"
+        "                  'logit': float(loaded.model(tokens)[0, -1].log_softmax(-1)[0])}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["source"] == "Hugging Face cache (offline)" and report["layers"] == 1
+    from transformers import GPT2LMHeadModel
+
+    hf_model = GPT2LMHeadModel.from_pretrained(snapshot).eval()
+    expected = hf_model(torch.tensor([[50256, 15496, 995]])).logits[0, -1].log_softmax(-1)[0]
+    assert report["logit"] == pytest.approx(float(expected), abs=2e-4)
