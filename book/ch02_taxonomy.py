@@ -194,9 +194,9 @@ figure = plot_head_map(
     taxonomy.self_z.median(dim=0).values,
     taxonomy.heads,
     taxonomy.groups,
-    local_max=tx.LOCAL_MAX_N_EFF,
+    local_max=tx.width_thresholds(taxonomy.n + 1)["local"],
     duplicate_min=tx.DUPLICATE_MIN_Z,
-    uniform_min=tx.UNIFORM_MIN_FRACTION * (taxonomy.n + 1),
+    uniform_min=tx.width_thresholds(taxonomy.n + 1)["uniform"],
 )
 
 # %% [markdown]

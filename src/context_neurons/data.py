@@ -171,21 +171,6 @@ def iter_documents(
                     yield Document(corpus, str(record.pop("id", "")), text, record)
 
 
-def load_documents(
-    corpora: str | Iterable[str], root: str | Path | None = None, min_chars: int = 1,
-    limit: int | None = None,
-) -> list[Document]:
-    """Documents from one or several corpus folders, in a fixed order, at most ``limit``."""
-    names = [corpora] if isinstance(corpora, str) else list(corpora)
-    docs: list[Document] = []
-    for name in names:
-        for doc in iter_documents(name, root, min_chars):
-            docs.append(doc)
-            if limit is not None and len(docs) >= limit:
-                return docs
-    return docs
-
-
 def get_document(corpus: str, doc_id: str, root: str | Path | None = None) -> Document:
     """One document by corpus and id."""
     for doc in iter_documents(corpus, root):
@@ -345,9 +330,16 @@ def domain_documents(
 
     Returns:
         An iterator of documents, in a fixed order.
+
+    Raises:
+        DataError: for an unknown domain, at the call (not at the first document).
     """
     if domain not in DOMAINS:
         raise DataError(f"Unknown domain {domain!r}: choose from {list(DOMAINS)}.")
+    return _domain_documents(domain, root, source, interleave)
+
+
+def _domain_documents(domain: str, root, source: str, interleave: bool) -> Iterator[Document]:
     if domain == "code":
         yield from code_documents()
         return

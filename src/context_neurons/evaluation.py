@@ -853,7 +853,12 @@ def reproduce_section(ctx) -> list:
 # ----------------------------------------------------------------------------------------------
 
 def domain_windows(
-    tokenizer, domain: str, n: int = 4, min_tokens: int = 1023, interleave: bool = False
+    tokenizer,
+    domain: str,
+    n: int = 4,
+    min_tokens: int = 1023,
+    interleave: bool = False,
+    n_ctx: int = 1024,
 ) -> tuple[list[Int[Tensor, "_pos"]], list[str]]:
     """``n`` windows of a domain's texts (one of ``data.DOMAINS``, ``data.domain_documents``).
 
@@ -866,15 +871,14 @@ def domain_windows(
         n: windows wanted (fewer if the domain's texts run out).
         min_tokens: documents shorter than this are concatenated with the next ones.
         interleave: alternate between the domain's corpora instead of reading them in turn.
+        n_ctx: the window length (BOS included).
     """
-    if domain not in DOMAINS:
-        raise DataError(f"Unknown domain {domain!r}: choose from {list(DOMAINS)}.")
     documents = domain_documents(domain, interleave=interleave)
     windows, labels, _ = tokenize_windows(
-        tokenizer, documents, min_tokens=min_tokens, short="concat", max_windows=n
+        tokenizer, documents, n_ctx, min_tokens=min_tokens, short="concat", max_windows=n
     )
     if not windows:
-        raise DataError(f"Domain {domain!r} gave no windows.")
+        raise DataError(f"Domain {domain!r} gave no windows of {n_ctx} tokens.")
     return windows, labels
 
 
@@ -893,41 +897,3 @@ def evaluation_windows(
     return corpus_windows(tokenizer, names, n=n, min_tokens=min_tokens, interleave=True)
 
 
-@torch.no_grad()
-def domain_profile(
-    model: HookedTransformer,
-    neurons,
-    window_sets: dict[str, list[Int[Tensor, "_pos"]]],
-    circuit: ContextualCircuit | None = None,
-    start: int = 100,
-    batch_size: int = 8,
-) -> pd.DataFrame:
-    """Mean pre-activation of each neuron over each set of texts (positions ``>= start``).
-
-    With ``circuit``, the approximate pre-activation instead of the model's (no model run).
-    Positions before ``start`` are left out because the bag of tokens is still filling up there.
-
-    Returns:
-        A DataFrame: rows neurons, columns the sets' names.
-    """
-    neurons = check_neurons(model, neurons)
-    approx_fn = None if circuit is None else approximator(circuit, model, neurons)
-    columns = {}
-    for name, windows in window_sets.items():
-        total = torch.zeros(len(neurons), device="cpu")  # sums of CPU copies of the batches
-        count = 0
-        for b in range(0, len(windows), batch_size):
-            tokens, lengths = pad_windows(windows[b : b + batch_size])
-            tokens = _check_batch(model, tokens)
-            pre = (
-                true_pre_activations(model, tokens, neurons)
-                if approx_fn is None
-                else approx_fn(tokens)
-            )
-            mask = _position_mask(tokens, lengths, start)
-            total += (pre * mask[..., None]).sum((0, 1)).cpu()
-            count += int(mask.sum())
-        if count == 0:
-            raise EvaluationError(f"The texts of {name!r} are shorter than start = {start}.")
-        columns[name] = (total / count).tolist()
-    return pd.DataFrame(columns, index=pd.Index(neurons, name="neuron"))

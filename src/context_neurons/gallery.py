@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -36,6 +36,7 @@ from transformer_lens import HookedTransformer
 
 from context_neurons import data
 from context_neurons.circuit import ContextualCircuit
+from context_neurons.evaluation import domain_windows
 from context_neurons.neurons import (
     THETA,
     NeuronScores,
@@ -104,12 +105,9 @@ def domain_texts(
         raise data.DataError(f"Ask for at least one window of at least one domain (n = {n}).")
     windows, labels, names = [], [], []
     for domain in domains:
-        documents = data.domain_documents(domain, interleave=interleave)
-        got, got_labels, _ = data.tokenize_windows(
-            tokenizer, documents, n_ctx, min_tokens=n_ctx - 1, short="concat", max_windows=n
+        got, got_labels = domain_windows(
+            tokenizer, domain, n=n, min_tokens=n_ctx - 1, interleave=interleave, n_ctx=n_ctx
         )
-        if not got:
-            raise data.DataError(f"Domain {domain!r} gave no windows of {n_ctx} tokens.")
         windows += got
         labels += got_labels
         names += [domain] * len(got)
@@ -142,6 +140,7 @@ class TextActivations:
     marks: Int[Tensor, "batch pos n_neurons"]
     theta: float
     start: int = START
+    _means: dict[str, Tensor] = field(default_factory=dict, repr=False, compare=False)
 
     def column(self, neuron) -> int:
         """The position of ``neuron`` on the last axis."""
@@ -157,9 +156,12 @@ class TextActivations:
         return (positions[None] >= start) & (positions[None] < self.lengths[:, None])
 
     def window_means(self, which: str = "true") -> Float[Tensor, "batch n_neurons"]:
-        """Each neuron's mean pre-activation over each text (positions ``>= start``)."""
-        values, mask = self._values(which), self.valid()[..., None]
-        return (values * mask).sum(1) / mask.sum(1)
+        """Each neuron's mean pre-activation over each text (positions ``>= start``; computed
+        once per ``which``: the gallery asks for it once per neuron)."""
+        if which not in self._means:
+            values, mask = self._values(which), self.valid()[..., None]
+            self._means[which] = (values * mask).sum(1) / mask.sum(1)
+        return self._means[which]
 
     def window_spreads(self) -> Float[Tensor, "batch n_neurons"]:
         """The standard deviation of the true pre-activation along each text."""

@@ -52,6 +52,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
+from context_neurons.circuit import IdentityCache
 from context_neurons.data import DOMAINS, DataError, domain_documents, pad_windows
 from context_neurons.models import EOT_ID
 
@@ -301,7 +302,8 @@ def select_neurons(scores: pd.DataFrame, n: int = 4) -> list[tuple[int, int]]:
 # ----------------------------------------------------------------------------------------------
 
 
-_WINDOW_CACHE: dict[tuple, tuple[list[Tensor], list[str]]] = {}
+#: Pools of :func:`lookup_windows`, by tokenizer (identity) and arguments.
+_WINDOWS = IdentityCache(size=4)
 
 
 def document_windows(
@@ -381,27 +383,27 @@ def lookup_windows(
         raise DataError(f"Unknown domain(s) {unknown}: choose from {list(DOMAINS)}.")
     if per_domain < 1:
         raise DataError(f"per_domain must be positive, got {per_domain}.")
-    key = (id(tokenizer), domains, per_domain, n_tokens)
-    if key in _WINDOW_CACHE:
-        return _WINDOW_CACHE[key]
-    used: set[str] = set()
-    windows: list[Tensor] = []
-    labels: list[str] = []
-    for domain in domains:
-        w, lab = document_windows(
-            tokenizer,
-            domain_documents(domain, interleave=True),
-            n_tokens,
-            per_domain,
-            prefix=f"{domain}|",
-            skip=used,
-        )
-        windows += w
-        labels += lab
-    if not windows:
-        raise DataError("No windows: none of the domains gave a document.")
-    _WINDOW_CACHE[key] = (windows, labels)
-    return windows, labels
+
+    def build() -> tuple[list[Tensor], list[str]]:
+        used: set[str] = set()
+        windows: list[Tensor] = []
+        labels: list[str] = []
+        for domain in domains:
+            w, lab = document_windows(
+                tokenizer,
+                domain_documents(domain, interleave=True),
+                n_tokens,
+                per_domain,
+                prefix=f"{domain}|",
+                skip=used,
+            )
+            windows += w
+            labels += lab
+        if not windows:
+            raise DataError("No windows: none of the domains gave a document.")
+        return windows, labels
+
+    return _WINDOWS.get((tokenizer,), (domains, per_domain, n_tokens), build)
 
 
 def document_of(label: str) -> str:

@@ -63,12 +63,9 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-#: The heads whose TV distance the paper reports (Figure 1): its six contextual heads.
-FIGURE1_HEADS = (0, 2, 6, 8, 9, 10)
-
-
 def decomposition_section(ctx: ReproContext) -> list[Row]:
     """Chapter 1: TV distance between exact and reconstructed patterns of the contextual heads."""
+    from context_neurons.circuit import CONTEXTUAL_HEADS
     from context_neurons.decomposition import (
         decompose_attention,
         default_reference_tokens,
@@ -76,7 +73,7 @@ def decomposition_section(ctx: ReproContext) -> list[Row]:
     )
 
     model = ctx.model
-    heads = list(FIGURE1_HEADS)
+    heads = list(CONTEXTUAL_HEADS)  # the six heads whose TV the paper reports (Figure 1)
     mean_keys = mean_positional_keys(model, default_reference_tokens(model))
     tv = [
         decompose_attention(model, tokens, heads=heads, mean_keys=mean_keys).tv_distance().cpu()

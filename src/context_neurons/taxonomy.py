@@ -108,6 +108,12 @@ def exponential_width(decay: float, n_keys: int) -> float:
     return float(kernel_width(kernel / kernel.sum()))
 
 
+def width_thresholds(n_keys: int) -> dict[str, float]:
+    """The width thresholds of :func:`classify_kernel`: ``local`` below one, ``uniform`` above
+    the other (``UNIFORM_MIN_FRACTION`` of the ``n_keys`` positions a kernel spreads over)."""
+    return {"local": LOCAL_MAX_N_EFF, "uniform": UNIFORM_MIN_FRACTION * n_keys}
+
+
 def classify_kernel(n_eff: float, n_keys: int) -> str:
     """Kernel shape from its width: ``local``, ``uniform`` or ``slowly decaying``.
 
@@ -115,9 +121,10 @@ def classify_kernel(n_eff: float, n_keys: int) -> str:
         n_eff: the kernel's width (see :func:`kernel_width`).
         n_keys: the number of positions it spreads over (``n + 1``).
     """
-    if n_eff < LOCAL_MAX_N_EFF:
+    thresholds = width_thresholds(n_keys)
+    if n_eff < thresholds["local"]:
         return "local"
-    if n_eff > UNIFORM_MIN_FRACTION * n_keys:
+    if n_eff > thresholds["uniform"]:
         return "uniform"
     return "slowly decaying"
 
@@ -264,7 +271,7 @@ class HeadTaxonomy:
         over :data:`CONTEXTUAL_MAX_CONTENT_SD` (a factor). A factor near 1 or a difference near 0
         is a close call.
         """
-        thresholds = {"local": LOCAL_MAX_N_EFF, "uniform": UNIFORM_MIN_FRACTION * (self.n + 1)}
+        thresholds = width_thresholds(self.n + 1)
         table, rows = self.table(), []
         for head, row in table.iterrows():
             name = min(thresholds, key=lambda t: abs(math.log(row["n_eff"] / thresholds[t])))
@@ -334,12 +341,13 @@ class HeadTaxonomy:
         A threshold anywhere in the window ``(below, above)`` gives the same kernel shapes, so the
         window's size says how much the shapes depend on where the threshold was put.
         """
-        thresholds = {"local": LOCAL_MAX_N_EFF, "uniform": UNIFORM_MIN_FRACTION * (self.n + 1)}
+        thresholds = width_thresholds(self.n + 1)
         widths = {h: self.width(h) for h in self.heads}
         rows = []
         for name, value in thresholds.items():
-            below = [h for h, w in widths.items() if w < value]
-            above = [h for h, w in widths.items() if w >= value]
+            # the sides as classify_kernel draws them: local is < its threshold, uniform > its
+            below = [h for h, w in widths.items() if (w < value if name == "local" else w <= value)]
+            above = [h for h in widths if h not in below]
             low = max(below, key=widths.get) if below else None
             high = min(above, key=widths.get) if above else None
             rows.append(

@@ -289,12 +289,12 @@ def test_gated_solution_parser_on_a_made_up_chapter(tmp_path, monkeypatch):
 
 
 def test_reference_pages_recognised_by_their_title(tmp_path):
-    for title, reference in [
+    for index, (title, reference) in enumerate([
         ("# Appendix: the planted model", True),
         ("# 5b. A gallery of context neurons", True),
         ("# 5. Context neurons (Figure 3)", False),
-    ]:
-        path = tmp_path / "page.py"
+    ]):
+        path = tmp_path / f"page{index}.py"  # one file each: the parsed cells are cached by mtime
         path.write_text(f"# %% [markdown]\n# (label)=\n{_commented(title)}\n# Text.\n")
         assert is_reference_page(path) is reference, title
 
