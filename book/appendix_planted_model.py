@@ -72,14 +72,14 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
     spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
-from context_neurons.colab import colab_setup
+from context_neurons.book.colab import colab_setup
 
 device = colab_setup()
 
 # %%
 import pandas as pd
 
-from context_neurons.chapter import show_model_banner
+from context_neurons.book.chapter import show_model_banner
 from context_neurons.models import load_model
 
 loaded = load_model("planted", device=device)

@@ -48,12 +48,12 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
     spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
-from context_neurons.colab import colab_setup
+from context_neurons.book.colab import colab_setup
 
 device = colab_setup()
 
 # %%
-from context_neurons.chapter import setup_chapter
+from context_neurons.book.chapter import setup_chapter
 
 loaded = setup_chapter()
 model = loaded.model
@@ -123,9 +123,10 @@ model = loaded.model
 import torch
 
 from context_neurons import decomposition as dec
-from context_neurons.data import corpus_windows
+from context_neurons.taxonomy import default_position
+from context_neurons.text.windows import evaluation_windows
 
-windows, labels, report = corpus_windows(model.tokenizer, "nltk_masc", n=1, min_tokens=1023)
+windows, labels, report = evaluation_windows(model.tokenizer, 1)
 tokens = windows[0].to(model.cfg.device)
 print(f"text: {labels[0]}, {len(tokens)} tokens (BOS first)")
 
@@ -152,9 +153,9 @@ assert relative_error < 1e-5
 # pattern alone.
 
 # %%
-from context_neurons.plotting import plot_patterns
+from context_neurons.plotting.decomposition import plot_patterns
 
-n, head = 500, 0
+n, head = default_position(model), 0
 row = decomposed.heads.index(head)
 figure = plot_patterns(
     {
@@ -176,7 +177,7 @@ figure = plot_patterns(
 # $\log c_n(t)$ over the whole vocabulary, with destination `' the'` at $n = 500$:
 
 # %%
-log_c = dec.content_log_weights(model, n=500, dest_token=" the")
+log_c = dec.content_log_weights(model, n=n, dest_token=" the")
 spread = log_c.std(dim=-1)
 for h in range(model.cfg.n_heads):
     print(f"head {h:2d}: std of log content weight over the vocabulary = {spread[h]:.2f}")
@@ -187,9 +188,9 @@ for h in range(model.cfg.n_heads):
 # website it shows one static selection.
 
 # %%
-from context_neurons.explorers import head_explorer
+from context_neurons.interactive import head_explorer
 
-explorer = head_explorer(model, head=0, n=500, dest_token=" the")
+explorer = head_explorer(model, head=0, n=n, dest_token=" the")
 
 # %% [markdown]
 # ## 1.4 Figure 1: how good is the reconstruction?
@@ -202,9 +203,13 @@ explorer = head_explorer(model, head=0, n=500, dest_token=" the")
 # {ref}`ch-taxonomy`) on an OpenWebText text.
 
 # %%
-from context_neurons.plotting import plot_tv_over_positions
+from context_neurons.plotting.decomposition import plot_tv_over_positions
 
-contextual = [0, 2, 6, 8, 9, 10]
+from context_neurons.circuit import contextual_heads
+from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
+
+contextual = contextual_heads(model)  # computed by chapter 2's taxonomy of this model
+print(f"contextual heads of this model: {contextual}  (paper, GPT-2 Small: {list(PAPER_CONTEXTUAL_HEADS)})")
 tv = dec.decompose_attention(model, tokens, heads=contextual).tv_distance()
 figure = plot_tv_over_positions(tv, contextual, title=f"TV distance, {labels[0]}", smooth=9)
 
@@ -237,10 +242,10 @@ print(f"\nmedian over heads and positions: {tv.median():.3f}   (paper, GPT-2 Sma
 
 # %%
 vocabulary = torch.arange(model.cfg.d_vocab, device=model.cfg.device)
-position = torch.tensor([500], device=model.cfg.device)
+position = torch.tensor([n], device=model.cfg.device)
 inverse_scale = dec.ln1_inverse_scale(model, vocabulary, position).flatten().double().cpu()
 low, high = torch.quantile(inverse_scale, torch.tensor([0.05, 0.95], dtype=torch.float64))
-print(f"LN1 scale 1/sigma over the vocabulary at n = 500: 5%-95% range {low:.3f} to {high:.3f} "
+print(f"LN1 scale 1/sigma over the vocabulary at n = {n}: 5%-95% range {low:.3f} to {high:.3f} "
       f"(relative width {(high - low) / high:.2f})")
 print("paper (blog, GPT-2 Small): 0.15 to 0.175 (relative width 0.14)")
 

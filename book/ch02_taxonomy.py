@@ -51,12 +51,12 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
     spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
-from context_neurons.colab import colab_setup
+from context_neurons.book.colab import colab_setup
 
 device = colab_setup()
 
 # %%
-from context_neurons.chapter import setup_chapter
+from context_neurons.book.chapter import setup_chapter
 
 loaded = setup_chapter()
 model = loaded.model
@@ -78,12 +78,13 @@ model = loaded.model
 
 # %%
 from context_neurons import taxonomy as tx
+from context_neurons.reproduce.paper import PAPER_GROUPS
 
-taxonomy = tx.classify_heads(model, n=500, destinations=tx.DESTINATIONS)
+taxonomy = tx.classify_heads(model)  # at tx.default_position(model): 500 where the context allows
 print(f"destination position n = {taxonomy.n}, destination tokens: {taxonomy.destinations}")
 
 # %%
-from context_neurons.plotting_stability import plot_kernel_shapes
+from context_neurons.plotting.taxonomy import plot_kernel_shapes
 
 figure = plot_kernel_shapes(taxonomy.patterns[0], taxonomy.heads, taxonomy.shapes)
 
@@ -187,7 +188,7 @@ if not taxonomy.groups["miscellaneous"]:
 # thresholds that decide the groups.
 
 # %%
-from context_neurons.plotting_stability import plot_head_map
+from context_neurons.plotting.taxonomy import plot_head_map
 
 figure = plot_head_map(
     taxonomy.n_eff[0],
@@ -283,7 +284,7 @@ print(
 # the groups we built in; on GPT-2 Small we compare with the paper.
 
 # %%
-comparison = tx.compare_groups(taxonomy.groups, tx.PAPER_GROUPS)
+comparison = tx.compare_groups(taxonomy.groups, PAPER_GROUPS)
 comparison = comparison.rename(columns={"expected": "paper (GPT-2 Small)", "agree": "= paper"})
 if loaded.is_planted:
     truth = tx.compare_groups(taxonomy.groups, loaded.truth.head_groups)
@@ -320,7 +321,7 @@ same_shapes = all(
 print(f"every head keeps its kernel shape for every destination token: {same_shapes}")
 
 # %%
-from context_neurons.plotting_stability import plot_destination_dependence
+from context_neurons.plotting.taxonomy import plot_destination_dependence
 
 contextual = taxonomy.groups["contextual"]
 local = taxonomy.groups["detokenization"]

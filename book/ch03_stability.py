@@ -61,12 +61,12 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
     spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
-from context_neurons.colab import colab_setup
+from context_neurons.book.colab import colab_setup
 
 device = colab_setup()
 
 # %%
-from context_neurons.chapter import setup_chapter
+from context_neurons.book.chapter import setup_chapter
 
 loaded = setup_chapter()
 model = loaded.model
@@ -90,16 +90,17 @@ import torch
 
 from context_neurons import stability as st
 from context_neurons import taxonomy as tx
-from context_neurons.data import corpus_windows
+from context_neurons.reproduce.paper import PAPER_GROUPS
+from context_neurons.text.windows import corpus_windows, domain_windows
 
-PROSE = ("nltk_brown_us", "nltk_masc", "wikitext2_pytorch_examples", "nltk_state_union_us")
-windows, labels, report = corpus_windows(model.tokenizer, PROSE, n=1000, min_tokens=512)
+half = model.cfg.n_ctx // 2  # the destination of Figure 4
+windows, labels, report = corpus_windows(model.tokenizer, None, n=1000, min_tokens=half)
 full_length = [i for i, w in enumerate(windows) if len(w) == model.cfg.n_ctx][:100]
 taxonomy = tx.classify_heads(model)
 contextual = taxonomy.groups["contextual"]
-print(f"{len(windows)} texts of at least 513 tokens ({report})")
-print(f"{len(full_length)} of them of the full 1024 tokens, for Figure 3")
-print(f"contextual heads (computed): {contextual}   (paper: {tx.PAPER_GROUPS['contextual']})")
+print(f"{len(windows)} texts of at least {half + 1} tokens ({report})")
+print(f"{len(full_length)} of them of the full {model.cfg.n_ctx} tokens, for Figure 3")
+print(f"contextual heads (computed): {contextual}   (paper: {PAPER_GROUPS['contextual']})")
 
 # %% [markdown]
 # Gibson's Figure 3 divides each text's denominator $D_{h,i}$ by its average $c_{h,i}$ over many
@@ -108,7 +109,7 @@ print(f"contextual heads (computed): {contextual}   (paper: {tx.PAPER_GROUPS['co
 # full-length text, in log space (`stability.denominators_over_positions`).
 
 # %%
-from context_neurons.plotting_stability import plot_relative_denominators
+from context_neurons.plotting.stability import plot_relative_denominators
 
 positions, log_d = st.denominators_over_positions(
     model, [windows[i] for i in full_length], heads=contextual, stride=4
@@ -151,7 +152,7 @@ for k, head in enumerate(contextual):
 # $\mu$, the mean content weight defined in section 3.3.
 
 # %%
-from context_neurons.plotting_stability import plot_denominator_histograms
+from context_neurons.plotting.stability import plot_denominator_histograms
 
 study = st.denominator_study(model, windows, n=model.cfg.n_ctx // 2, labels=labels)
 figure = plot_denominator_histograms(study, contextual)
@@ -223,7 +224,7 @@ columns = [
 print(table[columns].round(3).to_string())
 
 # %%
-from context_neurons.plotting_stability import plot_concentration
+from context_neurons.plotting.stability import plot_concentration
 
 figure = plot_concentration(table, taxonomy.groups)
 
@@ -288,7 +289,7 @@ print(f"\nheads whose CV on texts exceeds the i.i.d. CV by more than 3 standard 
 # deviations).
 
 # %%
-from context_neurons.plotting_stability import plot_tail_bounds
+from context_neurons.plotting.stability import plot_tail_bounds
 
 tails = {head: study.tails(head, study.deviation_grid(head)) for head in study.heads}
 figure = plot_tail_bounds(tails, n_cols=4)
@@ -344,7 +345,7 @@ for group in ("contextual", "detokenization"):
 # **keyword head** and the most positive the **stop-word head**.
 
 # %%
-from context_neurons.topics import stopword_ids
+from context_neurons.text.topics import stopword_ids
 
 stops = torch.tensor(stopword_ids(model.tokenizer))
 preference = study.preference(stops)
@@ -358,7 +359,7 @@ print(
     "(paper, GPT-2 Small: head 6 keywords, head 8 stop words)"
 )
 if loaded.is_planted:
-    from context_neurons.planted import LAYER0_HEADS
+    from context_neurons.models.planted import LAYER0_HEADS
 
     for head in (6, 8):
         weight = LAYER0_HEADS[head].stopword_weight
@@ -372,13 +373,13 @@ if loaded.is_planted:
 # and *unto*.
 
 # %%
-from context_neurons.plotting_stability import plot_density_effect
+from context_neurons.plotting.stability import plot_density_effect
 
-bible, bible_labels, _ = corpus_windows(model.tokenizer, "bible_kjv", n=200, min_tokens=512)
+bible, bible_labels = domain_windows(model.tokenizer, "bible", n=200, min_tokens=half)
 mixed = windows[:400] + bible
-mixed_study = st.denominator_study(model, mixed, n=512, labels=labels[:400] + bible_labels)
+mixed_study = st.denominator_study(model, mixed, n=half, labels=labels[:400] + bible_labels)
 density = st.kernel_weighted_density(mixed_study, mixed, stops)
-corpus = ["Bible (KJV)" if lab.startswith("bible") else "prose" for lab in mixed_study.labels]
+corpus = ["Bible" if lab in bible_labels else "prose" for lab in mixed_study.labels]
 is_bible = torch.tensor([c != "prose" for c in corpus])
 print("head  stop-word preference  corr(stop-word share, log D)  mean D/mu: prose  Bible")
 for head in sorted(contextual, key=preference.get):

@@ -50,12 +50,12 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
     spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
-from context_neurons.colab import colab_setup
+from context_neurons.book.colab import colab_setup
 
 device = colab_setup()
 
 # %%
-from context_neurons.chapter import setup_chapter
+from context_neurons.book.chapter import setup_chapter
 
 loaded = setup_chapter()
 model = loaded.model
@@ -103,7 +103,7 @@ model = loaded.model
 
 # %%
 from context_neurons import circuit as cc
-from context_neurons.taxonomy import PAPER_GROUPS
+from context_neurons.reproduce.paper import PAPER_GROUPS
 
 heads = cc.contextual_heads(model)
 print(f"contextual heads (computed): {heads}")
@@ -122,11 +122,11 @@ circuit = cc.get_circuit(model, "prose", heads=heads)
 # of general prose), cut to 1024 tokens with `<|endoftext|>` first.
 
 # %%
-from context_neurons.data import CALIBRATION_TEXTS
-from context_neurons.plotting_neurons import plot_calibration_denominators
+from context_neurons.plotting.circuit import plot_calibration_denominators
+from context_neurons.text.corpora import calibration_text, describe
 
 calib = circuit.calibration
-print(f"calibration text: {CALIBRATION_TEXTS['prose'][2]}, {len(calib.tokens)} tokens")
+print(f"calibration text: {describe(calibration_text('prose'))}, {len(calib.tokens)} tokens")
 figure = plot_calibration_denominators(circuit)
 
 # %% [markdown]
@@ -163,9 +163,11 @@ print(f"\nLN2 scale of the calibration text (median 1/std of resid_mid): {circui
 # kernel at destination $n = 500$:
 
 # %%
-from context_neurons.plotting_neurons import plot_kernels
+from context_neurons.plotting.circuit import plot_kernels
+from context_neurons.taxonomy import default_position
 
-figure = plot_kernels(circuit, n=500, window=150)
+n = default_position(model)
+figure = plot_kernels(circuit, n=n, window=150)
 
 # %% [markdown]
 # *Figure 4.2: positional patterns $\mathrm{pos}_{h,500}(i)$ of the contextual heads with
@@ -176,10 +178,10 @@ figure = plot_kernels(circuit, n=500, window=150)
 # over, $n_{\mathrm{eff}} = 1/\sum_i K[n,i]^2$:
 
 # %%
-spread = cc.kernel_spread(circuit, 500)
+spread = cc.kernel_spread(circuit, n)
 for name, tv in spread.items():
     print(f"{name:8s} TV distance from the median kernel: {tv:.3f}")
-n_eff = cc.effective_tokens(circuit.kernel[500])
+n_eff = cc.effective_tokens(circuit.kernel[n])
 print(f"\nthe median kernel averages over n_eff = {n_eff:.1f} tokens")
 
 # %% [markdown]
@@ -229,9 +231,9 @@ print(frame.to_string(float_format="{:.2f}".format))
 # texts, so it could make a poor bag look good).
 
 # %%
-from context_neurons.data import corpus_windows, pad_windows
+from context_neurons.text.windows import evaluation_windows, pad_windows
 
-windows, labels, report = corpus_windows(model.tokenizer, "nltk_masc", n=4)
+windows, labels, report = evaluation_windows(model.tokenizer, 4)
 tokens, _ = pad_windows(windows)
 tokens = tokens.to(model.cfg.device)
 true = cc.true_head_output(model, tokens, circuit.heads)
@@ -262,7 +264,7 @@ print(pd.DataFrame(rows).T.round(3).to_string())
 # constant $\hat D_h$, and "own kernels" gives each head its own kernel instead of the median.
 
 # %%
-from context_neurons.plotting_neurons import plot_circuit_fit
+from context_neurons.plotting.circuit import plot_circuit_fit
 
 figure = plot_circuit_fit({name: fit.relative_error for name, fit in fits.items()}, smooth=15)
 
@@ -280,7 +282,7 @@ figure = plot_circuit_fit({name: fit.relative_error for name, fit in fits.items(
 # weights and kernels then differ from those computed for `' the'`).
 
 # %%
-from context_neurons.plotting_neurons import plot_output_scatter
+from context_neurons.plotting.circuit import plot_output_scatter
 
 fit = fits["the circuit (Dhat_h, shared kernel)"]
 figure = plot_output_scatter(
@@ -308,7 +310,9 @@ figure = plot_output_scatter(
 # visible. Which of the three approximations did you break?
 #
 # ```python
-# toy, toy_heads = cc.exact_toy_model(seed=0)
+# from context_neurons.models.toy import exact_toy_model
+
+toy, toy_heads = exact_toy_model(seed=0)
 # toy_circuit = cc.build_circuit(toy, calibration_tokens, heads=toy_heads, dest_token=3, n_min=4)
 # error = ...
 # ```
@@ -325,7 +329,9 @@ figure = plot_output_scatter(
 # content weight's position independence) breaks, while the kernels stay uniform.
 
 # %%
-toy, toy_heads = cc.exact_toy_model(seed=0)
+from context_neurons.models.toy import exact_toy_model
+
+toy, toy_heads = exact_toy_model(seed=0)
 gen = torch.Generator().manual_seed(1)
 calibration_tokens = torch.randint(0, toy.cfg.d_vocab, (toy.cfg.n_ctx,), generator=gen)
 texts = torch.randint(0, toy.cfg.d_vocab, (4, toy.cfg.n_ctx), generator=gen)

@@ -48,29 +48,30 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
     spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
-from context_neurons.colab import colab_setup
+from context_neurons.book.colab import colab_setup
 
 device = colab_setup()
 
 # %%
-from context_neurons.chapter import setup_chapter
+from context_neurons.book.chapter import setup_chapter
 
 loaded = setup_chapter()
 model = loaded.model
 
 # %% tags=["hide-input"]
 from context_neurons import circuit as cc
-from context_neurons import gallery
-from context_neurons import neurons as nn
+from context_neurons import casestudies, gallery
+from context_neurons import discovery as disc
+from context_neurons.text.windows import domain_texts
 
 circuit = cc.get_circuit(model)
-scores = nn.get_scores(circuit, model)
-found = scores.found(nn.THETA)
-tables = nn.token_tables(circuit, model, found, k=10, scores=scores)
-texts = gallery.domain_texts(model.tokenizer, n=4)
-acts = gallery.text_activations(circuit, model, found, texts, scores)
+scores = disc.get_scores(circuit, model)
+found = scores.found(disc.THETA)
+tables = disc.token_tables(circuit, model, found, k=10, scores=scores)
+texts = domain_texts(model.tokenizer, n=4)
+acts = casestudies.text_activations(circuit, model, found, texts, scores)
 windows = {j: acts.best_window(j) for j in found}
-print(f"{len(found)} neurons with top[j] >= theta = {nn.THETA:g}")
+print(f"{len(found)} neurons with top[j] >= theta = {disc.THETA:g}")
 print(
     f"activation plots: the best of {len(texts.windows)} texts of {len(set(texts.domains))} domains"
 )
@@ -98,7 +99,7 @@ display(Markdown(gallery.index_markdown(found, scores, tables, extra)))
 # %% tags=["hide-input"] mystnb={"markdown_format": "gfm"}
 import matplotlib.pyplot as plt
 
-from context_neurons.plotting_neurons import plot_activation_curves
+from context_neurons.plotting.discovery import plot_activation_curves
 
 for j in found:
     w = windows[j]

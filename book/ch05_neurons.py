@@ -54,12 +54,12 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
     spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
-from context_neurons.colab import colab_setup
+from context_neurons.book.colab import colab_setup
 
 device = colab_setup()
 
 # %%
-from context_neurons.chapter import setup_chapter
+from context_neurons.book.chapter import setup_chapter
 
 loaded = setup_chapter()
 model = loaded.model
@@ -85,12 +85,12 @@ model = loaded.model
 
 # %%
 from context_neurons import circuit as cc
-from context_neurons import neurons as nn
+from context_neurons import discovery as disc
 
 circuit = cc.get_circuit(model)
-some = nn.contributions(circuit, model, neurons=[300, 1710])
+some = disc.contributions(circuit, model, neurons=[300, 1710])
 print(f"contributions of two neurons: {tuple(some.shape)} (neurons x tokens)")
-scores = nn.get_scores(circuit, model)  # the full 3072 x 50257 product, chunked over neurons
+scores = disc.get_scores(circuit, model)  # the full 3072 x 50257 product, chunked over neurons
 
 # %% [markdown]
 # ## 5.2 A score for context neurons
@@ -113,14 +113,14 @@ scores = nn.get_scores(circuit, model)  # the full 3072 x 50257 product, chunked
 # beyond the Gaussian value.
 
 # %%
-from context_neurons.plotting_neurons import plot_scores, plot_sweep
+from context_neurons.plotting.discovery import plot_scores, plot_sweep
 
-null = nn.gaussian_null_score()
-found = scores.found(nn.THETA)
+null = disc.gaussian_null_score()
+found = scores.found(disc.THETA)
 planted = sorted(loaded.truth.context_neurons) if loaded.is_planted else None
-print(f"Gaussian null score: {null:.2f}; theta = {nn.THETA:g}; neurons found: {len(found)}")
+print(f"Gaussian null score: {null:.2f}; theta = {disc.THETA:g}; neurons found: {len(found)}")
 print(f"median score over all neurons: {scores.top.median():.2f}")
-figure = plot_scores(scores, nn.THETA, planted=planted, null=null)
+figure = plot_scores(scores, disc.THETA, planted=planted, null=null)
 
 # %% [markdown]
 # *Figure 5.1: the score $\mathrm{top}[j]$ of all 3072 neurons (log-log histogram), with the
@@ -134,9 +134,9 @@ figure = plot_scores(scores, nn.THETA, planted=planted, null=null)
 # thresholds), so only the shape of the curve compares:
 
 # %%
-sweep = nn.theta_sweep(scores, thetas=(4, 4.5, 5, 6, 8, 12, 20, 30, 50, 80), truth=planted)
+sweep = disc.theta_sweep(scores, thetas=(4, 4.5, 5, 6, 8, 12, 20, 30, 50, 80), truth=planted)
 print(sweep.round(3).to_string())
-figure = plot_sweep(sweep, nn.THETA)
+figure = plot_sweep(sweep, disc.THETA)
 
 # %% [markdown]
 # *Figure 5.2: neurons found against the threshold $\theta$ (log-log); on the planted model also
@@ -146,8 +146,8 @@ figure = plot_sweep(sweep, nn.THETA)
 
 # %%
 if loaded.is_planted:
-    precision, recall = nn.precision_recall(found, planted)
-    print(f"planted context neurons: {len(planted)}; found at theta = {nn.THETA:g}: {len(found)}")
+    precision, recall = disc.precision_recall(found, planted)
+    print(f"planted context neurons: {len(planted)}; found at theta = {disc.THETA:g}: {len(found)}")
     print(f"precision {precision:.3f}, recall {recall:.3f}")
     missed = sorted(set(planted) - set(found))
     extra = sorted(set(found) - set(planted))
@@ -183,7 +183,7 @@ def show(table, k=10):
     print(table[columns].head(k).to_string(float_format="{:.2f}".format))
 
 
-show(nn.token_table(circuit, model, 300))
+show(disc.token_table(circuit, model, 300))
 
 # %% [markdown]
 # On GPT-2 Small the paper finds British spellings among the top tokens and their American
@@ -194,20 +194,20 @@ show(nn.token_table(circuit, model, 300))
 # %%
 import torch
 
-both = nn.contributions(circuit, model, [300, 704])
+both = disc.contributions(circuit, model, [300, 704])
 input_r = float(torch.corrcoef(both)[0, 1])
 w_out = model.blocks[0].mlp.W_out
 output_cos = float(w_out[300] @ w_out[704] / (w_out[300].norm() * w_out[704].norm()))
 print(f"correlation of the token contributions of 300 and 704: {input_r:.3f}")
 print(f"cosine of their output weights W_out[300], W_out[704]: {output_cos:.3f}")
-show(nn.token_table(circuit, model, 704), k=5)
+show(disc.token_table(circuit, model, 704), k=5)
 
 # %% [markdown]
 # A correlation near 1 says the two neurons read the same context; a cosine near $-1$ that they
 # write opposite outputs. Next, neuron 1621, which the paper calls "19th-20th century conflict":
 
 # %%
-show(nn.token_table(circuit, model, 1621))
+show(disc.token_table(circuit, model, 1621))
 
 # %% [markdown]
 # The paper reads the top tokens as a "war" latent and the bottom tokens as a "21st century"
@@ -215,7 +215,7 @@ show(nn.token_table(circuit, model, 1621))
 # tokens describe two different things. Neuron 1710, religious text:
 
 # %%
-show(nn.token_table(circuit, model, 1710))
+show(disc.token_table(circuit, model, 1710))
 
 # %% [markdown]
 # ## 5.4 Domains, and activations on real text
@@ -233,15 +233,17 @@ show(nn.token_table(circuit, model, 1710))
 # Python standard library. The texts of each domain:
 
 # %%
-from context_neurons import gallery
+from context_neurons import casestudies, gallery
+from context_neurons import respelling as rs
+from context_neurons.text.windows import domain_texts
 
-texts = gallery.domain_texts(model.tokenizer, n=4)
+texts = domain_texts(model.tokenizer, n=4)
 for domain in dict.fromkeys(texts.domains):
     names = [texts.labels[i] for i in texts.indices(domain)]
     print(f"{domain:>12s}: " + "; ".join(name[:36] for name in names))
 CASE_NEURONS = [300, 704, 1621, 1710]
 computed = list(dict.fromkeys(found + CASE_NEURONS))
-acts = gallery.text_activations(circuit, model, computed, texts, scores)
+acts = casestudies.text_activations(circuit, model, computed, texts, scores)
 
 # %% [markdown]
 # For every neuron and text we average the model's (**true**) pre-activation over positions
@@ -249,9 +251,9 @@ acts = gallery.text_activations(circuit, model, computed, texts, scores)
 # A context neuron should stand out on its domain against its own level elsewhere:
 
 # %%
-from context_neurons.plotting_neurons import plot_domain_profile
+from context_neurons.plotting.discovery import plot_domain_profile
 
-means = gallery.domain_means(acts).loc[found]
+means = casestudies.domain_means(acts).loc[found]
 relative = means.sub(means.median(axis=1), axis=0)
 figure = plot_domain_profile(
     relative.iloc[:40], title="mean pre-activation minus the neuron's median over domains"
@@ -269,7 +271,7 @@ figure = plot_domain_profile(
 rows = []
 for domain in relative.columns:
     j = int(relative[domain].idxmax())
-    table = nn.token_table(circuit, model, j, k=5, scores=scores)
+    table = disc.token_table(circuit, model, j, k=5, scores=scores)
     row = {
         "domain": domain,
         "neuron": j,
@@ -311,9 +313,9 @@ with pd.option_context("display.max_colwidth", 60, "display.width", 250):
 # %%
 CASE_DOMAINS = ("medical", "legal", "bible", "spanish", "astronomy", "code")
 cases = [(300, "british"), (300, "american"), (704, "british"), (1621, "war"), (1710, "bible")]
-cases += [(gallery.token_matched_neuron(acts, d, found), d) for d in CASE_DOMAINS]
+cases += [(casestudies.token_matched_neuron(acts, d, found), d) for d in CASE_DOMAINS]
 cases = list(dict.fromkeys(cases))
-evidence = gallery.domain_evidence(acts, cases)
+evidence = casestudies.domain_evidence(acts, cases)
 with pd.option_context("display.width", 250):
     print(evidence.iloc[:, :7].to_string(float_format="{:+.2f}".format))
     print()
@@ -355,7 +357,7 @@ for (j, domain), row in evidence.loc[[c for c in cases if c[0] in (300, 704)]].i
 # domain on which the neuron departs most from its median over all texts:
 
 # %%
-from context_neurons.plotting_neurons import plot_activation_grid
+from context_neurons.plotting.discovery import plot_activation_grid
 
 panels = []
 for j, domain in cases:
@@ -382,7 +384,7 @@ figure = plot_activation_grid(panels, columns=2)
 spreads = {}
 for j, domain in cases:
     w = acts.best_window(j, domain)
-    spreads[(j, domain)] = gallery.term_spreads(circuit, model, j, texts.windows[w])
+    spreads[(j, domain)] = casestudies.term_spreads(circuit, model, j, texts.windows[w])
 spreads = pd.DataFrame(spreads).T.rename_axis(["neuron", "domain"])
 print("standard deviation along the text of each term of the approximate pre-activation")
 print(spreads.drop(columns=["positional", "constant"]).to_string(float_format="{:.2f}".format))
@@ -397,7 +399,7 @@ print(spreads.drop(columns=["positional", "constant"]).to_string(float_format="{
 # %%
 for j, domain in cases[5:]:
     print(f"neuron {j} ({domain}):")
-    show(nn.token_table(circuit, model, j, k=6, scores=scores), k=6)
+    show(disc.token_table(circuit, model, j, k=6, scores=scores), k=6)
     print()
 
 # %% [markdown]
@@ -422,13 +424,14 @@ for j, domain in cases[5:]:
 # are chosen by their words, not by the neuron's activations.
 
 # %%
-from context_neurons import data, topics
+from context_neurons.text import corpora as data
+from context_neurons.text import topics
 
 corpora = data.corpora_dir(required=False)
 pairs, pairs_source = topics.read_gb_us_pairs(corpora / "wordlists_en_gb_us" if corpora else None)
-aligned = gallery.length_preserving_pairs(pairs, model.tokenizer)
+aligned = rs.length_preserving_pairs(pairs, model.tokenizer)
 american_documents = data.domain_documents("american")
-respelling = gallery.respelled_texts(
+respelling = rs.respelled_texts(
     model.tokenizer, american_documents, aligned, n=8, pairs_source=pairs_source
 )
 print(f"spelling pairs: {len(pairs)} ({pairs_source}); {len(aligned)} keep the token count")
@@ -439,7 +442,7 @@ print(
 print("respelled words per text: " + ", ".join(map(str, respelling.words)))
 print(f"respelled words per 1000 tokens: {respelling.per_1000():.1f}")
 both_versions = torch.cat([respelling.american, respelling.british])
-marks = gallery.token_marks(circuit, model, [300], both_versions, scores)[..., 0]
+marks = casestudies.token_marks(circuit, model, [300], both_versions, scores)[..., 0]
 n_texts, changed = len(respelling.labels), respelling.respelled
 up_gb = float((marks[n_texts:][changed] > 0).float().mean())
 down_us = float((marks[:n_texts][changed] < 0).float().mean())
@@ -465,7 +468,7 @@ print(
 # positions, each from $n = 100$ on as in the table:
 
 # %%
-effect = gallery.respelling_effect(circuit, model, [300, 704], respelling)
+effect = rs.respelling_effect(circuit, model, [300, 704], respelling)
 with pd.option_context("display.width", 250):
     print("mean difference, British minus American")
     print(effect.differences().to_string(float_format="{:+.2f}".format))
@@ -547,7 +550,7 @@ else:
 # two topics give clusters with opposite residual directions (cosine clearly below 0).
 
 # %%
-split = {j: nn.sub_latents(circuit, model, j, k=60) for j in found}
+split = {j: disc.sub_latents(circuit, model, j, k=60) for j in found}
 cosines = pd.Series(
     {j: float(s.centroid_cosine[0, 1]) for j, s in split.items()}, name="centroid cosine"
 )
@@ -579,12 +582,15 @@ if loaded.is_planted:
 # token table and its activations on the text where it departs most from its median.
 
 # %%
+from context_neurons.plotting.discovery import plot_gallery
+
 summary = gallery.gallery_table(circuit, model, found, scores, loaded.truth, k=5)
 with pd.option_context("display.max_colwidth", 70, "display.width", 250):
     print(summary.to_string())
 
 # %%
-figure = gallery.plot_gallery(circuit, model, found[:8], scores, k=5, columns=4)
+eight = disc.token_tables(circuit, model, found[:8], k=5, scores=scores)
+figure = plot_gallery(eight, {j: float(scores.top[j]) for j in eight}, k=5, columns=4)
 
 # %% [markdown]
 # *Figure 5.6: a preview of the gallery: the five top (red) and five bottom (blue) token
@@ -596,9 +602,9 @@ figure = gallery.plot_gallery(circuit, model, found[:8], scores, k=5, columns=4)
 # dropdown in a live notebook; the strongest neuron on the website).
 
 # %%
-from context_neurons.explorers import contribution_explorer, model_contributions_fn
+from context_neurons.interactive import contribution_explorer, model_contributions_fn
 
-contributions_fn = model_contributions_fn(model, lambda js: nn.contributions(circuit, model, js))
+contributions_fn = model_contributions_fn(model, lambda js: disc.contributions(circuit, model, js))
 explorer = contribution_explorer(contributions_fn, found, neuron=found[0])
 
 # %% [markdown]
@@ -629,20 +635,20 @@ explorer = contribution_explorer(contributions_fn, found, neuron=found[0])
 # :class: dropdown
 # ```
 #
-# `nn.contributions` with the scoring vocabulary's ids gives the contributions in one product;
+# `disc.contributions` with the scoring vocabulary's ids gives the contributions in one product;
 # the rest is three reductions. PyTorch's `median` takes the lower of the two middle values,
 # as the package does.
 
 # %%
 j = found[0]
-vocabulary_ids = nn.scoring_vocabulary(model).nonzero().flatten()
-c = nn.contributions(circuit, model, [j], vocabulary_ids)[0]
+vocabulary_ids = disc.scoring_vocabulary(model).nonzero().flatten()
+c = disc.contributions(circuit, model, [j], vocabulary_ids)[0]
 median = c.median()
 mad_sd = 1.4826 * (c - median).abs().median()
 top_j = ((c - median) / mad_sd).abs().topk(20).values.mean()
 print(f"neuron {j}: by hand {float(top_j):.3f}, scores.top {float(scores.top[j]):.3f}")
 assert abs(float(top_j) - float(scores.top[j])) <= 1e-4 * float(scores.top[j])
-assert float(top_j) >= nn.THETA  # it was found, so its score passes the threshold
+assert float(top_j) >= disc.THETA  # it was found, so its score passes the threshold
 print("check passed: the score rebuilt from its definition equals the package's")
 
 # %% [markdown]
@@ -675,17 +681,17 @@ print("check passed: the score rebuilt from its definition equals the package's"
 # and the MAD of the neuron's contributions over the vocabulary again, from scratch.
 
 # %%
-from context_neurons.topics import ASTRONOMY, single_token_variants
+from context_neurons.text.topics import ASTRONOMY, single_token_variants
 
 ids = sorted(set(single_token_variants(ASTRONOMY, model.tokenizer).values()))
-c = nn.contributions(circuit, model, found, ids)  # [found neurons, words]
+c = disc.contributions(circuit, model, found, ids)  # [found neurons, words]
 z = (c - scores.median[found][:, None]) / scores.spread[found][:, None]
 mean_z = z.mean(dim=1)
 best = found[int(mean_z.argmax())]
-table = nn.token_table(circuit, model, best, k=8, scores=scores)
+table = disc.token_table(circuit, model, best, k=8, scores=scores)
 print(f"{len(ids)} astronomy tokens; best neuron {best}, mean z = {float(mean_z.max()):.1f}")
 print("its top tokens:", " ".join(table["top token"]))
-full = nn.contributions(circuit, model, [best], vocabulary_ids)[0]
+full = disc.contributions(circuit, model, [best], vocabulary_ids)[0]
 full_median = full.median()
 direct = (c[found.index(best)] - full_median) / (1.4826 * (full - full_median).abs().median())
 assert torch.allclose(direct, z[found.index(best)], rtol=1e-3, atol=1e-3)

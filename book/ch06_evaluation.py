@@ -51,12 +51,12 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
     spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
-from context_neurons.colab import colab_setup
+from context_neurons.book.colab import colab_setup
 
 device = colab_setup()
 
 # %%
-from context_neurons.chapter import setup_chapter
+from context_neurons.book.chapter import setup_chapter
 
 loaded = setup_chapter()
 model = loaded.model
@@ -131,13 +131,14 @@ import torch
 
 from context_neurons import circuit as cc
 from context_neurons import evaluation as ev
-from context_neurons import neurons as nn
+from context_neurons.text.windows import evaluation_windows
+from context_neurons import discovery as disc
 
 N_TEXTS = 200
 
 circuit = cc.get_circuit(model)
-found = nn.get_scores(circuit, model).found(nn.THETA)
-windows, labels, report = ev.evaluation_windows(model.tokenizer, N_TEXTS)
+found = disc.get_scores(circuit, model).found(disc.THETA)
+windows, labels, report = evaluation_windows(model.tokenizer, N_TEXTS)
 truth_cache = {}
 result = ev.evaluate(circuit, model, windows, found, labels=labels, truth_cache=truth_cache)
 corpora = pd.Series([label.split(":")[0] for label in labels]).value_counts()
@@ -152,9 +153,10 @@ print("texts per corpus: " + ", ".join(f"{name} {count}" for name, count in corp
 # (computed here, not planted).
 
 # %%
-from context_neurons.data import DOMAINS
+from context_neurons.text.corpora import DOMAINS
+from context_neurons.text.windows import domain_windows
 
-domain_sets = {domain: ev.domain_windows(model.tokenizer, domain, n=4)[0] for domain in DOMAINS}
+domain_sets = {domain: domain_windows(model.tokenizer, domain, n=4)[0] for domain in DOMAINS}
 domain_results = ev.evaluate_sets(circuit, model, domain_sets, found, truth_cache=truth_cache)
 matched, matched_medians = ev.matched_domains(domain_results)
 print(f"{sum(len(w) for w in domain_sets.values())} domain texts: " + ", ".join(domain_sets))
@@ -235,7 +237,7 @@ print(per_neuron.to_string(float_format="{:.3f}".format))
 # (wall-clock timings vary from run to run and machine to machine.)
 import time
 
-from context_neurons.data import pad_windows
+from context_neurons.text.windows import pad_windows
 
 batch, _ = pad_windows(windows[:4])
 batch = batch.to(model.cfg.device)
@@ -285,7 +287,8 @@ print(
 # %%
 import matplotlib.pyplot as plt
 
-from context_neurons.plotting_neurons import plot_accuracy, plot_activation_curves
+from context_neurons.plotting.discovery import plot_activation_curves
+from context_neurons.plotting.evaluation import plot_accuracy
 
 
 def draw_pair(row, tokens, neuron, title, legend):
@@ -437,8 +440,8 @@ print(pd.DataFrame(rows).T.to_string(float_format="{:.4f}".format))
 # paper's concern is the domain's neurons on the domain's text.
 
 # %%
-from context_neurons.data import CALIBRATION_TEXTS
-from context_neurons.plotting_neurons import plot_calibration_sensitivity
+from context_neurons.text.corpora import CALIBRATION_TEXTS
+from context_neurons.plotting.evaluation import plot_calibration_sensitivity
 
 sets = {"general": windows[:16]}
 for domain in ("bible", "spanish", "legal", "code"):
@@ -587,7 +590,7 @@ if loaded.is_planted:
     ]
 print(
     f"{len(quiet)} of {len(found)} found neurons are quiet on the calibration text "
-    f"({CALIBRATION_TEXTS[circuit.calibration.name][2]}) and fire strongly in a domain:"
+    f"({CALIBRATION_TEXTS[circuit.calibration.name].description}) and fire strongly in a domain:"
 )
 print(shown.to_string(float_format="{:.2f}".format))
 
@@ -601,7 +604,7 @@ print(shown.to_string(float_format="{:.2f}".format))
 # along the text (a text box in a live notebook; a default text on the website).
 
 # %%
-from context_neurons.explorers import activation_explorer, model_activations_fn
+from context_neurons.interactive import activation_explorer, model_activations_fn
 
 activations_fn = model_activations_fn(
     model,

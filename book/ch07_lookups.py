@@ -67,12 +67,12 @@ if ("google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ) and (
     spec = "context-neurons[online] @ git+https://github.com/context-neurons/context-neurons"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", spec], check=True)
     importlib.invalidate_caches()
-from context_neurons.colab import colab_setup
+from context_neurons.book.colab import colab_setup
 
 device = colab_setup()
 
 # %%
-from context_neurons.chapter import setup_chapter
+from context_neurons.book.chapter import setup_chapter
 
 loaded = setup_chapter()
 model = loaded.model
@@ -127,7 +127,7 @@ print(shown[columns].round(2).to_string(index=False))
 # Figure 3. We keep the four highest-scoring neurons that predict different tokens.
 
 # %%
-from context_neurons.plotting_lookups import plot_token_scores
+from context_neurons.plotting.lookups import plot_token_scores
 
 chosen = lk.select_neurons(scores, n=4)
 per_token = lk.best_neuron_per_token(scores)
@@ -202,7 +202,7 @@ for prompt in top:
 # prompts above:
 
 # %%
-from context_neurons.plotting_lookups import plot_truncation
+from context_neurons.plotting.lookups import plot_truncation
 
 cuts = [lk.truncate_prompt(model, p, layer, neuron) for p in top]
 for cut in cuts:
@@ -306,7 +306,7 @@ print(table.round(2).to_string(index=False))
 # mean, for scale.
 
 # %%
-from context_neurons.plotting_lookups import plot_head_attribution
+from context_neurons.plotting.lookups import plot_head_attribution
 
 figure = plot_head_attribution(lookups)
 
@@ -318,7 +318,7 @@ figure = plot_head_attribution(lookups)
 # case each neuron is in.
 
 # %%
-from context_neurons.plotting_lookups import plot_attribution_vs_ablation
+from context_neurons.plotting.lookups import plot_attribution_vs_ablation
 
 figure = plot_attribution_vs_ablation(lookups)
 
@@ -400,7 +400,7 @@ print(
 )
 
 # %%
-from context_neurons.plotting_lookups import plot_head_activity
+from context_neurons.plotting.lookups import plot_head_activity
 
 figure = plot_head_activity(
     [lookup.activity for lookup in lookups], names=[repr(lookup.token) for lookup in lookups]
@@ -424,7 +424,7 @@ figure = plot_head_activity(
 # paper's sense: it reads nothing but the explanation.
 
 # %%
-from context_neurons.explainers import OfflineExplainer, examples_from_prompts
+from context_neurons.lookups.explainers import OfflineExplainer, examples_from_prompts
 
 explainer = OfflineExplainer(model.tokenizer)
 train_prompts, train_active = activity.split(train=True)
@@ -449,7 +449,7 @@ print(
 # evaluation of all four explanations:
 
 # %%
-from context_neurons.plotting_lookups import plot_explanation_scores
+from context_neurons.plotting.lookups import plot_explanation_scores
 
 results = pd.DataFrame(
     [
@@ -494,7 +494,7 @@ figure = plot_explanation_scores(results)
 # %%
 # NBVAL_IGNORE_OUTPUT
 # (the output depends on whether the reader configured an LLM.)
-from context_neurons.explainers import ExplainerError, LLMExplainer
+from context_neurons.lookups.explainers import ExplainerError, LLMExplainer
 
 llm = LLMExplainer.from_env()
 if llm is None:
@@ -525,7 +525,7 @@ else:
 # its topic words detect (`lk.topic_share`).
 
 # %%
-from context_neurons.explainers import normalise_word
+from context_neurons.lookups.explainers import normalise_word
 
 if loaded.is_planted:
     found = {(lookup.layer, lookup.neuron): lookup for lookup in lookups}
@@ -614,7 +614,7 @@ else:
 # same steps for the four best neurons and reports them in the row `lookups`.
 #
 # ```python
-# from context_neurons.data import openwebtext_documents
+# from context_neurons.text.corpora import openwebtext_documents
 # windows, labels = lk.document_windows(model.tokenizer, openwebtext_documents(5000), n_tokens=128)
 # pool = lk.scan_pool(model, [w.to(model.cfg.device) for w in windows], labels, chosen)
 # lookups = [lk.examine_neuron(model, l, n, pool, scores=scores) for l, n in chosen]

@@ -21,6 +21,6 @@ def planted():
 
 @pytest.fixture(scope="session")
 def small_model():
-    from context_neurons.testing import make_small_model
+    from context_neurons.models.toy import make_small_model
 
     return make_small_model()[0]

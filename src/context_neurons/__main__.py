@@ -7,6 +7,10 @@ import json
 import sys
 from pathlib import Path
 
+from context_neurons.checks import ModelLoadError
+from context_neurons.models.loading import MODEL_NAMES, load_tokenizer, resolve_model_name
+from context_neurons.models.planted import VARIANTS, build_planted_state
+
 
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
@@ -16,18 +20,29 @@ def positive_int(text: str) -> int:
     return value
 
 
+def model_choice(text: str) -> str:
+    """An argparse type: a model name or a checkpoint directory."""
+    try:
+        return resolve_model_name(text)
+    except ModelLoadError as err:
+        raise argparse.ArgumentTypeError(f"invalid choice: {err}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m context_neurons", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     rep = sub.add_parser("reproduce", help="reproduce the paper's numbers and print the table")
-    rep.add_argument("--model", choices=["gpt2", "planted"], default="gpt2")
+    rep.add_argument("--model", type=model_choice, default="gpt2",
+                     help=f"one of {', '.join(MODEL_NAMES)}, or a checkpoint directory")
     rep.add_argument("--texts", type=positive_int, default=None,
-                     help="evaluation texts (default: 1000 for gpt2 online, 100 for planted)")
-    rep.add_argument("--source", choices=["corpora", "openwebtext"], default=None,
-                     help="evaluation texts: offline corpora or OpenWebText (default: openwebtext "
-                          "for gpt2, corpora for planted)")
-    rep.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
+                     help="evaluation texts (default: 1000 from OpenWebText, 100 offline)")
+    rep.add_argument("--source", choices=["auto", "corpora", "openwebtext"], default="auto",
+                     help="evaluation texts: offline corpora or OpenWebText (default: the corpora "
+                          "when found, else OpenWebText)")
+    rep.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
+    rep.add_argument("--seed", type=int, default=None,
+                     help="seed of the planted model (default $CONTEXT_NEURONS_SEED, else 0)")
     rep.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     rep.add_argument("--no-progress", action="store_true")
 
@@ -37,30 +52,27 @@ def main(argv: list[str] | None = None) -> int:
 
     truth = sub.add_parser("planted-truth", help="print what the planted model plants, as JSON")
     truth.add_argument("--seed", type=int, default=0)
+    truth.add_argument("--variant", choices=VARIANTS, default="standard")
 
     args = parser.parse_args(argv)
     if args.command == "reproduce":
         from context_neurons.reproduce import format_table, reproduce, to_json
 
-        source = args.source or ("openwebtext" if args.model == "gpt2" else "corpora")
-        n_texts = args.texts or (1000 if source == "openwebtext" else 100)
+        n_texts = args.texts or (1000 if args.source == "openwebtext" else 100)
         results = reproduce(args.model, n_texts, device=args.device,
-                            progress=not args.no_progress, source=source)
+                            progress=not args.no_progress, source=args.source, seed=args.seed)
         print(format_table(results))
         if args.out:
             args.out.write_text(to_json(results))
             print(f"wrote {args.out}")
         return 0
     if args.command == "regenerate-notebooks":
-        from context_neurons.notebooks import regenerate
+        from context_neurons.book.notebooks import regenerate
 
         return regenerate([Path(c) for c in args.chapters] or None)
     if args.command == "planted-truth":
-        from context_neurons.models import load_tokenizer
-        from context_neurons.planted import build_planted_state
-
-        _, truth = build_planted_state(load_tokenizer(), seed=args.seed)
-        json.dump(truth.to_dict(), sys.stdout, indent=1, default=str)
+        _, record = build_planted_state(load_tokenizer(), seed=args.seed, variant=args.variant)
+        json.dump(record.to_dict(), sys.stdout, indent=1, default=str)
         return 0
     return 1
 

@@ -1,7 +1,7 @@
-"""The contextual circuit. This module implements METHOD.md section 5 (chapter 4).
+"""The contextual circuit. This module implements chapter 4 (``book/notation.md``, section 5).
 
 Gibson's paper, section "The contextual circuit": with the destination token fixed to ``' the'``
-(a stop word), the six contextual heads of layer 0 together write, at position ``n``,
+(a stop word), the contextual heads of layer 0 together write, at position ``n``,
 approximately
 
     sum_i K[n, i] e(t_i)   +   positional part(n),
@@ -40,7 +40,7 @@ the six heads, ``sum_h z_h W_O^h`` (hook ``blocks.0.attn.hook_z``).
 
 **Per-position denominators.** Position 0 holds ``<|endoftext|>``, whose content weight is large
 (an attention sink), so for the first ~100 positions ``D_h(n)`` is well above ``Dhat_h`` and the
-constant-denominator bag overstates the heads' output there. METHOD.md allows the calibration
+constant-denominator bag overstates the heads' output there. The method allows the calibration
 denominators "median over its positions, or per position": ``denominators="per_position"`` uses
 ``D_h(n)`` of the calibration text itself at each ``n`` (the median beyond the text's length). The
 extended embeddings, which must not depend on ``n``, always use the median ``Dhat_h``; at
@@ -55,10 +55,7 @@ The circuit also records the LayerNorm-2 scale of the calibration text (the medi
 
 from __future__ import annotations
 
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable
 
 import torch
 from einops import rearrange
@@ -67,16 +64,25 @@ from torch import Tensor
 from transformer_lens import HookedTransformer
 
 from context_neurons import decomposition as dec
+from context_neurons.caching import IdentityCache
+from context_neurons.checks import (
+    InputError,
+    as_token_batch,
+    NoContextualHeadsError,
+    check_heads,
+    check_position,
+    check_sequence,
+    check_tokens,
+    token_id,
+)
+from context_neurons.taxonomy import classify_heads
+from context_neurons.text.windows import calibration_tokens
 
-#: The paper's contextual ("slowly decaying") heads of GPT-2 Small's layer 0.
-CONTEXTUAL_HEADS: tuple[int, ...] = (0, 2, 6, 8, 9, 10)
-#: The fixed destination token of the circuit (a stop word).
-DEST_TOKEN = " the"
 #: Calibration positions before this are left out of the median denominator.
 N_MIN = 100
 
 
-class CircuitError(ValueError):
+class CircuitError(InputError):
     """A circuit could not be built or applied; the message says why."""
 
 
@@ -187,7 +193,7 @@ class ContextualCircuit:
         ``pos_{h,n}(i)`` instead of the shared ``K[n, i]`` (both for measuring what each
         approximation costs): ``sum_h sum_i pos_{h,n}(i) c_h(t_i) v_h(t_i) W_O^h / D_h(n)``.
         """
-        tokens = _as_batch(tokens).to(self.kernel.device)
+        tokens = as_token_batch(tokens).to(self.kernel.device)
         n = tokens.shape[1]
         if kernel not in ("shared", "per_head"):
             raise CircuitError(f"kernel must be 'shared' or 'per_head', got {kernel!r}.")
@@ -210,17 +216,8 @@ class ContextualCircuit:
         kernel: str = "shared",
     ) -> Float[Tensor, "batch pos d_model"]:
         """The six heads' approximate combined output: the bag plus the positional part."""
-        tokens = _as_batch(tokens).to(self.kernel.device)
+        tokens = as_token_batch(tokens).to(self.kernel.device)
         return self.bag(tokens, denominators, kernel) + self.positional_part[: tokens.shape[1]]
-
-
-def _as_batch(tokens: Tensor) -> Tensor:
-    tokens = torch.as_tensor(tokens)
-    if tokens.ndim == 1:
-        tokens = tokens[None]
-    if tokens.ndim != 2 or tokens.shape[1] == 0:
-        raise CircuitError(f"Expected token ids of shape [batch, pos], got {tuple(tokens.shape)}.")
-    return tokens
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,15 +234,6 @@ def _all_heads(score_fn, model: HookedTransformer, *args) -> Tensor:
     return score_fn(model, *args, list(range(model.cfg.n_heads)))
 
 
-def calibration_tokens(model: HookedTransformer, name: str = "prose") -> Int[Tensor, "pos"]:
-    """A named calibration text (``data.CALIBRATION_TEXTS``) as ``[BOS, ...]``, cut to ``n_ctx``."""
-    from context_neurons.data import calibration_text, tokenize_text
-
-    text = calibration_text(name).text
-    tokens = tokenize_text(model.tokenizer, text, n_ctx=model.cfg.n_ctx, truncate=True)
-    return tokens.to(model.cfg.device)
-
-
 @torch.no_grad()
 def head_kernels(
     model: HookedTransformer,
@@ -259,11 +247,11 @@ def head_kernels(
     One ``[n, d_head] x [d_head, n]`` product per head: the query of ``dest_token`` placed at ``n``
     against the mean keys ``M[i]`` (``M[n]`` cancels in the softmax).
     """
-    heads = dec.check_heads(model, heads)
+    heads = check_heads(model, heads)
     n_positions = n_positions or model.cfg.n_ctx
     positions = torch.arange(n_positions, device=model.cfg.device)
     queries = dec.destination_queries(model, dest_token, positions)
-    scores = _all_heads(dec._positional_scores, model, queries, positions, n_positions, mean_keys)
+    scores = _all_heads(dec.positional_scores, model, queries, positions, n_positions, mean_keys)
     return dec.masked_softmax(scores[heads], dec.causal_mask(n_positions, scores.device))
 
 
@@ -291,19 +279,19 @@ def calibration_log_denominators(
     ``D_h(0) = c_0(t_0)`` (position 0 holds ``<|endoftext|>`` in every text), in log space (content
     weights overflow float32) from the positional scores and content scores of chapter 1.
     """
-    tokens = dec.check_tokens(model, tokens)
-    heads = dec.check_heads(model, heads)
+    tokens = check_sequence(model, tokens)
+    heads = check_heads(model, heads)
     n = len(tokens)
     positions = torch.arange(n, device=tokens.device)
     queries = dec.destination_queries(model, dest_token, positions)
     mask = dec.causal_mask(n, tokens.device)
-    scores = _all_heads(dec._positional_scores, model, queries, positions, n, mean_keys)[heads]
+    scores = _all_heads(dec.positional_scores, model, queries, positions, n, mean_keys)[heads]
     log_pos = torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    log_c = _all_heads(dec._content_scores, model, queries, positions, tokens)[heads]
+    log_c = _all_heads(dec.content_scores, model, queries, positions, tokens)[heads]
     # The destination holds dest_token, not t_n: its content score is q_n . E[n, dest]. Except at
     # n = 0, which holds <|endoftext|> in every text (and is its own only source).
     dest = torch.full_like(tokens, dest_token)
-    log_c_dest = _all_heads(dec._content_scores, model, queries, positions, dest)[heads]
+    log_c_dest = _all_heads(dec.content_scores, model, queries, positions, dest)[heads]
     replaced = positions[1:]
     log_c[:, replaced, replaced] = log_c_dest[:, replaced, replaced]
     return torch.logsumexp(log_pos + log_c.masked_fill(~mask, float("-inf")), dim=-1)
@@ -314,22 +302,12 @@ def ln2_inverse_scales(
     model: HookedTransformer, tokens: Int[Tensor, "pos"]
 ) -> Float[Tensor, "pos"]:
     """``1 / std`` of the input of ``blocks.0.ln2`` (``resid_mid``) at each position of a text."""
-    tokens = dec.check_tokens(model, tokens)
+    tokens = check_sequence(model, tokens)
     _, cache = model.run_with_cache(
         tokens[None], stop_at_layer=1, names_filter="blocks.0.hook_resid_mid"
     )
     resid = dec.centred(cache["blocks.0.hook_resid_mid"][0])
     return torch.rsqrt((resid**2).mean(-1) + model.cfg.eps)
-
-
-@torch.no_grad()
-def layer0_ln1(
-    model: HookedTransformer, x: Float[Tensor, "... d_model"]
-) -> Float[Tensor, "... d_model"]:
-    """LN1 of layer 0 applied exactly (through the model's own affine parameters)."""
-    gamma, beta = dec.ln_affine(model.blocks[0].ln1, model.cfg.d_model)
-    x = dec.centred(x)
-    return gamma * x * torch.rsqrt((x**2).mean(-1, keepdim=True) + model.cfg.eps) + beta
 
 
 @torch.no_grad()
@@ -344,8 +322,8 @@ def token_values(
 
     Returns ``[n_tokens, head, d_head]`` (all tokens of the vocabulary by default).
     """
-    heads = dec.check_heads(model, heads)
-    position = dec.check_position(model, position)
+    heads = check_heads(model, heads)
+    position = check_position(model, position)
     if token_ids is None:
         token_ids = torch.arange(model.cfg.d_vocab, device=model.cfg.device)
     attn = model.blocks[0].attn
@@ -353,7 +331,7 @@ def token_values(
     out = []
     for start in range(0, len(token_ids), chunk):
         ids = token_ids[start : start + chunk]
-        ln = layer0_ln1(model, model.W_E[ids] + model.W_pos[position])
+        ln = dec.ln1_apply(model, model.W_E[ids] + model.W_pos[position])
         out.append(torch.einsum("td,hde->the", ln, w_v) + b_v)
     return torch.cat(out)
 
@@ -367,8 +345,8 @@ def token_values(
 def build_circuit(
     model: HookedTransformer,
     calibration: str | Tensor = "prose",
-    heads=CONTEXTUAL_HEADS,
-    dest_token: str | int = DEST_TOKEN,
+    heads=None,
+    dest_token: str | int = dec.DEFAULT_DESTINATION,
     n_ref: int | None = None,
     n_min: int = N_MIN,
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
@@ -377,9 +355,10 @@ def build_circuit(
 
     Args:
         model: a GPT-2-architecture HookedTransformer.
-        calibration: a calibration text's name (``data.CALIBRATION_TEXTS``) or its tokens
-            (``[BOS, ...]``, at most ``n_ctx``).
-        heads: the contextual heads (default the paper's 0, 2, 6, 8, 9, 10).
+        calibration: a calibration text's name (``text.corpora.CALIBRATION_TEXTS``) or its
+            tokens (``[BOS, ...]``, at most ``n_ctx``).
+        heads: the contextual heads (default: those the model's own taxonomy finds,
+            :func:`contextual_heads`).
         dest_token: the fixed destination token (default ``' the'``).
         n_ref: the reference position of content weights and values (default ``n_ctx // 2``).
         n_min: the first calibration position of the median denominator.
@@ -389,14 +368,15 @@ def build_circuit(
     Returns:
         A :class:`ContextualCircuit`.
     """
-    heads = dec.check_heads(model, heads)
-    dest = dec.token_id(model, dest_token)
+    heads = check_heads(model, contextual_heads(model) if heads is None else heads)
+    dest = token_id(model, dest_token)
     n_ctx = model.cfg.n_ctx
-    n_ref = dec.check_position(model, n_ctx // 2 if n_ref is None else n_ref)
+    n_ref = check_position(model, n_ctx // 2 if n_ref is None else n_ref)
     if isinstance(calibration, str):
-        name, tokens = calibration, calibration_tokens(model, calibration)
+        name = calibration
+        tokens = calibration_tokens(model.tokenizer, calibration, n_ctx).to(model.cfg.device)
     else:
-        name, tokens = "custom", dec.check_tokens(model, calibration)
+        name, tokens = "custom", check_sequence(model, calibration)
     if len(tokens) <= n_min + 1:
         raise CircuitError(
             f"The calibration text has {len(tokens)} tokens; the median denominator uses "
@@ -453,36 +433,6 @@ def build_circuit(
     )
 
 
-class IdentityCache:
-    """A small cache keyed by objects' identity that holds only weak references to them.
-
-    ``id()`` alone is not a safe key: once an object is garbage-collected its id can be reused by
-    a new object, which would then be served the old object's value. Each entry therefore keeps
-    weak references to its key objects and counts only while they are the very objects asked
-    about. The oldest entries are dropped beyond ``size``.
-    """
-
-    def __init__(self, size: int):
-        self.size = size
-        self._entries: OrderedDict[tuple, tuple[list[weakref.ref], Any]] = OrderedDict()
-
-    def get(self, objects: tuple, extra: tuple, build: Callable[[], Any]) -> Any:
-        """The value cached for ``objects`` (by identity) and ``extra`` (by value), else built."""
-        key = tuple(id(obj) for obj in objects) + tuple(extra)
-        entry = self._entries.get(key)
-        if entry is not None and all(ref() is obj for ref, obj in zip(entry[0], objects)):
-            self._entries.move_to_end(key)
-            return entry[1]
-        value = build()
-        self._entries[key] = ([weakref.ref(obj) for obj in objects], value)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-        return value
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
 _CIRCUITS = IdentityCache(size=6)
 _HEADS = IdentityCache(size=4)
 
@@ -490,16 +440,19 @@ _HEADS = IdentityCache(size=4)
 def contextual_heads(model: HookedTransformer) -> list[int]:
     """The heads chapter 2's taxonomy classifies as contextual (computed, cached per model).
 
-    Falls back to the paper's :data:`CONTEXTUAL_HEADS` only if the taxonomy finds none.
+    Raises:
+        NoContextualHeadsError: when the taxonomy finds none. Nothing stands in for them: pass
+            ``heads=[...]`` to :func:`build_circuit` to build a circuit of heads you choose.
     """
-
-    def classify() -> list[int]:
-        from context_neurons.taxonomy import classify_heads
-
-        found = classify_heads(model).groups.get("contextual", [])
-        return sorted(found) or list(CONTEXTUAL_HEADS)
-
-    return list(_HEADS.get((model,), (), classify))
+    found = _HEADS.get((model,), (), lambda: sorted(classify_heads(model).groups["contextual"]))
+    if not found:
+        raise NoContextualHeadsError(
+            "The taxonomy of this model's layer 0 found no contextual head (slowly decaying "
+            "kernel and weak content dependence), so there is no contextual circuit: no bag of "
+            "tokens, no extended embeddings, no context neurons to discover from the weights. "
+            "To study chosen heads anyway, pass heads=[...] explicitly."
+        )
+    return list(found)
 
 
 def get_circuit(
@@ -509,7 +462,7 @@ def get_circuit(
 
     ``heads=None`` uses :func:`contextual_heads` (computed from the weights, as chapter 2 does).
     """
-    heads = tuple(dec.check_heads(model, contextual_heads(model) if heads is None else heads))
+    heads = tuple(check_heads(model, contextual_heads(model) if heads is None else heads))
     return _CIRCUITS.get(
         (model,), (calibration, heads), lambda: build_circuit(model, calibration, list(heads))
     )
@@ -525,8 +478,8 @@ def true_head_output(
     model: HookedTransformer, tokens: Int[Tensor, "*batch pos"], heads
 ) -> Float[Tensor, "batch pos d_model"]:
     """The true combined output ``sum_h z_h W_O^h`` of ``heads`` (hook ``blocks.0.attn.hook_z``)."""
-    tokens = _as_batch(tokens)
-    heads = dec.check_heads(model, heads)
+    tokens = check_tokens(model, tokens)
+    heads = check_heads(model, heads)
     _, cache = model.run_with_cache(tokens, stop_at_layer=1, names_filter="blocks.0.attn.hook_z")
     z = cache["blocks.0.attn.hook_z"][:, :, heads]  # [batch, pos, head, d_head]
     return torch.einsum("bphe,hed->bpd", z, model.blocks[0].attn.W_O[heads])
@@ -576,7 +529,7 @@ def circuit_error(
         true: the true output, when already computed by :func:`true_head_output`.
         kernel: ``"shared"`` (the median kernel) or ``"per_head"`` (each head's own).
     """
-    tokens = _as_batch(tokens).to(model.cfg.device)
+    tokens = check_tokens(model, tokens)
     if true is None:
         true = true_head_output(model, tokens, circuit.heads)
     approx = circuit.approximate_output(tokens, denominators, kernel)
@@ -605,86 +558,3 @@ def kernel_spread(circuit: ContextualCircuit, n) -> dict[str, float]:
 def effective_tokens(kernel_row: Float[Tensor, "key_pos"]) -> float:
     """``n_eff = 1 / sum_i K[n,i]^2``: how many tokens a kernel row averages over."""
     return float(1.0 / (kernel_row**2).sum())
-
-
-# ----------------------------------------------------------------------------------------------
-# A model where every assumption holds exactly
-# ----------------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def exact_toy_model(
-    seed: int = 0, d_vocab: int = 40, n_ctx: int = 24
-) -> tuple[HookedTransformer, list[int]]:
-    """A one-layer model on which the circuit's approximations are exact (tests, exercises).
-
-    * Token embeddings live in the first half of the residual stream, position embeddings in the
-      second, both mean-free with unit norm: LN1's scale is the same for every token and position,
-      so a value splits exactly into a token part plus a position part.
-    * Contextual heads 0 and 2 have ``W_Q = 0, b_Q = 0``: every score is 0, so content weights are
-      1, every denominator is 1 and all kernels are the same uniform kernel.
-    * Heads 1 and 3 read only positions with a large query gain and attend to the current token
-      (their softmax is one-hot to float precision).
-    LN2's scale is *not* constant; fix it with a hook on ``blocks.0.ln2.hook_scale`` to compare.
-    The model lives on the CPU whatever accelerator is present.
-
-    Returns:
-        ``(model, contextual_heads)``.
-    """
-    from transformer_lens import HookedTransformerConfig
-
-    d_model, half, d_head, n_heads = 32, 16, 16, 4
-    cfg = HookedTransformerConfig(
-        n_layers=1,
-        d_model=d_model,
-        n_ctx=n_ctx,
-        d_head=d_head,
-        n_heads=n_heads,
-        d_mlp=24,
-        d_vocab=d_vocab,
-        act_fn="gelu_new",
-        normalization_type="LN",
-        seed=seed,
-        default_prepend_bos=False,
-        device="cpu",  # tiny: the CPU is fastest, and the CPU tensors below fit it
-    )
-    model = HookedTransformer(cfg)
-    model.eval()
-    gen = torch.Generator().manual_seed(seed)
-
-    def unit_mean_free(n: int) -> Tensor:
-        x = torch.randn(n, half, generator=gen)
-        x = x - x.mean(-1, keepdim=True)
-        return x / x.norm(dim=-1, keepdim=True)
-
-    w_e = torch.zeros(d_vocab, d_model)
-    w_e[:, :half] = unit_mean_free(d_vocab)
-    positions = unit_mean_free(n_ctx)
-    w_pos = torch.zeros(n_ctx, d_model)
-    w_pos[:, half:] = positions
-    cosines = positions @ positions.T - 2 * torch.eye(n_ctx)
-    assert cosines.max() < 0.95, "positions too similar for one-hot attention"
-    model.embed.W_E.copy_(w_e)
-    model.pos_embed.W_pos.copy_(w_pos)
-    ln1, ln2 = model.blocks[0].ln1, model.blocks[0].ln2
-    ln1.w.copy_(torch.ones(d_model))
-    ln1.w[:half] = 0.5 + torch.rand(half, generator=gen)  # token dims: any gain works
-    ln1.b.zero_()
-    ln1.b[:half] = 0.1 * torch.randn(half, generator=gen)
-    ln2.w.copy_(0.5 + torch.rand(d_model, generator=gen))
-    ln2.b.copy_(0.1 * torch.randn(d_model, generator=gen))
-    attn = model.blocks[0].attn
-    for param in (attn.W_V, attn.W_O, attn.W_K, attn.b_K, attn.b_V, attn.b_O):
-        param.copy_(0.3 * torch.randn(param.shape, generator=gen))
-    contextual, current = [0, 2], [1, 3]
-    attn.W_Q.zero_()
-    attn.b_Q.zero_()
-    for h in current:
-        attn.W_Q[h, half:] = 200.0 * torch.eye(half)
-        attn.W_K[h].zero_()
-        attn.W_K[h, half:] = torch.eye(half)
-        attn.b_K[h].zero_()
-    mlp = model.blocks[0].mlp
-    mlp.W_in.copy_(torch.randn(mlp.W_in.shape, generator=gen) / d_model**0.5)
-    mlp.b_in.copy_(0.1 * torch.randn(mlp.b_in.shape, generator=gen))
-    return model, contextual

@@ -1,4 +1,4 @@
-"""Decomposition of layer-0 attention. This module implements METHOD.md section 2 (chapter 1).
+"""Decomposition of layer-0 attention. This module implements chapter 1 (``book/notation.md`` §2).
 
 The key of a token ``t`` at position ``i`` is ``k = LN1(W_E[t] + W_pos[i]) W_K + b_K``. LayerNorm
 mixes token and position, so we split it exactly into a token part, a position part and a scale:
@@ -32,52 +32,12 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
+from context_neurons.checks import check_heads, check_position, check_sequence, token_id
+from context_neurons.text.windows import calibration_tokens
+
 LAYER = 0
-
-
-class IndexError_(ValueError):
-    """A head, position or token index out of range."""
-
-
-def check_heads(model: HookedTransformer, heads) -> list[int]:
-    """Validate head indices (``None`` means all heads)."""
-    n_heads = model.cfg.n_heads
-    heads = list(range(n_heads)) if heads is None else [int(h) for h in heads]
-    bad = [h for h in heads if not 0 <= h < n_heads]
-    if bad or not heads:
-        raise IndexError_(f"Unknown head(s) {bad or heads}: layer {LAYER} has heads 0..{n_heads - 1}.")
-    return heads
-
-
-def check_position(model: HookedTransformer, n: int) -> int:
-    """Validate a destination position."""
-    if not 0 <= int(n) < model.cfg.n_ctx:
-        raise IndexError_(f"Position {n} out of range: positions are 0..{model.cfg.n_ctx - 1}.")
-    return int(n)
-
-
-def check_tokens(model: HookedTransformer, tokens: Tensor) -> Tensor:
-    """Validate a 1-D tensor of token ids (non-empty, within the vocabulary and context)."""
-    tokens = torch.as_tensor(tokens)
-    if tokens.ndim != 1 or tokens.numel() == 0:
-        raise IndexError_(f"Expected a non-empty 1-D tensor of token ids, got shape {tuple(tokens.shape)}.")
-    if tokens.numel() > model.cfg.n_ctx:
-        raise IndexError_(f"{tokens.numel()} tokens exceed the context of {model.cfg.n_ctx}.")
-    if int(tokens.min()) < 0 or int(tokens.max()) >= model.cfg.d_vocab:
-        raise IndexError_(f"Token ids must be in 0..{model.cfg.d_vocab - 1}.")
-    return tokens.to(model.cfg.device)
-
-
-def token_id(model: HookedTransformer, token: str | int) -> int:
-    """A single token's id, from its id or its string (e.g. ``' the'``)."""
-    if isinstance(token, int):
-        if not 0 <= token < model.cfg.d_vocab:
-            raise IndexError_(f"Token id {token} out of range 0..{model.cfg.d_vocab - 1}.")
-        return token
-    ids = model.tokenizer.encode(token, add_special_tokens=False)
-    if len(ids) != 1:
-        raise IndexError_(f"{token!r} is {len(ids)} tokens, not one: {ids}.")
-    return ids[0]
+#: The destination token the method fixes (a stop word), looked up in each model's tokenizer.
+DEFAULT_DESTINATION = " the"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -101,6 +61,13 @@ def ln_affine(ln_module, d_model: int) -> tuple[Float[Tensor, "d_model"], Float[
 
 def centred(x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
     return x - x.mean(-1, keepdim=True)
+
+
+def ln1_apply(model: HookedTransformer, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+    """Layer 0's LN1 applied exactly to residual vectors, through the model's own affine map."""
+    gamma, beta = ln_affine(model.blocks[LAYER].ln1, model.cfg.d_model)
+    x = centred(x)
+    return gamma * x * torch.rsqrt((x**2).mean(-1, keepdim=True) + model.cfg.eps) + beta
 
 
 @dataclass
@@ -206,25 +173,11 @@ def mean_positional_keys(
     return token_avg + pos_avg + parts.bias
 
 
-def default_reference_tokens(model: HookedTransformer, n: int = 2000, seed: int = 0) -> Tensor:
-    """The token distribution for ``M``: the calibration text's tokens, else seeded random ids."""
-    import warnings
-
-    from context_neurons.data import DataError, calibration_text
-
-    try:
-        text = calibration_text().text
-        ids = model.tokenizer.encode(text, add_special_tokens=False)[:n]
-        return torch.tensor(ids, device=model.cfg.device)
-    except DataError as err:
-        warnings.warn(
-            f"No calibration text ({err}); the mean keys M average over {n} seeded random token "
-            "ids instead, so positional terms differ from the book's. Set CONTEXT_NEURONS_CORPORA "
-            "or run online to use the calibration text.",
-            stacklevel=2,
-        )
-        gen = torch.Generator().manual_seed(seed)
-        return torch.randint(256, model.cfg.d_vocab - 1, (n,), generator=gen).to(model.cfg.device)
+def default_reference_tokens(model: HookedTransformer) -> Int[Tensor, "n_ref"]:
+    """The token distribution of the mean keys ``M``: the calibration text's tokens, BOS left out
+    (:func:`~context_neurons.text.windows.calibration_tokens`, shared by every chapter)."""
+    tokens = calibration_tokens(model.tokenizer, n_ctx=model.cfg.n_ctx)
+    return tokens[1:].to(model.cfg.device)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,7 +235,7 @@ def tv_distance(
     return 0.5 * (p - q).abs().sum(-1)
 
 
-def _content_scores(
+def content_scores(
     model: HookedTransformer,
     queries: Float[Tensor, "query_pos head_index d_head"],
     query_positions: Int[Tensor, "query_pos"],
@@ -301,7 +254,7 @@ def _content_scores(
     return scores / model.cfg.d_head**0.5
 
 
-def _positional_scores(
+def positional_scores(
     model: HookedTransformer,
     queries: Float[Tensor, "query_pos head_index d_head"],
     query_positions: Int[Tensor, "query_pos"],
@@ -334,7 +287,7 @@ def decompose_attention(
         reference_tokens: token distribution defining ``M`` (default: the calibration text).
         mean_keys: precomputed ``M`` (from :func:`mean_positional_keys`), to reuse across texts.
     """
-    tokens = check_tokens(model, tokens)
+    tokens = check_sequence(model, tokens)
     heads = check_heads(model, heads)
     n = len(tokens)
     positions = torch.arange(n, device=tokens.device)
@@ -349,8 +302,8 @@ def decompose_attention(
         tokens=tokens,
         heads=heads,
         exact_scores=exact,
-        positional_scores=_positional_scores(model, queries, positions, n, mean_keys, heads),
-        content_scores=_content_scores(model, queries, positions, tokens, heads),
+        positional_scores=positional_scores(model, queries, positions, n, mean_keys, heads),
+        content_scores=content_scores(model, queries, positions, tokens, heads),
     )
 
 
@@ -368,7 +321,7 @@ def destination_queries(
 def positional_pattern(
     model: HookedTransformer,
     n: int,
-    dest_token: str | int = " the",
+    dest_token: str | int = DEFAULT_DESTINATION,
     heads=None,
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
     mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
@@ -396,7 +349,7 @@ def positional_pattern(
         mean_keys = mean_positional_keys(model, reference_tokens, n + 1)
     positions = torch.tensor([n], device=model.cfg.device)
     q = destination_queries(model, dest, positions)
-    scores = _positional_scores(model, q, positions, n + 1, mean_keys, heads)[:, 0]
+    scores = positional_scores(model, q, positions, n + 1, mean_keys, heads)[:, 0]
     return torch.softmax(scores, dim=-1)
 
 
@@ -404,7 +357,7 @@ def positional_pattern(
 def content_log_weights(
     model: HookedTransformer,
     n: int,
-    dest_token: str | int = " the",
+    dest_token: str | int = DEFAULT_DESTINATION,
     token_ids: Int[Tensor, "n_tokens"] | None = None,
     heads=None,
 ) -> Float[Tensor, "selected_head n_tokens"]:
@@ -427,4 +380,4 @@ def content_log_weights(
         token_ids = torch.arange(model.cfg.d_vocab, device=model.cfg.device)
     positions = torch.tensor([n], device=model.cfg.device)
     q = destination_queries(model, dest, positions)
-    return _content_scores(model, q, positions, token_ids.to(model.cfg.device), heads)[:, 0]
+    return content_scores(model, q, positions, token_ids.to(model.cfg.device), heads)[:, 0]

@@ -1,6 +1,6 @@
 """Head taxonomy. This module classifies layer-0 heads from their decomposed attention (chapter 2).
 
-METHOD.md section 3 (Gibson 2025, Figure 2 and the taxonomy table). With the decomposition of
+``book/notation.md``, section 3 (Gibson 2025, Figure 2 and the taxonomy table). With the decomposition of
 chapter 1, a head's attention from a destination ``n`` factorises as
 ``A_{n,i} = pos_n(i) c_n(t_i) / D_n``. Two ingredients characterise a head, and both are computed
 from the weights, not typed in:
@@ -37,22 +37,22 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
+from context_neurons.checks import OutOfRangeError, TokenError, check_heads, check_position, token_id
 from context_neurons.decomposition import (
-    IndexError_,
-    check_heads,
-    check_position,
+    DEFAULT_DESTINATION,
     content_log_weights,
     default_reference_tokens,
     mean_positional_keys,
     positional_pattern,
-    token_id,
 )
 
-#: Destination position and token of Figure 2.
-DEFAULT_POSITION = 500
-DEFAULT_DESTINATION = " the"
-#: Destination tokens for the duplicate-token test and the destination-dependence table.
+#: Destination position of Figure 2 on GPT-2 Small (about half its context of 1024).
+PAPER_POSITION = 500
+#: Destination tokens for the duplicate-token test and the destination-dependence table (those
+#: that are one token in a model's tokenizer are used: :func:`destinations_for`).
 DESTINATIONS = (" the", " and", " war", " church", " water", " said", " government", " time")
+#: At least this many of :data:`DESTINATIONS` must be single tokens of a model's tokenizer.
+MIN_DESTINATIONS = 3
 
 #: A kernel is local when it averages over fewer tokens than this (about one long sentence).
 LOCAL_MAX_N_EFF = 32.0
@@ -65,6 +65,31 @@ DUPLICATE_MIN_Z = 4.0
 CONTEXTUAL_MAX_CONTENT_SD = 1.5
 
 GROUPS = ("contextual", "detokenization", "duplicate", "miscellaneous")
+
+
+def default_position(model: HookedTransformer) -> int:
+    """The destination position of the taxonomy: the paper's 500 where the context allows it,
+    else the model's last position."""
+    return min(PAPER_POSITION, model.cfg.n_ctx - 1)
+
+
+def destinations_for(model: HookedTransformer, candidates=DESTINATIONS) -> tuple[str, ...]:
+    """The destination tokens of ``candidates`` that are one token of the model's tokenizer
+    (``' the'`` first: it defines the kernels)."""
+    kept = []
+    for token in candidates:
+        try:
+            token_id(model, token)
+        except TokenError:
+            continue
+        kept.append(token)
+    if DEFAULT_DESTINATION not in kept or len(kept) < MIN_DESTINATIONS:
+        raise TokenError(
+            f"The model's tokenizer has only {kept} of the destination tokens {list(candidates)} "
+            f"as single tokens; the taxonomy needs {DEFAULT_DESTINATION!r} and at least "
+            f"{MIN_DESTINATIONS} in all: pass destinations=... of single tokens."
+        )
+    return tuple(kept)
 SHAPES = ("slowly decaying", "local", "uniform")
 
 
@@ -132,7 +157,7 @@ def classify_kernel(n_eff: float, n_keys: int) -> str:
 @torch.no_grad()
 def layer0_patterns(
     model: HookedTransformer,
-    n: int = DEFAULT_POSITION,
+    n: int | None = None,
     destinations: tuple[str | int, ...] = (DEFAULT_DESTINATION,),
     heads: Sequence[int] | None = None,
     mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
@@ -141,7 +166,7 @@ def layer0_patterns(
 
     Args:
         model: a GPT-2-architecture HookedTransformer.
-        n: destination position.
+        n: destination position (default :func:`default_position`).
         destinations: destination tokens (strings of one token, or ids).
         heads: heads to keep (default all).
         mean_keys: precomputed ``M`` (default: from the calibration text's tokens).
@@ -149,7 +174,7 @@ def layer0_patterns(
     Returns:
         One ``[head, n + 1]`` pattern per destination token.
     """
-    n = check_position(model, n)
+    n = check_position(model, default_position(model) if n is None else n)
     heads = check_heads(model, heads)
     if mean_keys is None:
         mean_keys = mean_positional_keys(model, default_reference_tokens(model), n + 1)
@@ -166,8 +191,8 @@ def layer0_patterns(
 @torch.no_grad()
 def content_statistics(
     model: HookedTransformer,
-    n: int = DEFAULT_POSITION,
-    destinations: tuple[str | int, ...] = DESTINATIONS,
+    n: int | None = None,
+    destinations: tuple[str | int, ...] | None = None,
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
     heads: Sequence[int] | None = None,
 ) -> tuple[Float[Tensor, "dest selected_head"], Float[Tensor, "dest selected_head"]]:
@@ -178,8 +203,8 @@ def content_statistics(
 
     Args:
         model: a GPT-2-architecture HookedTransformer.
-        n: destination position.
-        destinations: destination tokens.
+        n: destination position (default :func:`default_position`).
+        destinations: destination tokens (default :func:`destinations_for` the model).
         reference_tokens: the token distribution (default: the calibration text's tokens).
         heads: heads to keep (default all).
 
@@ -187,7 +212,8 @@ def content_statistics(
         ``(spread, self_z)``: the standard deviation of ``log c_n(t)`` over the other tokens, and
         ``(log c_n(dest) - mean) / spread``.
     """
-    n = check_position(model, n)
+    n = check_position(model, default_position(model) if n is None else n)
+    destinations = destinations_for(model) if destinations is None else destinations
     heads = check_heads(model, heads)
     if reference_tokens is None:
         reference_tokens = default_reference_tokens(model)
@@ -227,10 +253,10 @@ class HeadTaxonomy:
         """The column of ``head`` in the tensors of this taxonomy.
 
         Raises:
-            IndexError_: if the head was not classified.
+            OutOfRangeError: if the head was not classified.
         """
         if head not in self.heads:
-            raise IndexError_(
+            raise OutOfRangeError(
                 f"Head {head} was not classified (heads: {self.heads}); pass one of those, or "
                 f"classify it with classify_heads(model, heads=[...])."
             )
@@ -385,28 +411,31 @@ def assign_group(shape: str, content_sd: float, self_z: float) -> str:
 @torch.no_grad()
 def classify_heads(
     model: HookedTransformer,
-    n: int = DEFAULT_POSITION,
-    destinations: tuple[str | int, ...] = DESTINATIONS,
+    n: int | None = None,
+    destinations: tuple[str | int, ...] | None = None,
     heads: Sequence[int] | None = None,
     reference_tokens: Int[Tensor, "n_ref"] | None = None,
 ) -> HeadTaxonomy:
-    """Classify layer-0 heads into kernel shapes and groups (METHOD.md section 3).
+    """Classify layer-0 heads into kernel shapes and groups (``book/notation.md``, section 3).
 
     Kernel shapes use the first destination token (``' the'``, as in Figure 2); the duplicate
     test and the content spread take the median over all destination tokens.
 
     Args:
         model: a GPT-2-architecture HookedTransformer.
-        n: destination position (500 in the paper).
-        destinations: destination tokens, the first one defining the kernels.
-        heads: heads to classify (default all twelve).
+        n: destination position (default :func:`default_position`: 500, the paper's, where the
+            context allows).
+        destinations: destination tokens, the first one defining the kernels (default
+            :func:`destinations_for` the model).
+        heads: heads to classify (default all).
         reference_tokens: token distribution for ``M`` and the content statistics (default: the
             calibration text's tokens).
 
     Returns:
         A :class:`HeadTaxonomy`.
     """
-    n = check_position(model, n)
+    n = check_position(model, default_position(model) if n is None else n)
+    destinations = destinations_for(model) if destinations is None else destinations
     heads = check_heads(model, heads)
     if reference_tokens is None:
         reference_tokens = default_reference_tokens(model)
@@ -433,47 +462,3 @@ def compare_groups(computed: dict[str, list[int]], expected: dict[str, list[int]
         mine, theirs = sorted(computed.get(group, [])), sorted(expected.get(group, []))
         rows.append({"group": group, "computed": mine, "expected": theirs, "agree": mine == theirs})
     return pd.DataFrame(rows).set_index("group")
-
-
-#: The paper's groups for GPT-2 Small (METHOD.md section 3), for comparison only.
-PAPER_GROUPS: dict[str, list[int]] = {
-    "contextual": [0, 2, 6, 8, 9, 10],
-    "detokenization": [3, 4, 7],
-    "duplicate": [1, 5],
-    "miscellaneous": [11],
-}
-
-
-def reproduce_section(ctx) -> list:
-    """Chapter 2's rows of the reproduction table: groups, contextual heads, kernel widths."""
-    from context_neurons.reproduce import Row
-
-    taxonomy = classify_heads(ctx.model)
-    if isinstance(getattr(ctx, "shared", None), dict):  # for later sections
-        ctx.shared["head_taxonomy"] = taxonomy
-    truth = ctx.loaded.truth
-    planted_groups = {g: truth.head_groups.get(g, []) for g in GROUPS} if truth else None
-    n_eff = {h: round(taxonomy.width(h), 1) for h in taxonomy.heads}
-    return [
-        Row(
-            "head_groups",
-            taxonomy.groups,
-            "0,2,6,8,9,10 contextual; 3,4,7 detok; 1,5 duplicate; 11 misc",
-            truth=planted_groups,
-            label="Layer-0 head groups computed from positional kernels and content weights "
-            "(n=500, ' the')",
-        ),
-        Row(
-            "contextual_heads",
-            taxonomy.groups["contextual"],
-            "0, 2, 6, 8, 9, 10",
-            truth=planted_groups["contextual"] if planted_groups else None,
-            label="Heads with slowly decaying kernels and weak content dependence",
-        ),
-        Row(
-            "n_eff",
-            n_eff,
-            "contextual kernels decay over ~50 tokens",
-            label="Kernel width n_eff = 1/sum pos^2 per head at n=500, destination ' the'",
-        ),
-    ]

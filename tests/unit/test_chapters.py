@@ -22,8 +22,8 @@ import jupytext
 import nbformat
 import pytest
 
-from context_neurons import colab
-from context_neurons.notebooks import chapter_files, read_chapter, stored_notebook
+from context_neurons.book import colab
+from context_neurons.book.notebooks import chapter_files, read_chapter, stored_notebook
 
 CHAPTERS = chapter_files()
 NUMBERED = [path for path in CHAPTERS if re.match(r"ch\d\d_", path.name)]

@@ -11,7 +11,8 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from context_neurons import colab
+from context_neurons.book import colab
+from context_neurons.config import in_colab
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def no_colab(monkeypatch):
     monkeypatch.delitem(sys.modules, colab.COLAB_MODULE, raising=False)
-    monkeypatch.delenv(colab.COLAB_ENV, raising=False)
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
     monkeypatch.delenv("CONTEXT_NEURONS_MODEL", raising=False)
 
 
@@ -55,16 +56,16 @@ def simulate_colab(monkeypatch, how: str) -> None:
     if how == "module":
         monkeypatch.setitem(sys.modules, colab.COLAB_MODULE, types.ModuleType(colab.COLAB_MODULE))
     else:
-        monkeypatch.setenv(colab.COLAB_ENV, "release-colab_20260101-060000_RC00")
+        monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20260101-060000_RC00")
 
 
 def test_in_colab_detection(no_colab, monkeypatch):
-    assert not colab.in_colab()
-    assert colab.in_colab(modules={"google.colab": object()}, environ={})
-    assert colab.in_colab(modules={}, environ={"COLAB_RELEASE_TAG": "x"})
-    assert not colab.in_colab(modules={}, environ={"COLAB_RELEASE_TAG": ""})
+    assert not in_colab()
+    assert in_colab(modules={"google.colab": object()}, environ={})
+    assert in_colab(modules={}, environ={"COLAB_RELEASE_TAG": "x"})
+    assert not in_colab(modules={}, environ={"COLAB_RELEASE_TAG": ""})
     simulate_colab(monkeypatch, "env")
-    assert colab.in_colab()
+    assert in_colab()
 
 
 def test_pip_command_installs_the_repository_into_this_interpreter():
@@ -108,7 +109,7 @@ def test_in_colab_gpu_selected_and_package_present(no_colab, pip_calls, monkeypa
 
 def test_in_colab_the_widget_manager_is_enabled(no_colab, pip_calls, monkeypatch, capsys):
     calls = fake_colab_output(monkeypatch)
-    assert colab.in_colab()
+    assert in_colab()
     assert colab.colab_setup(cuda_available=True) == "cuda"
     assert calls == ["enabled"]
     assert pip_calls == []

@@ -8,16 +8,11 @@ import types
 
 import pytest
 
-from context_neurons.data import (
-    DataError,
-    Document,
-    calibration_text,
-    corpora_dir,
-    list_corpora,
-    tokenize_text,
-    tokenize_windows,
-)
+from context_neurons.checks import DataError
 from context_neurons.models import load_tokenizer
+from context_neurons.text import corpora as data
+from context_neurons.text.corpora import Document, calibration_text, corpora_dir, list_corpora
+from context_neurons.text.windows import tokenize_text, tokenize_windows
 
 EOT = 50256
 
@@ -99,7 +94,7 @@ def test_max_windows_must_be_positive(tokenizer):
 
 
 def test_domain_documents_offline_and_code():
-    from context_neurons.data import DOMAINS, domain_documents
+    from context_neurons.text.corpora import DOMAINS, domain_documents
 
     first = [d.corpus for d in itertools.islice(domain_documents("bible"), 3)]
     assert first == ["bible_kjv"] * 3
@@ -110,12 +105,10 @@ def test_domain_documents_offline_and_code():
     assert calibration_text("code").id == "textwrap.py"
     assert "code" in DOMAINS
     with pytest.raises(DataError, match="Unknown domain"):
-        next(domain_documents("klingon"))
+        domain_documents("klingon")
 
 
 def test_domain_documents_online_fall_back_to_keyword_dense_openwebtext(monkeypatch):
-    from context_neurons import data
-
     fake = [
         data.Document("openwebtext", "0", "The weather was fine and the market rose again today."),
         data.Document("openwebtext", "1", "The troops and the army fought a long battle in the war."),
@@ -130,8 +123,6 @@ def test_domain_documents_online_fall_back_to_keyword_dense_openwebtext(monkeypa
 
 
 def test_openwebtext_falls_back_to_the_parquet_conversion(monkeypatch):
-    from context_neurons import data
-
     calls = []
 
     class Stream(list):

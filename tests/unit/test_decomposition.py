@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from context_neurons import decomposition as dec
-from context_neurons.testing import make_small_model
+from context_neurons.checks import InputError
+from context_neurons.models.toy import make_small_model
 
 
 def hook_scores(model, tokens):
@@ -55,7 +56,7 @@ def test_reconstruction_exact_on_diagonal_and_when_ln_scale_is_constant():
 
 
 def test_planted_contextual_heads_reconstructed_within_paper_tolerance(planted):
-    from context_neurons.data import corpus_windows
+    from context_neurons.text.windows import corpus_windows
 
     model = planted.model
     windows, _, _ = corpus_windows(model.tokenizer, "nltk_brown_us", n=1, min_tokens=1023)
@@ -100,14 +101,14 @@ def test_tv_distance():
     "call, message",
     [
         (lambda m: dec.positional_pattern(m, 5000), "Position 5000 out of range"),
-        (lambda m: dec.positional_pattern(m, 10, heads=[12]), r"Unknown head\(s\) \[12\]"),
+        (lambda m: dec.positional_pattern(m, 10, heads=[12]), r"Head 12 out of range"),
         (lambda m: dec.decompose_attention(m, torch.tensor([], dtype=torch.long)), "non-empty"),
         (lambda m: dec.decompose_attention(m, torch.zeros(2000, dtype=torch.long)), "exceed the context"),
         (lambda m: dec.token_id(m, " the quick"), "not one"),
     ],
 )
 def test_bad_input_gives_clear_errors(planted, call, message):
-    with pytest.raises(dec.IndexError_, match=message):
+    with pytest.raises(InputError, match=message):
         call(planted.model)
 
 

@@ -8,17 +8,19 @@ import torch
 
 from context_neurons import circuit as C
 from context_neurons import evaluation as E
-from context_neurons import neurons as N
-from context_neurons.data import DataError, corpus_windows
+from context_neurons.evaluation import approximation
+from context_neurons import discovery as N
+from context_neurons.checks import DataError, OutOfRangeError, TokenError
+from context_neurons.text.windows import corpus_windows, domain_windows, evaluation_windows
 from context_neurons.models import load_model
-from context_neurons.testing import make_small_model
+from context_neurons.models.toy import exact_toy_model, make_small_model
 
 torch.set_grad_enabled(False)
 
 
 @pytest.fixture(scope="module")
 def toy():
-    model, heads = C.exact_toy_model(seed=2)
+    model, heads = exact_toy_model(seed=2)
     gen = torch.Generator().manual_seed(5)
     calibration = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=gen)
     circuit = C.build_circuit(model, calibration, heads=heads, dest_token=7, n_min=4)
@@ -216,7 +218,7 @@ def test_silent_on_calibration_reports_maxima(planted, circuit):
 def domain_sets(planted):
     tokenizer = planted.model.tokenizer
     return {
-        d: [w[:400] for w in E.domain_windows(tokenizer, d, n=2)[0]] for d in ("bible", "spanish")
+        d: [w[:400] for w in domain_windows(tokenizer, d, n=2)[0]] for d in ("bible", "spanish")
     }
 
 
@@ -252,11 +254,14 @@ def test_matched_domains(planted, circuit, domain_sets):
     assert pooled["context share"] > 0.3  # on its own domain the context part is large
 
 
-def test_reproduce_sections(planted, windows):
-    from context_neurons.reproduce import ReproContext
+def test_main_job_rows(planted, circuit, windows):
+    from context_neurons.reproduce.pipeline import discovery_rows, evaluation_rows
 
-    ctx = ReproContext(planted, windows[0][:2], windows[1][:2], progress=False)
-    rows = {r.key: r for r in N.reproduce_section(ctx) + E.reproduce_section(ctx)}
+    scores = N.get_scores(circuit, planted.model)
+    rows = discovery_rows(scores, N.THETA, planted.truth)
+    rows += evaluation_rows(circuit, planted.model, windows[0][:2], windows[1][:2],
+                            scores.found(N.THETA), progress=False)
+    rows = {r.key: r for r in rows}
     for key in (
         "theta",
         "neurons_found",
@@ -273,13 +278,12 @@ def test_reproduce_sections(planted, windows):
     assert rows["median_context_fvu"].value >= 0
 
 
-def test_reproduce_section_without_neurons(planted, windows):
-    """With no neuron found the section still reports both headline keys, as NaN."""
-    from context_neurons.reproduce import ReproContext
+def test_main_job_rows_without_neurons(planted, circuit, windows):
+    """With no neuron found the main job still reports both headline keys, as NaN."""
+    from context_neurons.reproduce.pipeline import evaluation_rows
 
-    ctx = ReproContext(planted, windows[0][:1], windows[1][:1], progress=False)
-    ctx.shared["neurons_found"] = []
-    rows = {r.key: r for r in E.reproduce_section(ctx)}
+    rows = evaluation_rows(circuit, planted.model, windows[0][:1], windows[1][:1], [], False)
+    rows = {r.key: r for r in rows}
     assert {"median_pearson_r", "median_fvu"} <= set(rows)
     assert np.isnan(rows["median_fvu"].value) and np.isnan(rows["median_pearson_r"].value)
 
@@ -297,31 +301,31 @@ def test_empty_texts_are_refused(planted, circuit):
         E.evaluate(circuit, model, [torch.tensor([50256, 262])], [300])
     with pytest.raises(E.EvaluationError, match="empty"):
         E.activation_curves(circuit, model, torch.tensor([], dtype=torch.long), 300)
-    with pytest.raises(E.EvaluationError, match="non-empty"):
+    with pytest.raises(TokenError, match="non-empty"):
         E.true_pre_activations(model, torch.zeros(1, 0, dtype=torch.long), [300])
 
 
 def test_bad_neurons_and_options_are_refused(planted, circuit, windows):
     model = planted.model
-    with pytest.raises(N.NeuronIndexError, match="0..3071"):
+    with pytest.raises(OutOfRangeError, match="0..3071"):
         E.evaluate(circuit, model, windows[0][:1], [3072])
-    with pytest.raises(N.NeuronIndexError):
+    with pytest.raises(OutOfRangeError):
         E.approximator(circuit, model, [-5])
     with pytest.raises(C.CircuitError, match="denominators"):
         E.approximator(circuit, model, [300], denominators="mean")
     with pytest.raises(DataError, match="Unknown domain"):
-        E.domain_windows(model.tokenizer, "cooking")
+        domain_windows(model.tokenizer, "cooking")
 
 
 def test_evaluation_windows_mix_corpora(planted):
-    windows, labels, report = E.evaluation_windows(planted.model.tokenizer, 6)
+    windows, labels, report = evaluation_windows(planted.model.tokenizer, 6)
     assert len(windows) == 6 and all(len(w) == 1024 and w[0] == 50256 for w in windows)
     assert len({label.split(":")[0] for label in labels}) >= 3
     assert report.n_windows == 6
 
 
 def test_domain_windows(planted):
-    windows, labels = E.domain_windows(planted.model.tokenizer, "code", n=1)
+    windows, labels = domain_windows(planted.model.tokenizer, "code", n=1)
     assert len(windows) == 1 and windows[0][0] == 50256 and len(windows[0]) == 1024
     assert labels[0].startswith("python_stdlib:")
 
@@ -352,7 +356,7 @@ def test_position_zero_uses_the_sink_denominator(planted, circuit, windows):
 def test_fused_layer0_equals_the_hooked_forward_pass(fold_ln):
     """The fused-attention path gives hook blocks.0.hook_resid_mid, folded LayerNorm or not."""
     model, _ = make_small_model(seed=3, fold_ln=fold_ln)
-    assert E._fused_attention_applies(model)
+    assert approximation._fused_attention_applies(model)
     gen = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, model.cfg.d_vocab, (3, model.cfg.n_ctx), generator=gen)
     _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.startswith("blocks.0."))
@@ -379,9 +383,9 @@ def test_hooks_on_layer0_are_respected():
         return z
 
     with model.hooks(fwd_hooks=[("blocks.0.attn.hook_z", ablate_head_0)]):
-        assert not E._fused_attention_applies(model)
+        assert not approximation._fused_attention_applies(model)
         ablated = E.layer0_resid_mid(model, tokens)
         _, cache = model.run_with_cache(tokens, names_filter="blocks.0.hook_resid_mid")
     torch.testing.assert_close(ablated, cache["blocks.0.hook_resid_mid"])
     assert (ablated - clean).abs().max() > 1e-3
-    assert E._fused_attention_applies(model)
+    assert approximation._fused_attention_applies(model)

@@ -18,12 +18,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from context_neurons import decomposition as dec  # noqa: E402
-from context_neurons import explorers as ex  # noqa: E402
+from context_neurons import config  # noqa: E402
+from context_neurons.checks import InputError  # noqa: E402
+from context_neurons import interactive as ex  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _close_figures(monkeypatch):
-    monkeypatch.delenv(ex.STATIC_ENV, raising=False)
+    monkeypatch.delenv(config.STATIC.name, raising=False)
     yield
     plt.close("all")
 
@@ -44,11 +46,11 @@ def test_mode_static_without_kernel_or_when_asked(monkeypatch):
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab")  # Colab
     assert ex.interactive_mode() is True
     monkeypatch.delenv("COLAB_RELEASE_TAG")
-    monkeypatch.setenv(ex.WIDGETS_ENV, "1")
+    monkeypatch.setenv(config.WIDGETS.name, "1")
     assert ex.interactive_mode() is True
     assert ex.interactive_mode(interactive=True) is True
     assert ex.interactive_mode(interactive=False) is False
-    monkeypatch.setenv(ex.STATIC_ENV, "1")
+    monkeypatch.setenv(config.STATIC.name, "1")
     assert ex.interactive_mode(interactive=True) is False  # the website build wins
 
 
@@ -101,9 +103,9 @@ def test_head_kernels_match_positional_pattern(small_model, kernels):
     assert got.shape == (41,)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
     assert got.sum() == pytest.approx(1, abs=1e-5)
-    with pytest.raises(ex.ExplorerError, match="Unknown head"):
+    with pytest.raises(InputError, match="Head 99 out of range"):
         head_kernels(99, 40, 7)
-    with pytest.raises(ex.ExplorerError, match="out of range"):
+    with pytest.raises(InputError, match="out of range"):
         head_kernels(0, 10_000, 7)
 
 
@@ -121,7 +123,7 @@ def test_head_explorer_static(small_model, kernels):
 
 
 def test_head_explorer_static_when_building_the_website(small_model, kernels, monkeypatch):
-    monkeypatch.setenv(ex.STATIC_ENV, "1")
+    monkeypatch.setenv(config.STATIC.name, "1")
     explorer = ex.head_explorer(
         small_model, kernels=kernels[0], n=20, dest_token=5, interactive=True
     )
@@ -268,13 +270,14 @@ def test_contribution_frame_orders_both_sides():
 def test_contribution_bars_use_the_figures_colours():
     from matplotlib.colors import to_rgba
 
-    from context_neurons.plotting_neurons import DOWN_COLOUR, UP_COLOUR
+    from context_neurons.plotting.discovery import plot_contributions
+    from context_neurons.plotting.style import DOWN_COLOUR, UP_COLOUR
 
     # a bottom side with one positive value: the colour follows the sign, as in the
-    # chapters' token bars (plotting_neurons.plot_token_bars)
+    # chapters' token bars (plotting.discovery.plot_token_bars)
     series = pd.Series([3.0, 2.0, 0.5, -1.0, -4.0], index=[" a", " b", " c", " d", " e"])
     frame = ex.contribution_frame(series, k=3)
-    figure = ex.plot_contributions(frame, neuron=300)
+    figure = plot_contributions(frame, neuron=300)
     left, right = figure.axes
     bottom = [to_rgba(bar.get_facecolor()) for bar in left.patches]
     top = [to_rgba(bar.get_facecolor()) for bar in right.patches]

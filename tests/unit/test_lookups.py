@@ -10,8 +10,19 @@ import urllib.request
 import pytest
 import torch
 
-from context_neurons import explainers as ex
+from context_neurons.lookups import explainers as ex
 from context_neurons import lookups as lk
+from context_neurons.checks import (
+    DataError,
+    InputError,
+    OutOfRangeError,
+    TokenError,
+    as_index,
+    check_layer,
+    check_layer_neuron,
+    check_upstream_head,
+)
+from context_neurons.hooks import run_until
 
 ASTRONOMY = (1, 777)  # planted: layer 1, neuron 777 predicts ' telescope', driven by head 1.2
 
@@ -61,18 +72,18 @@ def test_scores_find_the_planted_neurons_and_tokens(planted):
 
 
 def test_later_layers_default_to_the_later_half():
-    from context_neurons.testing import make_small_model
+    from context_neurons.models.toy import make_small_model
 
     one, _ = make_small_model(n_layers=1)
     four, _ = make_small_model(n_layers=4)
     assert lk.later_layers(one) == [0]
     assert lk.later_layers(four) == [2, 3]
     assert lk.later_layers(four, n_last_layers=1) == [3]
-    with pytest.raises(lk.LookupIndexError, match=r"1\.\.4"):
+    with pytest.raises(OutOfRangeError, match=r"1\.\.4"):
         lk.later_layers(four, n_last_layers=5)
-    with pytest.raises(lk.LookupIndexError, match="integer"):
+    with pytest.raises(OutOfRangeError, match="integer"):
         getattr(lk.later_layers, "__wrapped__", lk.later_layers)(four, n_last_layers=2.0)
-    with pytest.raises(lk.LookupIndexError, match="either"):
+    with pytest.raises(OutOfRangeError, match="either"):
         lk.token_prediction_scores(four, layers=[3], n_last_layers=1, final_scale=1.0)
 
 
@@ -88,7 +99,7 @@ def test_logit_effect_reads_through_the_folded_final_layernorm(planted):
 @pytest.fixture(scope="module")
 def unfolded():
     """The same small 2-layer model with ln_final unfolded (weight and bias kept) and folded."""
-    from context_neurons.testing import make_small_model
+    from context_neurons.models.toy import make_small_model
 
     return (
         make_small_model(fold_ln=False, n_layers=2)[0],
@@ -186,9 +197,8 @@ def test_same_layer_head_attribution_equals_ablation_with_frozen_ln2(model, top_
             (f"blocks.{layer}.attn.hook_z", ablate),
             (f"blocks.{layer}.ln2.hook_scale", lambda s, hook: clean_scale),
         ]
-        pre = lk._run_to_pre(model, tokens, layer, extra_hooks=hooks)[
-            f"blocks.{layer}.mlp.hook_pre"
-        ][0, :, neuron]
+        stop = f"blocks.{layer}.mlp.hook_pre"
+        pre = run_until(model, tokens, stop, extra_hooks=hooks)[stop][0, :, neuron]
         drop = attribution.pre[0] - pre
         torch.testing.assert_close(drop, attribution.heads[0, :, layer, head], atol=1e-4, rtol=1e-4)
 
@@ -556,15 +566,15 @@ def test_lookup_windows_are_distinct_documents(pool):
     documents = [label.split("|", 1)[1] for label in pool.labels]
     assert len(set(documents)) == len(documents)
     assert all(len(w) == 65 and int(w[0]) == 50256 for w in pool.windows)
-    with pytest.raises(lk.DataError, match="Unknown domain"):
+    with pytest.raises(DataError, match="Unknown domain"):
         lk.lookup_windows(None, ("klingon",))
 
 
 def test_lookup_windows_read_domain_documents(monkeypatch, model):
     """Windows come from ``data.domain_documents(domain, interleave=True)``; an OpenWebText
     stand-in document (``openwebtext~domain``) serves one domain only."""
-    from context_neurons.circuit import IdentityCache
-    from context_neurons.data import Document
+    from context_neurons.caching import IdentityCache
+    from context_neurons.text.corpora import Document
 
     text = "The telescope and the stars of the night sky. " * 20
     calls = []
@@ -574,8 +584,10 @@ def test_lookup_windows_read_domain_documents(monkeypatch, model):
         yield Document(f"openwebtext~{domain}", "7", text)  # the same document for both
         yield Document(f"openwebtext~{domain}", f"{domain}-only", text)
 
-    monkeypatch.setattr(lk, "domain_documents", fake_documents)
-    monkeypatch.setattr(lk, "_WINDOWS", IdentityCache(size=1))  # keep the fakes out of the cache
+    from context_neurons.text import windows as text_windows
+
+    monkeypatch.setattr(text_windows, "domain_documents", fake_documents)
+    monkeypatch.setattr(text_windows, "_LOOKUP_WINDOWS", IdentityCache(size=1))  # no fakes cached
     windows, labels = lk.lookup_windows(model.tokenizer, ("astronomy", "war"), per_domain=5)
     assert calls == [("astronomy", True), ("war", True)]
     assert labels == [
@@ -588,38 +600,38 @@ def test_lookup_windows_read_domain_documents(monkeypatch, model):
 
 def test_bad_indices_give_clear_errors(model, pool):
     tokens = pool.windows[0][:8]
-    with pytest.raises(lk.LookupIndexError, match=r"0\.\.1"):
+    with pytest.raises(OutOfRangeError, match=r"0\.\.1"):
         lk.attribute_neuron(model, tokens, 2, 0)
-    with pytest.raises(lk.LookupIndexError, match=r"0\.\.3071"):
+    with pytest.raises(OutOfRangeError, match=r"0\.\.3071"):
         lk.attribute_neuron(model, tokens, 1, 3072)
-    with pytest.raises(lk.LookupIndexError, match=r"0\.\.3071"):
+    with pytest.raises(OutOfRangeError, match=r"0\.\.3071"):
         lk.neuron_logit_effect(model, 1, -1)
-    with pytest.raises(lk.LookupIndexError, match="Layer 5"):
+    with pytest.raises(OutOfRangeError, match="Layer 5"):
         lk.token_prediction_scores(model, layers=[5])
-    with pytest.raises(lk.LookupIndexError, match="No layers"):
+    with pytest.raises(OutOfRangeError, match="No layers"):
         lk.token_prediction_scores(model, layers=[])
-    with pytest.raises(lk.LookupIndexError, match=r"heads are 0\.\.11"):
+    with pytest.raises(OutOfRangeError, match=r"heads 0\.\.11"):
         lk.ablation_drops(model, [tokens], 1, 777, heads=[(1, 12)])
-    with pytest.raises(lk.LookupIndexError, match="upstream"):
+    with pytest.raises(OutOfRangeError, match="upstream"):
         lk.ablation_drops(model, [tokens], 0, 777, heads=[(1, 0)])
-    with pytest.raises(lk.LookupIndexError, match="endoftext"):
+    with pytest.raises(TokenError, match="BOS"):
         lk.truncate_prompt(model, tokens[1:], *ASTRONOMY)
-    with pytest.raises(lk.LookupIndexError, match="Token ids"):
+    with pytest.raises(TokenError, match="Token ids"):
         lk.neuron_activations(model, torch.tensor([50256, 60000]), 1, 0)
     with pytest.raises(ValueError, match="mode"):
         lk.ablation_drops(model, [tokens], 1, 777, mode="resample")
     # Floats are refused, not truncated (3.7 is not neuron 3); integer-like types are accepted.
     # (Under pytest, beartype rejects a float before the function runs: call the unwrapped one.)
-    unwrapped = getattr(lk.check_neuron, "__wrapped__", lk.check_neuron)
-    with pytest.raises(lk.LookupIndexError, match="Neuron must be an integer, got 3.7"):
+    unwrapped = getattr(check_layer_neuron, "__wrapped__", check_layer_neuron)
+    with pytest.raises(OutOfRangeError, match="Neuron must be an integer, got 3.7"):
         unwrapped(model, 1, 3.7)
-    with pytest.raises(lk.LookupIndexError, match="Layer must be an integer"):
-        getattr(lk.check_layer, "__wrapped__", lk.check_layer)(model, 1.0)
-    with pytest.raises(lk.LookupIndexError, match="Head must be an integer"):
-        getattr(lk.check_head, "__wrapped__", lk.check_head)(model, 1, 2.0, 1)
-    with pytest.raises((lk.LookupIndexError, TypeError)):
+    with pytest.raises(OutOfRangeError, match="Layer must be an integer"):
+        getattr(check_layer, "__wrapped__", check_layer)(model, 1.0)
+    with pytest.raises(OutOfRangeError, match="Head must be an integer"):
+        getattr(check_upstream_head, "__wrapped__", check_upstream_head)(model, 1, 2.0, 1)
+    with pytest.raises((OutOfRangeError, TypeError)):
         lk.neuron_logit_effect(model, 1, 3.7)
-    assert lk.check_neuron(model, torch.tensor(1), torch.tensor(3)) == (1, 3)
+    assert check_layer_neuron(model, torch.tensor(1), torch.tensor(3)) == (1, 3)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -663,15 +675,16 @@ def test_all_four_planted_lookups_are_recovered(planted, recovered):
 
 
 @pytest.mark.slow
-def test_reproduce_section_recovers_the_planted_lookups(planted, recovered):
-    from context_neurons.reproduce import ReproContext
+def test_main_job_recovers_the_planted_lookups(planted, recovered):
+    from context_neurons.reproduce.pipeline import lookup_rows
 
     scores, found = recovered
-    ctx = ReproContext(planted, [], [], progress=False)
-    ctx.shared["token_prediction_scores"] = scores
-    (row,) = lk.reproduce_section(ctx)
+    (row,) = lookup_rows(planted.model, planted.truth, progress=False)
     assert row.key == "lookups" and row.paper == ""  # no paper value to compare with
-    assert row.truth == lk.planted_summary(planted.truth)
+    assert [(t["layer"], t["neuron"], t["top_heads"]) for t in row.truth] == [
+        (d["layer"], d["neuron"], [lk.head_name(d["layer"], d["head"])])
+        for d in planted.truth.lookups
+    ]
     by_key = {(r["layer"], r["neuron"]): r for r in row.value}
     for truth in planted.truth.lookups:
         result = by_key[(truth["layer"], truth["neuron"])]

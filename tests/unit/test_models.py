@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from context_neurons.models import (
-    ModelLoadError,
+from context_neurons.checks import ModelLoadError
+from context_neurons.models.loading import (
     WeightProcessing,
     build_offline_tokenizer,
     load_hf_gpt2,
@@ -14,7 +14,7 @@ from context_neurons.models import (
     load_tokenizer,
     save_gpt2_shaped_checkpoint,
 )
-from context_neurons.planted import CONTEXT_NEURONS, LOOKUPS, build_planted_state
+from context_neurons.models.planted import CONTEXT_NEURONS, LOOKUPS, build_planted_state
 
 
 def test_offline_tokenizer_known_ids():
@@ -31,13 +31,13 @@ def test_missing_tokenizer_dir_is_a_clear_error(tmp_path):
 
 
 def test_unknown_model_name():
-    with pytest.raises(ModelLoadError, match="Unknown model 'gpt3'.*gpt2, planted"):
+    with pytest.raises(ModelLoadError, match="Unknown model 'gpt3'.*gpt2, gpt2-medium.*planted"):
         load_model("gpt3")
 
 
 def test_missing_weights_directory(tmp_path):
     with pytest.raises(ModelLoadError, match="config.json missing"):
-        load_hf_gpt2(tmp_path / "nowhere")
+        load_hf_gpt2("gpt2", tmp_path / "nowhere")
 
 
 @pytest.mark.slow
@@ -93,7 +93,8 @@ def test_planted_model_is_deterministic_and_seeded():
 
 def test_planted_context_neuron_fires_on_its_topic(planted):
     """Neuron 1710 (religion) is more active on a Bible chapter than on news prose."""
-    from context_neurons.data import get_document, tokenize_text
+    from context_neurons.text.corpora import get_document
+    from context_neurons.text.windows import tokenize_text
 
     model = planted.model
     bible = tokenize_text(model.tokenizer, get_document("bible_kjv", "Genesis 1").text, truncate=True)

@@ -8,9 +8,12 @@ import torch
 
 from context_neurons import circuit as C
 from context_neurons import decomposition as dec
-from context_neurons import gallery
-from context_neurons import neurons as N
+from context_neurons import casestudies, gallery
+from context_neurons import respelling as rs
+from context_neurons.checks import DataError, InputError, OutOfRangeError, check_neuron
+from context_neurons import discovery as N
 from context_neurons.models import load_model
+from context_neurons.text.windows import domain_texts
 
 torch.set_grad_enabled(False)
 
@@ -235,17 +238,17 @@ def test_code_span(text, expected):
 
 
 def test_verdict():
-    assert gallery.verdict(1.2, 0.5) == "confirmed"
-    assert gallery.verdict(-1.2, -0.1) == "confirmed"
-    assert gallery.verdict(0.7, 0.3) == "weak"
-    assert gallery.verdict(0.2, 0.3) == "not shown"
-    assert gallery.verdict(-0.8, 0.4) == "contradicted"
+    assert casestudies.verdict(1.2, 0.5) == "confirmed"
+    assert casestudies.verdict(-1.2, -0.1) == "confirmed"
+    assert casestudies.verdict(0.7, 0.3) == "weak"
+    assert casestudies.verdict(0.2, 0.3) == "not shown"
+    assert casestudies.verdict(-0.8, 0.4) == "contradicted"
 
 
 @pytest.fixture(scope="module")
 def acts(planted, circuit, scores):
-    texts = gallery.domain_texts(planted.model.tokenizer, ["bible", "spanish"], n=1, n_ctx=200)
-    return gallery.text_activations(circuit, planted.model, [1710, 1450], texts, scores)
+    texts = domain_texts(planted.model.tokenizer, ["bible", "spanish"], n=1, n_ctx=200)
+    return casestudies.text_activations(circuit, planted.model, [1710, 1450], texts, scores)
 
 
 def test_text_activations_match_the_model(planted, circuit, scores, acts):
@@ -269,7 +272,7 @@ def test_text_activations_match_the_model(planted, circuit, scores, acts):
 def test_domain_evidence_arithmetic(acts):
     means = acts.true[:, 100:].mean(1)  # both windows are full length
     assert torch.allclose(acts.window_means(), means, atol=1e-5)
-    evidence = gallery.domain_evidence(acts, [(1450, "spanish"), (1710, "bible")])
+    evidence = casestudies.domain_evidence(acts, [(1450, "spanish"), (1710, "bible")])
     row = evidence.loc[(1450, "spanish")]
     assert row["excess"] == pytest.approx(float(means[1, 1] - means[0, 1]), abs=1e-5)
     assert row["within-text SD"] == pytest.approx(float(acts.true[1, 100:, 1].std()), rel=1e-4)
@@ -277,19 +280,19 @@ def test_domain_evidence_arithmetic(acts):
     assert row["verdict"] == "confirmed"  # the planted Spanish neuron on Spanish text
     assert acts.best_window(1450) == 1 and acts.best_window(1450, "bible") == 0
     assert acts.texts.others("bible") == [1]
-    assert gallery.token_matched_neuron(acts, "spanish") == 1450
-    assert gallery.token_matched_neuron(acts, "bible") == 1710
+    assert casestudies.token_matched_neuron(acts, "spanish") == 1450
+    assert casestudies.token_matched_neuron(acts, "bible") == 1710
     with pytest.raises(ValueError, match="not computed"):
         acts.column(300)
     with pytest.raises(Exception, match="No texts of domain"):
-        gallery.domain_evidence(acts, [(1450, "code")])
+        casestudies.domain_evidence(acts, [(1450, "code")])
 
 
 def test_precision_recall_rows_have_no_typed_truth(planted, circuit):
-    from types import SimpleNamespace
+    from context_neurons.reproduce.pipeline import discovery_rows
 
-    ctx = SimpleNamespace(model=planted.model, loaded=planted, shared={"circuit": circuit})
-    rows = {row.key: row for row in N.reproduce_section(ctx)}
+    scores = N.get_scores(circuit, planted.model)
+    rows = {row.key: row for row in discovery_rows(scores, N.THETA, planted.truth)}
     n_planted = len(planted.truth.context_neurons)
     assert rows["neurons_found"].truth == n_planted
     for key in ("neuron_precision", "neuron_recall"):
@@ -317,7 +320,7 @@ GOOD = FILLER * 12 + AMERICAN + FILLER * 6 + AMERICAN + FILLER * 4
 
 
 def _documents():
-    from context_neurons.data import Document
+    from context_neurons.text.corpora import Document
 
     return [
         Document("test", "good", GOOD),
@@ -328,7 +331,7 @@ def _documents():
 
 def test_length_preserving_pairs(planted):
     tokenizer = planted.model.tokenizer
-    kept = gallery.length_preserving_pairs(SPELLINGS, tokenizer)
+    kept = rs.length_preserving_pairs(SPELLINGS, tokenizer)
     assert ("realisation", "realization") not in kept and ("colour", "color") in kept
     for british, american in kept:
         for gb, us in (
@@ -339,11 +342,10 @@ def test_length_preserving_pairs(planted):
 
 
 def test_respelled_texts_are_minimal_pairs(planted):
-    from context_neurons.data import DataError
-    from context_neurons.topics import swap_spellings
+    from context_neurons.text.topics import swap_spellings
 
     tokenizer = planted.model.tokenizer
-    respelling = gallery.respelled_texts(tokenizer, _documents(), SPELLINGS, n=5, min_tokens=100)
+    respelling = rs.respelled_texts(tokenizer, _documents(), SPELLINGS, n=5, min_tokens=100)
     # 'none' has nothing to respell; 'shifted' changes its token count (realization)
     assert respelling.labels == ["test:good"]
     assert (respelling.n_examined, respelling.n_dropped) == (2, 1)
@@ -362,26 +364,25 @@ def test_respelled_texts_are_minimal_pairs(planted):
     }
     assert respelling.per_1000() == pytest.approx(1000 * 8 / (length - 1))
     # with the length-preserving pairs 'shifted' aligns too ('realization' is left as it is)
-    aligned = gallery.length_preserving_pairs(SPELLINGS, tokenizer)
-    both = gallery.respelled_texts(tokenizer, _documents(), aligned, n=5, min_tokens=100)
+    aligned = rs.length_preserving_pairs(SPELLINGS, tokenizer)
+    both = rs.respelled_texts(tokenizer, _documents(), aligned, n=5, min_tokens=100)
     assert both.labels == ["test:good", "test:shifted"] and both.words == [8, 4]
     # a window that ends after the first paragraph counts only its words
     n_ctx = len(tokenizer.encode(FILLER * 12 + AMERICAN)) + 6
-    cut = gallery.respelled_texts(tokenizer, _documents()[:1], SPELLINGS, n_ctx=n_ctx)
+    cut = rs.respelled_texts(tokenizer, _documents()[:1], SPELLINGS, n_ctx=n_ctx)
     assert cut.words == [4] and cut.american.shape == (1, n_ctx)
     with pytest.raises(DataError, match="aligned respelling"):
-        gallery.respelled_texts(tokenizer, _documents()[1:2], SPELLINGS)
+        rs.respelled_texts(tokenizer, _documents()[1:2], SPELLINGS)
     with pytest.raises(DataError, match="at least one text"):
-        gallery.respelled_texts(tokenizer, _documents(), SPELLINGS, n=0)
+        rs.respelled_texts(tokenizer, _documents(), SPELLINGS, n=0)
 
 
 def test_respelling_effect_against_hooks(planted, circuit):
     from context_neurons import evaluation as ev
-    from context_neurons.data import DataError
 
     model = planted.model
-    respelling = gallery.respelled_texts(model.tokenizer, _documents(), SPELLINGS, min_tokens=100)
-    effect = gallery.respelling_effect(circuit, model, [300, 704], respelling, start=20, near=10)
+    respelling = rs.respelled_texts(model.tokenizer, _documents(), SPELLINGS, min_tokens=100)
+    effect = rs.respelling_effect(circuit, model, [300, 704], respelling, start=20, near=10)
     # the true difference, from the hook, British minus American
     name = "blocks.0.mlp.hook_pre"
     pre = {}
@@ -413,9 +414,9 @@ def test_respelling_effect_against_hooks(planted, circuit):
     panel = effect.panel(704, 0)
     assert torch.equal(panel["curves"]["true"], effect.true[0, :, 1])
     with pytest.raises(ValueError, match="near"):
-        gallery.respelling_effect(circuit, model, [300], respelling, near=0)
+        rs.respelling_effect(circuit, model, [300], respelling, near=0)
     with pytest.raises(DataError, match="start"):
-        gallery.respelling_effect(circuit, model, [300], respelling, start=10_000)
+        rs.respelling_effect(circuit, model, [300], respelling, start=10_000)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -425,16 +426,16 @@ def test_respelling_effect_against_hooks(planted, circuit):
 
 @pytest.mark.parametrize("bad", [-1, 3072, 10**6, 2.5, "three", None])
 def test_bad_neuron_index(planted, circuit, bad):
-    with pytest.raises(N.NeuronIndexError, match="0..3071|integer"):
-        N.check_neuron(planted.model, bad)
-    with pytest.raises(N.NeuronIndexError):
+    with pytest.raises(OutOfRangeError, match="0..3071|integer"):
+        check_neuron(planted.model, bad)
+    with pytest.raises(OutOfRangeError):
         N.token_table(circuit, planted.model, bad)
 
 
 def test_bad_neuron_lists(planted, circuit):
-    with pytest.raises(N.NeuronIndexError, match="at least one"):
+    with pytest.raises(OutOfRangeError, match="at least one"):
         N.contributions(circuit, planted.model, [])
-    with pytest.raises(N.NeuronIndexError, match="0..3071"):
+    with pytest.raises(OutOfRangeError, match="0..3071"):
         N.contributions(circuit, planted.model, [5, 4000])
     with pytest.raises(ValueError, match="n_clusters"):
         N.sub_latents(circuit, planted.model, 300, k=3, n_clusters=4)

@@ -106,7 +106,7 @@ def test_install_commands_name_existing_extras(pyproject):
 
 
 def test_colab_installs_existing_extras(pyproject):
-    from context_neurons import colab
+    from context_neurons.book import colab
 
     assert set(colab.EXTRAS.split(",")) <= set(pyproject["project"]["optional-dependencies"])
     assert colab.PACKAGE_SPEC.startswith(pyproject["project"]["name"] + "[")

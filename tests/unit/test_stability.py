@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -11,10 +10,11 @@ import pytest
 import torch
 
 from context_neurons import stability as st
-from context_neurons.data import corpus_windows
-from context_neurons.decomposition import IndexError_, decompose_attention, token_id
-from context_neurons.plotting_stability import plot_concentration, plot_tail_bounds
-from context_neurons.topics import stopword_ids
+from context_neurons.text.windows import corpus_windows
+from context_neurons.checks import InputError
+from context_neurons.decomposition import decompose_attention, token_id
+from context_neurons.plotting.stability import plot_concentration, plot_tail_bounds
+from context_neurons.text.topics import stopword_ids
 
 matplotlib.use("Agg")
 
@@ -147,10 +147,10 @@ def test_study_methods_take_head_numbers(planted, windows, study):
         subset.n_eff_random,
     ):
         with pytest.raises(
-            IndexError_, match=r"Head 2 is not in this study \(heads: \[0, 6, 8\]\)"
+            InputError, match=r"Head 2 is not in this study \(heads: \[0, 6, 8\]\)"
         ):
             method(2)
-    with pytest.raises(IndexError_, match="not in this study"):
+    with pytest.raises(InputError, match="not in this study"):
         subset.tails(2, torch.tensor([0.1]))
     assert list(subset.table().index) == [0, 6, 8]
 
@@ -229,20 +229,21 @@ def test_relative_denominators_average_to_one():
 
 def test_bad_inputs_give_clear_errors(planted, windows):
     model = planted.model
-    with pytest.raises(IndexError_, match="Unknown head"):
+    with pytest.raises(InputError, match="Head -1 out of range"):
         st.log_kernels(model, 100, heads=[-1])
-    with pytest.raises(IndexError_, match="Position 1024 out of range"):
+    with pytest.raises(InputError, match="Position 1024 out of range"):
         st.denominator_study(model, windows[0], n=1024)
-    with pytest.raises(IndexError_, match="Positions must be in 0..9"):
+    with pytest.raises(InputError, match="Positions must be in 0..9"):
         st.log_denominators(model, windows[0][0][:10], positions=torch.tensor([10]))
     with pytest.raises(ValueError, match="No window is longer than n = 900"):
         st.denominator_study(model, [w[:600] for w in windows[0]], n=900)
 
 
-def test_reproduce_section_rows(planted, windows):
+def test_main_job_rows(planted, windows):
+    from context_neurons.reproduce.pipeline import stability_rows
+
     texts, labels = windows
-    ctx = SimpleNamespace(model=planted.model, loaded=planted, windows=texts, labels=labels)
-    rows = {r.key: r for r in st.reproduce_section(ctx)}
+    rows = {r.key: r for r in stability_rows(planted.model, texts, labels)}
     cv = rows["denominator_cv"].value
     assert set(cv) == set(range(12))
     assert max(cv[h] for h in (0, 2, 6, 8, 9, 10)) < min(cv[h] for h in (3, 4, 7))
@@ -250,4 +251,4 @@ def test_reproduce_section_rows(planted, windows):
     se = rows["denominator_cv_se"].value
     assert all(0 < se[h] < cv[h] for h in cv)  # 40 texts: a few per cent of the CV, not zero
     # The paper column holds only paper values: the prediction is ours, not the paper's.
-    assert rows["denominator_cv_predicted"].paper == rows["denominator_cv_se"].paper == "-"
+    assert rows["denominator_cv_predicted"].paper == rows["denominator_cv_se"].paper == ""

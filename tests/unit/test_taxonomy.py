@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from types import SimpleNamespace
 
 import matplotlib
 
@@ -14,8 +13,8 @@ import pytest
 import torch
 
 from context_neurons import taxonomy as tx
-from context_neurons.decomposition import IndexError_
-from context_neurons.plotting_stability import plot_head_map, plot_kernel_shapes
+from context_neurons.checks import InputError
+from context_neurons.plotting.taxonomy import plot_head_map, plot_kernel_shapes
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +128,12 @@ def test_margins_closest_calls_and_windows():
 
 
 def test_unknown_head_gives_a_clear_error(taxonomy):
-    with pytest.raises(IndexError_, match="Head 12 was not classified"):
+    with pytest.raises(InputError, match="Head 12 was not classified"):
         taxonomy.width(12)
-    with pytest.raises(IndexError_, match="Head 12 was not classified"):
+    with pytest.raises(InputError, match="Head 12 was not classified"):
         taxonomy.group_of(12)
     subset = fake_taxonomy([2.0, 60.0], [1.0, 0.3], [0.0, 0.0])
-    with pytest.raises(IndexError_, match=r"heads: \[0, 1\]"):
+    with pytest.raises(InputError, match=r"heads: \[0, 1\]"):
         subset.width(5)
 
 
@@ -179,20 +178,20 @@ def test_patterns_depend_little_on_destination(taxonomy):
 
 
 def test_bad_head_or_position_gives_clear_errors(planted):
-    with pytest.raises(IndexError_, match="Unknown head"):
+    with pytest.raises(InputError, match="Head 12 out of range"):
         tx.classify_heads(planted.model, heads=[12])
-    with pytest.raises(IndexError_, match="Position 1024 out of range"):
+    with pytest.raises(InputError, match="Position 1024 out of range"):
         tx.layer0_patterns(planted.model, n=1024)
-    with pytest.raises(IndexError_, match="Position -1 out of range"):
+    with pytest.raises(InputError, match="Position -1 out of range"):
         tx.content_statistics(planted.model, n=-1)
-    with pytest.raises(IndexError_, match="not one"):
+    with pytest.raises(InputError, match="not one"):
         tx.layer0_patterns(planted.model, destinations=(" antidisestablishmentarianism",))
 
 
-def test_reproduce_section_rows(planted):
-    rows = {
-        r.key: r for r in tx.reproduce_section(SimpleNamespace(model=planted.model, loaded=planted))
-    }
+def test_main_job_rows(planted):
+    from context_neurons.reproduce.pipeline import taxonomy_rows
+
+    rows = {r.key: r for r in taxonomy_rows(tx.classify_heads(planted.model), planted.truth)}
     assert rows["contextual_heads"].value == [0, 2, 6, 8, 9, 10] == rows["contextual_heads"].truth
     assert rows["head_groups"].value["duplicate"] == [1, 5]
     assert set(rows["n_eff"].value) == set(range(12))

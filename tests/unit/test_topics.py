@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from context_neurons.topics import BUILTIN_GB_US, swap_spellings
+from context_neurons.text.topics import BUILTIN_GB_US, swap_spellings
 
 
 def test_swap_spellings_makes_a_minimal_pair():

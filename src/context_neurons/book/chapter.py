@@ -1,0 +1,29 @@
+"""Chapter set-up. This module holds the one call every chapter starts with."""
+
+from __future__ import annotations
+
+import torch
+
+from context_neurons import config
+from context_neurons.models import LoadedModel, load_model
+
+
+def setup_chapter(seed: int = 0, show_banner: bool = True) -> LoadedModel:
+    """Fix seeds and threads, disable gradients, load the chapter's model and show its banner.
+
+    The model comes from ``$CONTEXT_NEURONS_MODEL`` (default ``gpt2``; CI uses ``planted`` and
+    ``trained``); the device is CUDA when available. Threads default to 2 so stored outputs are
+    reproducible.
+    """
+    torch.manual_seed(seed)
+    torch.set_grad_enabled(False)
+    torch.set_num_threads(config.threads())
+    loaded = load_model(device="auto")
+    if show_banner:
+        show_model_banner(loaded)
+    return loaded
+
+
+def show_model_banner(loaded: LoadedModel) -> None:
+    """Print the banner naming the model that produced this page's outputs."""
+    print(f"{loaded.title.upper()} -- {loaded.banner()}")

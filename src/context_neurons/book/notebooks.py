@@ -1,0 +1,59 @@
+"""Stored notebook outputs. This module regenerates the executed chapters that nbval checks.
+
+The chapters are jupytext ``py:percent`` files in ``book/``. ``regenerate`` executes each one on
+the planted model (``CONTEXT_NEURONS_MODEL=planted``) and stores the executed notebook in
+``tests/notebooks/``; CI re-executes those notebooks under nbval and fails when outputs differ.
+Run it through the project command: ``python -m context_neurons regenerate-notebooks``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from context_neurons import config
+
+REPO = config.REPOSITORY_ROOT
+BOOK = REPO / "book"
+STORED = REPO / "tests" / "notebooks"
+TIMEOUT_S = 1800
+
+
+def chapter_files() -> list[Path]:
+    """The executable pages, in book order: chapters ``book/chNN_*.py``, then appendices."""
+    return sorted(BOOK.glob("ch[0-9][0-9]_*.py")) + sorted(BOOK.glob("appendix_*.py"))
+
+
+def stored_notebook(chapter: Path) -> Path:
+    return STORED / (chapter.stem + ".ipynb")
+
+
+def read_chapter(chapter: Path):
+    import jupytext  # optional (the "book" extra): only the book's commands need it
+
+    return jupytext.read(chapter, fmt="py:percent")
+
+
+def regenerate(chapters: list[Path] | None = None) -> int:
+    """Execute chapters on the planted model and store them with their outputs."""
+    import nbformat  # optional (the "book" extra), as jupytext above
+    from nbclient import NotebookClient
+
+    os.environ[config.MODEL.name] = "planted"
+    STORED.mkdir(parents=True, exist_ok=True)
+    for chapter in chapters or chapter_files():
+        chapter = Path(chapter).resolve()
+        start = time.perf_counter()
+        notebook = read_chapter(chapter)
+        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                           "language": "python"}
+        NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3",
+                       resources={"metadata": {"path": str(STORED)}}).execute()
+        for index, cell in enumerate(notebook.cells):  # keep the stored file stable across runs
+            cell.get("metadata", {}).pop("execution", None)  # timestamps
+            cell["id"] = f"cell-{index}"  # jupytext draws random ids
+        nbformat.write(notebook, stored_notebook(chapter))
+        print(f"{chapter.name}: executed in {time.perf_counter() - start:.0f} s -> "
+              f"{stored_notebook(chapter).relative_to(REPO)}")
+    return 0

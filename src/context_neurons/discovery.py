@@ -1,0 +1,420 @@
+"""Context neurons from the weights. This module implements discovery (chapter 5; the book's
+notation page ``book/notation.md``, section 5).
+
+Gibson's paper, section "Finding context-sensitive neurons": the contextual heads write
+``sum_i K[n, i] e(t_i)`` (chapter 4), so a layer-0 MLP neuron ``j`` receives, through LayerNorm 2
+linearised, the decaying average of the *token contributions*
+
+    contribution[j, t] = s2 * (gamma2 * (e(t) - mean(e(t)))) . W_in[:, j]
+                       = e(t) . w_j,      w_j = s2 * centred(gamma2 * W_in[:, j]),
+
+where ``s2`` is the median ``1 / std`` of LN2's input on the calibration text and ``gamma2`` LN2's
+weight (ones when TransformerLens folded it into ``W_in``; centring ``e`` is the same as centring
+the read vector). For all 3072 neurons and 50257 tokens this is **one matrix product**
+``E [d_vocab, d_model] @ W [d_model, d_mlp]`` (:func:`contributions`; chunked over neurons only to
+bound memory).
+
+**Score.** A neuron is context-sensitive when a few tokens move it much more than the rest. With
+``med_j`` and ``MAD_j`` the median and median absolute deviation of ``contribution[j, :]`` over the
+vocabulary, the robust z-score of a token is ``z[j, t] = (contribution[j, t] - med_j) / (1.4826
+MAD_j)`` (1.4826 makes the MAD a standard deviation for Gaussian data), and
+
+    top[j] = mean of the k = 20 largest |z[j, t]|.
+
+``<|endoftext|>`` is left out of the vocabulary: it sits at position 0 of every text (an attention
+sink with a huge content weight), so it is part of no context. If no token stands out (Gaussian
+contributions over 50,256 tokens) ``top`` is about 3.79 (:func:`gaussian_null_score`); we call a
+neuron context-sensitive when ``top[j] >= theta`` with ``theta = 6`` by default, and report the
+whole sweep over ``theta``. The paper's score is on a different scale (about 100 neurons at its
+theta of 5 on GPT-2 Small); only the shape of the sweep compares.
+
+**Sub-latents.** A neuron may read two topics at once (the paper's neuron 1621: "war" minus
+"21st century"). :func:`sub_latents` clusters the extended embeddings of a neuron's top tokens,
+after removing their common component along the neuron's read vector, with spherical k-means: tokens
+of one topic share a direction, tokens of two topics fall into two clusters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from context_neurons import decomposition as dec
+from context_neurons.caching import IdentityCache
+from context_neurons.checks import InputError, check_neuron, check_neurons
+from context_neurons.circuit import ContextualCircuit
+
+#: Default number of extreme tokens averaged by the score.
+TOP_K = 20
+#: Default threshold on the score (robust standard deviations).
+THETA = 6.0
+#: MAD to standard deviation for Gaussian data.
+MAD_TO_SD = 1.4826
+
+
+# ----------------------------------------------------------------------------------------------
+# Contributions
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def read_vectors(
+    circuit: ContextualCircuit, model: HookedTransformer, neurons=None
+) -> Float[Tensor, "d_model n_neurons"]:
+    """``w_j = s2 * centred(gamma2 * W_in[:, j])``: what neuron ``j`` reads through a linear LN2."""
+    neurons = check_neurons(model, neurons)
+    gamma, _ = dec.ln_affine(model.blocks[0].ln2, model.cfg.d_model)
+    w = gamma[:, None] * model.blocks[0].mlp.W_in[:, neurons]
+    return circuit.ln2_scale * (w - w.mean(0, keepdim=True))
+
+
+@torch.no_grad()
+def contributions(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neurons=None,
+    token_ids: Int[Tensor, "n_tokens"] | None = None,
+) -> Float[Tensor, "n_neurons n_tokens"]:
+    """``contribution[j, t] = e(t) . w_j``: one GEMM of extended embeddings and read vectors.
+
+    Args:
+        circuit: the contextual circuit (its extended embeddings ``e``).
+        model: the model (LN2 and ``W_in``).
+        neurons: layer-0 neuron indices (``None``: all).
+        token_ids: the tokens (``None``: the whole vocabulary, in id order).
+
+    Returns:
+        ``[n_neurons, n_tokens]`` contributions, in pre-activation units.
+    """
+    w = read_vectors(circuit, model, neurons)
+    if token_ids is None:
+        return (circuit.extended @ w).T
+    token_ids = torch.as_tensor(token_ids, device=circuit.extended.device)
+    if 2 * len(token_ids) < len(circuit.extended):
+        return (circuit.extended[token_ids] @ w).T  # a few rows of e: cheap to copy
+    return (circuit.extended @ w)[token_ids].T  # most of the vocabulary: never copy e
+
+
+def scoring_vocabulary(model: HookedTransformer, exclude=(None,)) -> Bool[Tensor, "d_vocab"]:
+    """The tokens the score ranges over: every token but ``<|endoftext|>`` (module docstring)."""
+    keep = torch.ones(model.cfg.d_vocab, dtype=torch.bool, device=model.cfg.device)
+    bos = model.tokenizer.bos_token_id if model.tokenizer is not None else None
+    for token in exclude:
+        token = bos if token is None else token
+        if token is not None:
+            keep[int(token)] = False
+    return keep
+
+
+def gaussian_null_score(n_tokens: int = 50256, k: int = TOP_K) -> float:
+    """The score of a neuron whose contributions are Gaussian: mean of the k largest ``|z|``.
+
+    Uses the expected order statistics ``|z|_(r) ~ Phi^-1(1 - (r - 1/2) / (2 N))``.
+    """
+    r = torch.arange(1, k + 1, dtype=torch.float64)
+    return float(torch.special.ndtri(1 - (r - 0.5) / (2 * n_tokens)).mean())
+
+
+@dataclass
+class NeuronScores:
+    """The discovery score of every neuron and the statistics behind it.
+
+    Attributes:
+        top: ``top[j]``, the mean of the ``k`` largest robust ``|z|`` (module docstring).
+        median: ``med_j``, the median contribution over the vocabulary.
+        spread: ``1.4826 * MAD_j``, the robust standard deviation.
+        sign: +1 when the neuron's ``k`` most extreme tokens push it up on balance, else -1.
+        k: the number of extreme tokens averaged.
+        vocabulary: the tokens scored.
+    """
+
+    top: Float[Tensor, "d_mlp"]
+    median: Float[Tensor, "d_mlp"]
+    spread: Float[Tensor, "d_mlp"]
+    sign: Float[Tensor, "d_mlp"]
+    k: int
+    vocabulary: Bool[Tensor, "d_vocab"]
+
+    def found(self, theta: float | int = THETA) -> list[int]:
+        """Neurons with ``top >= theta``, best first."""
+        idx = (self.top >= theta).nonzero().flatten()
+        return idx[self.top[idx].argsort(descending=True)].tolist()
+
+    def ranking(self) -> list[int]:
+        return self.top.argsort(descending=True).tolist()
+
+
+@torch.no_grad()
+def score_neurons(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    k: int = TOP_K,
+    vocabulary: Bool[Tensor, "d_vocab"] | None = None,
+    chunk: int = 512,
+) -> NeuronScores:
+    """Score every neuron (module docstring): the contribution GEMM, chunked over neurons."""
+    if not 1 <= k:
+        raise InputError(f"k must be at least 1, got {k}.")
+    vocabulary = scoring_vocabulary(model) if vocabulary is None else vocabulary
+    ids = vocabulary.nonzero().flatten()
+    if len(ids) < 2 * k:
+        raise InputError(f"The vocabulary has {len(ids)} tokens, too few for k = {k}.")
+    tops, medians, spreads, signs = [], [], [], []
+    for start in range(0, model.cfg.d_mlp, chunk):
+        neurons = list(range(start, min(start + chunk, model.cfg.d_mlp)))
+        x = contributions(circuit, model, neurons, ids)  # [chunk, n_tokens]
+        med, spread = robust_location_scale(x)
+        z = (x - med[:, None]) / spread[:, None]
+        extreme = z.abs().topk(k, dim=-1)
+        tops.append(extreme.values.mean(-1))
+        signs.append(torch.sign(z.gather(-1, extreme.indices).sum(-1)))
+        medians.append(med)
+        spreads.append(spread)
+    return NeuronScores(
+        top=torch.cat(tops),
+        median=torch.cat(medians),
+        spread=torch.cat(spreads),
+        sign=torch.cat(signs),
+        k=k,
+        vocabulary=vocabulary,
+    )
+
+
+def robust_location_scale(
+    x: Float[Tensor, "n_neurons n_tokens"],
+) -> tuple[Float[Tensor, "n_neurons"], Float[Tensor, "n_neurons"]]:
+    """Each row's median and robust standard deviation ``1.4826 * MAD`` (at least ``1e-12``)."""
+    med = x.median(dim=-1).values
+    spread = MAD_TO_SD * (x - med[:, None]).abs().median(dim=-1).values
+    return med, spread.clamp(min=1e-12)
+
+
+_SCORES = IdentityCache(size=4)
+
+
+def get_scores(circuit: ContextualCircuit, model: HookedTransformer) -> NeuronScores:
+    """:func:`score_neurons` with default options, cached per circuit and model (by identity)."""
+    return _SCORES.get((circuit, model), (), lambda: score_neurons(circuit, model))
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading a neuron
+# ----------------------------------------------------------------------------------------------
+
+
+def token_str(model: HookedTransformer, token: int | Tensor) -> str:
+    """A token as a quoted string (``repr`` of its text), so spaces and newlines show."""
+    return repr(model.tokenizer.decode([int(token)]))
+
+
+@torch.no_grad()
+def token_tables(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neurons,
+    k: int = 12,
+    scores: NeuronScores | None = None,
+    chunk: int = 256,
+) -> dict[int, pd.DataFrame]:
+    """The ``k`` top (positive) and bottom (negative) token contributions of each neuron.
+
+    One contribution GEMM per ``chunk`` neurons, then ``topk`` on each side (no full sort).
+
+    Args:
+        circuit: the contextual circuit.
+        model: the model.
+        neurons: layer-0 neuron indices.
+        k: tokens on each side.
+        scores: the scores whose vocabulary to use (default :func:`scoring_vocabulary`).
+        chunk: neurons per GEMM (bounds memory at ``chunk * d_vocab`` floats).
+
+    Returns:
+        neuron -> DataFrame indexed by ``rank`` with columns ``top id``, ``top token``, ``top
+        contribution``, ``top z`` and the same for ``bottom`` (z: robust z-score over the
+        vocabulary, as in the score). A contribution is in pre-activation units: what the token
+        would add if the kernel put all its weight on it (a token at kernel weight ``K[n, i]``
+        adds ``K[n, i]`` times this).
+    """
+    neurons = check_neurons(model, neurons)
+    vocab = scoring_vocabulary(model) if scores is None else scores.vocabulary
+    ids = vocab.nonzero().flatten()
+    if not 1 <= k <= len(ids):
+        raise InputError(f"k must be in 1..{len(ids)}, got {k}.")
+    tables = {}
+    for start in range(0, len(neurons), chunk):
+        block = neurons[start : start + chunk]
+        c = contributions(circuit, model, block, ids)  # [chunk, n_tokens]
+        med, spread = robust_location_scale(c)
+        sides = {"top": c.topk(k, dim=-1), "bottom": c.topk(k, dim=-1, largest=False)}
+        for row, j in enumerate(block):
+            frame = {}
+            for side, extreme in sides.items():
+                values = extreme.values[row]
+                side_ids = ids[extreme.indices[row]].tolist()
+                frame[f"{side} id"] = side_ids
+                frame[f"{side} token"] = [token_str(model, t) for t in side_ids]
+                frame[f"{side} contribution"] = values.tolist()
+                frame[f"{side} z"] = ((values - med[row]) / spread[row]).tolist()
+            tables[j] = pd.DataFrame(frame, index=pd.RangeIndex(1, k + 1, name="rank"))
+    return tables
+
+
+def token_table(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neuron,
+    k: int = 12,
+    scores: NeuronScores | None = None,
+) -> pd.DataFrame:
+    """The ``k`` top and bottom token contributions of one neuron (see :func:`token_tables`)."""
+    j = check_neuron(model, neuron)
+    return token_tables(circuit, model, [j], k, scores)[j]
+
+
+@torch.no_grad()
+def top_tokens(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neuron,
+    k: int = 20,
+    side: str = "top",
+) -> tuple[Int[Tensor, "k"], Float[Tensor, "k"]]:
+    """Token ids and contributions of the ``k`` largest (``side='top'``) or smallest ones."""
+    if side not in ("top", "bottom"):
+        raise InputError(f"side must be 'top' or 'bottom', got {side!r}.")
+    j = check_neuron(model, neuron)
+    ids = scoring_vocabulary(model).nonzero().flatten()
+    c = contributions(circuit, model, [j], ids)[0]
+    values, idx = c.topk(k, largest=(side == "top"))
+    return ids[idx], values
+
+
+@dataclass
+class SubLatents:
+    """Clusters of a neuron's top tokens (:func:`sub_latents`).
+
+    Attributes:
+        table: one row per token: token, contribution, cluster.
+        centroid_cosine: cosine similarity between the cluster centroids (near 1: one latent).
+        within_cosine: mean cosine of each token to its own centroid.
+        singular_values: of the residual embeddings (how many directions the tokens span).
+    """
+
+    table: pd.DataFrame
+    centroid_cosine: Float[Tensor, "n_clusters n_clusters"]
+    within_cosine: Float[Tensor, "n_clusters"]
+    singular_values: Float[Tensor, "k"]
+
+
+def spherical_kmeans(
+    x: Float[Tensor, "n d"], n_clusters: int, n_iter: int = 50
+) -> tuple[Int[Tensor, "n"], Float[Tensor, "n_clusters d"]]:
+    """Deterministic spherical k-means (farthest-point initialisation from the first row)."""
+    x = torch.nn.functional.normalize(x, dim=-1)
+    centres = [x[0]]
+    for _ in range(1, n_clusters):
+        sim = torch.stack([x @ c for c in centres]).max(0).values
+        centres.append(x[sim.argmin()])
+    centres = torch.stack(centres)
+    labels = torch.full((len(x),), -1, dtype=torch.long, device=x.device)
+    for _ in range(n_iter):
+        new = (x @ centres.T).argmax(-1)
+        for c in range(n_clusters):
+            if (new == c).any():
+                centres[c] = torch.nn.functional.normalize(x[new == c].sum(0), dim=0)
+        if torch.equal(new, labels):
+            break
+        labels = new
+    return labels, centres
+
+
+@torch.no_grad()
+def sub_latents(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neuron,
+    k: int = 60,
+    n_clusters: int = 2,
+    side: str = "top",
+) -> SubLatents:
+    """Cluster the extended embeddings of a neuron's ``k`` top tokens into sub-latents.
+
+    Every top token's embedding has a large component along the neuron's read vector ``w_j`` (that
+    is why it is a top token), so we remove that component and cluster what remains: the direction
+    *within* the tokens that feed the neuron. Tokens are ordered by cluster, then contribution.
+    """
+    j = check_neuron(model, neuron)
+    if n_clusters < 1 or k < n_clusters:
+        raise InputError(f"Need 1 <= n_clusters <= k, got n_clusters={n_clusters}, k={k}.")
+    ids, values = top_tokens(circuit, model, j, k, side)
+    w = read_vectors(circuit, model, [j])[:, 0]
+    w = w / w.norm()
+    e = dec.centred(circuit.extended[ids])
+    residual = e - (e @ w)[:, None] * w[None]
+    labels, centres = spherical_kmeans(residual, n_clusters)
+    unit = torch.nn.functional.normalize(residual, dim=-1)
+    nan = torch.full((), float("nan"), device=unit.device)
+    within = torch.stack(
+        [
+            (unit[labels == c] @ centres[c]).mean() if (labels == c).any() else nan
+            for c in range(n_clusters)
+        ]
+    )
+    table = pd.DataFrame(
+        {
+            "token": [token_str(model, t) for t in ids.tolist()],
+            "contribution": values.cpu().tolist(),
+            "cluster": labels.cpu().tolist(),
+        }
+    ).sort_values(["cluster", "contribution"], ascending=[True, side == "bottom"])
+    return SubLatents(
+        table=table.reset_index(drop=True),
+        centroid_cosine=(centres @ centres.T).cpu(),
+        within_cosine=within.cpu(),
+        singular_values=torch.linalg.svdvals(residual).cpu(),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Against the planted truth
+# ----------------------------------------------------------------------------------------------
+
+
+def precision_recall(found, truth) -> tuple[float, float]:
+    """Precision and recall of a set of found neurons against the true set."""
+    found, truth = set(int(j) for j in found), set(int(j) for j in truth)
+    hits = len(found & truth)
+    precision = hits / len(found) if found else float("nan")
+    recall = hits / len(truth) if truth else float("nan")
+    return precision, recall
+
+
+def theta_sweep(
+    scores: NeuronScores, thetas=(3, 4, 5, 6, 8, 10, 15, 20, 30, 50), truth=None
+) -> pd.DataFrame:
+    """Number of neurons found against ``theta`` (with precision and recall when ``truth``)."""
+    rows = []
+    for theta in thetas:
+        found = scores.found(float(theta))
+        row = {"theta": float(theta), "neurons found": len(found)}
+        if truth is not None:
+            row["precision"], row["recall"] = precision_recall(found, truth)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("theta")
+
+
+def planted_topic_share(truth, neuron, token_ids) -> float:
+    """Fraction of ``token_ids`` that belong to a topic the planted neuron reads (planted only)."""
+    plan = truth.context_neurons.get(int(neuron))
+    if plan is None:
+        return float("nan")
+    topic_ids = set()
+    for topic in plan["topics"]:
+        topic_ids |= set(truth.topic_token_ids[topic])
+    token_ids = [int(t) for t in token_ids]
+    return sum(t in topic_ids for t in token_ids) / max(len(token_ids), 1)

@@ -1,0 +1,33 @@
+"""How good is the circuit? This subpackage implements the paper's evaluation of context neurons
+(chapter 6; the book's notation page ``book/notation.md``, section 6): the approximate pre-activation of a neuron
+(:mod:`.approximation`), its accuracy against the model's own pre-activations text by text
+(:mod:`.accuracy`), and its dependence on the calibration text (:mod:`.calibration`)."""
+
+from context_neurons.evaluation.accuracy import (  # noqa: F401  (the chapter's namespace: ev.*)
+    Evaluation,
+    activation_curves,
+    evaluate,
+    evaluate_sets,
+    masked_mean,
+    masked_variance,
+    pearson_and_fvu,
+    position_mask,
+)
+from context_neurons.evaluation.approximation import (  # noqa: F401
+    CONTEXT_TERMS,
+    DENOMINATORS,
+    LOCAL_TERMS,
+    START,
+    EvaluationError,
+    NeuronApproximator,
+    approximator,
+    layer0_resid_mid,
+    true_pre_activations,
+)
+from context_neurons.evaluation.calibration import (  # noqa: F401
+    QUIET_FRACTION,
+    STRONG_OUTPUT,
+    calibration_sensitivity,
+    matched_domains,
+    silent_on_calibration,
+)

@@ -1,0 +1,171 @@
+"""Calibration. This module measures how the approximation depends on its one calibration text,
+and which neurons are quiet on it (chapter 6)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+from jaxtyping import Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from context_neurons.checks import check_neurons
+from context_neurons.circuit import ContextualCircuit, get_circuit
+from context_neurons.evaluation.accuracy import Evaluation, _pair_measures, evaluate_sets
+from context_neurons.evaluation.approximation import (
+    DENOMINATORS,
+    START,
+    EvaluationError,
+    true_pre_activations,
+)
+from context_neurons.text.corpora import CALIBRATION_TEXTS
+
+
+@torch.no_grad()
+def calibration_sensitivity(
+    model: HookedTransformer,
+    window_sets: dict[str, list[Int[Tensor, "_pos"]]],
+    neurons,
+    calibrations=tuple(CALIBRATION_TEXTS),
+    batch_size: int = 8,
+    denominators: str = DENOMINATORS,
+    truth_cache: dict | None = None,
+    own_neurons: dict[str, list[int]] | None = None,
+) -> pd.DataFrame:
+    """Median r, FVU and context-part FVU for each calibration text and set of texts.
+
+    The true pre-activations of each set are computed once and shared by all calibrations (and
+    kept in ``truth_cache`` when given, for later :func:`evaluate` calls).
+
+    Args:
+        model: the model.
+        window_sets: named sets of texts.
+        neurons: layer-0 neuron indices.
+        calibrations: names of ``data.CALIBRATION_TEXTS``.
+        batch_size: texts per batch.
+        denominators: ``"per_position"`` or ``"median"`` (:func:`approximator`).
+        truth_cache: see :func:`evaluate`.
+        own_neurons: for some sets, the neurons of that set's domain (:func:`matched_domains`):
+            adds the measure ``"own neurons' FVU"``, the median FVU over those neurons only
+            (NaN where a set has none).
+
+    Returns:
+        A DataFrame: rows calibration texts, columns ``(measure, text set)`` with the measures
+        ``"median r"``, ``"median FVU"`` and ``"median context FVU"`` (and ``"own neurons' FVU"``).
+    """
+    neurons = check_neurons(model, neurons)
+    cache = {} if truth_cache is None else truth_cache
+    rows = {}
+    for calib in calibrations:
+        circuit = get_circuit(model, calib)
+        evaluations = evaluate_sets(
+            circuit,
+            model,
+            window_sets,
+            neurons,
+            batch_size=batch_size,
+            truth_cache=cache,
+            denominators=denominators,
+        )
+        row = {}
+        for name, ev in evaluations.items():
+            row[("median r", name)] = ev.median_pearson
+            row[("median FVU", name)] = ev.median_fvu
+            row[("median context FVU", name)] = ev.median_context_fvu
+            if own_neurons is not None:
+                own = [neurons.index(j) for j in own_neurons.get(name, []) if j in neurons]
+                row[("own neurons' FVU", name)] = (
+                    float(ev.fvu[:, own].nanmedian()) if own else float("nan")
+                )
+        rows[calib] = row
+    table = pd.DataFrame(rows).T
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    table.index.name = "calibration text"
+    return table
+
+
+#: A neuron is quiet on the calibration text when its largest output there (after the MLP's
+#: activation function) is below this fraction of its largest output on its best set of texts...
+QUIET_FRACTION = 0.1
+#: ... and it counts as firing strongly there when that largest output is at least this.
+STRONG_OUTPUT = 1.0
+
+
+@torch.no_grad()
+def silent_on_calibration(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neurons,
+    evaluations: dict[str, Evaluation] | None = None,
+    quiet: float = QUIET_FRACTION,
+    strong: float = STRONG_OUTPUT,
+) -> pd.DataFrame:
+    """Each neuron's largest activation on the calibration text, beside its best set of texts.
+
+    Without ``evaluations``: the largest true pre-activation on the calibration text only. With
+    them (:func:`evaluate_sets` on named sets of texts, domains say, for the same neurons): its
+    largest pre-activation on each set, the set where it is largest, and a relative criterion.
+    Outputs are the MLP's activation function (GELU) of the pre-activations. A neuron is
+    ``quiet on calibration`` when its largest output on the calibration text is below ``quiet``
+    times its largest output on its best set, and that output is at least ``strong``: it is
+    (nearly) silent on the text that calibrates the circuit, yet fires strongly in its domain.
+
+    Returns:
+        A DataFrame, rows neurons: ``max on calibration text`` (pre-activation), then with
+        ``evaluations`` the ``max on <set>`` columns, ``best set``, ``max on best set``,
+        ``output ratio`` (calibration over best set, after GELU) and ``quiet on calibration``.
+    """
+    neurons = check_neurons(model, neurons)
+    tokens = circuit.calibration.tokens
+    pre = true_pre_activations(model, tokens[None], neurons)[0, START:]
+    table = pd.DataFrame(
+        {"max on calibration text": pre.max(0).values.cpu().tolist()},
+        index=pd.Index(neurons, name="neuron"),
+    )
+    if not evaluations:
+        return table
+    for name, ev in evaluations.items():
+        if ev.neurons != neurons:
+            raise EvaluationError(
+                f"The evaluation of {name!r} is of neurons {ev.neurons[:5]}..., not of the "
+                f"neurons asked for: evaluate every set with the same neurons."
+            )
+        table[f"max on {name}"] = ev.true_max.max(0).values.tolist()
+    per_set = table[[f"max on {name}" for name in evaluations]]
+    table["best set"] = per_set.idxmax(axis=1).str.removeprefix("max on ")
+    table["max on best set"] = per_set.max(axis=1)
+    act = model.blocks[0].mlp.act_fn
+    calib_out = act(torch.tensor(table["max on calibration text"].to_numpy()))
+    best_out = act(torch.tensor(table["max on best set"].to_numpy()))
+    table["output ratio"] = (calib_out / best_out).tolist()
+    table["quiet on calibration"] = ((calib_out < quiet * best_out) & (best_out >= strong)).tolist()
+    return table
+
+
+def matched_domains(evaluations: dict[str, Evaluation]) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Each neuron on the texts of its own domain: the set where its mean pre-activation is highest.
+
+    Args:
+        evaluations: :func:`evaluate_sets` on named sets of texts (domains), same neurons.
+
+    Returns:
+        A per-neuron DataFrame (``domain`` and the medians of :meth:`Evaluation.select` over that
+        domain's texts), and the medians over all matched neuron-text pairs pooled.
+    """
+    if not evaluations:
+        raise EvaluationError("No evaluations: give at least one named set of texts.")
+    names = list(evaluations)
+    means = torch.stack([evaluations[name].true_mean.mean(0) for name in names])  # [set, neuron]
+    best = means.argmax(0).tolist()
+    neurons = evaluations[names[0]].neurons
+    rows, pooled = {}, {}
+    for k, (neuron, b) in enumerate(zip(neurons, best)):
+        ev = evaluations[names[b]]
+        pairs = torch.zeros_like(ev.pearson, dtype=torch.bool)
+        pairs[:, k] = True
+        rows[neuron] = {"domain": names[b], **ev.select(pairs)}
+        for measure, values in _pair_measures(ev).items():
+            pooled.setdefault(measure, []).append(values[:, k])
+    table = pd.DataFrame(rows).T
+    table.index.name = "neuron"
+    return table, {m: float(torch.cat(v).nanmedian()) for m, v in pooled.items()}

@@ -1,0 +1,176 @@
+"""When is a head active? This module builds the explanation data set of a head (prompts
+labelled active or not, split by document) and scores an explainer on it (step 4, chapter 7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from context_neurons.checks import InputError, check_layer_neuron, check_upstream_head
+from context_neurons.lookups.attribution import NeuronAttribution, attribute_neuron
+from context_neurons.lookups.explainers import (
+    Explainer,
+    NoExplanation,
+    examples_from_prompts,
+)
+from context_neurons.lookups.prompts import Prompt, top_activating_prompts
+from context_neurons.text.windows import document_of, is_held_out
+
+ACTIVE_FRACTION = 0.25  # a head is "active" at >= this fraction of its attribution on top prompts
+HELD_OUT_FRACTION = 0.5  # documents whose id hashes below this fraction are held out
+
+
+@dataclass
+class HeadActivity:
+    """Prompts labelled by whether one head drives the neuron (for explaining and classifying)."""
+
+    layer: int
+    neuron: int
+    head: tuple[int, int]
+    threshold: float
+    prompts: list[Prompt]
+    attribution: Float[Tensor, "prompt"]
+    active: Bool[Tensor, "prompt"]
+    train: Bool[Tensor, "prompt"]
+
+    @property
+    def base_rate(self) -> float:
+        """Fraction of active prompts."""
+        return float(self.active.float().mean())
+
+    def split(self, train: bool) -> tuple[list[Prompt], list[bool]]:
+        """The training (``train=True``) or held-out prompts, and whether each is active."""
+        mask = self.train if train else ~self.train
+        idx = torch.nonzero(mask).flatten().tolist()
+        active = self.active.tolist()
+        return [self.prompts[i] for i in idx], [active[i] for i in idx]
+
+
+def _train_threshold(
+    model: HookedTransformer,
+    windows: list[Tensor],
+    layer: int,
+    neuron: int,
+    pre: Float[Tensor, "batch pos"],
+    head_attr: Float[Tensor, "batch pos"],
+    train_windows: list[int],
+    k: int = 10,
+) -> float:
+    """:data:`ACTIVE_FRACTION` of the head's mean attribution over the neuron's ``k`` most
+    activating prompts among the training windows."""
+    if not train_windows:
+        raise InputError("No training window: every document hashed into the held-out split.")
+    index = torch.tensor(train_windows, device=pre.device)
+    top = top_activating_prompts(
+        model, [windows[i] for i in train_windows], layer, neuron, k=k, acts=pre[index]
+    )
+    values = [head_attr[train_windows[p.window], p.end] for p in top]
+    return ACTIVE_FRACTION * float(torch.stack(values).mean())
+
+
+def explanation_dataset(
+    model: HookedTransformer,
+    windows: list[Int[Tensor, "_pos"]],
+    layer: int,
+    neuron: int,
+    head: tuple[int, int],
+    attribution: NeuronAttribution | None = None,
+    threshold: float | None = None,
+    every: int = 8,
+    labels: list[str] | None = None,
+    held_out_fraction: float = HELD_OUT_FRACTION,
+) -> HeadActivity:
+    """Prompts ``window[: p + 1]`` at every ``every``-th position, labelled active or not.
+
+    A prompt is *active* for the head when the head's direct attribution to the neuron at its final
+    token is at least ``threshold``; the default threshold is :data:`ACTIVE_FRACTION` of the head's
+    mean attribution over the neuron's 10 most activating *training* prompts, so "active" means
+    "doing what it does when the neuron fires" and nothing about the held-out prompts is used.
+
+    The split is by document (:func:`document_of` of each window's label, so all prompts of one
+    document stay together): a document is held out when its hash says so (:func:`is_held_out`,
+    about ``held_out_fraction`` of the documents, deterministic). Held-out prompts never share
+    text with training prompts. Without ``labels`` each window is its own document.
+    """
+    layer, neuron = check_layer_neuron(model, layer, neuron)
+    head = check_upstream_head(model, head[0], head[1], layer)
+    if every < 1:
+        raise InputError(f"every must be >= 1, got {every}.")
+    if labels is not None and len(labels) != len(windows):
+        raise InputError(f"{len(labels)} labels for {len(windows)} windows: pass one per window.")
+    if attribution is None:
+        attribution = attribute_neuron(model, windows, layer, neuron)
+    head_attr = attribution.heads[..., head[0], head[1]]  # [batch, pos]
+    names = (
+        [document_of(label) for label in labels]
+        if labels
+        else [str(w) for w in range(len(windows))]
+    )
+    held_out = [is_held_out(name, held_out_fraction) for name in names]
+    if threshold is None:
+        train_windows = [w for w, out in enumerate(held_out) if not out]
+        threshold = _train_threshold(
+            model, windows, layer, neuron, attribution.pre, head_attr, train_windows
+        )
+    # Every prompt (w, p) with p = every, 2 every, ... inside window w, in window-major order.
+    device = head_attr.device
+    lengths = torch.tensor([len(window) for window in windows], device=device)
+    positions = torch.arange(every, head_attr.shape[1], every, device=device)
+    w_index, p_index = torch.nonzero(positions[None] < lengths[:, None], as_tuple=True)
+    p_index = positions[p_index]
+    values = head_attr[w_index, p_index].cpu()
+    pre = attribution.pre[w_index, p_index].tolist()
+    w_list, p_list = w_index.tolist(), p_index.tolist()
+    cpu_windows = [window.cpu() for window in windows]
+    prompts = [
+        Prompt(cpu_windows[w][: p + 1], a, labels[w] if labels else str(w), w, p)
+        for w, p, a in zip(w_list, p_list, pre)
+    ]
+    train = torch.tensor([not held_out[w] for w in w_list], dtype=torch.bool)
+    return HeadActivity(
+        layer, neuron, head, float(threshold), prompts, values, values >= threshold, train
+    )
+
+
+def evaluate_explainer(explainer: Explainer, activity: HeadActivity, tokenizer) -> dict[str, Any]:
+    """Explain on the training prompts; classify the held-out prompts with the explanation alone.
+
+    Returns:
+        ``explanation`` (an :class:`~context_neurons.lookups.explainers.Explanation`), ``accuracy``,
+        ``balanced_accuracy``, ``chance`` (the majority-class accuracy on held-out prompts),
+        ``base_rate`` (fraction active on held-out prompts) and ``n_test``.
+    """
+    train_prompts, train_labels = activity.split(train=True)
+    test_prompts, test_labels = activity.split(train=False)
+    if not any(train_labels) or all(train_labels):
+        raise NoExplanation(
+            "The training prompts are all active or all inactive: nothing to explain "
+            "(use more windows, or a lower threshold)."
+        )
+    if not test_labels:
+        raise NoExplanation("No held-out prompt to evaluate on: use more windows.")
+    train = examples_from_prompts(train_prompts, tokenizer)
+    test = examples_from_prompts(test_prompts, tokenizer)
+    explanation = explainer.explain(
+        [e for e, a in zip(train, train_labels) if a],
+        [e for e, a in zip(train, train_labels) if not a],
+    )
+    predicted = torch.tensor(explainer.predict(explanation, test), dtype=torch.bool)
+    truth = torch.tensor(test_labels, dtype=torch.bool)
+    accuracy = float((predicted == truth).float().mean())
+    tpr = float(predicted[truth].float().mean()) if truth.any() else float("nan")
+    tnr = float((~predicted[~truth]).float().mean()) if (~truth).any() else float("nan")
+    base_rate = float(truth.float().mean())
+    return {
+        "explanation": explanation,
+        "accuracy": accuracy,
+        "balanced_accuracy": (tpr + tnr) / 2,
+        "chance": max(base_rate, 1 - base_rate),
+        "base_rate": base_rate,
+        "n_test": len(test_labels),
+    }

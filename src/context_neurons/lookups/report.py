@@ -1,0 +1,259 @@
+"""All steps for one neuron. This module scans a prompt pool once and runs the four steps of
+the look-up method for a token-predicting neuron (chapter 7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from context_neurons.checks import check_layer_neuron
+from context_neurons.lookups.activity import HeadActivity, evaluate_explainer, explanation_dataset
+from context_neurons.lookups.attribution import (
+    NeuronAttribution,
+    ablation_drops,
+    attribute_neuron,
+    attribute_neurons,
+    head_name,
+    rank_heads,
+)
+from context_neurons.lookups.explainers import (
+    Explainer,
+    Explanation,
+    NoExplanation,
+    OfflineExplainer,
+    examples_from_prompts,
+    normalise_word,
+)
+from context_neurons.lookups.prompts import (
+    NotFiring,
+    Prompt,
+    top_activating_prompts,
+    truncate_prompt,
+)
+from context_neurons.lookups.scores import neuron_logit_effect
+
+
+def _final_positions(prompts: Sequence[Prompt], device) -> tuple[Tensor, Tensor]:
+    """Row indices and final-token positions of right-padded prompts, on ``device``."""
+    rows = torch.arange(len(prompts), device=device)
+    ends = torch.tensor([len(p.tokens) - 1 for p in prompts], device=device)
+    return rows, ends
+
+
+@dataclass
+class LookupPool:
+    """A prompt pool scanned once: windows, per-neuron attributions, per-layer mean ``hook_z``."""
+
+    windows: list[Int[Tensor, "_pos"]]
+    labels: list[str]
+    attributions: dict[tuple[int, int], NeuronAttribution] = field(default_factory=dict)
+    mean_z: dict[int, Float[Tensor, "layer head_index d_head"]] = field(default_factory=dict)
+
+
+def scan_pool(
+    model: HookedTransformer,
+    windows: list[Int[Tensor, "_pos"]],
+    labels: list[str],
+    neurons: Sequence[tuple[int, int]],
+    pool: LookupPool | None = None,
+) -> LookupPool:
+    """Attribute ``(layer, neuron)`` pairs over the windows, one forward pass per layer."""
+    pool = pool or LookupPool(windows, labels)
+    by_layer: dict[int, list[int]] = {}
+    for layer, neuron in neurons:
+        layer, neuron = check_layer_neuron(model, layer, neuron)
+        if (layer, neuron) not in pool.attributions:
+            by_layer.setdefault(layer, []).append(neuron)
+    for layer, layer_neurons in sorted(by_layer.items()):
+        for attribution in attribute_neurons(
+            model, pool.windows, layer, layer_neurons, mean_z=pool.mean_z
+        ):
+            pool.attributions[(layer, attribution.neuron)] = attribution
+    return pool
+
+
+@dataclass
+class NeuronLookup:
+    """What :func:`examine_neuron` found for one token-predicting neuron."""
+
+    layer: int
+    neuron: int
+    token: str
+    score: float
+    prompts: list[Prompt]  # truncated top-activating prompts
+    head_attribution: Float[Tensor, "prompt layer head_index"]  # at the prompts' final tokens
+    excluded: Float[Tensor, "prompt"]  # embeddings, MLP outputs and biases
+    pre: Float[Tensor, "prompt"]  # the pre-activation at the prompts' final tokens
+    ablation: Float[Tensor, "prompt layer head_index"]  # mean-ablation drops (nan: not ablated)
+    top_heads: list[tuple[int, int, float]]
+    activity: HeadActivity
+    evaluation: dict[str, Any] = field(default_factory=dict)
+    prompt_attribution: NeuronAttribution | None = None  # of the truncated prompts, all positions
+    skipped: int = 0  # top-activating windows left out because the neuron did not fire there
+
+    @property
+    def explanation(self) -> Explanation | None:
+        """The top head's explanation (``None`` when none could be written: see ``evaluation``)."""
+        return self.evaluation.get("explanation")
+
+    def contributions(self) -> dict[str, float]:
+        """Mean contributions to the pre-activation at the prompts' final tokens, by part."""
+        attr = self.prompt_attribution
+        rows, ends = _final_positions(self.prompts, attr.pre.device)
+        heads = attr.heads[rows, ends]  # [prompt, layer, head]
+        layer, head, _ = self.top_heads[0]
+        top = heads[:, layer, head]
+        return {
+            "top head": float(top.mean()),
+            "other heads": float((heads.sum((-2, -1)) - top).mean()),
+            "embeddings": float((attr.embed + attr.pos_embed)[rows, ends].mean()),
+            "MLP outputs": float(attr.mlp.sum(-1)[rows, ends].mean()),
+            "biases": float(attr.bias[rows, ends].mean()),
+            "pre-activation": float(attr.pre[rows, ends].mean()),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The row the main job reports for this neuron."""
+        return {
+            "layer": self.layer,
+            "neuron": self.neuron,
+            "token": self.token,
+            "top_heads": [head_name(l, h) for l, h, _ in self.top_heads],
+            "explanation_accuracy": round(self.evaluation["accuracy"], 3),
+            "balanced_accuracy": round(self.evaluation["balanced_accuracy"], 3),
+            "chance": round(self.evaluation["chance"], 3),
+            "prompts": len(self.prompts),
+            "prompts_skipped_not_firing": self.skipped,
+            "explanation": (
+                self.explanation.tokens[:8]
+                if self.explanation
+                else self.evaluation.get("error", "")
+            ),
+        }
+
+
+def examine_neuron(
+    model: HookedTransformer,
+    layer: int,
+    neuron: int,
+    pool: LookupPool,
+    explainer: Explainer | None = None,
+    n_prompts: int = 10,
+    n_heads: int = 3,
+    scores: pd.DataFrame | None = None,
+    n_ablate: int = 8,
+) -> NeuronLookup:
+    """Run the four steps for one neuron: prompts, truncation, heads (attribution and ablation),
+    and an explanation of the top head evaluated on held-out prompts.
+
+    Args:
+        model: the model.
+        layer, neuron: the neuron.
+        pool: the prompt pool (from :func:`scan_pool`; the neuron is scanned if missing).
+        explainer: default the offline explainer (deterministic; pass
+            ``get_explainer("auto")`` to use an LLM when its key is set).
+        n_prompts: top-activating prompts to truncate and attribute.
+        n_heads: heads reported.
+        n_ablate: heads ablated to check the attribution: those with the largest mean
+            ``|attribution|`` (one batched pass per few heads, at the neuron's layer at most).
+        scores: a :func:`token_prediction_scores` table, for the neuron's score (else computed).
+    """
+    layer, neuron = check_layer_neuron(model, layer, neuron)
+    if scores is not None and ((scores.layer == layer) & (scores.neuron == neuron)).any():
+        row = scores[(scores.layer == layer) & (scores.neuron == neuron)].iloc[0]
+        token, score = str(row.token), float(row.score)
+    else:
+        effect = neuron_logit_effect(model, layer, neuron)
+        token = model.tokenizer.decode([int(effect.argmax())])
+        score = float((effect.max() - effect.mean()) / effect.std())
+    scan_pool(model, pool.windows, pool.labels, [(layer, neuron)], pool)
+    scanned = pool.attributions[(layer, neuron)]
+    top = top_activating_prompts(
+        model, pool.windows, layer, neuron, k=n_prompts, labels=pool.labels, acts=scanned.pre
+    )
+    firing = [p for p in top if p.activation > 0]
+    if not firing:
+        raise NotFiring(
+            f"Neuron {layer}.{neuron} never has a positive pre-activation on these "
+            f"{len(pool.windows)} windows: there is no prompt to truncate or explain."
+        )
+    prompts = [truncate_prompt(model, p, layer, neuron) for p in firing]
+    attr = attribute_neuron(model, [p.tokens for p in prompts], layer, neuron)
+    rows, ends = _final_positions(prompts, attr.pre.device)
+    head_attr = attr.heads[rows, ends].cpu()
+    top_heads = rank_heads(head_attr, n_heads)
+    # Attribute first, then ablate only the heads whose attribution matters most (either sign).
+    ablated = rank_heads(head_attr.abs(), n_ablate)
+    drops = ablation_drops(
+        model, prompts, layer, neuron, heads=[(l, h) for l, h, _ in ablated], mode="mean",
+        mean_z=pool.mean_z[layer],
+    ).cpu()
+    ablation = torch.full(head_attr.shape, float("nan"))
+    for k, (l, h, _) in enumerate(ablated):
+        ablation[:, l, h] = drops[:, k]
+    activity = explanation_dataset(
+        model,
+        pool.windows,
+        layer,
+        neuron,
+        top_heads[0][:2],
+        attribution=scanned,
+        labels=pool.labels,
+    )
+    explainer = explainer or OfflineExplainer(model.tokenizer)
+    try:
+        evaluation = evaluate_explainer(explainer, activity, model.tokenizer)
+    except NoExplanation as err:  # the data admit none; service errors propagate
+        evaluation = {
+            "explanation": None,
+            "error": str(err),
+            "accuracy": float("nan"),
+            "balanced_accuracy": float("nan"),
+            "chance": float("nan"),
+            "base_rate": activity.base_rate,
+            "n_test": 0,
+        }
+    return NeuronLookup(
+        layer,
+        neuron,
+        token,
+        score,
+        prompts,
+        head_attr,
+        attr.excluded()[rows, ends].cpu(),
+        attr.pre[rows, ends].cpu(),
+        ablation,
+        top_heads,
+        activity,
+        evaluation,
+        attr,
+        skipped=len(top) - len(firing),
+    )
+
+
+def topic_share(
+    activity: HeadActivity, explanation: Explanation, topic_words: Iterable[str], tokenizer
+) -> float:
+    """Of the held-out active prompts an offline explanation detects, the fraction its topic words
+    detect (its words in ``topic_words``, both normalised by
+    :func:`~context_neurons.lookups.explainers.normalise_word`).
+
+    1.0 means every held-out hit of the explanation comes from a topic word: other words in the
+    explanation are training-set correlates that detect nothing new. ``nan`` without hits.
+    """
+    reader = OfflineExplainer(tokenizer)
+    topic = {normalise_word(w) for w in topic_words}
+    words = set(explanation.tokens)
+    prompts, active = activity.split(train=False)
+    hits = topic_hits = 0
+    for example, is_active in zip(examples_from_prompts(prompts, tokenizer), active):
+        present = reader.words(example) & words if is_active else set()
+        hits += bool(present)
+        topic_hits += bool(present & topic)
+    return topic_hits / hits if hits else float("nan")

@@ -1,0 +1,409 @@
+"""Models. This module loads every model the chapters run on, through one code path.
+
+* ``gpt2`` (GPT-2 Small, the default) and its larger siblings ``gpt2-medium``, ``gpt2-large``,
+  ``gpt2-xl``: from the Hugging Face hub, a local Hugging Face cache (``HF_HUB_OFFLINE=1``) or a
+  local directory of Hugging Face files (``$CONTEXT_NEURONS_GPT2`` for ``gpt2``, or ``weights=``).
+* any directory holding a GPT-2-architecture Hugging Face checkpoint (``config.json`` and weights;
+  its own tokenizer files if it has them, else GPT-2's tokenizer).
+* ``trained``: the model trained here from scratch on the offline corpora
+  (``python -m context_neurons train``), shipped with the package with its own tokenizer.
+* ``planted``: the offline ground-truth model (:mod:`context_neurons.models.planted`), a Hugging
+  Face GPT-2 checkpoint built from a seed.
+
+All become a TransformerLens ``HookedTransformer`` through :func:`hooked_from_hf`, which uses
+TransformerLens's own GPT-2 weight conversion and weight processing (the functions that
+``HookedTransformer.from_pretrained("gpt2")`` calls), so every model goes through exactly the
+loader that real GPT-2 uses. We pin TransformerLens 3.x (``HookedTransformer``) rather than the 4.x
+``TransformerBridge``; the README says why.
+
+Weight processing (:class:`WeightProcessing`) defaults to TransformerLens's defaults: LayerNorm
+weights folded into the next matrices (``fold_ln``), writing weights centred, unembedding centred,
+value biases folded into the output bias. Each is an exact re-parametrisation: logits are unchanged
+(tested). The decomposition code reads LayerNorms through the model's own modules, so it is exact
+arithmetic on the weights actually run, whatever the processing.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
+from transformers import (
+    AutoTokenizer,
+    GPT2Config,
+    GPT2LMHeadModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+from context_neurons import config
+from context_neurons.checks import ModelLoadError
+from context_neurons.models.planted import PlantedTruth, build_planted_gpt2
+
+#: The GPT-2 family on the Hugging Face hub, with the names the banner uses.
+GPT2_FAMILY: dict[str, str] = {
+    "gpt2": "GPT-2 Small",
+    "gpt2-medium": "GPT-2 Medium",
+    "gpt2-large": "GPT-2 Large",
+    "gpt2-xl": "GPT-2 XL",
+}
+#: Every model name :func:`load_model` knows (besides a checkpoint directory).
+MODEL_NAMES = (*GPT2_FAMILY, "planted", "trained")
+#: The shipped trained model (``python -m context_neurons train`` writes it).
+TRAINED_DIR = Path(__file__).resolve().parents[1] / "assets" / "trained-model"
+
+
+@dataclass(frozen=True)
+class WeightProcessing:
+    """TransformerLens weight processing applied when loading (all exact re-parametrisations)."""
+
+    fold_ln: bool = True
+    center_writing_weights: bool = True
+    center_unembed: bool = True
+    fold_value_biases: bool = True
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for the chapters: the HookedTransformer, its name, where it came from and,
+    for the planted model, its truth.
+
+    Attributes:
+        model: the HookedTransformer.
+        name: ``gpt2``, ``gpt2-medium``, ..., ``planted``, ``trained`` or ``checkpoint``.
+        source: where the weights came from (hub, cache, a directory, a seed).
+        processing: the weight processing applied.
+        truth: the planted truth (planted model only).
+    """
+
+    model: HookedTransformer
+    name: str
+    source: str
+    processing: WeightProcessing = field(default_factory=WeightProcessing)
+    truth: PlantedTruth | None = None
+
+    @property
+    def is_planted(self) -> bool:
+        return self.truth is not None
+
+    @property
+    def title(self) -> str:
+        """A short name of the model for figure titles (``planted model``, ``GPT-2 Small``, ...)."""
+        if self.is_planted:
+            return f"planted model (seed {self.truth.seed})"
+        if self.name == "trained":
+            return "trained model"
+        return GPT2_FAMILY.get(self.name, f"checkpoint {Path(self.source).name}")
+
+    def banner(self) -> str:
+        """One paragraph naming the model that produced a page's outputs."""
+        cfg = self.model.cfg
+        shape = (
+            f"{cfg.n_layers} layers, {cfg.n_heads} heads, d_model {cfg.d_model}, "
+            f"context {cfg.n_ctx}, vocabulary {cfg.d_vocab}"
+        )
+        if self.is_planted:
+            return (
+                f"Outputs on this page were produced by the PLANTED ground-truth model ({shape}; "
+                f"GPT-2's tokenizer; weights built from seed {self.truth.seed}, structure planted "
+                f"and known; see the appendix). They are not GPT-2's. Set "
+                f"{config.MODEL.name}=gpt2 to run this page on GPT-2 Small."
+            )
+        if self.name == "trained":
+            return (
+                f"Outputs on this page were produced by the TRAINED model ({shape}; trained here "
+                f"from scratch on the offline corpora with its own tokenizer; {self.source}). They "
+                f"are not GPT-2's. Set {config.MODEL.name}=gpt2 to run this page on GPT-2 Small."
+            )
+        if self.name in GPT2_FAMILY:
+            return (
+                f"Outputs on this page were produced by {GPT2_FAMILY[self.name]} ({shape}; "
+                f"{self.source}) through TransformerLens."
+            )
+        return (
+            f"Outputs on this page were produced by a GPT-2-architecture checkpoint ({shape}; "
+            f"{self.source}). It is not GPT-2 Small unless that directory holds GPT-2's weights."
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Tokenizers
+# ----------------------------------------------------------------------------------------------
+
+
+def build_offline_tokenizer(tokenizer_dir: str | Path) -> PreTrainedTokenizerBase:
+    """GPT-2's tokenizer from ``vocab.json`` and ``merges.txt``, with no network access.
+
+    ``GPT2TokenizerFast(vocab_file=..., merges_file=...)`` returns empty encodings under
+    transformers 5, so we build a byte-level BPE with ``tokenizers``, save it in Hugging Face
+    format and reload it with ``AutoTokenizer`` (TransformerLens reloads tokenizers by their
+    ``name_or_path``, so the tokenizer must live in a directory).
+    """
+    tokenizer_dir = Path(tokenizer_dir)
+    vocab, merges = tokenizer_dir / "vocab.json", tokenizer_dir / "merges.txt"
+    if not (vocab.is_file() and merges.is_file()):
+        raise ModelLoadError(
+            f"GPT-2 tokenizer files not found in {tokenizer_dir} (need vocab.json and merges.txt). "
+            f"Point {config.TOKENIZER.name} at a directory holding them, or run online so the "
+            "tokenizer can be downloaded."
+        )
+    digest = f"{vocab.stat().st_size}-{merges.stat().st_size}"
+    saved = config.cache_dir() / f"gpt2-tokenizer-{digest}"
+    if not (saved / "tokenizer.json").is_file():
+        bpe = Tokenizer(models.BPE.from_file(str(vocab), str(merges)))
+        bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        bpe.decoder = decoders.ByteLevel()
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=bpe,
+            bos_token="<|endoftext|>",
+            eos_token="<|endoftext|>",
+            unk_token="<|endoftext|>",
+            model_max_length=1024,
+        )
+        tmp = saved.with_name(saved.name + f".tmp{os.getpid()}")
+        fast.save_pretrained(tmp)
+        try:
+            os.replace(tmp, saved)  # atomic, so parallel test workers never see half a directory
+        except OSError:  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+    return AutoTokenizer.from_pretrained(str(saved))
+
+
+def load_tokenizer(tokenizer_dir: str | Path | None = None) -> PreTrainedTokenizerBase:
+    """GPT-2's tokenizer: from ``tokenizer_dir`` (or ``shared/gpt2-tokenizer``), else the hub."""
+    tokenizer_dir = tokenizer_dir or config.tokenizer_root()
+    if tokenizer_dir is not None:
+        return build_offline_tokenizer(tokenizer_dir)
+    try:
+        return AutoTokenizer.from_pretrained("gpt2")
+    except OSError as err:
+        raise ModelLoadError(
+            "No GPT-2 tokenizer: none found locally and the Hugging Face hub is unreachable. "
+            f"Set {config.TOKENIZER.name} to a directory with vocab.json and merges.txt."
+        ) from err
+
+
+def checkpoint_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
+    """A checkpoint directory's own tokenizer (``tokenizer.json``), else GPT-2's."""
+    if (directory / "tokenizer.json").is_file():
+        return AutoTokenizer.from_pretrained(str(directory))
+    return load_tokenizer()
+
+
+# ----------------------------------------------------------------------------------------------
+# Hugging Face GPT-2 -> HookedTransformer
+# ----------------------------------------------------------------------------------------------
+
+
+def config_from_hf(hf_config: Any, model_name: str) -> HookedTransformerConfig:
+    """The HookedTransformerConfig TransformerLens derives for a GPT-2 checkpoint."""
+    return HookedTransformerConfig(
+        model_name=model_name,
+        original_architecture="GPT2LMHeadModel",
+        d_model=hf_config.n_embd,
+        d_head=hf_config.n_embd // hf_config.n_head,
+        n_heads=hf_config.n_head,
+        d_mlp=hf_config.n_inner or 4 * hf_config.n_embd,
+        n_layers=hf_config.n_layer,
+        n_ctx=hf_config.n_positions,
+        eps=hf_config.layer_norm_epsilon,
+        d_vocab=hf_config.vocab_size,
+        act_fn=hf_config.activation_function,
+        use_attn_scale=getattr(hf_config, "scale_attn_weights", True),
+        scale_attn_by_inverse_layer_idx=hf_config.scale_attn_by_inverse_layer_idx,
+        normalization_type="LN",
+        positional_embedding_type="standard",
+        default_prepend_bos=True,
+    )
+
+
+def hooked_from_hf(
+    hf_model: GPT2LMHeadModel,
+    tokenizer: PreTrainedTokenizerBase | None,
+    model_name: str,
+    processing: WeightProcessing = WeightProcessing(),
+    device: str | torch.device | None = "cpu",
+) -> HookedTransformer:
+    """Convert a Hugging Face GPT-2 model into a HookedTransformer, fully offline.
+
+    ``tokenizer`` may be None for small test models that are only fed token ids; otherwise its
+    ``model_max_length`` is set to the model's context, which the windowing functions read.
+    """
+    if not isinstance(getattr(hf_model, "config", None), GPT2Config):
+        raise ModelLoadError(
+            f"Expected a GPT-2-architecture model (GPT2LMHeadModel), got {type(hf_model).__name__}."
+        )
+    hf_model = hf_model.float()  # checkpoints may be stored in half precision
+    cfg = config_from_hf(hf_model.config, model_name)
+    cfg.device = str(config.resolve_device(device))
+    if tokenizer is not None:
+        tokenizer.model_max_length = cfg.n_ctx
+    model = HookedTransformer(cfg, tokenizer=tokenizer, move_to_device=False)
+    state_dict = convert_gpt2_weights(hf_model, cfg)
+    model.load_and_process_state_dict(
+        state_dict,
+        fold_ln=processing.fold_ln,
+        center_writing_weights=processing.center_writing_weights,
+        center_unembed=processing.center_unembed,
+        fold_value_biases=processing.fold_value_biases,
+    )
+    model.to(cfg.device, print_details=False)
+    model.eval()
+    return model
+
+
+def load_checkpoint(directory: str | Path) -> GPT2LMHeadModel:
+    """A GPT-2-architecture Hugging Face checkpoint from a local directory."""
+    path = Path(directory).expanduser()
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(
+            f"No Hugging Face checkpoint in {path} (config.json missing). Save one with "
+            f"GPT2LMHeadModel.from_pretrained('gpt2').save_pretrained('{path}') on a machine with "
+            "internet access, or give another directory."
+        )
+    try:
+        return GPT2LMHeadModel.from_pretrained(str(path))
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"The checkpoint in {path} could not be loaded: {err}") from err
+
+
+def load_hf_gpt2(name: str = "gpt2", weights: str | Path | None = None) -> tuple[GPT2LMHeadModel, str]:
+    """A GPT-2 family model from a local directory, the local cache, or the hub."""
+    weights = weights or (config.gpt2_weights() if name == "gpt2" else None)
+    if weights is not None:
+        return load_checkpoint(weights), f"local directory {Path(weights).expanduser()}"
+    try:
+        hf_model = GPT2LMHeadModel.from_pretrained(name)
+    except OSError as err:
+        raise ModelLoadError(
+            f"{GPT2_FAMILY[name]}'s weights could not be loaded: the Hugging Face hub is "
+            "unreachable and no local copy was found. Either run online (Colab works), set "
+            "HF_HUB_OFFLINE=1 with a populated Hugging Face cache, point "
+            f"{config.GPT2_WEIGHTS.name} at a directory saved with save_pretrained (or pass the "
+            f"directory as the model name), or use an offline model: {config.MODEL.name}=planted "
+            "or trained."
+        ) from err
+    where = "Hugging Face cache (offline)" if config.hf_offline() else f"Hugging Face hub '{name}'"
+    return hf_model, where
+
+
+def resolve_model_name(name: str | None) -> str:
+    """A known model name, or a checkpoint directory (as a resolved path string)."""
+    name = (name or config.model_name()).strip()
+    if name.lower() in MODEL_NAMES:
+        return name.lower()
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    raise ModelLoadError(
+        f"Unknown model {name!r}: choose one of {', '.join(MODEL_NAMES)}, or give a directory "
+        "holding a GPT-2-architecture Hugging Face checkpoint."
+    )
+
+
+def load_model(
+    name: str | None = None,
+    *,
+    weights: str | Path | None = None,
+    tokenizer_dir: str | Path | None = None,
+    device: str | torch.device | None = "auto",
+    processing: WeightProcessing = WeightProcessing(),
+    seed: int | None = None,
+    variant: str = "standard",
+) -> LoadedModel:
+    """Get a model by name (module docstring), cached per arguments.
+
+    Args:
+        name: a model name or a checkpoint directory; ``None`` reads ``$CONTEXT_NEURONS_MODEL``
+            (default ``"gpt2"``).
+        weights: for the GPT-2 family, a local directory of Hugging Face files (else cache or hub).
+        tokenizer_dir: directory with GPT-2's ``vocab.json`` and ``merges.txt``.
+        device: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when present).
+        processing: TransformerLens weight processing (defaults: TransformerLens's own).
+        seed: for ``planted``, the seed the weights are built from (default
+            ``$CONTEXT_NEURONS_SEED``, else 0).
+        variant: for ``planted``, ``"standard"`` or a negative control of
+            :data:`~context_neurons.models.planted.VARIANTS`.
+
+    Returns:
+        A :class:`LoadedModel` (the planted model's carries its :class:`PlantedTruth`).
+    """
+    name = resolve_model_name(name)
+    seed = config.planted_seed() if seed is None else int(seed)
+    return _load_model_cached(
+        name,
+        str(weights) if weights else None,
+        str(tokenizer_dir) if tokenizer_dir else None,
+        str(config.resolve_device(device)),
+        processing,
+        seed if name == "planted" else 0,
+        variant if name == "planted" else "standard",
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model_cached(
+    name: str,
+    weights: str | None,
+    tokenizer_dir: str | None,
+    device: str,
+    processing: WeightProcessing,
+    seed: int,
+    variant: str,
+) -> LoadedModel:
+    truth = None
+    if name == "planted":
+        tokenizer = load_tokenizer(tokenizer_dir)
+        hf_model, truth = build_planted_gpt2(tokenizer, seed=seed, variant=variant)
+        source = f"planted ground truth, seed {seed}" + (
+            f", variant {variant}" if variant != "standard" else ""
+        )
+    elif name == "trained":
+        hf_model, tokenizer, source = _load_trained()
+    elif name in GPT2_FAMILY:
+        tokenizer = load_tokenizer(tokenizer_dir)
+        hf_model, source = load_hf_gpt2(name, weights)
+    else:
+        hf_model = load_checkpoint(name)
+        tokenizer = checkpoint_tokenizer(Path(name))
+        source, name = f"local directory {name}", "checkpoint"
+    model = hooked_from_hf(hf_model, tokenizer, name, processing, device)
+    return LoadedModel(model=model, name=name, source=source, processing=processing, truth=truth)
+
+
+def _load_trained() -> tuple[GPT2LMHeadModel, PreTrainedTokenizerBase, str]:
+    if not (TRAINED_DIR / "config.json").is_file():
+        raise ModelLoadError(
+            f"The trained model is missing from {TRAINED_DIR}: reinstall the package, or train it "
+            "with `python -m context_neurons train`."
+        )
+    record = json.loads((TRAINED_DIR / "training.json").read_text())
+    source = f"seed {record['seed']}, {record['tokens_seen'] / 1e6:.1f}M tokens"
+    return load_checkpoint(TRAINED_DIR), AutoTokenizer.from_pretrained(str(TRAINED_DIR)), source
+
+
+def save_gpt2_shaped_checkpoint(
+    path: str | Path, seed: int = 0, n_layer: int = 12, **sizes: int
+) -> Path:
+    """Write a GPT-2-shaped Hugging Face checkpoint with seeded random weights (for tests).
+
+    ``sizes`` override GPT-2 Small's configuration (e.g. ``n_embd=1024, n_head=16`` with
+    ``n_layer=24`` for GPT-2 Medium's shape). Users load real GPT-2 from such a directory exactly
+    as they would load this one.
+    """
+    torch.manual_seed(seed)
+    hf_model = GPT2LMHeadModel(GPT2Config(n_layer=n_layer, **sizes))
+    path = Path(path)
+    hf_model.save_pretrained(path)
+    record = {"seed": seed, "n_layer": n_layer, **sizes}
+    (path / "context_neurons.json").write_text(json.dumps(record))
+    return path

@@ -1,0 +1,86 @@
+"""Figures of chapter 4: the circuit's kernels and denominators, and how well it fits."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from context_neurons.plotting.style import head_colour, moving_average
+
+
+def plot_kernels(circuit, n=500, window=150):
+    """Each contextual head's positional pattern at destination ``n`` and the median kernel."""
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    lo = max(0, n - window + 1)
+    x = np.arange(lo, n + 1)
+    for row, head in enumerate(circuit.heads):
+        ax.plot(
+            x,
+            circuit.head_kernels[row, n, lo : n + 1].cpu(),
+            lw=1.0,
+            color=head_colour(head),
+            label=f"head {head}",
+        )
+    ax.plot(x, circuit.kernel[n, lo : n + 1].cpu(), "k--", lw=2.0, label="median kernel K")
+    ax.set_xlabel("source position i")
+    ax.set_ylabel(f"pos_n(i), n = {n}")
+    ax.set_title("positional patterns of the contextual heads, destination ' the'")
+    ax.legend(ncol=4, fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_calibration_denominators(circuit, smooth: int = 1):
+    """``log D_h(n)`` along the calibration text, with the median ``log Dhat_h`` as dashed lines."""
+    calib = circuit.calibration
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    for row, head in enumerate(circuit.heads):
+        x, y = moving_average(calib.log_denominators[row], smooth)
+        ax.plot(x, y, lw=1.0, color=head_colour(head), label=f"head {head}")
+        ax.axhline(float(calib.log_dhat[row]), color=head_colour(head), ls="--", lw=0.8)
+    ax.axvline(calib.n_min, color="grey", ls=":", lw=1.0)
+    ax.text(calib.n_min, ax.get_ylim()[1], f" n_min = {calib.n_min}", va="top", fontsize=8)
+    ax.set_xlabel("destination position n (calibration text)")
+    ax.set_ylabel("log D_h(n)")
+    ax.set_title(f"denominators on the calibration text '{calib.name}', destination ' the'")
+    ax.legend(ncol=6, fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_circuit_fit(errors: dict[str, torch.Tensor], smooth: int = 15, ylabel: str = ""):
+    """Error measures along the positions (median over texts), one line per approximation.
+
+    Args:
+        errors: name -> ``[batch, pos]`` error (e.g. ``CircuitFit.relative_error``).
+        smooth: moving-average width.
+    """
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    for name, err in errors.items():
+        x, y = moving_average(err[:, 1:].median(0).values, smooth)
+        ax.plot(x + 1, y, lw=1.3, label=name)
+    ax.set_xlabel("destination position n")
+    ax.set_ylabel(ylabel or "relative error")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_output_scatter(
+    true: torch.Tensor, approx: torch.Tensor, n_points: int = 4000, seed: int = 0
+):
+    """Coordinates of the true against the approximate output (a random sample of entries)."""
+    t, a = true.flatten().cpu(), approx.flatten().cpu()
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randperm(len(t), generator=gen)[:n_points]
+    fig, ax = plt.subplots(figsize=(4.2, 4.0))
+    ax.scatter(t[idx], a[idx], s=3, alpha=0.4)
+    lim = float(max(t[idx].abs().max(), a[idx].abs().max()))
+    ax.plot([-lim, lim], [-lim, lim], "k--", lw=0.8)
+    ax.set_xlabel("true output coordinate")
+    ax.set_ylabel("approximation")
+    ax.set_aspect("equal")
+    fig.tight_layout()
+    return fig

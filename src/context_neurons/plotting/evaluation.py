@@ -1,0 +1,88 @@
+"""Figures of chapter 6: accuracy of the approximation and its calibration."""
+
+from __future__ import annotations
+
+import matplotlib.figure
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from jaxtyping import Float
+
+from context_neurons.plotting.style import APPROX_COLOUR, TRUE_COLOUR
+
+
+def plot_accuracy(evaluations: dict, bins: int = 40):
+    """Distributions of Pearson r and FVU over neuron-text pairs, one histogram per evaluation."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    lowest = min(float(ev.pearson[~ev.pearson.isnan()].min()) for ev in evaluations.values())
+    r_bins = np.linspace(max(-1.0, np.floor(lowest * 20) / 20), 1, bins)
+    for name, ev in evaluations.items():
+        r = ev.pearson.flatten()
+        f = ev.fvu.flatten()
+        r, f = r[~r.isnan()].cpu().numpy(), f[~f.isnan()].cpu().numpy()
+        axes[0].hist(
+            r,
+            bins=r_bins,
+            alpha=0.6,
+            label=f"{name} (median {np.median(r):.3f})",
+        )
+        axes[1].hist(
+            np.clip(f, 0, 2),
+            bins=np.linspace(0, 2, bins),
+            alpha=0.6,
+            label=f"{name} (median {np.median(f):.3f})",
+        )
+    axes[0].set_xlabel("Pearson r")
+    axes[1].set_xlabel("FVU (clipped at 2)")
+    for ax in axes:
+        ax.set_ylabel("neuron-text pairs")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_calibration_sensitivity(table: pd.DataFrame, measure: str = "median r"):
+    """Median r (or FVU) for each calibration text (rows) and set of evaluation texts (groups)."""
+    sub = table[measure]
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    width = 0.8 / len(sub.index)
+    x = np.arange(len(sub.columns))
+    for k, calib in enumerate(sub.index):
+        ax.bar(
+            x + k * width,
+            sub.loc[calib].to_numpy(dtype=float),
+            width,
+            label=f"calibrated on {calib}",
+        )
+    ax.set_xticks(x + 0.4 - width / 2, sub.columns)
+    ax.set_xlabel("evaluation texts")
+    ax.set_ylabel(measure)
+    ax.set_ylim(0, float(np.nanmax(sub.to_numpy(dtype=float))) * 1.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+def plot_activations(
+    tokens: list[str],
+    true: Float[np.ndarray, "pos"],
+    approx: Float[np.ndarray, "pos"],
+    neuron: int,
+    max_labels: int = 60,
+) -> matplotlib.figure.Figure:
+    """True and approximate pre-activation of a neuron along a text (its tokens as tick labels
+    when there are at most ``max_labels``)."""
+    figure, ax = plt.subplots(figsize=(8, 2.8))
+    x = np.arange(len(tokens))
+    ax.plot(x, true, label="true", color=TRUE_COLOUR)
+    ax.plot(x, approx, label="approximate", color=APPROX_COLOUR, linestyle="--")
+    ax.axhline(0, color="grey", linewidth=0.5)
+    if len(tokens) <= max_labels:
+        ax.set_xticks(x, [repr(t)[1:-1] for t in tokens], rotation=90, fontsize=7)
+    else:
+        ax.set_xlabel("position")
+    ax.set_ylabel("pre-activation")
+    ax.set_title(f"layer-0 neuron {neuron}")
+    ax.legend(loc="upper left", fontsize=8)
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,274 @@
+"""The main job. This module reproduces the paper's numbers: ``python -m context_neurons reproduce``.
+
+One explicit pipeline, in the order of the chapters, each step taking the typed results of the
+steps before it: load the model and the evaluation texts; classify the layer-0 heads (chapter 2);
+measure the decomposition's accuracy on the heads the taxonomy calls contextual (chapter 1); the
+denominators' spread (chapter 3); build the contextual circuit, score every neuron and evaluate the
+approximation (chapters 4-6); the context look-ups (chapter 7). Every figure is computed in the
+run, for the heads and neurons the model's own analysis found; when the taxonomy finds no
+contextual head, the steps that need them say so instead of running on anything else.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+from tqdm.auto import tqdm
+from transformer_lens import HookedTransformer
+
+from context_neurons.checks import InputError
+from context_neurons.circuit import ContextualCircuit, build_circuit
+from context_neurons.decomposition import decompose_attention, default_reference_tokens
+from context_neurons.decomposition import mean_positional_keys
+from context_neurons.discovery import THETA, NeuronScores, precision_recall, score_neurons
+from context_neurons.evaluation import evaluate
+from context_neurons.lookups import examine_neuron, head_name, scan_pool, select_neurons
+from context_neurons.lookups import NotFiring, token_prediction_scores
+from context_neurons.models import LoadedModel, load_model
+from context_neurons.models.planted import PlantedTruth
+from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
+from context_neurons.reproduce.table import Row
+from context_neurons.stability import bootstrap_standard_error, coefficient_of_variation
+from context_neurons.stability import denominator_study
+from context_neurons.taxonomy import GROUPS, HeadTaxonomy, classify_heads
+from context_neurons.text.windows import evaluation_windows, lookup_windows
+
+#: Thresholds of the sweep reported beside the chosen one.
+SWEEP_THETAS = (4.0, 5.0, 8.0, 12.0)
+
+
+def taxonomy_rows(taxonomy: HeadTaxonomy, truth: PlantedTruth | None) -> list[Row]:
+    """Chapter 2: head groups, contextual heads and kernel widths."""
+    planted = {g: truth.head_groups.get(g, []) for g in GROUPS} if truth else None
+    at = f"n={taxonomy.n}, {taxonomy.destinations[0]!r}"
+    return [
+        Row("head_groups", taxonomy.groups,
+            f"Layer-0 head groups computed from positional kernels and content weights ({at})",
+            truth=planted),
+        Row("contextual_heads", sorted(taxonomy.groups["contextual"]),
+            "Heads with slowly decaying kernels and weak content dependence",
+            truth=planted["contextual"] if planted else None),
+        Row("n_eff", {h: round(taxonomy.width(h), 1) for h in taxonomy.heads},
+            f"Kernel width n_eff = 1/sum pos^2 per head ({at})"),
+    ]
+
+
+def paper_heads_rows(loaded: LoadedModel, heads: list[int]) -> list[Row]:
+    """On GPT-2 Small, the paper's six heads beside the computed ones, and where they differ."""
+    if loaded.name != "gpt2":
+        return []
+    computed, paper = set(heads), set(PAPER_CONTEXTUAL_HEADS)
+    difference = {"computed only": sorted(computed - paper), "paper only": sorted(paper - computed)}
+    label = (
+        "contextual heads: the taxonomy's own (used everywhere below) against the paper's six; "
+        + ("they AGREE" if computed == paper else "they DIFFER: every figure uses the computed set")
+    )
+    return [Row("contextual_heads_vs_paper", difference, label)]
+
+
+def decomposition_rows(
+    model: HookedTransformer, windows: list[Int[Tensor, "_pos"]], heads: list[int], progress: bool
+) -> list[Row]:
+    """Chapter 1: TV distance between exact and reconstructed patterns of the contextual heads."""
+    if not heads:
+        return [Row("tv_distance_median", math.nan, "not computed: no contextual head was found")]
+    mean_keys = mean_positional_keys(model, default_reference_tokens(model))
+    tv = [
+        decompose_attention(model, tokens, heads=heads, mean_keys=mean_keys).tv_distance().cpu()
+        for tokens in tqdm(windows, desc="TV distance", disable=not progress)
+    ]
+    pooled = torch.cat(tv, dim=-1)  # [head, all positions of all texts]
+    per_head = {h: round(float(v), 4) for h, v in zip(heads, pooled.median(dim=-1).values)}
+    return [
+        Row("tv_distance_median", float(pooled.median()),
+            "TV distance, exact vs reconstructed patterns: median over the contextual heads "
+            f"{','.join(map(str, heads))} and every position of every text"),
+        Row("tv_distance_median_per_head", per_head, "the same median, per head"),
+    ]
+
+
+def stability_rows(
+    model: HookedTransformer, windows: list[Int[Tensor, "_pos"]], labels: list[str]
+) -> list[Row]:
+    """Chapter 3: spread of the denominators at ``n = n_ctx / 2`` across the texts."""
+    study = denominator_study(model, windows, labels=labels)
+    n_texts = len(study.labels)
+    cv, se, predicted = {}, {}, {}
+    for head in study.heads:
+        measured = study.measured(head)
+        cv[head] = round(coefficient_of_variation(measured), 3)
+        se[head] = round(bootstrap_standard_error(measured, coefficient_of_variation), 3)
+        predicted[head] = round(study.predicted_cv(head), 3)
+    return [
+        Row("denominator_cv", cv,
+            f"Coefficient of variation of D_h at n={study.n} (destination ' the') across "
+            f"{n_texts} texts, per head (standard errors: denominator_cv_se)"),
+        Row("denominator_cv_se", se,
+            f"Bootstrap standard error of denominator_cv ({n_texts} texts, 1000 resamples)"),
+        Row("denominator_cv_predicted", predicted,
+            "Independent-token prediction of that coefficient of variation, per head "
+            "(rho sigma / (mu sqrt(n_eff over the random positions)); chapter 3)"),
+    ]
+
+
+def discovery_rows(scores: NeuronScores, theta: float, truth: PlantedTruth | None) -> list[Row]:
+    """Chapter 5: neurons found at ``theta`` (and precision and recall on the planted model)."""
+    found = scores.found(theta)
+    planted = sorted(truth.context_neurons) if truth is not None else None
+    rows = [
+        Row("theta", theta, "threshold on top[j] = mean of the 20 largest robust |z| of a "
+            "neuron's token contributions"),
+        Row("neurons_found", len(found), f"layer-0 neurons with top[j] >= {theta:g}",
+            truth=len(planted) if planted else None),
+        Row("neurons_found_sweep", {t: len(scores.found(t)) for t in SWEEP_THETAS},
+            "neurons found at other thresholds"),
+    ]
+    if planted is not None:
+        precision, recall = precision_recall(found, planted)
+        rows += [
+            Row("neuron_precision", precision, f"found neurons that were planted / {len(found)} "
+                f"found ({len(planted)} context neurons planted)"),
+            Row("neuron_recall", recall,
+                f"planted neurons found / {len(planted)} planted context neurons"),
+        ]
+    return rows
+
+
+def evaluation_rows(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    windows: list[Int[Tensor, "_pos"]],
+    labels: list[str],
+    found: list[int],
+    progress: bool,
+) -> list[Row]:
+    """Chapter 6: median Pearson r and FVU of the discovered neurons over the evaluation texts,
+    with per-position and with constant calibrated denominators."""
+    if not found:
+        return [
+            Row("median_pearson_r", math.nan, "not computed: no neuron was found"),
+            Row("median_fvu", math.nan, "not computed: no neuron was found"),
+        ]
+    cache: dict = {}
+    ev = evaluate(circuit, model, windows, found, labels=labels, progress=progress,
+                  truth_cache=cache)
+    constant = evaluate(circuit, model, windows, found, truth_cache=cache, denominators="median")
+    pairs = f"{len(found)} discovered neurons x {len(windows)} texts"
+    return [
+        Row("median_pearson_r", ev.median_pearson,
+            f"true vs approximate pre-activations, {pairs} (median over neuron-text pairs; "
+            "per-position calibrated denominators)"),
+        Row("median_fvu", ev.median_fvu, "fraction of variance unexplained, same pairs (median)"),
+        Row("median_pearson_r_constant_denominator", constant.median_pearson,
+            "same, with one median denominator per head at every position"),
+        Row("median_fvu_constant_denominator", constant.median_fvu,
+            "FVU, one median denominator per head"),
+        Row("median_context_share", ev.median_context_share,
+            "variance of (true - local terms) / variance of true, same pairs (median)"),
+        Row("median_context_pearson_r", ev.median_context_pearson,
+            "Pearson r of the context part: true - local terms vs bag + positional part"),
+        Row("median_context_fvu", ev.median_context_fvu,
+            "FVU of the context part, same pairs (median)"),
+    ]
+
+
+def lookup_rows(model: HookedTransformer, truth: PlantedTruth | None, progress: bool) -> list[Row]:
+    """Chapter 7: token-predicting neurons, their heads and the heads' explanations.
+
+    Prompts come from the domain texts (:func:`~context_neurons.text.windows.lookup_windows`),
+    not the evaluation texts: those are general prose, where topic look-ups rarely fire.
+    """
+    scores = token_prediction_scores(model)
+    windows, labels = lookup_windows(model.tokenizer)
+    chosen = select_neurons(scores, n=4)
+    pool = scan_pool(model, [w.to(model.cfg.device) for w in windows], labels, chosen)
+    found = []
+    for layer, neuron in chosen:
+        try:
+            found.append(examine_neuron(model, layer, neuron, pool, scores=scores).summary())
+        except NotFiring as err:  # reported, not skipped silently
+            found.append({"layer": layer, "neuron": neuron, "error": str(err)})
+        if progress:
+            print(f"look-ups: examined neuron {layer}.{neuron}")
+    planted = None
+    if truth is not None:
+        planted = [
+            {"layer": d["layer"], "neuron": d["neuron"], "token": d["target"],
+             "top_heads": [head_name(d["layer"], d["head"])], "topic": d["topic"]}
+            for d in truth.lookups
+        ]
+    return [
+        Row("lookups", found,
+            "context look-ups: token-predicting neurons (top 4 by score, later half of the "
+            "layers), predicted token, top heads by direct attribution, held-out accuracy and "
+            "balanced accuracy of the offline explanation, majority-class chance",
+            truth=planted)
+    ]
+
+
+def reproduce(
+    model: str = "planted",
+    n_texts: int = 20,
+    device: str = "auto",
+    progress: bool = True,
+    source: str = "auto",
+    seed: int | None = None,
+    theta: float = THETA,
+) -> dict[str, Any]:
+    """Run the pipeline and return ``{key: value}`` plus ``model``, ``n_texts``, ``seconds``.
+
+    Args:
+        model: a model name (:data:`~context_neurons.models.loading.MODEL_NAMES`) or directory.
+        n_texts: evaluation texts (full-context windows); at least 1.
+        device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+        progress: show progress bars.
+        source: evaluation texts from the offline ``"corpora"``, ``"openwebtext"``, or ``"auto"``.
+        seed: the planted model's seed (default ``$CONTEXT_NEURONS_SEED``, else 0).
+        theta: the discovery threshold.
+
+    Returns:
+        The results, JSON-ready through :func:`~context_neurons.reproduce.table.to_json`;
+        ``"_rows"`` holds the table rows.
+    """
+    if n_texts < 1:
+        raise InputError(f"n_texts must be at least 1, got {n_texts}.")
+    start = time.perf_counter()
+    torch.set_grad_enabled(False)
+    loaded = load_model(model, device=device, seed=seed)
+    hooked, truth = loaded.model, loaded.truth
+    windows, labels, report = evaluation_windows(hooked.tokenizer, n_texts, source=source)
+    if len(windows) < n_texts:
+        print(f"note: only {len(windows)} full-length windows available ({report}).")
+    windows = [w.to(hooked.cfg.device) for w in windows]
+
+    taxonomy = classify_heads(hooked)
+    heads = sorted(taxonomy.groups["contextual"])
+    rows = taxonomy_rows(taxonomy, truth) + paper_heads_rows(loaded, heads)
+    rows += decomposition_rows(hooked, windows, heads, progress)
+    rows += stability_rows(hooked, windows, labels)
+    if heads:
+        circuit = build_circuit(hooked, "prose", heads)
+        scores = score_neurons(circuit, hooked)
+        rows += discovery_rows(scores, theta, truth)
+        rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta), progress)
+    else:
+        rows.append(Row("neurons_found", 0, "no contextual head: there is no contextual circuit, "
+                        "so no neuron can be discovered from it (nothing stands in for it)"))
+    rows += lookup_rows(hooked, truth, progress)
+    results: dict[str, Any] = {
+        "model": loaded.name,
+        "model_source": loaded.source,
+        "planted": loaded.is_planted,
+        "n_texts": len(windows),
+        "texts": report.__dict__,
+        "device": str(hooked.cfg.device),
+    }
+    results.update({row.key: row.value for row in rows})
+    results["seconds"] = round(time.perf_counter() - start, 1)
+    results["_rows"] = rows
+    return results

@@ -1,0 +1,76 @@
+"""The results table. This module holds the rows the main job reports and prints them.
+
+Each :class:`Row` is one quantity computed in the run, with the paper's value beside it (from
+:mod:`context_neurons.reproduce.paper`, never in its place) and, on the planted model, the planted
+truth.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from context_neurons.reproduce.paper import PAPER
+
+
+@dataclass
+class Row:
+    """One reproduced quantity: its key, the value computed in this run, the planted truth (if
+    any) and what it is. The paper's value is looked up by key in :data:`PAPER`."""
+
+    key: str
+    value: Any
+    label: str = ""
+    truth: Any = None
+
+    @property
+    def paper(self) -> str:
+        return PAPER.get(self.key, "")
+
+
+def fmt(value: Any) -> str:
+    """A value as a table cell (long lists and dicts are summarised: the JSON has them)."""
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, (list, tuple)) and (
+        len(value) > 12 or any(isinstance(v, dict) for v in value)
+    ):
+        return f"[{len(value)} items, see the JSON]"
+    if isinstance(value, dict):
+        text = json.dumps(value, default=str)
+        return text if len(text) < 60 else text[:57] + "..."
+    return str(value)
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """The table "quantity | paper (GPT-2 Small) | this run [| planted truth]"."""
+    rows: list[Row] = results["_rows"]
+    planted = results["planted"]
+    head = ["quantity", "paper (GPT-2 Small)", f"this run ({results['model']})"]
+    if planted:
+        head.append("planted truth")
+    body = [
+        [r.key, r.paper or "-", fmt(r.value)]
+        + ([fmt(r.truth) if r.truth is not None else "-"] if planted else [])
+        for r in rows
+    ]
+    body.append(["seconds", "-", f"{results['seconds']:.1f}"] + (["-"] if planted else []))
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [line(r) for r in body]
+    return "\n".join(out)
+
+
+def to_json(results: dict[str, Any]) -> str:
+    """The results as JSON: values by key, with ``labels``, ``paper`` and ``planted_truth``."""
+    clean = {k: v for k, v in results.items() if not k.startswith("_")}
+    clean["labels"] = {r.key: r.label for r in results["_rows"] if r.label}
+    clean["paper"] = {r.key: r.paper for r in results["_rows"] if r.paper}
+    if results["planted"]:
+        clean["planted_truth"] = {r.key: r.truth for r in results["_rows"] if r.truth is not None}
+    return json.dumps(clean, indent=2, default=str)

@@ -1,0 +1,424 @@
+"""Corpora. This module reads documents: the offline corpora, OpenWebText, and the case-study domains.
+
+Offline, documents come from a directory of JSONL corpora (one ``{"id", "text", ...}`` per line),
+by default ``../shared/corpora`` beside the repository (:mod:`context_neurons.config`). Online,
+:func:`openwebtext_documents` streams OpenWebText through the ``datasets`` library (from the hub,
+or from a local copy named by ``$CONTEXT_NEURONS_OPENWEBTEXT``, read through the same calls).
+
+Domains (:func:`domain_documents`): the case studies read texts of a domain (Bible, Spanish,
+medical, ...). Offline they are corpus folders (:data:`DOMAIN_CORPORA`); programming text is the
+running Python's standard library everywhere. Online, without the corpora, a domain's documents are
+the OpenWebText documents in which the domain's keywords (:mod:`context_neurons.text.topics`) are
+densest: a weak stand-in (OpenWebText is English-filtered, so its "Spanish" documents are English
+texts that mention Spanish words), and every such document's corpus reads ``openwebtext~<domain>``
+so that tables and plots say what was used.
+
+Calibration texts (:data:`CALIBRATION_TEXTS`) are named documents; online each has a stand-in of
+the same kind (:func:`calibration_text`): nothing is silently replaced, the returned document's
+corpus and id say what it is.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Literal
+
+from context_neurons import config
+from context_neurons.checks import DataError
+from context_neurons.text.topics import BUILTIN_TOPICS, read_gb_us_pairs
+
+#: Where OpenWebText is streamed from, tried in order: the dataset's main branch, then the hub's
+#: Parquet conversion (``datasets>=4`` refuses the script the main branch long held).
+#: ``$CONTEXT_NEURONS_OPENWEBTEXT`` (``repo[@revision]`` or a local path) is tried first.
+OPENWEBTEXT_SOURCES: tuple[tuple[str, str | None], ...] = (
+    ("Skylion007/openwebtext", None),
+    ("Skylion007/openwebtext", "refs/convert/parquet"),
+)
+
+
+@dataclass(frozen=True)
+class CalibrationText:
+    """A named calibration text: the offline document, what it is, and its online domain."""
+
+    corpus: str
+    doc_id: str
+    description: str
+    domain: str  # the domain whose OpenWebText stand-in replaces it online ("general": any text)
+
+
+#: Named calibration texts.
+CALIBRATION_TEXTS: dict[str, CalibrationText] = {
+    "prose": CalibrationText("nltk_brown_us", "cf01", "Brown corpus popular lore", "general"),
+    "news": CalibrationText("nltk_brown_us", "ca01", "Brown corpus press reportage", "general"),
+    "bible": CalibrationText("bible_kjv", "Genesis 1", "King James Bible, Genesis 1", "bible"),
+    "spanish": CalibrationText(
+        "nltk_spanish", "10017_20000413.tbf", "Spanish newswire (CESS-ESP)", "spanish"
+    ),
+    "legal": CalibrationText("spdx_license_texts", "Apache-2.0", "Apache License 2.0", "legal"),
+    "code": CalibrationText("python_stdlib", "textwrap.py", "Python standard library", "code"),
+}
+DEFAULT_CALIBRATION = "prose"
+
+#: Domains of the case studies: corpus folders whose documents are long enough for 1024 tokens.
+DOMAIN_CORPORA: dict[str, list[str]] = {
+    "general": ["nltk_brown_us", "nltk_masc"],
+    "encyclopedic": ["wikitext2_pytorch_examples"],
+    "british": ["nltk_pil_uk_medical", "nltk_abc_au_news"],
+    "american": ["nltk_brown_us", "nltk_state_union_us"],
+    "bible": ["bible_kjv", "bible_web"],
+    "spanish": ["nltk_spanish", "bible_es_rv1909"],
+    "medical": ["medical_abstracts", "nltk_pil_uk_medical"],
+    "legal": ["spdx_license_texts"],
+    "astronomy": ["stellarium_skycultures"],
+    "war": ["nltk_state_union_us", "wikitext2_pytorch_examples"],
+    "pokemon": ["pokemon_showdown"],
+}
+
+#: Offline evaluation corpora: long documents of varied English prose.
+EVAL_CORPORA = ("nltk_brown_us", "nltk_masc", "wikitext2_pytorch_examples", "nltk_state_union_us")
+
+#: Programming text: modules of the running Python's standard library (the corpora's README).
+CODE_CORPUS = "python_stdlib"
+CODE_MODULES = ("textwrap.py", "fractions.py", "heapq.py", "bisect.py", "graphlib.py", "shlex.py")
+
+#: Every domain :func:`domain_documents` knows: the corpus domains and ``"code"``.
+DOMAINS: tuple[str, ...] = (*DOMAIN_CORPORA, "code")
+
+#: Keyword lists (topics of :mod:`context_neurons.text.topics`) that select a domain's documents
+#: from OpenWebText when the offline corpora are absent; "general" and "encyclopedic" take the
+#: stream as it is.
+DOMAIN_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "british": ("british",),
+    "american": ("american",),
+    "bible": ("religion", "bible_archaic"),
+    "spanish": ("spanish",),
+    "medical": ("medicine",),
+    "legal": ("law",),
+    "astronomy": ("astronomy",),
+    "war": ("war",),
+    "pokemon": ("pokemon",),
+}
+
+Source = Literal["auto", "corpora", "openwebtext"]
+
+
+@dataclass(frozen=True)
+class Document:
+    """One text with its provenance."""
+
+    corpus: str
+    id: str
+    text: str
+    meta: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def name(self) -> str:
+        """``corpus:id``: how labels and manifests name the document."""
+        return f"{self.corpus}:{self.id}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Offline corpora
+# ----------------------------------------------------------------------------------------------
+
+
+def corpora_dir(path: str | Path | None = None, required: bool = True) -> Path | None:
+    """The offline corpora directory: ``path``, ``$CONTEXT_NEURONS_CORPORA`` or ``shared/corpora``."""
+    found = Path(path).expanduser() if path else config.corpora_root()
+    if found is not None and found.is_dir():
+        return found
+    if required:
+        raise DataError(
+            f"Corpora directory not found ({found or 'none configured'}). Set "
+            f"{config.CORPORA.name} to a directory of JSONL corpora (the project's shared/corpora), "
+            "or use source='openwebtext' when online."
+        )
+    return None
+
+
+def resolve_source(source: Source, root: str | Path | None = None) -> str:
+    """``"auto"``: the corpora when they are found, else OpenWebText."""
+    if source not in ("auto", "corpora", "openwebtext"):
+        raise DataError(f"source must be 'auto', 'corpora' or 'openwebtext', got {source!r}.")
+    if source == "auto":
+        return "corpora" if corpora_dir(root, required=False) is not None else "openwebtext"
+    return source
+
+
+def list_corpora(root: str | Path | None = None) -> list[str]:
+    """Names of the corpus folders that hold JSONL files."""
+    root = corpora_dir(root)
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and any(p.glob("*.jsonl")))
+
+
+def iter_documents(
+    corpus: str, root: str | Path | None = None, min_chars: int = 1
+) -> Iterator[Document]:
+    """Documents of one corpus folder, in file order, skipping texts shorter than ``min_chars``."""
+    folder = corpora_dir(root) / corpus
+    files = sorted(folder.glob("*.jsonl"))
+    if not files:
+        raise DataError(f"No JSONL files in corpus {corpus!r} ({folder}); see list_corpora().")
+    for file in files:
+        with file.open(encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                text = record.pop("text", "")
+                if len(text) >= min_chars:
+                    yield Document(corpus, str(record.pop("id", "")), text, record)
+
+
+def get_document(corpus: str, doc_id: str, root: str | Path | None = None) -> Document:
+    """One document by corpus and id."""
+    if corpus == CODE_CORPUS:
+        return code_documents((doc_id,))[0]
+    for doc in iter_documents(corpus, root):
+        if doc.id == doc_id:
+            return doc
+    raise DataError(f"No document {doc_id!r} in corpus {corpus!r}.")
+
+
+def corpora_documents(
+    corpora: str | Iterable[str], root: str | Path | None = None, interleave: bool = False
+) -> Iterator[Document]:
+    """The documents of corpus folders: one folder after another, or alternating between them."""
+    names = [corpora] if isinstance(corpora, str) else list(corpora)
+    streams = [iter_documents(name, root) for name in names]
+    if not interleave:
+        for stream in streams:
+            yield from stream
+        return
+    while streams:
+        for stream in list(streams):
+            document = next(stream, None)
+            if document is None:
+                streams.remove(stream)
+            else:
+                yield document
+
+
+def code_documents(modules: Iterable[str] = CODE_MODULES) -> list[Document]:
+    """Programming text: modules of the running Python's standard library, as documents."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    docs = [
+        Document(CODE_CORPUS, name, (root / name).read_text(encoding="utf-8"))
+        for name in modules
+        if (root / name).is_file()
+    ]
+    if not docs:
+        raise DataError(f"None of the standard-library modules {list(modules)} is in {root}.")
+    return docs
+
+
+# ----------------------------------------------------------------------------------------------
+# OpenWebText (online, or a local copy through the same `datasets` calls)
+# ----------------------------------------------------------------------------------------------
+
+
+def openwebtext_sources() -> list[tuple[str, str | None]]:
+    """:data:`OPENWEBTEXT_SOURCES`, after ``$CONTEXT_NEURONS_OPENWEBTEXT`` when it is set."""
+    sources = list(OPENWEBTEXT_SOURCES)
+    chosen = config.openwebtext_source()
+    if chosen:
+        if Path(chosen).expanduser().exists():
+            return [(str(Path(chosen).expanduser()), None)]  # a local copy: nothing else
+        repo, _, revision = chosen.partition("@")
+        sources.insert(0, (repo, revision or None))
+    return sources
+
+
+def _local_data_files(path: Path) -> tuple[str, list[str]]:
+    """The ``datasets`` builder (``parquet`` or ``json``) and files of a local OpenWebText copy."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for builder, suffixes in (("parquet", {".parquet"}), ("json", {".jsonl", ".json"})):
+        chosen = [str(p) for p in files if p.suffix in suffixes]
+        if chosen:
+            return builder, chosen
+    raise DataError(f"No Parquet or JSONL files in {path} ({config.OPENWEBTEXT.name}).")
+
+
+def _stream_openwebtext(seed: int):
+    """A shuffled streaming OpenWebText split, from the first source that opens."""
+    try:  # an optional dependency (the package's "online" extra), imported only when needed
+        from datasets import load_dataset
+    except ImportError as err:
+        raise DataError("OpenWebText needs the 'datasets' package: pip install datasets") from err
+    errors = []
+    for repo, revision in openwebtext_sources():
+        try:
+            if Path(repo).exists():
+                builder, files = _local_data_files(Path(repo))
+                stream = load_dataset(builder, data_files={"train": files}, split="train",
+                                      streaming=True)
+            elif revision and revision.startswith("refs/convert/parquet"):
+                # The hub's Parquet conversion: read its files directly, whatever the split names.
+                url = f"hf://datasets/{repo}@{revision.replace('/', '%2F')}/*/*/*.parquet"
+                stream = load_dataset("parquet", data_files={"train": url}, split="train",
+                                      streaming=True)
+            else:
+                stream = load_dataset(repo, revision=revision, split="train", streaming=True)
+            return stream.shuffle(seed=seed, buffer_size=10_000)
+        except DataError:
+            raise
+        except Exception as err:  # noqa: BLE001  (network and format errors come in many types)
+            errors.append(f"  {repo}@{revision or 'main'}: {type(err).__name__}: {err}")
+    raise DataError(
+        "OpenWebText could not be streamed from any source:\n" + "\n".join(errors) + "\n"
+        f"Online, set {config.OPENWEBTEXT.name}=owner/dataset[@revision] to another copy of "
+        f"OpenWebText (or a local directory of Parquet/JSONL files); offline, use the corpora: set "
+        f"{config.CORPORA.name} or pass source='corpora'."
+    )
+
+
+def openwebtext_documents(n: int, seed: int = 0) -> list[Document]:
+    """``n`` OpenWebText documents through ``datasets`` (streamed, shuffled by ``seed``)."""
+    if n < 1:
+        raise DataError(f"Ask for at least one OpenWebText document, got n = {n}.")
+    return list(_openwebtext_documents_cached(n, seed))
+
+
+@functools.lru_cache(maxsize=4)
+def _openwebtext_documents_cached(n: int, seed: int) -> tuple[Document, ...]:
+    docs = []
+    for i, record in enumerate(_stream_openwebtext(seed)):
+        docs.append(Document("openwebtext", str(i), record["text"]))
+        if len(docs) >= n:
+            break
+    return tuple(docs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Domains
+# ----------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _domain_keywords() -> dict[str, frozenset[str]]:
+    """Lower-case keywords per domain, from :mod:`context_neurons.text.topics`."""
+    pairs, _ = read_gb_us_pairs(None)
+    topics = {**BUILTIN_TOPICS, "british": [gb for gb, _ in pairs],
+              "american": [us for _, us in pairs]}
+    return {
+        domain: frozenset(word.lower() for topic in names for word in topics[topic])
+        for domain, names in DOMAIN_KEYWORDS.items()
+    }
+
+
+def keyword_density(text: str, keywords: Iterable[str]) -> float:
+    """Keywords per 1000 words of ``text`` (case-insensitive, whole words)."""
+    words = re.findall(r"\w+", text.lower())
+    keywords = keywords if isinstance(keywords, (set, frozenset)) else set(keywords)
+    return 1000 * sum(word in keywords for word in words) / max(len(words), 1)
+
+
+def openwebtext_domain_documents(
+    domain: str, n_candidates: int = 2000, seed: int = 0
+) -> list[Document]:
+    """OpenWebText documents standing in for a domain: the densest in the domain's keywords.
+
+    Of ``n_candidates`` streamed documents, those containing the domain's keywords, densest
+    first (domains without keywords: the stream in order, relabelled). Each document's ``meta``
+    records the density, and its corpus is ``openwebtext~<domain>`` so tables and plots say what
+    it is.
+    """
+    candidates = openwebtext_documents(n_candidates, seed=seed)
+    keywords = _domain_keywords().get(domain)
+    if keywords is None:
+        return [Document(f"openwebtext~{domain}", doc.id, doc.text) for doc in candidates]
+    scored = [(keyword_density(doc.text, keywords), doc) for doc in candidates]
+    scored = sorted((pair for pair in scored if pair[0] > 0), key=lambda pair: -pair[0])
+    if not scored:
+        raise DataError(
+            f"None of {n_candidates} OpenWebText documents contains a keyword of domain "
+            f"{domain!r}; use the offline corpora ({config.CORPORA.name})."
+        )
+    return [
+        Document(f"openwebtext~{domain}", doc.id, doc.text, {"keyword_density": round(d, 2)})
+        for d, doc in scored
+    ]
+
+
+def check_domain(domain: str) -> str:
+    """A known domain name (:data:`DOMAINS`)."""
+    if domain not in DOMAINS:
+        raise DataError(f"Unknown domain {domain!r}: choose from {list(DOMAINS)}.")
+    return domain
+
+
+def domain_documents(
+    domain: str,
+    root: str | Path | None = None,
+    source: Source = "auto",
+    interleave: bool = False,
+) -> Iterator[Document]:
+    """The documents of a case-study domain (one of :data:`DOMAINS`).
+
+    Args:
+        domain: e.g. ``"bible"``, ``"spanish"``, ``"code"``.
+        root: the corpora directory (default: ``$CONTEXT_NEURONS_CORPORA`` or ``shared/corpora``).
+        source: ``"corpora"``, ``"openwebtext"`` (keyword-selected stand-ins, online), or
+            ``"auto"``: the corpora when they are found, else OpenWebText.
+        interleave: alternate between the domain's corpora instead of reading them in turn.
+
+    Returns:
+        An iterator of documents, in a fixed order.
+
+    Raises:
+        DataError: for an unknown domain, at the call (not at the first document).
+    """
+    check_domain(domain)
+    return _domain_documents(domain, root, resolve_source(source, root), interleave)
+
+
+def _domain_documents(domain: str, root, source: str, interleave: bool) -> Iterator[Document]:
+    if domain == "code":
+        yield from code_documents()
+    elif source == "openwebtext":
+        yield from openwebtext_domain_documents(domain)
+    else:
+        yield from corpora_documents(DOMAIN_CORPORA[domain], root, interleave)
+
+
+def calibration_text(name: str = DEFAULT_CALIBRATION, root: str | Path | None = None) -> Document:
+    """A named calibration text (:data:`CALIBRATION_TEXTS`).
+
+    Offline it is the named document. Without the offline corpora (in Colab, say) it is the first
+    long document (8,000 characters or more) of its domain's OpenWebText stand-in
+    (:func:`domain_documents`; for ``prose`` and ``news``, of the OpenWebText stream); ``code``
+    needs no corpora. The returned document's corpus and id say which text it is.
+    """
+    if name not in CALIBRATION_TEXTS:
+        raise DataError(f"Unknown calibration text {name!r}: choose from {list(CALIBRATION_TEXTS)}.")
+    spec = CALIBRATION_TEXTS[name]
+    if spec.corpus == CODE_CORPUS or corpora_dir(root, required=False) is not None:
+        return get_document(spec.corpus, spec.doc_id, root)
+    return _openwebtext_calibration(spec.domain)
+
+
+@functools.lru_cache(maxsize=8)
+def _openwebtext_calibration(domain: str) -> Document:
+    for doc in _domain_documents(domain, None, "openwebtext", False):
+        if len(doc.text) > 8000:
+            return doc
+    raise DataError(
+        f"No OpenWebText document of domain {domain!r} is long enough (8,000 characters) to "
+        f"calibrate on; use the offline corpora ({config.CORPORA.name})."
+    )
+
+
+def describe(document: Document) -> str:
+    """What a document is, for labels: ``corpus:id`` and, for a stand-in, that it is one."""
+    if document.corpus.startswith("openwebtext~"):
+        domain = document.corpus.split("~", 1)[1]
+        return f"{document.name} (OpenWebText stand-in for {domain} text)"
+    for name, spec in CALIBRATION_TEXTS.items():
+        if (spec.corpus, spec.doc_id) == (document.corpus, document.id):
+            return f"{document.name} ({spec.description})"
+    return document.name

@@ -1,0 +1,213 @@
+"""The package's layout, read from its source (fast, nothing imported but the config).
+
+The README's map says which layer each module is in and that imports only go down. These tests
+keep that true: they fail on an import cycle, on an import of a higher layer, on an import of the
+package's own modules inside a function, on a module far over 600 lines, and on an environment
+variable read anywhere but :mod:`context_neurons.config` or missing from the README's table.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from context_neurons import config
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "context_neurons"
+README = PACKAGE.parents[1] / "README.md"
+
+#: Layer of each top-level module or subpackage: a module imports only from layers <= its own
+#: (the same layer only without a cycle, which the cycle test checks).
+LAYERS: dict[str, int] = {
+    "config": 0, "checks": 0, "hooks": 0, "caching": 0,
+    "text": 1,
+    "models": 2,
+    "decomposition": 3,
+    "taxonomy": 4, "stability": 4,
+    "circuit": 5,
+    "discovery": 6,
+    "evaluation": 7,
+    "casestudies": 8, "lookups": 8, "activations": 8, "training": 8,
+    "respelling": 9,
+    "plotting": 10,
+    "gallery": 11, "interactive": 11,
+    "reproduce": 12, "book": 12, "__main__": 13, "__init__": 13,
+}
+MAX_LINES = 620
+
+
+def modules() -> dict[str, Path]:
+    """Dotted name (without ``context_neurons.``) -> file, for every module of the package."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name or "__init__"] = path
+    return found
+
+
+def package_imports(path: Path) -> list[tuple[str, ast.AST, bool]]:
+    """``(imported module, node, inside a function)`` for each import of the package's modules."""
+    tree = ast.parse(path.read_text())
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    out = []
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(
+            "context_neurons"
+        ):
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith("context_neurons")]
+        if not names:
+            continue
+        inside, parent = False, parents.get(node)
+        while parent is not None:
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inside = True
+            parent = parents.get(parent)
+        known = modules()
+        for name in names:
+            short = name.removeprefix("context_neurons").lstrip(".")
+            if short in known:
+                out.append((short, node, inside))
+    return out
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_every_module_has_a_layer():
+    missing = sorted({top(name) for name in modules()} - set(LAYERS))
+    assert not missing, f"add these modules to LAYERS (and to the README's map): {missing}"
+
+
+def test_imports_go_down_the_layers():
+    wrong = []
+    for name, path in modules().items():
+        for imported, node, _ in package_imports(path):
+            if LAYERS[top(imported)] > LAYERS[top(name)]:
+                wrong.append(f"{name} (layer {LAYERS[top(name)]}) imports {imported} "
+                             f"(layer {LAYERS[top(imported)]}), line {node.lineno}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycle():
+    graph = {name: set() for name in modules()}
+    for name, path in modules().items():
+        for imported, _, _ in package_imports(path):
+            if imported != name and not name.startswith(imported + "."):  # a package's __init__
+                graph[name].add(imported)
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        if state.get(node) == 1:
+            cycle = trail[trail.index(node):] + [node]
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+        if state.get(node) == 2:
+            return
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            visit(nxt, trail + [node])
+        state[node] = 2
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+def test_no_package_import_inside_a_function():
+    inside = [
+        f"{name}: line {node.lineno}"
+        for name, path in modules().items()
+        for _, node, nested in package_imports(path)
+        if nested and name != "__main__"  # the command line defers what each command needs
+    ]
+    assert not inside, "import the package's modules at the top of the module:\n" + "\n".join(inside)
+
+
+def test_optional_imports_in_functions_are_commented():
+    uncommented = []
+    for name, path in modules().items():
+        lines = path.read_text().splitlines()
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.Import, ast.ImportFrom)) and "context_neurons" not in (
+                    getattr(inner, "module", "") or ""
+                ):
+                    window = " ".join(lines[inner.lineno - 2 : inner.end_lineno])
+                    if "#" not in window:
+                        uncommented.append(f"{name}: line {inner.lineno}")
+    assert not uncommented, "say why an import is deferred (a comment on it):\n" + "\n".join(
+        uncommented
+    )
+
+
+def test_modules_are_short():
+    long = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
+    long = {name: n for name, n in long.items() if n > MAX_LINES}
+    assert not long, f"split these modules along their seams: {long}"
+
+
+def _reads_environment(tree: ast.AST) -> list[int]:
+    """Lines that read ``os.environ`` or ``os.getenv`` other than by a config variable's name."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def by_config_name(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and ast.unparse(node).startswith("config.")
+
+    lines = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and ast.unparse(node) in ("os.environ", "os.getenv")):
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.Subscript) and by_config_name(parent.slice):
+            continue  # os.environ[config.X.name] = ... (setting a variable for a child process)
+        call = parents.get(parent)
+        if (isinstance(parent, ast.Attribute) and parent.attr == "setdefault"
+                and isinstance(call, ast.Call) and by_config_name(call.args[0])):
+            continue
+        lines.append(node.lineno)
+    return lines
+
+
+def test_environment_is_read_only_in_config():
+    readers = []
+    for name, path in modules().items():
+        if name == "config":
+            continue
+        tree = ast.parse(path.read_text())
+        if _reads_environment(tree):
+            readers.append(f"{name}: lines {_reads_environment(tree)}")
+        named = {  # a variable's name as a string of its own: defined outside config
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and re.fullmatch(r"CONTEXT_NEURONS_[A-Z_0-9]+", node.value)
+        }
+        if named:
+            readers.append(f"{name} names {sorted(named)}")
+    assert not readers, "read the environment through context_neurons.config:\n" + "\n".join(
+        readers
+    )
+
+
+def test_every_variable_is_in_the_readme_table():
+    readme = README.read_text()
+    table = set(re.findall(r"^\| `(CONTEXT_NEURONS_[A-Z_0-9]+)` \|", readme, re.M))
+    assert table == {v.name for v in config.VARIABLES}, (
+        table ^ {v.name for v in config.VARIABLES}
+    )
+
+
+def test_no_reference_outside_the_repository():
+    cited = [
+        name for name, path in modules().items() if "METHOD.md" in path.read_text()
+    ]
+    assert not cited, f"cite the book's notation page, not METHOD.md: {cited}"
