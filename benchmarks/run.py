@@ -246,7 +246,7 @@ def planted_model(device: str, layers: int = 2):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from context_neurons.models import hooked_from_hf
-    from context_neurons.planted import build_planted_gpt2
+    from context_neurons.models.planted import build_planted_gpt2
 
     tokenizer = load_tokenizer()
     planted, _ = build_planted_gpt2(tokenizer)
@@ -267,7 +267,8 @@ def planted_model(device: str, layers: int = 2):
 
 def evaluation_windows(tokenizer, n: int) -> tuple[list, str]:
     """``n`` full-length (1024-token) windows, documents split into consecutive windows."""
-    from context_neurons.data import iter_documents, tokenize_windows
+    from context_neurons.text.corpora import iter_documents
+    from context_neurons.text.windows import tokenize_windows
 
     documents = (doc for name in EVAL_CORPORA for doc in iter_documents(name))
     windows, _, _ = tokenize_windows(
@@ -293,7 +294,7 @@ def case_contributions(args) -> None:
     import torch
 
     from context_neurons.circuit import get_circuit
-    from context_neurons.neurons import contributions, read_vectors
+    from context_neurons.discovery import contributions, read_vectors
 
     model = planted_model(args.device)
     circuit = get_circuit(model)
@@ -342,7 +343,7 @@ def score_one_by_one(circuit, model, neurons, k: int) -> dict:
     """The straightforward score: for each neuron, its contributions, median, MAD, z and top-k."""
     import torch
 
-    from context_neurons.neurons import MAD_TO_SD, read_vectors, scoring_vocabulary
+    from context_neurons.discovery import MAD_TO_SD, read_vectors, scoring_vocabulary
 
     keep = scoring_vocabulary(model)
     e = circuit.extended
@@ -362,7 +363,7 @@ def score_one_by_one(circuit, model, neurons, k: int) -> dict:
 def case_scoring(args) -> None:
     """score_neurons() over every neuron vs the same statistics neuron by neuron, checked equal."""
     from context_neurons.circuit import get_circuit
-    from context_neurons.neurons import THETA, TOP_K, contributions, score_neurons
+    from context_neurons.discovery import THETA, TOP_K, contributions, score_neurons
 
     model = planted_model(args.device)
     circuit = get_circuit(model)
@@ -451,7 +452,7 @@ def check_evaluation(circuit, model, windows, neurons, ev, theirs, batch_size: i
     are compared with ``run_with_cache``'s ``hook_pre``, and the batched approximation with the
     approximation of each text alone, both kept by :func:`evaluate_straightforward`.
     """
-    from context_neurons.data import pad_windows
+    from context_neurons.text.windows import pad_windows
     from context_neurons.evaluation import approximator, true_pre_activations
 
     checks = [
@@ -478,7 +479,7 @@ def case_evaluation(args) -> None:
     """evaluate() vs run_with_cache text by text for each N (both warmed up), checked equal."""
     from context_neurons.circuit import get_circuit
     from context_neurons.evaluation import evaluate
-    from context_neurons.neurons import get_scores
+    from context_neurons.discovery import get_scores
 
     model = planted_model(args.device, args.layers)
     circuit = get_circuit(model)
@@ -546,7 +547,7 @@ def case_book(args) -> None:
     """Execute every chapter (2 threads), with its seconds and its kernel's peak resident memory."""
     from nbclient import NotebookClient
 
-    from context_neurons.notebooks import STORED, chapter_files, read_chapter
+    from context_neurons.book.notebooks import STORED, chapter_files, read_chapter
 
     os.environ.update(
         {

@@ -25,7 +25,7 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It does four thin
 It also removes duplicated inline scripts from pages (with these Sphinx and theme versions the
 inline ``const THEBE_JS_URL = ...`` of sphinx-thebe is emitted twice, a console error on every
 page), and sets ``CONTEXT_NEURONS_STATIC=1`` for the kernels the build starts, so the interactive
-explorers (:mod:`context_neurons.explorers`) render static figures on the website.
+explorers (:mod:`context_neurons.interactive`) render static figures on the website.
 """
 
 from __future__ import annotations
@@ -40,13 +40,15 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from context_neurons import config
+
 REPO = Path(__file__).resolve().parents[1]
 STORED = REPO / "tests" / "notebooks"
-MATHJAX_ENV = "CONTEXT_NEURONS_MATHJAX"
+MATHJAX_ENV = config.MATHJAX.name
 MATHJAX_FILE = "tex-mml-chtml.js"
 DEFAULT_MATHJAX = REPO / "_build" / "mathjax" / "static" / "mathjax"
-STATIC_ENV = "CONTEXT_NEURONS_STATIC"
-MODEL_ENV = "CONTEXT_NEURONS_MODEL"
+STATIC_ENV = config.STATIC.name
+MODEL_ENV = config.MODEL.name
 
 LOGGER = logging.getLogger(__name__)
 
