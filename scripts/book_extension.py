@@ -14,8 +14,9 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It does four thin
 3. **MathJax offline.** When ``scripts/install_mathjax.sh`` has installed MathJax under
    ``_build/mathjax`` (or ``$CONTEXT_NEURONS_MATHJAX`` names a directory with
    ``tex-mml-chtml.js``), the site serves it from ``_static/mathjax`` instead of the CDN.
-4. **Colab buttons that open a notebook.** Chapters are jupytext ``.py`` files, which Colab cannot
-   open; the theme's Colab link is pointed at the chapter's notebook in ``tests/notebooks/``.
+4. **Colab buttons that open a student notebook.** Chapters are jupytext ``.py`` files, which Colab
+   cannot open; the theme's Colab link is pointed at the chapter's student notebook in
+   ``book/students/`` (no outputs, no solutions: ``python -m context_neurons student-notebooks``).
 
 5. **Execution times.** When the build finishes, the time each executed page took (myst-nb's
    execution data, also for pages whose outputs came from the cache, with the date they were
@@ -44,6 +45,7 @@ from context_neurons import config
 
 REPO = Path(__file__).resolve().parents[1]
 STORED = REPO / "tests" / "notebooks"
+STUDENTS = REPO / "book" / "students"
 MATHJAX_ENV = config.MATHJAX.name
 MATHJAX_FILE = "tex-mml-chtml.js"
 DEFAULT_MATHJAX = REPO / "_build" / "mathjax" / "static" / "mathjax"
@@ -107,12 +109,12 @@ COLAB_LINK = re.compile(
 
 
 def colab_notebook_link(url: str, pagename: str) -> str:
-    """Point a Colab link at the chapter's stored notebook when it has one."""
+    """Point a Colab link at the chapter's student notebook (no solutions) when it has one."""
     match = COLAB_LINK.match(url)
-    stored = STORED / (Path(pagename).name + ".ipynb")
-    if match is None or not stored.is_file():
+    student = STUDENTS / (Path(pagename).name + ".ipynb")
+    if match is None or not student.is_file():
         return url
-    return match["head"] + stored.relative_to(REPO).as_posix()
+    return match["head"] + student.relative_to(REPO).as_posix()
 
 
 def fix_colab_buttons(

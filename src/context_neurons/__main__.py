@@ -1,4 +1,4 @@
-"""Command line: ``python -m context_neurons reproduce|regenerate-notebooks|planted-truth``."""
+"""Command line: ``python -m context_neurons`` with a command (``--help`` lists them)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
                            help="execute every chapter on the planted model and store its outputs")
     regen.add_argument("chapters", nargs="*", help="chapter files (default: all in book/)")
 
+    students = sub.add_parser("student-notebooks",
+                              help="write the student notebooks (no solutions) Colab opens")
+    students.add_argument("chapters", nargs="*", help="chapter files (default: all in book/)")
+
     truth = sub.add_parser("planted-truth", help="print what the planted model plants, as JSON")
     truth.add_argument("--seed", type=int, default=0)
     truth.add_argument("--variant", choices=VARIANTS, default="standard")
@@ -70,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         from context_neurons.book.notebooks import regenerate
 
         return regenerate([Path(c) for c in args.chapters] or None)
+    if args.command == "student-notebooks":
+        from context_neurons.book.students import write_student_notebooks
+
+        write_student_notebooks([Path(c) for c in args.chapters] or None)
+        return 0
     if args.command == "planted-truth":
         _, record = build_planted_state(load_tokenizer(), seed=args.seed, variant=args.variant)
         json.dump(record.to_dict(), sys.stdout, indent=1, default=str)

@@ -205,6 +205,11 @@ def test_colab_button_opens_a_notebook(visited, docname):
         path = link.split("/blob/", 1)[1].split("/", 1)[1]  # after the branch
         assert path.endswith(".ipynb"), f"Colab cannot open {path}"
         assert (REPO / path).is_file(), f"the Colab button opens {path}, which is not in the repo"
+        assert path.startswith("book/students/"), f"Colab opens {path}, not the student notebook"
+        text = (REPO / path).read_text()
+        assert "check passed" not in text and "solution-start" not in text, (
+            f"the student notebook {path} shows a solution"
+        )
 
 
 def test_pages_with_explorers_and_exercises_found():
