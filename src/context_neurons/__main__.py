@@ -54,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
                               help="write the student notebooks (no solutions) Colab opens")
     students.add_argument("chapters", nargs="*", help="chapter files (default: all in book/)")
 
+    publish = sub.add_parser("set-repository",
+                             help="move the book to another GitHub repository (Colab, website)")
+    publish.add_argument("url", help="https://github.com/OWNER/NAME")
+
     truth = sub.add_parser("planted-truth", help="print what the planted model plants, as JSON")
     truth.add_argument("--seed", type=int, default=0)
     truth.add_argument("--variant", choices=VARIANTS, default="standard")
@@ -79,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
 
         write_student_notebooks([Path(c) for c in args.chapters] or None)
         return 0
+    if args.command == "set-repository":
+        from context_neurons.book.publishing import main as set_repository
+
+        return set_repository(args.url)
     if args.command == "planted-truth":
         _, record = build_planted_state(load_tokenizer(), seed=args.seed, variant=args.variant)
         json.dump(record.to_dict(), sys.stdout, indent=1, default=str)

@@ -208,3 +208,27 @@ def test_first_cell_in_colab_does_not_reinstall(no_colab, pip_calls, monkeypatch
 def test_first_cell_is_formatted_for_chapters():
     assert max(len(line) for line in colab.FIRST_CELL.splitlines()) <= 100  # black, 100 columns
     assert colab.PACKAGE_SPEC in colab.FIRST_CELL
+
+
+def test_set_repository_moves_every_place_that_names_the_repository(tmp_path):
+    """One command changes the address everywhere; nothing else names it."""
+    import shutil
+
+    from context_neurons import config
+    from context_neurons.book.publishing import set_repository
+
+    root = config.REPOSITORY_ROOT
+    for name in ("_config.yml", "README.md"):
+        shutil.copy(root / name, tmp_path / name)
+    shutil.copytree(root / "book", tmp_path / "book", ignore=shutil.ignore_patterns("students"))
+    (tmp_path / "src" / "context_neurons" / "book").mkdir(parents=True)
+    shutil.copy(root / "src/context_neurons/book/colab.py", tmp_path / "src/context_neurons/book")
+    changed = set_repository("https://github.com/someone/fork", root=tmp_path)
+    assert tmp_path / "_config.yml" in changed and tmp_path / "README.md" in changed
+    chapters = sorted((tmp_path / "book").glob("ch*.py"))
+    assert chapters and all(path in changed for path in chapters)
+    for path in [tmp_path / "_config.yml", *chapters, tmp_path / "src/context_neurons/book/colab.py"]:
+        text = path.read_text()
+        assert colab.REPOSITORY not in text and "https://github.com/someone/fork" in text
+    with pytest.raises(ValueError, match="OWNER/NAME"):
+        set_repository("https://example.com/x", root=tmp_path)

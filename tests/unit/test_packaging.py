@@ -12,10 +12,7 @@ from packaging.version import Version
 
 import yaml
 
-try:
-    import tomllib
-except ImportError:  # Python 3.10: the test extra installs tomli
-    import tomli as tomllib
+import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 EXTRAS_IN_COMMAND = re.compile(r"""(?:^|[\s"'])(?:-e\s+)?["']?\.\[(?P<extras>[a-z0-9_,\s-]+)\]""")
