@@ -1,0 +1,265 @@
+"""Truth from activations. This module defines context neurons by what they do on labelled text.
+
+Discovery (chapter 5) finds context neurons from the weights. On a model whose structure nobody
+wrote (the trained model, GPT-2) there is no planted list to check it against, so the truth must
+be measured, from activations alone and without the discovery's own rule:
+
+1. **Separation.** On held-out windows whose domain is known (a corpus label), take each layer-0
+   neuron's mean pre-activation over a window's positions ``>= start`` (the first tokens have no
+   context yet). For each domain, the one-vs-rest AUC of those window means: the probability that
+   a window of the domain has a higher mean than a window of another domain (0.5: no separation;
+   1 or 0: perfect). A neuron's domain is where ``|AUC - 0.5|`` is largest, its *separation*.
+2. **Through the contextual heads.** Mean-ablate the contextual heads (their ``hook_z`` replaced by
+   its mean over the same windows' positions) and measure the AUC again for that domain. The share
+   of the separation the ablation removes is ``1 - |AUC_ablated - 0.5| / |AUC - 0.5|``.
+
+A neuron is a **context neuron by activation** when its separation is at least
+:data:`MIN_SEPARATION` (AUC >= 0.9 or <= 0.1) and the ablation removes at least
+:data:`MIN_REMOVED` of it. Both thresholds are fixed here, before any comparison with discovery.
+A neuron that separates a domain through the current token alone (the direct path) fails the
+second test: its separation survives the ablation.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+from transformer_lens import HookedTransformer
+
+from context_neurons.checks import InputError, check_heads
+from context_neurons.evaluation import position_mask
+from context_neurons.hooks import run_until
+from context_neurons.text.windows import pad_windows
+
+#: A neuron separates a domain when its one-vs-rest AUC is at least 0.5 + this (or at most 0.5 -).
+MIN_SEPARATION = 0.4
+#: ... and it does so through the contextual heads when their ablation removes this share of it.
+MIN_REMOVED = 0.5
+#: First position of a window's mean (the bag of tokens is empty at the start of a text).
+START = 32
+
+
+@torch.no_grad()
+def window_means(
+    model: HookedTransformer,
+    windows: list[Int[Tensor, "_pos"]],
+    start: int = START,
+    ablate: list[int] | None = None,
+    mean_z: Float[Tensor, "head_index d_head"] | None = None,
+    batch_size: int = 8,
+    progress: bool = False,
+) -> Float[Tensor, "n_windows d_mlp"]:
+    """Each layer-0 neuron's mean pre-activation over each window's positions ``>= start``.
+
+    Args:
+        model: the model.
+        windows: token windows, BOS first.
+        start: first position averaged.
+        ablate: layer-0 heads to mean-ablate (their ``hook_z`` replaced by ``mean_z``).
+        mean_z: the value each ablated head's ``hook_z`` is set to (:func:`mean_head_z`).
+        batch_size: windows per forward pass (each pass stops at ``blocks.0.mlp.hook_pre``).
+        progress: show a progress bar.
+    """
+    if ablate and mean_z is None:
+        raise InputError("Mean-ablation needs mean_z (see mean_head_z).")
+    heads = check_heads(model, ablate) if ablate else []
+    hooks = []
+    if heads:
+        def replace(z: Tensor, hook) -> Tensor:
+            z[:, :, heads] = mean_z[heads]
+            return z
+
+        hooks = [("blocks.0.attn.hook_z", replace)]
+    stop = "blocks.0.mlp.hook_pre"
+    out = []
+    for b in tqdm(range(0, len(windows), batch_size), desc="windows", disable=not progress):
+        tokens, lengths = pad_windows(windows[b : b + batch_size])
+        tokens = tokens.to(model.cfg.device)
+        pre = run_until(model, tokens, stop, extra_hooks=hooks)[stop]  # [batch, pos, d_mlp]
+        mask = position_mask(tokens, lengths, start)[..., None].to(pre.dtype)
+        out.append(((pre * mask).sum(1) / mask.sum(1)).cpu())
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def mean_head_z(
+    model: HookedTransformer, windows: list[Int[Tensor, "_pos"]], batch_size: int = 8
+) -> Float[Tensor, "head_index d_head"]:
+    """The mean ``blocks.0.attn.hook_z`` of every layer-0 head over all real positions."""
+    name, total, count = "blocks.0.attn.hook_z", 0.0, 0
+    for b in range(0, len(windows), batch_size):
+        tokens, lengths = pad_windows(windows[b : b + batch_size])
+        tokens = tokens.to(model.cfg.device)
+        z = run_until(model, tokens, name)[name]  # [batch, pos, head, d_head]
+        real = position_mask(tokens, lengths, 0).to(z.dtype)
+        total = total + torch.einsum("bphe,bp->he", z, real)
+        count += int(real.sum())
+    return total / count
+
+
+def one_vs_rest_auc(
+    values: Float[Tensor, "n_windows n_neurons"], labels: list[str], domains: list[str]
+) -> Float[Tensor, "n_neurons n_domains"]:
+    """AUC of each domain's windows against all others, per neuron (ties count one half)."""
+    label_index = torch.tensor([domains.index(label) for label in labels])
+    ranks = _average_ranks(values.double())  # [window, neuron], 1-based
+    aucs = []
+    for d in range(len(domains)):
+        inside = label_index == d
+        n_in, n_out = int(inside.sum()), int((~inside).sum())
+        if n_in == 0 or n_out == 0:
+            raise InputError(f"Domain {domains[d]!r} needs windows inside and outside it.")
+        rank_sum = ranks[inside].sum(0)
+        aucs.append((rank_sum - n_in * (n_in + 1) / 2) / (n_in * n_out))
+    return torch.stack(aucs, dim=1).float()
+
+
+def _average_ranks(x: Float[Tensor, "n m"]) -> Float[Tensor, "n m"]:
+    """Ranks 1..n of each column, tied values given their average rank."""
+    order = x.argsort(dim=0)
+    ranks = torch.empty_like(x)
+    positions = torch.arange(1, x.shape[0] + 1, dtype=x.dtype)[:, None].expand_as(x)
+    ranks.scatter_(0, order, positions)
+    sorted_x = x.gather(0, order)
+    for col in range(x.shape[1]):  # average the ranks of ties (rare for real activations)
+        values, inverse, counts = torch.unique(sorted_x[:, col], return_inverse=True,
+                                               return_counts=True)
+        if len(values) == x.shape[0]:
+            continue
+        mean_rank = torch.zeros(len(values), dtype=x.dtype).index_add_(0, inverse, positions[:, 0])
+        mean_rank = mean_rank / counts
+        ranks[order[:, col], col] = mean_rank[inverse]
+    return ranks
+
+
+@dataclass
+class ActivationTruth:
+    """Which layer-0 neurons separate a domain, and through which heads (module docstring).
+
+    Attributes:
+        domains: the domains (columns of ``auc``).
+        heads: the contextual heads that were ablated.
+        auc: one-vs-rest AUC of window means, ``[neuron, domain]``.
+        auc_ablated: the same with the contextual heads mean-ablated.
+        n_windows: windows per domain.
+    """
+
+    domains: list[str]
+    heads: list[int]
+    auc: Float[Tensor, "d_mlp n_domains"]
+    auc_ablated: Float[Tensor, "d_mlp n_domains"]
+    n_windows: dict[str, int]
+
+    @functools.cached_property
+    def best(self) -> Int[Tensor, "d_mlp"]:
+        """Each neuron's domain: the column of its largest ``|AUC - 0.5|``."""
+        return (self.auc - 0.5).abs().argmax(1)
+
+    @property
+    def separation(self) -> Float[Tensor, "d_mlp"]:
+        """``|AUC - 0.5|`` at each neuron's domain."""
+        return (self.auc - 0.5).abs().gather(1, self.best[:, None])[:, 0]
+
+    @property
+    def removed(self) -> Float[Tensor, "d_mlp"]:
+        """The share of the separation the ablation removes (negative: ablation increases it)."""
+        ablated = (self.auc_ablated - 0.5).abs().gather(1, self.best[:, None])[:, 0]
+        return 1 - ablated / self.separation.clamp(min=1e-6)
+
+    def domain_of(self, neuron: int) -> str:
+        return self.domains[int(self.best[int(neuron)])]
+
+    def mask(
+        self, min_separation: float = MIN_SEPARATION, min_removed: float = MIN_REMOVED
+    ) -> Bool[Tensor, "d_mlp"]:
+        """Context neurons by activation: separating a domain, through the contextual heads."""
+        return (self.separation >= min_separation) & (self.removed >= min_removed)
+
+    def context_neurons(self, **thresholds: float) -> list[int]:
+        """The context neurons by activation, most separating first."""
+        idx = self.mask(**thresholds).nonzero().flatten()
+        return idx[self.separation[idx].argsort(descending=True)].tolist()
+
+    def separating_neurons(self, min_separation: float = MIN_SEPARATION) -> list[int]:
+        """Neurons that separate a domain, through any path (the context test not applied)."""
+        return (self.separation >= min_separation).nonzero().flatten().tolist()
+
+    def table(self, neurons: list[int]) -> pd.DataFrame:
+        """One row per neuron: its domain, AUC, AUC with the contextual heads ablated, share
+        removed, and whether it is a context neuron by activation."""
+        mask = self.mask()
+        return pd.DataFrame(
+            {
+                "domain": [self.domain_of(j) for j in neurons],
+                "AUC": [float(self.auc[j, self.best[j]]) for j in neurons],
+                "AUC, contextual heads ablated": [
+                    float(self.auc_ablated[j, self.best[j]]) for j in neurons
+                ],
+                "separation removed": [float(self.removed[j]) for j in neurons],
+                "context neuron": [bool(mask[j]) for j in neurons],
+            },
+            index=pd.Index(neurons, name="neuron"),
+        )
+
+
+@torch.no_grad()
+def activation_truth(
+    model: HookedTransformer,
+    windows: list[Int[Tensor, "_pos"]],
+    labels: list[str],
+    heads: list[int],
+    start: int = START,
+    batch_size: int = 8,
+    progress: bool = False,
+) -> ActivationTruth:
+    """Measure :class:`ActivationTruth` on labelled windows (labels: each window's domain).
+
+    Args:
+        model: the model.
+        windows: held-out windows, BOS first.
+        labels: each window's domain (e.g. its corpus).
+        heads: the contextual heads (the model's own taxonomy's), ablated in the second test.
+        start: first position of a window's mean.
+        batch_size: windows per forward pass.
+        progress: show progress bars.
+    """
+    if len(windows) != len(labels):
+        raise InputError(f"{len(labels)} labels for {len(windows)} windows: give one per window.")
+    domains = sorted(set(labels))
+    if len(domains) < 2:
+        raise InputError("Give windows of at least two domains.")
+    heads = check_heads(model, heads)
+    means = window_means(model, windows, start, batch_size=batch_size, progress=progress)
+    mean_z = mean_head_z(model, windows, batch_size)
+    ablated = window_means(model, windows, start, heads, mean_z, batch_size, progress)
+    return ActivationTruth(
+        domains=domains,
+        heads=heads,
+        auc=one_vs_rest_auc(means, labels, domains),
+        auc_ablated=one_vs_rest_auc(ablated, labels, domains),
+        n_windows={d: labels.count(d) for d in domains},
+    )
+
+
+def precision_recall_curve(
+    scores: Float[Tensor, "d_mlp"], truth: list[int], thetas: list[float]
+) -> pd.DataFrame:
+    """Discovery (``score >= theta``) against a truth set: found, precision and recall per theta."""
+    truth_set = set(int(j) for j in truth)
+    rows = []
+    for theta in thetas:
+        found = set((scores >= theta).nonzero().flatten().tolist())
+        hits = len(found & truth_set)
+        rows.append({
+            "theta": float(theta),
+            "neurons found": len(found),
+            "precision": hits / len(found) if found else float("nan"),
+            "recall": hits / len(truth_set) if truth_set else float("nan"),
+        })
+    return pd.DataFrame(rows).set_index("theta")

@@ -1,0 +1,118 @@
+"""Truth from activations: AUC, window means and the ablation test against direct computations."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from context_neurons import activations as act
+from context_neurons.checks import InputError
+from context_neurons.models.toy import make_small_model
+
+
+def brute_auc(values: torch.Tensor, inside: torch.Tensor) -> float:
+    """P(a value inside > a value outside), ties one half: every pair compared."""
+    a, b = values[inside], values[~inside]
+    greater = (a[:, None] > b[None]).double().sum() + 0.5 * (a[:, None] == b[None]).double().sum()
+    return float(greater / (len(a) * len(b)))
+
+
+def test_auc_equals_pairwise_comparison_with_ties():
+    gen = torch.Generator().manual_seed(0)
+    values = torch.randn(30, 4, generator=gen)
+    values[:, 3] = torch.randint(0, 3, (30,), generator=gen).float()  # many ties
+    labels = ["a"] * 10 + ["b"] * 12 + ["c"] * 8
+    auc = act.one_vs_rest_auc(values, labels, ["a", "b", "c"])
+    for d, name in enumerate(["a", "b", "c"]):
+        inside = torch.tensor([label == name for label in labels])
+        for j in range(4):
+            assert float(auc[j, d]) == pytest.approx(brute_auc(values[:, j], inside), abs=1e-6)
+
+
+def test_window_means_equal_the_hooks_and_ablation_replaces_the_heads():
+    model, _ = make_small_model(seed=4, n_ctx=64, n_layers=1)
+    gen = torch.Generator().manual_seed(1)
+    windows = [torch.randint(0, 500, (n,), generator=gen) for n in (40, 50, 64)]
+    means = act.window_means(model, windows, start=5, batch_size=2)
+    for w, tokens in enumerate(windows):
+        _, cache = model.run_with_cache(tokens[None], names_filter="blocks.0.mlp.hook_pre")
+        expected = cache["blocks.0.mlp.hook_pre"][0, 5:].mean(0)
+        torch.testing.assert_close(means[w], expected, atol=1e-5, rtol=1e-5)
+    mean_z = act.mean_head_z(model, windows)
+    ablated = act.window_means(model, windows, start=5, ablate=[1, 3], mean_z=mean_z)
+
+    def replace(z, hook):
+        z[:, :, [1, 3]] = mean_z[[1, 3]]
+        return z
+
+    for w, tokens in enumerate(windows):
+        model.reset_hooks()
+        with model.hooks(fwd_hooks=[("blocks.0.attn.hook_z", replace)]):
+            _, cache = model.run_with_cache(tokens[None], names_filter="blocks.0.mlp.hook_pre")
+        expected = cache["blocks.0.mlp.hook_pre"][0, 5:].mean(0)
+        torch.testing.assert_close(ablated[w], expected, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(ablated, means)  # the ablation changed something
+
+
+def test_truth_separates_the_context_path_from_the_direct_path():
+    """A neuron fed by a head's bag of tokens loses its separation under ablation; a neuron fed
+    by the current token's embedding keeps it."""
+    model, _ = make_small_model(seed=5, n_ctx=64, n_layers=1)
+    d_model = model.cfg.d_model
+    with torch.no_grad():
+        marker = torch.zeros(d_model)
+        marker[0], marker[1] = 1.0, -1.0  # mean-free, so LayerNorm keeps it
+        model.W_E[:] = 0.05 * torch.randn(model.W_E.shape, generator=torch.Generator().manual_seed(2))
+        model.W_E[:, 2:4] = 0.0  # dims 2-3 carry only what head 0 writes
+        model.W_pos[:, 2:4] = 0.0
+        model.W_E[100:150] += 3 * marker  # domain "b" tokens carry the marker,
+        model.W_E[200:400] -= 3 * marker  # domain "a" tokens its opposite (same norm)
+        model.blocks[0].ln2.w[2:4] = 1.0
+        attn = model.blocks[0].attn
+        attn.W_Q[0] = 0.0  # head 0: uniform attention, a bag of tokens
+        attn.W_V[0] = 0.0
+        attn.W_O[0] = 0.0
+        attn.W_V[0, :, 0] = marker * 5
+        attn.W_O[0, 0] = 0.0
+        attn.W_O[0, 0, 2], attn.W_O[0, 0, 3] = 1.0, -1.0  # write the bag to dims 2-3
+        attn.W_O[1:] = 0.0  # no other head writes anything
+        attn.b_O[:] = 0.0
+        w_in = model.blocks[0].mlp.W_in
+        w_in[:, 0] = 0.0
+        w_in[2, 0], w_in[3, 0] = 5.0, -5.0  # neuron 0 reads the bag
+        w_in[:, 1] = 0.0
+        w_in[0, 1], w_in[1, 1] = 5.0, -5.0  # neuron 1 reads the current token
+    gen = torch.Generator().manual_seed(3)
+    windows, labels = [], []
+    for k in range(16):
+        low, high = (100, 150) if k % 2 else (200, 400)
+        share = 0.3 + 0.4 * torch.rand((), generator=gen)  # windows differ within a domain
+        own = torch.rand(40, generator=gen) < share
+        body = torch.where(own, torch.randint(low, high, (40,), generator=gen),
+                           torch.randint(400, 500, (40,), generator=gen))  # shared filler
+        windows.append(torch.cat([torch.tensor([0]), body]))
+        labels.append("b" if k % 2 else "a")
+    truth = act.activation_truth(model, windows, labels, heads=[0], start=8)
+    assert truth.separation[0] > 0.4 and truth.separation[1] > 0.4
+    assert truth.removed[0] > 0.5 > truth.removed[1]
+    assert 0 in truth.context_neurons() and 1 not in truth.context_neurons()
+    assert set(truth.separating_neurons()) >= {0, 1}
+    assert truth.table([0, 1])["context neuron"].tolist() == [True, False]
+
+
+def test_bad_input():
+    model, _ = make_small_model(seed=0)
+    with pytest.raises(InputError, match="one per window"):
+        act.activation_truth(model, [torch.tensor([0, 1, 2])], ["a", "b"], heads=[0])
+    with pytest.raises(InputError, match="two domains"):
+        act.activation_truth(model, [torch.tensor([0, 1, 2])], ["a"], heads=[0])
+    with pytest.raises(InputError, match="mean_z"):
+        act.window_means(model, [torch.tensor([0, 1, 2])], ablate=[0])
+
+
+def test_precision_recall_curve():
+    scores = torch.tensor([9.0, 7.0, 5.0, 3.0])
+    curve = act.precision_recall_curve(scores, [0, 2], [4.0, 6.0, 10.0])
+    assert curve.loc[4.0].tolist() == [3, pytest.approx(2 / 3), 1.0]
+    assert curve.loc[6.0].tolist() == [2, 0.5, 0.5]
+    assert curve.loc[10.0, "neurons found"] == 0
