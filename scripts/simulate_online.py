@@ -36,7 +36,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from context_neurons import config
-from context_neurons.book.notebooks import chapter_files, read_chapter
+from context_neurons.book.notebooks import chapter_files, run_chapters
 from context_neurons.models import load_tokenizer
 from context_neurons.models.planted import build_planted_state
 from context_neurons.text.corpora import iter_documents
@@ -106,28 +106,6 @@ def online_environment(standin: Path, checkpoint: Path, scale: str) -> dict[str,
     return env
 
 
-def run_chapter(chapter: Path, env: dict[str, str], out: Path) -> float:
-    """Execute one chapter in a fresh kernel with ``env``; returns the seconds it took."""
-    import nbformat  # the "book" extra: installed where the book is built
-    from nbclient import NotebookClient
-
-    notebook = read_chapter(chapter)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                       "language": "python"}
-    start = time.perf_counter()
-    previous = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)  # the kernel inherits the environment of this process
-    try:
-        NotebookClient(notebook, timeout=3600, kernel_name="python3",
-                       resources={"metadata": {"path": str(out)}}).execute()
-    finally:
-        os.environ.clear()
-        os.environ.update(previous)
-        nbformat.write(notebook, out / f"{chapter.stem}.online.ipynb")
-    return time.perf_counter() - start
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("artifacts/online"))
@@ -141,10 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     standin = write_openwebtext_standin(out)
     checkpoint = write_gpt2_standin(out)
     env = online_environment(standin, checkpoint, args.scale)
-    timings: dict[str, float] = {}
-    for chapter in [] if args.no_chapters else args.chapters or chapter_files():
-        timings[chapter.name] = round(run_chapter(chapter, env, out), 1)
-        print(f"{chapter.name}: executed online in {timings[chapter.name]:.0f} s")
+    chapters = [] if args.no_chapters else args.chapters or chapter_files()
+    timings = run_chapters(chapters, env, out / "chapters") if chapters else {}
     if not args.no_main_job:
         start = time.perf_counter()
         command = [sys.executable, "-m", "context_neurons", "reproduce", "--model", "gpt2",

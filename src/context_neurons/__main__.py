@@ -50,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
                            help="execute every chapter on the planted model and store its outputs")
     regen.add_argument("chapters", nargs="*", help="chapter files (default: all in book/)")
 
+    run = sub.add_parser("run-chapters",
+                         help="execute chapters on a model (not compared), e.g. --model trained")
+    run.add_argument("chapters", nargs="*", help="chapter files (default: all in book/)")
+    run.add_argument("--model", type=model_choice, required=True)
+    run.add_argument("--out", type=Path, default=Path("artifacts/chapters"))
+
     students = sub.add_parser("student-notebooks",
                               help="write the student notebooks (no solutions) Colab opens")
     students.add_argument("chapters", nargs="*", help="chapter files (default: all in book/)")
@@ -78,6 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         from context_neurons.book.notebooks import regenerate
 
         return regenerate([Path(c) for c in args.chapters] or None)
+    if args.command == "run-chapters":
+        from context_neurons import config
+        from context_neurons.book.notebooks import run_chapters
+
+        timings = run_chapters([Path(c) for c in args.chapters] or None,
+                               {config.MODEL.name: args.model}, args.out)
+        (args.out / "timings.json").write_text(json.dumps(timings, indent=1))
+        return 0
     if args.command == "student-notebooks":
         from context_neurons.book.students import write_student_notebooks
 

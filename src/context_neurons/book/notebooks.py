@@ -35,25 +35,54 @@ def read_chapter(chapter: Path):
     return jupytext.read(chapter, fmt="py:percent")
 
 
+def execute(chapter: Path, environment: dict[str, str] | None = None, cwd: Path = STORED):
+    """Execute a chapter in a fresh kernel whose environment adds ``environment``.
+
+    Returns:
+        ``(notebook, seconds)``: the executed notebook (cell ids and timestamps made stable) and
+        the time it took. A cell that raises raises ``nbclient.exceptions.CellExecutionError``.
+    """
+    from nbclient import NotebookClient  # optional (the "book" extra), as jupytext above
+
+    notebook = read_chapter(Path(chapter))
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    start = time.perf_counter()
+    client = NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(cwd)}})
+    client.execute(env={**os.environ, **(environment or {})})
+    for index, cell in enumerate(notebook.cells):  # keep the stored file stable across runs
+        cell.get("metadata", {}).pop("execution", None)  # timestamps
+        cell["id"] = f"cell-{index}"  # jupytext draws random ids
+    return notebook, time.perf_counter() - start
+
+
 def regenerate(chapters: list[Path] | None = None) -> int:
     """Execute chapters on the planted model and store them with their outputs."""
     import nbformat  # optional (the "book" extra), as jupytext above
-    from nbclient import NotebookClient
 
-    os.environ[config.MODEL.name] = "planted"
     STORED.mkdir(parents=True, exist_ok=True)
     for chapter in chapters or chapter_files():
         chapter = Path(chapter).resolve()
-        start = time.perf_counter()
-        notebook = read_chapter(chapter)
-        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                           "language": "python"}
-        NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3",
-                       resources={"metadata": {"path": str(STORED)}}).execute()
-        for index, cell in enumerate(notebook.cells):  # keep the stored file stable across runs
-            cell.get("metadata", {}).pop("execution", None)  # timestamps
-            cell["id"] = f"cell-{index}"  # jupytext draws random ids
+        notebook, seconds = execute(chapter, {config.MODEL.name: "planted"})
         nbformat.write(notebook, stored_notebook(chapter))
-        print(f"{chapter.name}: executed in {time.perf_counter() - start:.0f} s -> "
+        print(f"{chapter.name}: executed in {seconds:.0f} s -> "
               f"{stored_notebook(chapter).relative_to(REPO)}")
     return 0
+
+
+def run_chapters(
+    chapters: list[Path] | None, environment: dict[str, str], out: Path
+) -> dict[str, float]:
+    """Execute chapters (not compared) with ``environment``; write them to ``out``, return the
+    seconds each took. Used for the trained model and the simulated online run in CI."""
+    import nbformat  # optional (the "book" extra), as jupytext above
+
+    out.mkdir(parents=True, exist_ok=True)
+    timings = {}
+    for chapter in chapters or chapter_files():
+        notebook, seconds = execute(Path(chapter).resolve(), environment, cwd=out)
+        nbformat.write(notebook, out / (Path(chapter).stem + ".ipynb"))
+        timings[Path(chapter).name] = round(seconds, 1)
+        print(f"{Path(chapter).name}: executed in {seconds:.0f} s", flush=True)
+    return timings
