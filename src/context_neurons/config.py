@@ -118,6 +118,11 @@ def flag(variable: Variable, environ: Mapping[str, str] | None = None) -> bool:
     return get(variable, environ).lower() in ("1", "true", "yes")
 
 
+def child_environment(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with ``overrides`` added: the environment of a child process."""
+    return {**os.environ, **(overrides or {})}
+
+
 def model_name() -> str:
     """``$CONTEXT_NEURONS_MODEL`` (default ``gpt2``), as given (a name or a directory)."""
     return get(MODEL) or DEFAULT_MODEL

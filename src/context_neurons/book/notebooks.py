@@ -8,7 +8,6 @@ Run it through the project command: ``python -m context_neurons regenerate-noteb
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -50,7 +49,7 @@ def execute(chapter: Path, environment: dict[str, str] | None = None, cwd: Path 
     start = time.perf_counter()
     client = NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(cwd)}})
-    client.execute(env={**os.environ, **(environment or {})})
+    client.execute(env=config.child_environment(environment))
     for index, cell in enumerate(notebook.cells):  # keep the stored file stable across runs
         cell.get("metadata", {}).pop("execution", None)  # timestamps
         cell["id"] = f"cell-{index}"  # jupytext draws random ids
