@@ -15,11 +15,15 @@
 # (ch-neuron-gallery)=
 # # Gallery of the context neurons
 #
-# This page shows every layer-0 neuron that {ref}`ch-neurons` finds from the weights
-# ($\mathrm{top}[j] \ge \theta$), best score first, each under its own heading. For each neuron
+# This page lists every layer-0 neuron that {ref}`ch-neurons` finds from the weights
+# ($\mathrm{top}[j] \ge \theta$), best score first, and gives the highest-scoring of them, at
+# most `disc.MAX_NEURONS` = 200 (all of them on the planted model; on GPT-2 Small $\theta$ can
+# select many more), a section of its own. The index says how many are shown. For each neuron
 # you see:
 #
-# - its **score** and, on the planted model, what was planted there;
+# - its **score**, its **own domain from the weights** (the domain whose texts use the tokens
+#   that drive it most, section 5.4, or none) and, on the planted model, what was planted there
+#   (planted truth);
 # - its **top and bottom tokens**: the ten tokens whose extended embeddings push its
 #   pre-activation up most and down most. A contribution is what the token would add if the
 #   kernel put all its weight on it; $z$ is the robust z-score of section 5.2;
@@ -28,11 +32,12 @@
 #   median over all texts. Black: the model's pre-activation; orange, dashed: the circuit's
 #   approximation from the weights (chapter 6); grey, dotted: the neuron's median over all texts;
 #   ticks along the bottom: its up-tokens (red) and down-tokens (blue) in the text, the tokens
-#   at least $\theta$ robust standard deviations from its median contribution.
+#   at least $\theta$ robust standard deviations from its median contribution. Each plot's title
+#   names the model.
 #
 # Everything on the page is computed when it is built; the banner below names the model that
 # produced it. The code is hidden under the cells; the functions are in
-# `context_neurons.gallery`.
+# `context_neurons.gallery`. Symbols: {ref}`notation`.
 
 # %% tags=["remove-cell"]
 # Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).
@@ -67,11 +72,15 @@ from context_neurons.text.windows import domain_texts
 circuit = cc.get_circuit(model)
 scores = disc.get_scores(circuit, model)
 found = scores.found(disc.THETA)
+shown = disc.carried(found)
 tables = disc.token_tables(circuit, model, found, k=10, scores=scores)
 texts = domain_texts(model.tokenizer, n=4)
-acts = casestudies.text_activations(circuit, model, found, texts, scores)
-windows = {j: acts.best_window(j) for j in found}
-print(f"{len(found)} neurons with top[j] >= theta = {disc.THETA:g}")
+densities = casestudies.token_densities(circuit, model, found, texts, scores)
+own = casestudies.domain_from_weights(densities, scores)
+acts = casestudies.text_activations(circuit, model, shown, texts, scores)
+windows = {j: acts.best_window(j) for j in shown}
+print(f"{len(found)} neurons with top[j] >= theta = {disc.THETA:g}; sections and plots for "
+      f"{disc.selection_note(shown, found)}")
 print(
     f"activation plots: the best of {len(texts.windows)} texts of {len(set(texts.domains))} domains"
 )
@@ -79,19 +88,20 @@ print(
 # %% [markdown]
 # ## All neurons
 #
-# One row per neuron (a link to its section), with its three top and three bottom tokens and
-# the domain of the text its plot shows:
+# One row per found neuron, with its three top and three bottom tokens, its own domain from the
+# weights and, for the neurons that have a section (a link), the domain of the text its plot
+# shows:
 
 # %% tags=["hide-input"] mystnb={"markdown_format": "gfm"}
 from IPython.display import Markdown, display
 
 extra = {}
 for j in found:
-    extra[j] = {"plotted text": texts.domains[windows[j]]}
+    extra[j] = {"own domain (weights)": own.loc[j, "domain"] or "-"}
+    extra[j]["plotted text"] = texts.domains[windows[j]] if j in windows else "(no section)"
     if loaded.is_planted:
-        plan = loaded.truth.context_neurons.get(j)
-        extra[j]["planted as"] = plan["description"] if plan else "not planted"
-display(Markdown(gallery.index_markdown(found, scores, tables, extra)))
+        extra[j]["planted truth"] = disc.planted_description(loaded.truth, j)
+display(Markdown(gallery.index_markdown(found, scores, tables, extra, linked=shown)))
 
 # %% [markdown]
 # ## The neurons
@@ -101,11 +111,18 @@ import matplotlib.pyplot as plt
 
 from context_neurons.plotting.discovery import plot_activation_curves
 
-for j in found:
+for j in shown:
     w = windows[j]
     facts = gallery.neuron_facts(acts, scores, j, w, loaded.truth)
+    domain = own.loc[j, "domain"]
+    facts["own domain (weights)"] = (
+        f"*{domain}* ({own.loc[j, 'density, domain']:.1f} of its driving tokens per 1000 tokens "
+        f"there, {own.loc[j, 'density, others']:.1f} elsewhere)"
+        if domain
+        else "none: its driving tokens are not concentrated in any domain of these texts"
+    )
     display(Markdown(gallery.neuron_markdown(j, tables[j], facts, k=10)))
-    panel = acts.panel(j, w, title=f"neuron {j} on {texts.labels[w][:60]}")
+    panel = acts.panel(j, w, title=f"{loaded.title}: neuron {j} on {texts.labels[w][:48]}")
     figure = plot_activation_curves(**panel, figsize=(7.5, 2.3))
     display(figure)
     plt.close(figure)

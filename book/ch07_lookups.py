@@ -51,7 +51,8 @@
 # ```
 #
 # **Prerequisites:** {ref}`ch-decomposition` (LayerNorm, TransformerLens hooks) and, for the
-# comparison at the end, the contextual circuit of the earlier chapters.
+# comparison at the end, the contextual circuit of the earlier chapters. The symbols are on the
+# {ref}`notation` page.
 
 # %% tags=["remove-cell"]
 # Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).
@@ -133,7 +134,9 @@ chosen = lk.select_neurons(scores, n=4)
 per_token = lk.best_neuron_per_token(scores)
 print(f"{len(per_token)} distinct tokens are some neuron's top token")
 print("examined neurons (layer, neuron):", chosen)
-figure = plot_token_scores(scores, marked=chosen)
+figure = plot_token_scores(
+    scores, marked=chosen, title=f"Figure 7.1. {loaded.title}: token-prediction scores"
+)
 
 # %% [markdown]
 # *Figure 7.1: token-prediction scores of all scored neurons (log scale), by layer; the four
@@ -157,8 +160,8 @@ else:
 
 # %% [markdown]
 # On the planted model the four planted look-up neurons stand far above the rest, and each
-# predicts the token it was built to predict. On GPT-2 the histogram has a long tail instead of
-# four isolated points, and which neurons come first depends on the score: the paper's Figure 3
+# predicts the token it was built to predict. On GPT-2 we expect (not measured here) a long tail
+# instead of four isolated points, and which neurons come first depends on the score: the paper's Figure 3
 # looks at the best neuron *per token*, which you can read off `per_token`.
 #
 # ## 7.2 Prompts that activate a neuron
@@ -229,7 +232,7 @@ figure = plot_truncation(
     suffixes,
     truncated.full_activation,
     len(truncated.tokens) - 1,
-    title=f"neuron {layer}.{neuron}, {prompt.source}",
+    title=f"Figure 7.2. {loaded.title}: neuron {layer}.{neuron}, {prompt.source}",
     start_token=model.tokenizer.decode([int(truncated.tokens[1])]),
 )
 
@@ -308,7 +311,9 @@ print(table.round(2).to_string(index=False))
 # %%
 from context_neurons.plotting.lookups import plot_head_attribution
 
-figure = plot_head_attribution(lookups)
+figure = plot_head_attribution(
+    lookups, title=f"Figure 7.3. {loaded.title}: direct attribution of upstream heads"
+)
 
 # %% [markdown]
 # *Figure 7.3: mean direct attribution of every upstream head (rows: layer, columns: head) to each
@@ -320,7 +325,9 @@ figure = plot_head_attribution(lookups)
 # %%
 from context_neurons.plotting.lookups import plot_attribution_vs_ablation
 
-figure = plot_attribution_vs_ablation(lookups)
+figure = plot_attribution_vs_ablation(
+    lookups, title=f"Figure 7.4. {loaded.title}: attribution against mean-ablation"
+)
 
 # %% [markdown]
 # *Figure 7.4: direct attribution against the drop in pre-activation when the head is
@@ -403,7 +410,9 @@ print(
 from context_neurons.plotting.lookups import plot_head_activity
 
 figure = plot_head_activity(
-    [lookup.activity for lookup in lookups], names=[repr(lookup.token) for lookup in lookups]
+    [lookup.activity for lookup in lookups],
+    names=[repr(lookup.token) for lookup in lookups],
+    title=f"Figure 7.5. {loaded.title}: top head's attribution over the pool",
 )
 
 # %% [markdown]
@@ -471,7 +480,9 @@ results = pd.DataFrame(
     ]
 )
 print(results.drop(columns="name").round(3).to_string(index=False))
-figure = plot_explanation_scores(results)
+figure = plot_explanation_scores(
+    results, title=f"Figure 7.6. {loaded.title}: explanation scores on held-out prompts"
+)
 
 # %% [markdown]
 # *Figure 7.6: held-out accuracy (blue) against the majority-class chance level (black ticks),
@@ -732,7 +743,7 @@ print("check passed: the hand-made head term and the sum of all parts match the 
 #
 # Adding $\delta\, W_{out}[l][j]$ after the last block is the neuron's *direct* path only (later
 # layers never see it). With the scale frozen, the final LayerNorm is affine in its input, so the
-# logits move by exactly $\delta\,(W_{out}[l][j] - 	ext{mean})\,\gamma\, W_U / s$, the formula of
+# logits move by exactly $\delta\,(W_{out}[l][j] - \text{mean})\,\gamma\, W_U / s$, the formula of
 # section 7.1. Without freezing, the scale changes too and divides every logit, not only the
 # neuron's contribution: the printed relative error is the price of the linearisation for one
 # unit of activation. Both computations hold on any model with a final LayerNorm.

@@ -9,11 +9,22 @@ as in the score). From those, :func:`domain_evidence` tabulates how much a domai
 against how often the domain's texts use the neuron's tokens, and :func:`verdict` says whether the
 measurement confirms the reading from the weights. A controlled experiment at fixed text is in
 :mod:`context_neurons.respelling`.
+
+**Choices made before looking at activations.** :func:`token_densities` counts, without running
+the model, how often each text uses each neuron's up-tokens and down-tokens (robust z of the
+contribution at least ``theta`` above or below the median). From those counts alone,
+:func:`domain_from_weights` gives each neuron its *own domain* (the domain whose texts use the
+tokens that drive it, on its dominant side, most often relative to the other domains' texts, or
+none), :func:`token_matched_neuron` gives each domain a neuron, and :func:`case_studies` chooses
+the case-study neurons: the paper's GPT-2 neuron numbers on GPT-2 Small and on the planted model
+(planted there by construction), and on any other model the found neurons whose up-tokens each
+case-study domain's texts use most.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -198,17 +209,24 @@ def domain_means(acts: TextActivations, which: str = "true") -> pd.DataFrame:
 CONFIRMED, WEAK = 1.0, 0.5
 
 
-def token_matched_neuron(acts: TextActivations, domain: str, neurons=None) -> int:
+def token_matched_neuron(densities: "TokenDensities", domain: str, neurons=None, exclude=()) -> int:
     """The neuron whose up-tokens the domain's texts use most, relative to the other texts.
 
-    Chosen from the weights and the texts' tokens only (:attr:`TextActivations.marks`), not from
-    the activations, so that the activations are a fair test of the choice.
+    Chosen from the weights and the texts' tokens only (:func:`token_densities`), not from the
+    activations, so that the activations are a fair test of the choice.
+
+    Args:
+        densities: token densities of the neurons on texts of several domains.
+        domain: the domain.
+        neurons: the candidates (default: all of ``densities``).
+        exclude: neurons not to choose (e.g. one already chosen for another role).
     """
-    neurons = acts.neurons if neurons is None else [int(j) for j in neurons]
-    up, _ = acts.marks_per_1000()
-    inside, outside = acts.texts.indices(domain), acts.texts.others(domain)
-    gap = up[inside].mean(0) - up[outside].mean(0)
-    return max(neurons, key=lambda j: float(gap[acts.column(j)]))
+    neurons = densities.neurons if neurons is None else [int(j) for j in neurons]
+    candidates = [j for j in neurons if j not in set(int(e) for e in exclude)]
+    if not candidates:
+        raise InputError(f"No candidate neuron for domain {domain!r}: give at least one.")
+    gap = densities.gap(domain, "up")
+    return max(candidates, key=lambda j: float(gap[densities.column(j)]))
 
 
 def verdict(separation: float, predicted: float) -> str:
@@ -294,3 +312,274 @@ def term_spreads(
     """
     terms = approximator(circuit, model, [neuron]).terms(tokens[None].to(model.cfg.device))
     return {name: float(t[0, start:, 0].std()) for name, t in terms.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# Before the activations: token densities, a neuron's own domain, the case-study neurons
+# ----------------------------------------------------------------------------------------------
+
+
+def token_counts(
+    windows: list[Int[Tensor, "_pos"]], d_vocab: int
+) -> Float[Tensor, "batch d_vocab"]:
+    """How often each token occurs in each window (all positions but the first, BOS)."""
+    counts = torch.zeros(len(windows), d_vocab)
+    for i, window in enumerate(windows):
+        ids = torch.as_tensor(window).cpu()[1:]
+        counts[i].index_add_(0, ids, torch.ones(len(ids)))
+    return counts
+
+
+@dataclass
+class TokenDensities:
+    """Up-tokens and down-tokens of neurons per 1000 tokens of each text (no model run).
+
+    Attributes:
+        neurons: the neurons, in the order of the last axis.
+        texts: the texts, in the order of the first axis.
+        up: per 1000 tokens of each text (BOS not counted), tokens whose robust z for the neuron
+            is at least ``theta`` (:func:`token_marks`).
+        down: the same for z at most ``-theta``.
+        n_up, n_down: how many vocabulary tokens are up-tokens / down-tokens of each neuron.
+        theta: the threshold.
+    """
+
+    neurons: list[int]
+    texts: DomainTexts
+    up: Float[Tensor, "batch n_neurons"]
+    down: Float[Tensor, "batch n_neurons"]
+    n_up: Int[Tensor, "n_neurons"]
+    n_down: Int[Tensor, "n_neurons"]
+    theta: float
+
+    def column(self, neuron) -> int:
+        """The position of ``neuron`` on the last axis."""
+        j = int(neuron)
+        if j not in self.neurons:
+            raise InputError(f"Neuron {j} was not counted; these densities have {self.neurons}.")
+        return self.neurons.index(j)
+
+    def domains(self) -> list[str]:
+        """The domains of the texts, in order of first appearance."""
+        return list(dict.fromkeys(self.texts.domains))
+
+    def side(self, which: str) -> Float[Tensor, "batch n_neurons"]:
+        if which not in ("up", "down"):
+            raise InputError(f"which must be 'up' or 'down', got {which!r}.")
+        return self.up if which == "up" else self.down
+
+    def inside(self, domain: str, which: str = "up") -> Float[Tensor, "n_neurons"]:
+        """Mean density over the domain's texts."""
+        return self.side(which)[self.texts.indices(domain)].mean(0)
+
+    def outside(self, domain: str, which: str = "up") -> Float[Tensor, "n_neurons"]:
+        """Mean density over the other domains' texts (:meth:`DomainTexts.others`)."""
+        others = self.texts.others(domain)
+        if not others:
+            raise InputError(f"No texts outside domain {domain!r}: add another domain's texts.")
+        return self.side(which)[others].mean(0)
+
+    def gap(self, domain: str, which: str = "up") -> Float[Tensor, "n_neurons"]:
+        """Density in the domain's texts minus density in the other domains' texts."""
+        return self.inside(domain, which) - self.outside(domain, which)
+
+
+@torch.no_grad()
+def token_densities(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neurons,
+    texts: DomainTexts,
+    scores: NeuronScores,
+    theta: float = THETA,
+    chunk: int = 256,
+) -> TokenDensities:
+    """How often each text uses each neuron's up-tokens and down-tokens, per 1000 tokens.
+
+    Only the weights (the contributions) and the texts' token counts: the model is not run, so
+    a choice made from these numbers is not a choice made on the activations. The marks are those
+    of :func:`token_marks` (the score's z and vocabulary).
+    """
+    neurons = check_neurons(model, neurons)
+    if not texts.windows:
+        raise DataError("No texts: give at least one window.")
+    counts = token_counts(texts.windows, model.cfg.d_vocab)  # [batch, d_vocab], CPU
+    n_tokens = counts.sum(1, keepdim=True).clamp(min=1)
+    vocabulary = scores.vocabulary.cpu()
+    up, down, n_up, n_down = [], [], [], []
+    for start in range(0, len(neurons), chunk):
+        block = neurons[start : start + chunk]
+        z = contributions(circuit, model, block).cpu()  # [chunk, d_vocab]
+        z = (z - scores.median[block, None].cpu()) / scores.spread[block, None].cpu()
+        is_up = ((z >= theta) & vocabulary).float()
+        is_down = ((z <= -theta) & vocabulary).float()
+        up.append(1000 * counts @ is_up.T / n_tokens)
+        down.append(1000 * counts @ is_down.T / n_tokens)
+        n_up.append(is_up.sum(1).long())
+        n_down.append(is_down.sum(1).long())
+    return TokenDensities(
+        neurons=neurons,
+        texts=texts,
+        up=torch.cat(up, 1),
+        down=torch.cat(down, 1),
+        n_up=torch.cat(n_up),
+        n_down=torch.cat(n_down),
+        theta=float(theta),
+    )
+
+
+#: A neuron's own domain must use its driving tokens at least this many times as often as the
+#: other domains' texts do, and at least :data:`MIN_DENSITY_GAP` more per 1000 tokens.
+MIN_DENSITY_RATIO = 2.0
+MIN_DENSITY_GAP = 1.0
+
+
+def domain_from_weights(
+    densities: TokenDensities,
+    scores: NeuronScores,
+    min_ratio: float = MIN_DENSITY_RATIO,
+    min_gap: float = MIN_DENSITY_GAP,
+) -> pd.DataFrame:
+    """Each neuron's own domain, chosen from its weights before any activation is looked at.
+
+    A neuron's *driving tokens* are those on its dominant side (``scores.sign``): its up-tokens
+    when its most extreme tokens push it up on balance, its down-tokens when they push it down (a
+    "not Spanish" neuron is driven down by Spanish tokens, so its domain is Spanish). Its own
+    domain is the domain whose texts use its driving tokens most often relative to the other
+    domains' texts (:meth:`TokenDensities.gap`), provided they use them at least ``min_ratio``
+    times as often and ``min_gap`` more per 1000 tokens; otherwise its tokens suggest none of the
+    domains and the domain is ``None``.
+
+    Returns:
+        One row per neuron: ``side`` (``"up"`` or ``"down"``), ``driving tokens`` (how many
+        vocabulary tokens), ``domain`` (or ``None``), ``density, domain`` and ``density, others``
+        (per 1000 tokens, of the best domain whether or not it qualifies), and ``ratio``.
+    """
+    domains = densities.domains()
+    rows = {}
+    for j in densities.neurons:
+        col = densities.column(j)
+        side = "up" if float(scores.sign[j]) > 0 else "down"
+        inside = {d: float(densities.inside(d, side)[col]) for d in domains}
+        outside = {d: float(densities.outside(d, side)[col]) for d in domains}
+        best = max(domains, key=lambda d: inside[d] - outside[d])
+        ratio = inside[best] / outside[best] if outside[best] > 0 else float("inf")
+        ratio = ratio if inside[best] > 0 else 0.0
+        qualifies = inside[best] - outside[best] >= min_gap and ratio >= min_ratio
+        rows[j] = {
+            "side": side,
+            "driving tokens": int((densities.n_up if side == "up" else densities.n_down)[col]),
+            "domain": best if qualifies else None,
+            "density, domain": inside[best],
+            "density, others": outside[best],
+            "ratio": ratio,
+        }
+    table = pd.DataFrame(rows).T
+    table.index.name = "neuron"
+    return table.astype(
+        {"driving tokens": int, "density, domain": float, "density, others": float, "ratio": float}
+    )
+
+
+class CaseStudy(NamedTuple):
+    """One of the paper's case studies: a role, the domain of its texts, the paper's reading and
+    the neuron number the paper gives on GPT-2 Small."""
+
+    role: str
+    domain: str
+    reading: str
+    paper_neuron: int
+
+
+#: The paper's case studies (Gibson, section "Contextual neurons"), with GPT-2 Small's neuron
+#: numbers as the paper gives them. The planted model plants neurons of these roles at the same
+#: numbers (by construction); on other models :func:`case_studies` chooses from the weights.
+PAPER_CASE_STUDIES: tuple[CaseStudy, ...] = (
+    CaseStudy("British spelling", "british", "British versus American English", 300),
+    CaseStudy("British spelling, second", "british", "British context, writes opposite", 704),
+    CaseStudy("war", "war", "19th-20th century conflict", 1621),
+    CaseStudy("religion", "bible", "religious text", 1710),
+)
+
+
+def uses_paper_neurons(loaded) -> bool:
+    """Whether the paper's neuron numbers name the case studies on this model.
+
+    True on GPT-2 Small (the paper's model) and on a planted model that planted every case-study
+    neuron (by construction); False on any other model, whose neuron numbers mean nothing.
+    """
+    paper = [case.paper_neuron for case in PAPER_CASE_STUDIES]
+    if getattr(loaded, "is_planted", False):
+        return all(j in loaded.truth.context_neurons for j in paper)
+    return getattr(loaded, "name", None) == "gpt2"
+
+
+def case_studies(loaded, densities: TokenDensities, neurons) -> pd.DataFrame:
+    """The case-study neurons on this model, and how each was chosen.
+
+    On GPT-2 Small and the planted model (:func:`uses_paper_neurons`): the paper's neurons. On
+    any other model: for each role, the neuron among ``neurons`` (the found ones) whose up-tokens
+    the role's domain uses most relative to the other texts (:func:`token_matched_neuron`); the
+    second British-spelling neuron is the next best for British texts. Chosen from the weights
+    and the texts' tokens, before any activation is looked at.
+
+    Returns:
+        Indexed by ``role``: ``neuron``, ``domain``, ``paper's reading``, ``paper's neuron``
+        (GPT-2 Small) and ``chosen by``.
+    """
+    paper = uses_paper_neurons(loaded)
+    if paper:
+        how = (
+            "the paper's neuron (planted there by construction)"
+            if getattr(loaded, "is_planted", False)
+            else "the paper's neuron"
+        )
+    else:
+        how = "from the weights: the found neuron whose up-tokens its domain's texts use most"
+    rows, taken = [], {}
+    for case in PAPER_CASE_STUDIES:
+        if paper:
+            j = case.paper_neuron
+        else:
+            exclude = taken.get(case.domain, [])
+            pool = [int(k) for k in neurons if int(k) not in exclude] or list(neurons)
+            j = token_matched_neuron(densities, case.domain, pool)
+            taken.setdefault(case.domain, []).append(j)
+        rows.append(
+            {
+                "role": case.role,
+                "neuron": int(j),
+                "domain": case.domain,
+                "paper's reading": case.reading,
+                "paper's neuron": case.paper_neuron,
+                "chosen by": how,
+            }
+        )
+    return pd.DataFrame(rows).set_index("role")
+
+
+@torch.no_grad()
+def frequent_driving_tokens(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    neuron,
+    texts: DomainTexts,
+    domain: str,
+    scores: NeuronScores,
+    theta: float = THETA,
+    k: int = 3,
+) -> list[tuple[str, int]]:
+    """The ``k`` driving tokens of a neuron (:func:`domain_from_weights`) that the domain's texts
+    use most, with their counts: what a domain from the weights rests on."""
+    j = check_neurons(model, [neuron])[0]
+    c = contributions(circuit, model, [j])[0].cpu()
+    z = (c - scores.median[j].cpu()) / scores.spread[j].cpu()
+    sign = 1.0 if float(scores.sign[j]) > 0 else -1.0
+    driving = (sign * z >= theta) & scores.vocabulary.cpu()
+    windows = [texts.windows[i] for i in texts.indices(domain)]
+    counts = token_counts(windows, model.cfg.d_vocab).sum(0) * driving
+    top = counts.topk(min(k, int((counts > 0).sum())))
+    return [
+        (repr(model.tokenizer.decode([int(t)])), int(c))
+        for t, c in zip(top.indices.tolist(), top.values.tolist())
+    ]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
@@ -381,3 +382,122 @@ def content_log_weights(
     positions = torch.tensor([n], device=model.cfg.device)
     q = destination_queries(model, dest, positions)
     return content_scores(model, q, positions, token_ids.to(model.cfg.device), heads)[:, 0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Where the reconstruction's error comes from
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def scale_change(
+    model: HookedTransformer, token_ids: Int[Tensor, "n_tokens"], n: int
+) -> Float[Tensor, "n_tokens key_pos"]:
+    """``|1 - sigma(t, n) / sigma(t, i)|`` for each token and each source position ``i = 0..n``.
+
+    The content term ``E[n, t]`` divides a token's key by its LayerNorm scale at the destination,
+    ``sigma(t, n)``; the exact key divides by ``sigma(t, i)``. This is the relative change of that
+    division for one token moved from ``n`` to ``i`` (zero at ``i = n``).
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        token_ids: the tokens (with repetitions, so frequent tokens count more).
+        n: the destination position.
+    """
+    n = check_position(model, n)
+    positions = torch.arange(n + 1, device=model.cfg.device)
+    inverse = ln1_inverse_scale(model, token_ids.to(model.cfg.device), positions).double()
+    return (1 - inverse / inverse[:, n : n + 1]).abs()  # sigma(t, n) / sigma(t, i) = inv_i / inv_n
+
+
+def scale_change_by_distance(
+    model: HookedTransformer,
+    token_ids: Int[Tensor, "n_tokens"],
+    n: int,
+    distances: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500),
+    probs: tuple[float, ...] = (0.5, 0.9),
+) -> pd.DataFrame:
+    """Quantiles over tokens of :func:`scale_change` at chosen distances ``n - i``.
+
+    Distances beyond ``n`` are left out. Returns one row per distance, one column per quantile
+    (``"median"`` for 0.5, ``"90th percentile"`` for 0.9, else ``"q<p>"``).
+    """
+    change = scale_change(model, token_ids, n)
+    kept = [d for d in distances if 0 < d <= n]
+    quantiles = torch.tensor(probs, dtype=torch.float64, device=change.device)
+    names = {0.5: "median", 0.9: "90th percentile"}
+    rows = {d: torch.quantile(change[:, n - d], quantiles).tolist() for d in kept}
+    return pd.DataFrame.from_dict(
+        rows, orient="index", columns=[names.get(p, f"q{p:g}") for p in probs]
+    ).rename_axis("distance n - i")
+
+
+@dataclass
+class ScoreErrorParts:
+    """The reconstruction's score error ``q_n . (E[n, t_i] + P[n, i] - k(t_i, i)) / sqrt(d)``,
+    split in two (``book/notation.md`` section 2), ``[selected_head, query_pos, key_pos]``.
+
+    Attributes:
+        token_scale: ``q_n . K_E[t_i] (1/sigma(t_i, n) - 1/sigma(t_i, i)) / sqrt(d)``: the token's
+            own key divided by its scale at ``n`` instead of at ``i``. Zero when a token's
+            LayerNorm scale is the same at every position.
+        position: the rest, ``q_n . (K_P[n]/sigma(t_i, n) - K_P[i]/sigma(t_i, i) + M[i] - M[n])
+            / sqrt(d)``: the positional key scaled by this token's ``1/sigma`` where ``M`` uses the
+            average token's. Zero when every token has the same scale at each position.
+    """
+
+    heads: list[int]
+    token_scale: Float[Tensor, "selected_head query_pos key_pos"]
+    position: Float[Tensor, "selected_head query_pos key_pos"]
+
+    def total(self) -> Float[Tensor, "selected_head query_pos key_pos"]:
+        """Reconstructed minus exact score (equal to ``positional + content - exact`` scores)."""
+        return self.token_scale + self.position
+
+
+@torch.no_grad()
+def score_error_parts(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "pos"],
+    heads=None,
+    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
+) -> ScoreErrorParts:
+    """The two parts of the reconstruction's score error on one sequence (:class:`ScoreErrorParts`).
+
+    Computed from the LayerNorm-decoupled key parts directly (not as a difference of the scores of
+    :func:`decompose_attention`), so the two can be checked against each other.
+
+    Args:
+        model: a GPT-2-architecture HookedTransformer.
+        tokens: one sequence, BOS first.
+        heads: layer-0 heads (default all).
+        reference_tokens: token distribution defining ``M`` (default: the calibration text).
+        mean_keys: precomputed ``M``.
+    """
+    tokens = check_sequence(model, tokens)
+    heads = check_heads(model, heads)
+    n = len(tokens)
+    positions = torch.arange(n, device=tokens.device)
+    if mean_keys is None:
+        if reference_tokens is None:
+            reference_tokens = default_reference_tokens(model)
+        mean_keys = mean_positional_keys(model, reference_tokens, n)
+    unique, inverse = torch.unique(tokens, return_inverse=True)
+    parts = ln1_parts(model, "K", unique, positions, heads)
+    inv = ln1_inverse_scale(model, unique, positions)[inverse]  # [key i, pos p]: 1/sigma(t_i, p)
+    inv_source = inv[positions, positions]  # 1/sigma(t_i, i)
+    inv_dest = inv.T  # [query n, key i]: 1/sigma(t_i, n)
+    q = project_exact(model, "Q", tokens)[:, heads]  # [query, head, d_head]
+    scale = model.cfg.d_head**0.5
+    token_dot = torch.einsum("qhe,khe->hqk", q, parts.token_part[inverse])  # q_n . K_E[t_i]
+    token_scale = token_dot * (inv_dest - inv_source[None, :])[None] / scale
+    pos_dest = torch.einsum("qhe,qhe->hq", q, parts.position_part)  # q_n . K_P[n]
+    pos_source = torch.einsum("qhe,khe->hqk", q, parts.position_part)  # q_n . K_P[i]
+    m = mean_keys[:n, heads]
+    mean_diff = torch.einsum("qhe,khe->hqk", q, m) - torch.einsum("qhe,qhe->hq", q, m)[:, :, None]
+    position = (
+        pos_dest[:, :, None] * inv_dest[None] - pos_source * inv_source[None, None, :] + mean_diff
+    ) / scale
+    mask = causal_mask(n, tokens.device)
+    return ScoreErrorParts(heads, token_scale * mask, position * mask)

@@ -23,10 +23,19 @@ MAD_j)`` (1.4826 makes the MAD a standard deviation for Gaussian data), and
 
 ``<|endoftext|>`` is left out of the vocabulary: it sits at position 0 of every text (an attention
 sink with a huge content weight), so it is part of no context. If no token stands out (Gaussian
-contributions over 50,256 tokens) ``top`` is about 3.79 (:func:`gaussian_null_score`); we call a
-neuron context-sensitive when ``top[j] >= theta`` with ``theta = 6`` by default, and report the
-whole sweep over ``theta``. The paper's score is on a different scale (about 100 neurons at its
-theta of 5 on GPT-2 Small); only the shape of the sweep compares.
+contributions over the ``N`` scored tokens) ``top`` is the mean of the ``k`` largest of ``N``
+Gaussian ``|z|`` (:func:`gaussian_null_score`: 3.79 for GPT-2's 50,256 tokens, 3.31 for 8,191;
+it grows like ``sqrt(2 ln N)``, slowly). We call a neuron context-sensitive when
+``top[j] >= theta`` with ``theta = 6`` by default, for every model: a z-score is in units of the
+neuron's own spread, so ``theta`` means the same on every model (twenty tokens six ordinary
+spreads out on average), and it stays well above the null for any vocabulary from a few thousand
+to a few hundred thousand tokens. The whole sweep over ``theta`` is reported beside it. The
+paper's score is on a different scale (about 100 neurons at its theta of 5 on GPT-2 Small); only
+the shape of the sweep compares.
+
+**Bounded sets.** ``theta`` can select hundreds or thousands of neurons on a large model. Analyses
+that cost per neuron (evaluation, the gallery's plots, sub-latents) take the :data:`MAX_NEURONS`
+highest-scoring of them (:func:`carried`), and say so (:func:`selection_note`).
 
 **Sub-latents.** A neuron may read two topics at once (the paper's neuron 1621: "war" minus
 "21st century"). :func:`sub_latents` clusters the extended embeddings of a neuron's top tokens,
@@ -55,6 +64,9 @@ TOP_K = 20
 THETA = 6.0
 #: MAD to standard deviation for Gaussian data.
 MAD_TO_SD = 1.4826
+#: At most this many found neurons (the highest-scoring) are carried into the analyses that cost
+#: per neuron: evaluation, the gallery's plots, sub-latents.
+MAX_NEURONS = 200
 
 
 # ----------------------------------------------------------------------------------------------
@@ -111,11 +123,18 @@ def scoring_vocabulary(model: HookedTransformer, exclude=(None,)) -> Bool[Tensor
     return keep
 
 
-def gaussian_null_score(n_tokens: int = 50256, k: int = TOP_K) -> float:
+def gaussian_null_score(n_tokens: int, k: int = TOP_K) -> float:
     """The score of a neuron whose contributions are Gaussian: mean of the k largest ``|z|``.
 
     Uses the expected order statistics ``|z|_(r) ~ Phi^-1(1 - (r - 1/2) / (2 N))``.
+
+    Args:
+        n_tokens: ``N``, the number of tokens scored (the model's vocabulary without
+            ``<|endoftext|>``: ``NeuronScores.n_tokens``).
+        k: the number of extreme tokens averaged.
     """
+    if not 1 <= k <= n_tokens:
+        raise InputError(f"Need 1 <= k <= n_tokens, got k = {k}, n_tokens = {n_tokens}.")
     r = torch.arange(1, k + 1, dtype=torch.float64)
     return float(torch.special.ndtri(1 - (r - 0.5) / (2 * n_tokens)).mean())
 
@@ -147,6 +166,32 @@ class NeuronScores:
 
     def ranking(self) -> list[int]:
         return self.top.argsort(descending=True).tolist()
+
+    @property
+    def n_tokens(self) -> int:
+        """The number of tokens scored (the vocabulary without ``<|endoftext|>``)."""
+        return int(self.vocabulary.sum())
+
+    def null(self) -> float:
+        """:func:`gaussian_null_score` for this vocabulary and ``k``."""
+        return gaussian_null_score(self.n_tokens, self.k)
+
+
+def carried(found, limit: int = MAX_NEURONS) -> list[int]:
+    """The ``limit`` highest-scoring of the found neurons (``found`` is best first)."""
+    if limit < 1:
+        raise InputError(f"limit must be at least 1, got {limit}.")
+    return [int(j) for j in found][:limit]
+
+
+def selection_note(chosen, found) -> str:
+    """How a bounded set relates to all found neurons, for text and tables.
+
+    ``"all 20 found neurons"`` or ``"the 200 highest-scoring of 1234 found neurons"``.
+    """
+    if len(chosen) >= len(found):
+        return f"all {len(found)} found neurons"
+    return f"the {len(chosen)} highest-scoring of {len(found)} found neurons"
 
 
 @torch.no_grad()
@@ -409,12 +454,31 @@ def theta_sweep(
 
 
 def planted_topic_share(truth, neuron, token_ids) -> float:
-    """Fraction of ``token_ids`` that belong to a topic the planted neuron reads (planted only)."""
+    """Fraction of ``token_ids`` that belong to a topic the planted neuron reads (planted only).
+
+    A topic's tokens are the *label half* of its word list (``truth.label_token_ids``), never the
+    half that planted it, when the truth record has the two halves; older records have one list.
+    """
     plan = truth.context_neurons.get(int(neuron))
     if plan is None:
         return float("nan")
+    labels = getattr(truth, "label_token_ids", None) or truth.topic_token_ids
     topic_ids = set()
     for topic in plan["topics"]:
-        topic_ids |= set(truth.topic_token_ids[topic])
+        topic_ids |= set(labels.get(topic, ()))
     token_ids = [int(t) for t in token_ids]
     return sum(t in topic_ids for t in token_ids) / max(len(token_ids), 1)
+
+
+def planted_description(truth, neuron) -> str:
+    """What the planted model planted at a layer-0 neuron (planted truth, for labels): a context
+    neuron's description, a distractor's (a neuron that reads context through another route,
+    which discovery should not return), or ``"not planted"``."""
+    j = int(neuron)
+    plan = truth.context_neurons.get(j)
+    if plan is not None:
+        return plan["description"]
+    distractor = (getattr(truth, "distractor_neurons", None) or {}).get(j)
+    if distractor is not None:
+        return f"distractor: {distractor.get('description', distractor.get('kind', ''))}"
+    return "not planted"

@@ -16,7 +16,12 @@ from transformer_lens import HookedTransformer
 from context_neurons.casestudies import TextActivations
 from context_neurons.checks import check_neurons
 from context_neurons.circuit import ContextualCircuit
-from context_neurons.discovery import NeuronScores, planted_topic_share, token_tables
+from context_neurons.discovery import (
+    NeuronScores,
+    planted_description,
+    planted_topic_share,
+    token_tables,
+)
 
 
 def gallery_table(
@@ -30,9 +35,11 @@ def gallery_table(
     """One row per neuron: score, sign, top and bottom tokens (and the planted plan, if any).
 
     Columns: ``score``, ``direction`` (``+`` when its extreme tokens push it up on balance),
-    ``top tokens``, ``bottom tokens``; on the planted model also ``planted as`` (the planted
-    description, or ``-``) and the share of its ``scores.k`` most extreme tokens (largest
-    ``|z|``, the tokens behind the score) that belong to the topics planted there.
+    ``top tokens``, ``bottom tokens``; on the planted model also ``planted truth`` (the planted
+    description, or ``-``) and ``label-word share``, the share of its ``scores.k`` most extreme
+    tokens (largest ``|z|``, the tokens behind the score) that are label words of the topics
+    planted there (:func:`~context_neurons.discovery.planted_topic_share`: words held out of the
+    planting, never the words that planted the neuron).
     """
     neurons = check_neurons(model, neurons)
     tables = token_tables(circuit, model, neurons, k=max(k, scores.k), scores=scores)
@@ -47,9 +54,8 @@ def gallery_table(
             "bottom tokens": " ".join(table["bottom token"].iloc[:k]),
         }
         if truth is not None:
-            plan = truth.context_neurons.get(j)
-            row["planted as"] = plan["description"] if plan else "-"
-            row["planted-topic share"] = round(
+            row["planted truth"] = planted_description(truth, j)
+            row["label-word share"] = round(
                 planted_topic_share(truth, j, _extreme_ids(table, scores.k)), 2
             )
         rows.append(row)
@@ -90,8 +96,7 @@ def neuron_facts(
         f"tokens push it {push} on balance",
     }
     if truth is not None:
-        plan = truth.context_neurons.get(j)
-        facts["planted as"] = plan["description"] if plan else "not planted"
+        facts["planted truth"] = planted_description(truth, j)
     departure = float(acts.departures()[window, col])
     facts["plotted text"] = (
         f"{code_span(acts.texts.labels[window])} (domain *{acts.texts.domains[window]}*): its "
@@ -117,9 +122,14 @@ def anchor(neuron) -> str:
 
 
 def index_markdown(
-    neurons, scores: NeuronScores, tables: dict[int, pd.DataFrame], extra=None, k: int = 3
+    neurons,
+    scores: NeuronScores,
+    tables: dict[int, pd.DataFrame],
+    extra=None,
+    k: int = 3,
+    linked=None,
 ) -> str:
-    """A Markdown table of all neurons, each linking to its heading on the page.
+    """A Markdown table of all neurons, each with a section linking to its heading on the page.
 
     Args:
         neurons: the neurons, in the order of the rows.
@@ -127,7 +137,9 @@ def index_markdown(
         tables: neuron -> token table (:func:`neurons.token_tables`).
         extra: neuron -> {column: text}, further columns (e.g. what was planted there).
         k: tokens shown per side.
+        linked: the neurons that have a section (default: all); the others are listed unlinked.
     """
+    linked = set(int(j) for j in (neurons if linked is None else linked))
     extra = extra or {}
     columns = list(dict.fromkeys(c for j in neurons for c in extra.get(j, {})))
     head = ["neuron", "score", "top tokens", "bottom tokens", *columns]
@@ -135,7 +147,7 @@ def index_markdown(
     for j in neurons:
         table = tables[j]
         cells = [
-            f'<a href="#{anchor(j)}">{j}</a>',
+            f'<a href="#{anchor(j)}">{j}</a>' if int(j) in linked else str(j),
             f"{float(scores.top[j]):.1f}",
             " ".join(code_span(t, True) for t in table["top token"].iloc[:k]),
             " ".join(code_span(t, True) for t in table["bottom token"].iloc[:k]),

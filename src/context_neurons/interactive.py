@@ -416,13 +416,18 @@ def activation_summary(trace: ActivationTrace | tuple) -> dict[str, float]:
     return {"pearson": pearson, "fvu": fvu, "max |error|": float(np.abs(approx - true).max())}
 
 
-def activation_view(activations_fn: Callable[[str, int], Any], text: str, neuron: int):
-    """Figure and summary table of one neuron along one text."""
+def activation_view(
+    activations_fn: Callable[[str, int], Any], text: str, neuron: int, model_title: str = ""
+):
+    """Figure and summary table of one neuron along one text (``model_title`` in the title)."""
     if not text.strip():
         raise ExplorerError("Type a text first.")
     trace = as_trace(activations_fn(text, neuron))
     summary = pd.DataFrame([activation_summary(trace)], index=pd.Index([neuron], name="neuron"))
-    return plot_activations(trace.tokens, trace.true, trace.approx, neuron), summary.round(3)
+    figure = plot_activations(
+        trace.tokens, trace.true, trace.approx, neuron, model_title=model_title
+    )
+    return figure, summary.round(3)
 
 
 def model_activations_fn(
@@ -459,6 +464,7 @@ def activation_explorer(
     text: str = DEFAULT_TEXT,
     neuron: int | None = None,
     interactive: bool | None = None,
+    model_title: str = "",
 ) -> Explorer:
     """Type a text and see a neuron's true and approximate pre-activation along it.
 
@@ -468,10 +474,11 @@ def activation_explorer(
         neurons: the neurons offered (the first is shown unless ``neuron`` is given).
         text: the text shown first (and the static one).
         interactive: force widgets or the static figure; None decides (:func:`interactive_mode`).
+        model_title: the model's name for the figure's title (``loaded.title``).
     """
     neurons, neuron = _offered(neurons, neuron, "activation_explorer")
     if not interactive_mode(interactive):
-        return static_view(lambda: activation_view(activations_fn, text, neuron))
+        return static_view(lambda: activation_view(activations_fn, text, neuron, model_title))
 
     import ipywidgets as widgets  # optional (the "book" extra): only reached in widget mode
 
@@ -484,7 +491,7 @@ def activation_explorer(
     )
     return widget_panel(
         [[neuron_w], [text_w]],
-        lambda neuron, text: activation_view(activations_fn, text, neuron),
+        lambda neuron, text: activation_view(activations_fn, text, neuron, model_title),
         ["neuron", "text"],
     )
 
@@ -530,10 +537,12 @@ def contribution_frame(contributions: Any, k: int = 15) -> pd.DataFrame:
     )
 
 
-def contribution_view(contributions_fn: Callable[[int], Any], neuron: int, k: int = 15):
+def contribution_view(
+    contributions_fn: Callable[[int], Any], neuron: int, k: int = 15, model_title: str = ""
+):
     """Figure and table of one neuron's top and bottom token contributions."""
     frame = contribution_frame(contributions_fn(neuron), k=k)
-    return plot_contributions(frame, neuron), frame.round(3)
+    return plot_contributions(frame, neuron, model_title=model_title), frame.round(3)
 
 
 def model_contributions_fn(
@@ -563,6 +572,7 @@ def contribution_explorer(
     neuron: int | None = None,
     k: int = 15,
     interactive: bool | None = None,
+    model_title: str = "",
 ) -> Explorer:
     """Pick a neuron and see the tokens whose extended embeddings push it up or down.
 
@@ -572,10 +582,11 @@ def contribution_explorer(
         neurons: the neurons offered (the first is shown unless ``neuron`` is given).
         k: tokens shown on each side.
         interactive: force widgets or the static figure; None decides (:func:`interactive_mode`).
+        model_title: the model's name for the figure's title (``loaded.title``).
     """
     neurons, neuron = _offered(neurons, neuron, "contribution_explorer")
     if not interactive_mode(interactive):
-        return static_view(lambda: contribution_view(contributions_fn, neuron, k))
+        return static_view(lambda: contribution_view(contributions_fn, neuron, k, model_title))
 
     import ipywidgets as widgets  # optional (the "book" extra): only reached in widget mode
 
@@ -585,7 +596,7 @@ def contribution_explorer(
     ]
     return widget_panel(
         [controls],
-        lambda neuron, k: contribution_view(contributions_fn, neuron, k),
+        lambda neuron, k: contribution_view(contributions_fn, neuron, k, model_title),
         ["neuron", "k"],
     )
 

@@ -25,11 +25,21 @@ from context_neurons.casestudies import START, verdict
 from context_neurons.checks import DataError, InputError, check_neurons
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.evaluation import approximator, true_pre_activations
-from context_neurons.text.topics import swap_spellings
+from context_neurons.text.corpora import corpora_dir
+from context_neurons.text.topics import read_gb_us_pairs, swap_spellings
 from context_neurons.text.windows import bos_id, context_length, pad_windows
 
 
 NEAR = 50
+#: The corpora's folder of British and American spelling lists (SCOWL).
+GB_US_WORDLISTS = "wordlists_en_gb_us"
+
+
+def spelling_pairs() -> tuple[list[tuple[str, str]], str]:
+    """``(british, american)`` spelling pairs and their source: the offline corpora's SCOWL lists
+    when the corpora are found, else the short built-in list (``topics.read_gb_us_pairs``)."""
+    corpora = corpora_dir(required=False)
+    return read_gb_us_pairs(corpora / GB_US_WORDLISTS if corpora else None)
 
 
 def length_preserving_pairs(pairs, tokenizer) -> list[tuple[str, str]]:

@@ -73,9 +73,12 @@ def default_position(model: HookedTransformer) -> int:
     return min(PAPER_POSITION, model.cfg.n_ctx - 1)
 
 
-def destinations_for(model: HookedTransformer, candidates=DESTINATIONS) -> tuple[str, ...]:
-    """The destination tokens of ``candidates`` that are one token of the model's tokenizer
-    (``' the'`` first: it defines the kernels)."""
+def single_tokens(model: HookedTransformer, candidates) -> list[str]:
+    """The strings of ``candidates`` that are one token of the model's tokenizer, in order.
+
+    Tokenizers differ (GPT-2's 50k tokens, a small trained model's 8k), so a chapter that names
+    example words keeps only those this model can look up as one token.
+    """
     kept = []
     for token in candidates:
         try:
@@ -83,6 +86,13 @@ def destinations_for(model: HookedTransformer, candidates=DESTINATIONS) -> tuple
         except TokenError:
             continue
         kept.append(token)
+    return kept
+
+
+def destinations_for(model: HookedTransformer, candidates=DESTINATIONS) -> tuple[str, ...]:
+    """The destination tokens of ``candidates`` that are one token of the model's tokenizer
+    (``' the'`` first: it defines the kernels)."""
+    kept = single_tokens(model, candidates)
     if DEFAULT_DESTINATION not in kept or len(kept) < MIN_DESTINATIONS:
         raise TokenError(
             f"The model's tokenizer has only {kept} of the destination tokens {list(candidates)} "
@@ -91,6 +101,48 @@ def destinations_for(model: HookedTransformer, candidates=DESTINATIONS) -> tuple
         )
     return tuple(kept)
 SHAPES = ("slowly decaying", "local", "uniform")
+
+
+def threshold_rules(n: int) -> pd.DataFrame:
+    """The taxonomy's rules at destination ``n``: threshold, unit, and why each transfers.
+
+    A rule transfers to another model when its threshold is stated in units that mean the same
+    thing there: tokens of language, a fraction of the positions the kernel can spread over,
+    standard deviations, or nats of attention logit.
+    """
+    rows = [
+        (
+            "local kernel",
+            f"n_eff < {LOCAL_MAX_N_EFF:g}",
+            "tokens",
+            "a length in tokens of language (about one long sentence), not a fraction of the "
+            "model's context: a previous-token or local head is local in any model",
+        ),
+        (
+            "uniform kernel",
+            f"n_eff > {UNIFORM_MIN_FRACTION:g} x (n + 1) = {UNIFORM_MIN_FRACTION * (n + 1):g}",
+            "positions",
+            "relative to the n + 1 positions the kernel can spread over, so it means 'flat over "
+            "the context' at any n and any context length",
+        ),
+        (
+            "duplicate head",
+            f"self z >= {DUPLICATE_MIN_Z:g}",
+            "standard deviations",
+            "standardised by the spread of the other tokens' log-weights, so it does not depend "
+            "on the scale of the model's attention logits",
+        ),
+        (
+            "contextual head",
+            f"content sd <= {CONTEXTUAL_MAX_CONTENT_SD:g}",
+            "nats",
+            "nats of attention logit: a spread of s nats moves a typical token's weight by a "
+            "factor e^s in any model, so 'weak content dependence' means the same everywhere",
+        ),
+    ]
+    return pd.DataFrame(rows, columns=["rule", "threshold", "unit", "why it transfers"]).set_index(
+        "rule"
+    )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -228,3 +228,21 @@ def test_bad_options_are_refused(toy):
         circuit.bag(torch.zeros(1, 0, dtype=torch.long))
     with pytest.raises(InputError):
         C.build_circuit(model, texts[0], heads=[0, 7])
+
+
+def test_circuit_fit_figure_on_a_log_axis_names_the_model():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from context_neurons.plotting.circuit import plot_circuit_fit
+
+    errors = {"a": torch.full((2, 50), 0.01), "b": torch.full((2, 50), 0.3)}
+    figure = plot_circuit_fit(errors, smooth=5, title="a model")
+    ax = figure.axes[0]
+    assert ax.get_yscale() == "log" and ax.get_title() == "a model"
+    low, high = ax.get_ylim()
+    assert low < 0.01 and high > 0.3  # both errors visible
+    plt.close(figure)
+    assert plot_circuit_fit(errors, log=False).axes[0].get_yscale() == "linear"

@@ -173,3 +173,62 @@ def test_ln_affine_of_a_folded_layernorm_lives_on_the_model_device():
     ln.cfg = type("Cfg", (), {"device": "meta"})()  # a stand-in for a model on another device
     gamma, beta = dec.ln_affine(ln, model.cfg.d_model)
     assert gamma.device.type == "meta" and beta.device.type == "meta"
+
+
+def brute_force_key(model, token: int, position: int) -> torch.Tensor:
+    """``k(t, i) = LN1(W_E[t] + W_pos[i]) W_K + b_K`` from the definition, every head."""
+    x = model.W_E[token] + model.W_pos[position]
+    normed = model.blocks[0].ln1(x[None, None])[0, 0]
+    attn = model.blocks[0].attn
+    return torch.einsum("d,hde->he", normed, attn.W_K) + attn.b_K
+
+
+def brute_force_sigma(model, token: int, position: int) -> float:
+    x = model.W_E[token] + model.W_pos[position]
+    return float(((x - x.mean()) ** 2).mean().add(model.cfg.eps).sqrt())
+
+
+@pytest.mark.parametrize("fold_ln", [False, True])
+def test_score_error_parts_against_the_definitions(fold_ln):
+    """The two parts add up to reconstructed minus exact scores, and each equals its formula
+    evaluated from the definitions (keys through the model's own LayerNorm, sigma from x)."""
+    model, _ = make_small_model(seed=7, fold_ln=fold_ln)
+    gen = torch.Generator().manual_seed(2)
+    tokens = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=gen)
+    reference = torch.randint(0, model.cfg.d_vocab, (50,), generator=gen)
+    heads = [0, model.cfg.n_heads - 1]
+    parts = dec.score_error_parts(model, tokens, heads=heads, reference_tokens=reference)
+    decomposed = dec.decompose_attention(model, tokens, heads=heads, reference_tokens=reference)
+    difference = decomposed.positional_scores + decomposed.content_scores - decomposed.exact_scores
+    torch.testing.assert_close(parts.total(), difference * decomposed.mask, atol=1e-4, rtol=1e-4)
+    assert parts.token_scale[:, torch.arange(len(tokens)), torch.arange(len(tokens))].abs().max() == 0
+    queries = dec.project_exact(model, "Q", tokens)[:, heads]
+    gamma, _ = dec.ln_affine(model.blocks[0].ln1, model.cfg.d_model)
+    scale = model.cfg.d_head**0.5
+    for n, i in [(5, 0), (model.cfg.n_ctx - 1, 3), (17, 16)]:
+        t = int(tokens[i])
+        key_e = torch.einsum(  # K_E[t] = (gamma * centred W_E[t]) W_K
+            "d,hde->he", gamma * dec.centred(model.W_E[t]), model.blocks[0].attn.W_K
+        )[heads]
+        expected_token = (queries[n] * key_e).sum(-1) / scale * (
+            1 / brute_force_sigma(model, t, n) - 1 / brute_force_sigma(model, t, i)
+        )
+        torch.testing.assert_close(parts.token_scale[:, n, i], expected_token, atol=1e-4, rtol=1e-3)
+        mean_key = lambda p: torch.stack([brute_force_key(model, int(r), p) for r in reference]).mean(0)  # noqa: E731
+        recon = brute_force_key(model, t, n) + mean_key(i) - mean_key(n)
+        total = (queries[n] * (recon - brute_force_key(model, t, i))[heads]).sum(-1) / scale
+        torch.testing.assert_close(parts.total()[:, n, i], total, atol=1e-4, rtol=1e-3)
+
+
+def test_scale_change_from_the_residual_std(small_model):
+    tokens = torch.tensor([3, 3, 17, 40])
+    n = 12
+    change = dec.scale_change(small_model, tokens, n)
+    assert change.shape == (4, n + 1)
+    for row, t in enumerate(tokens.tolist()):
+        for i in (0, 5, n):
+            expected = abs(1 - brute_force_sigma(small_model, t, n) / brute_force_sigma(small_model, t, i))
+            assert float(change[row, i]) == pytest.approx(expected, abs=1e-6)
+    table = dec.scale_change_by_distance(small_model, tokens, n, distances=(1, 5, 100))
+    assert list(table.index) == [1, 5] and list(table.columns) == ["median", "90th percentile"]
+    assert table.loc[5, "median"] == pytest.approx(float(change[:, n - 5].quantile(0.5)), abs=1e-6)

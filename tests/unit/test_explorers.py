@@ -314,3 +314,38 @@ def test_model_contributions_fn_names_tokens():
     series = fn(2)
     assert series.index.tolist() == ["<1>", "<2>", "<3>", "<4>", "<5>", "<0>"]
     assert series.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+
+
+def test_explorers_name_the_model_in_their_titles():
+    """Every figure names its model (issue 14): the explorers put ``model_title`` in the title,
+    in the static view and after a widget update."""
+    def contributions_fn(neuron):
+        return pd.Series(np.arange(10.0), index=[f" t{i}" for i in range(10)])
+
+    static = ex.contribution_explorer(
+        contributions_fn, [300], k=3, interactive=False, model_title="planted model (seed 0)"
+    )
+    assert "planted model (seed 0)" in static.figure._suptitle.get_text()
+    plain = ex.contribution_explorer(contributions_fn, [300], k=3, interactive=False)
+    assert plain.figure._suptitle.get_text() == "layer-0 neuron 300: contribution e(t) . w"
+    live = ex.activation_explorer(
+        fake_activations, [300, 704], text="x y", interactive=True, model_title="GPT-2 Small"
+    )
+    live.widget.children[0].value = 704
+    assert live.figure.axes[0].get_title() == "layer-0 neuron 704 (GPT-2 Small)"
+
+
+def test_domain_profile_colour_scale_is_robust():
+    """One extreme neuron saturates instead of washing out the others (Figure 5.3)."""
+    from context_neurons.plotting.discovery import plot_domain_profile, robust_limit
+
+    values = np.array([[0.5, -0.4, 0.2], [0.3, 0.1, -0.6], [40.0, 0.0, 0.1]])
+    profile = pd.DataFrame(values, index=[1, 2, 3], columns=["a", "b", "c"])
+    limit = robust_limit(values)
+    assert limit == pytest.approx(np.quantile(np.abs(values), 0.95))
+    assert limit < 40.0 and limit > 0.5
+    figure = plot_domain_profile(profile, title="planted model (seed 0)")
+    image = figure.axes[0].get_images()[0]
+    assert image.get_clim() == pytest.approx((-limit, limit))
+    assert figure.axes[0].get_title() == "planted model (seed 0)"
+    assert robust_limit(np.zeros((2, 2))) == 1.0

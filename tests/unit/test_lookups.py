@@ -14,10 +14,8 @@ from context_neurons.lookups import explainers as ex
 from context_neurons import lookups as lk
 from context_neurons.checks import (
     DataError,
-    InputError,
     OutOfRangeError,
     TokenError,
-    as_index,
     check_layer,
     check_layer_neuron,
     check_upstream_head,
@@ -697,3 +695,180 @@ def test_main_job_recovers_the_planted_lookups(planted, recovered):
         # The same computation as the chapter's: the same numbers.
         evaluation = found[(truth["layer"], truth["neuron"])].evaluation
         assert result["balanced_accuracy"] == round(evaluation["balanced_accuracy"], 3)
+
+
+# ----------------------------------------------------------------------------------------------
+# Batched computations equal the one-at-a-time ones (issue 15: look-ups at depth)
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deep_toy():
+    """A 4-layer toy model with unfolded LayerNorms (ln2's weight and bias both matter)."""
+    from context_neurons.models.toy import make_small_model
+
+    model = make_small_model(seed=3, n_layers=4, n_ctx=40)[0]
+    gen = torch.Generator().manual_seed(0)
+    lengths = (7, 12, 3, 25, 18, 9)
+    sequences = [torch.randint(0, model.cfg.d_vocab, (n,), generator=gen) for n in lengths]
+    return model, sequences
+
+
+def test_attribute_layers_one_pass_matches_run_with_cache(deep_toy):
+    """Neurons of two layers from one pass: every head term, the MLP terms and the mean hook_z
+    equal a reference computed from run_with_cache, and the parts sum to hook_pre."""
+    model, sequences = deep_toy
+    neurons = {3: [5, 0], 1: [7]}
+    mean_z: dict = {}
+    found = lk.attribute_layers(model, sequences, neurons, batch_size=4, mean_z=mean_z)
+    assert set(found) == {(3, 5), (3, 0), (1, 7)}
+    batch, lengths = lk.as_batch(model, sequences)
+    _, cache = model.run_with_cache(batch)
+    real = torch.arange(batch.shape[1])[None] < lengths[:, None]
+    for (layer, neuron), attribution in found.items():
+        v = model.blocks[layer].ln2.w * model.W_in[layer][:, neuron]
+        v = v - v.mean()
+        scale = cache[f"blocks.{layer}.ln2.hook_scale"][..., 0]
+        heads = (
+            torch.stack(
+                [
+                    torch.einsum("bphe,hed->bphd", cache[f"blocks.{l}.attn.hook_z"], model.W_O[l])
+                    @ v
+                    for l in range(layer + 1)
+                ],
+                dim=2,
+            )
+            / scale[..., None, None]
+        )
+        mlp = [cache[f"blocks.{l}.hook_mlp_out"] @ v / scale for l in range(layer)]
+        pre = cache[f"blocks.{layer}.mlp.hook_pre"][..., neuron]
+        assert attribution.heads.shape == (len(sequences), batch.shape[1], layer + 1, 4)
+        torch.testing.assert_close(attribution.heads[real], heads[real], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            attribution.mlp[real], torch.stack(mlp, -1)[real], atol=1e-5, rtol=1e-4
+        )
+        torch.testing.assert_close(attribution.pre[real], pre[real], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(attribution.total()[real], pre[real], atol=1e-4, rtol=1e-4)
+        z = torch.stack([cache[f"blocks.{l}.attn.hook_z"] for l in range(layer + 1)])
+        torch.testing.assert_close(mean_z[layer], z[:, real].mean(1), atol=1e-6, rtol=1e-5)
+
+
+def test_scan_pool_reads_every_layer_in_one_pass_per_batch(monkeypatch, deep_toy):
+    """Neurons of three layers cost one forward pass per batch of windows, not one per layer."""
+    from context_neurons.lookups import attribution as attribution_module
+
+    model, sequences = deep_toy
+    calls = []
+    real_run = attribution_module.run_until
+
+    def counting(model_, tokens, stop, *args, **kwargs):
+        calls.append(stop)
+        return real_run(model_, tokens, stop, *args, **kwargs)
+
+    monkeypatch.setattr(attribution_module, "run_until", counting)
+    labels = [f"toy|doc:{i}" for i in range(len(sequences))]
+    pool = lk.scan_pool(model, sequences, labels, [(1, 2), (3, 4), (2, 9)], batch_size=4)
+    assert calls == ["blocks.3.mlp.hook_pre"] * 2  # 6 windows, batches of 4
+    assert set(pool.attributions) == {(1, 2), (3, 4), (2, 9)} and set(pool.mean_z) == {1, 2, 3}
+    one = lk.attribute_neuron(model, sequences, 2, 9)
+    torch.testing.assert_close(pool.attributions[(2, 9)].heads, one.heads, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_batched_ablation_equals_one_head_at_a_time(deep_toy, mode):
+    """ablation_drops (prompts tiled per head, several heads per pass) equals ablating one head per
+    forward pass of the full model, for every upstream head."""
+    model, sequences = deep_toy
+    layer, neuron = 3, 11
+    heads = [(l, h) for l in range(layer + 1) for h in range(model.cfg.n_heads)]
+    mean_z = torch.randn(layer + 1, model.cfg.n_heads, model.cfg.d_head) if mode == "mean" else None
+    drops = lk.ablation_drops(
+        model, sequences, layer, neuron, heads=heads, mode=mode, mean_z=mean_z, batch_size=20
+    )
+    assert drops.shape == (len(sequences), len(heads))
+    batch, lengths = lk.as_batch(model, sequences)
+    rows, hook_pre = torch.arange(len(sequences)), f"blocks.{layer}.mlp.hook_pre"
+
+    def final_pre(hooks):  # the old way: the full model, one forward pass per ablated head
+        with model.hooks(fwd_hooks=hooks):
+            _, cache = model.run_with_cache(batch, names_filter=hook_pre)
+        return cache[hook_pre][rows, lengths - 1, neuron]
+
+    clean = final_pre([])
+    for k, (l, h) in enumerate(heads):
+
+        def ablate(z, hook, h=h, l=l):
+            z[:, :, h] = 0.0 if mean_z is None else mean_z[l, h]
+            return z
+
+        expected = clean - final_pre([(f"blocks.{l}.attn.hook_z", ablate)])
+        torch.testing.assert_close(drops[:, k], expected, atol=1e-5, rtol=1e-4)
+    assert drops.abs().max() > 1e-2  # the heads matter (a thousand times the tolerance)
+
+
+def test_batched_truncation_equals_one_suffix_at_a_time(deep_toy):
+    """truncate_prompts (all prompts' suffixes in shared batches, doubling groups) keeps exactly
+    the suffix a one-suffix-per-pass loop keeps, and returns non-firing prompts apart."""
+    model, sequences = deep_toy
+    layer = 3
+    finals = torch.stack(
+        [
+            lk.neuron_activations(model, t, layer, list(range(model.cfg.d_mlp)))[0, -1]
+            for t in sequences
+        ]
+    )
+    neuron = int(((finals > 0).any(0) & (finals <= 0).any(0)).nonzero()[0])  # fires on some
+
+    def final(tokens):
+        return float(lk.neuron_activations(model, tokens, layer, neuron)[0, -1, 0])
+
+    expected, silent = [], []
+    for tokens in sequences:
+        full = final(tokens)
+        if full <= 0:
+            silent.append(tokens)
+            continue
+        n = len(tokens) - 1
+        s = next(
+            s for s in range(n, 0, -1) if final(torch.cat([tokens[:1], tokens[s:]])) >= 0.8 * full
+        )
+        expected.append((torch.cat([tokens[:1], tokens[s:]]), full))
+    assert expected and silent, "the toy prompts should include both cases"
+    truncated, not_firing = lk.truncate_prompts(model, sequences, layer, neuron, chunk=2)
+    assert len(truncated) == len(expected) and len(not_firing) == len(silent)
+    for got, (tokens, full) in zip(truncated, expected):
+        assert torch.equal(got.tokens, tokens)
+        assert got.full_activation == pytest.approx(full, abs=1e-5)
+        assert got.activation == pytest.approx(final(tokens), abs=1e-5)
+    for got, tokens in zip(not_firing, silent):
+        assert torch.equal(got.tokens, tokens) and got.full_activation <= 0
+    with pytest.raises(lk.NotFiring, match="<= 0"):
+        lk.truncate_prompt(model, silent[0], layer, neuron)
+
+
+def test_final_activations_packs_any_lengths(deep_toy):
+    model, sequences = deep_toy
+    got = lk.final_activations(model, sequences, 2, 3, tokens_per_pass=30)
+    for value, tokens in zip(got.tolist(), sequences):
+        alone = float(lk.neuron_activations(model, tokens, 2, 3)[0, -1, 0])
+        assert value == pytest.approx(alone, abs=1e-5)
+
+
+def test_examine_neuron_skips_prompts_where_the_neuron_is_silent(planted):
+    """A pool with few windows of the neuron's topic: the prompts where it does not fire are
+    skipped and counted, not raised; a neuron that never fires raises NotFiring."""
+    model = planted.model
+    plan = next(d for d in planted.truth.lookups if d["topic"] == "religion")
+    windows, labels = lk.lookup_windows(model.tokenizer, ("bible", "legal"), per_domain=3)
+    more, more_labels = lk.lookup_windows(model.tokenizer, ("legal",), per_domain=20)
+    pool = lk.scan_pool(model, windows + more, labels + more_labels, [(1, plan["neuron"])])
+    firing = lk.firing_windows(pool, 1, plan["neuron"])
+    assert 0 < firing < 10
+    lookup = lk.examine_neuron(model, 1, plan["neuron"], pool, n_prompts=10)
+    assert len(lookup.prompts) + lookup.skipped == 10 and lookup.skipped >= 10 - firing
+    assert all(p.activation > 0 for p in lookup.prompts)
+    assert (plan["layer"], plan["head"]) in lookup.ablated  # the top head is always ablated
+    silent_pool = lk.scan_pool(model, more, more_labels, [(1, plan["neuron"])])
+    if lk.firing_windows(silent_pool, 1, plan["neuron"]) == 0:
+        with pytest.raises(lk.NotFiring, match="never"):
+            lk.examine_neuron(model, 1, plan["neuron"], silent_pool)

@@ -144,3 +144,42 @@ def test_gpt2_loads_from_an_offline_hugging_face_cache(tmp_path):
     hf_model = GPT2LMHeadModel.from_pretrained(snapshot).eval()
     expected = hf_model(torch.tensor([[50256, 15496, 995]])).logits[0, -1].log_softmax(-1)[0]
     assert report["logit"] == pytest.approx(float(expected), abs=2e-4)
+
+
+def test_gpt2_medium_shape_runs_the_layer0_method(tmp_path):
+    """GPT-2 Medium's configuration (24 layers, 16 heads, d_model 1024, d_mlp 4096), seeded random
+    weights, through the loader ``--model gpt2-medium`` uses: the layer-0 sections take every size
+    from the model (16 heads classified, 4096 neurons scored, the approximation evaluated)."""
+    from context_neurons import circuit as cc
+    from context_neurons import decomposition as dec
+    from context_neurons import discovery as disc
+    from context_neurons import evaluation as ev
+    from context_neurons import taxonomy as tx
+    from context_neurons.hooks import run_until
+    from context_neurons.text.windows import calibration_tokens
+
+    path = save_gpt2_shaped_checkpoint(
+        tmp_path / "gpt2-medium-shaped", seed=3, n_layer=24, n_embd=1024, n_head=16
+    )
+    loaded = load_model("gpt2-medium", weights=path, device="cpu")
+    model = loaded.model
+    cfg = model.cfg
+    assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_mlp) == (24, 16, 1024, 4096)
+    assert "GPT-2 Medium" in loaded.banner()
+    taxonomy = tx.classify_heads(model)
+    assert taxonomy.heads == list(range(16))
+    assert sorted(h for g in taxonomy.groups.values() for h in g) == list(range(16))
+    # the decomposition's exact pattern is the model's own (hook), and its TV is a distance
+    tokens = calibration_tokens(model.tokenizer)[:200].to(cfg.device)
+    parts = dec.decompose_attention(model, tokens, heads=[0, 15])
+    hook = "blocks.0.attn.hook_pattern"
+    pattern = run_until(model, tokens[None], hook)[hook][0, [0, 15]]
+    torch.testing.assert_close(parts.exact_pattern(), pattern, atol=1e-5, rtol=1e-4)
+    tv = parts.tv_distance()
+    assert tv.shape == (2, 200) and float(tv.min()) >= 0 and float(tv.max()) <= 1
+    circuit = cc.build_circuit(model, "prose", [0, 15])  # two heads named, not the paper's
+    scores = disc.score_neurons(circuit, model)
+    assert scores.top.shape == (4096,) and bool(torch.isfinite(scores.top).all())
+    windows = [calibration_tokens(model.tokenizer)[:300]]
+    result = ev.evaluate(circuit, model, windows, [0, 4095])
+    assert result.pearson.shape == (1, 2) and bool(torch.isfinite(result.pearson).all())

@@ -252,3 +252,81 @@ def test_main_job_rows(planted, windows):
     assert all(0 < se[h] < cv[h] for h in cv)  # 40 texts: a few per cent of the CV, not zero
     # The paper column holds only paper values: the prediction is ours, not the paper's.
     assert rows["denominator_cv_predicted"].paper == rows["denominator_cv_se"].paper == ""
+
+
+def test_weighted_sum_cumulants_by_enumeration():
+    """Variance, third moment and fourth cumulant of a two-term weighted sum, against the exact
+    distribution enumerated over every pair of values."""
+    values, probs = discrete_distribution(5, seed=4)
+    kernel = torch.tensor([0.3, 0.7], dtype=torch.float64)
+    sums = kernel[0] * values[:, None] + kernel[1] * values[None, :]
+    weights = probs[:, None] * probs[None, :]
+    centred = sums - (weights * sums).sum()
+    variance = float((weights * centred**2).sum())
+    third = float((weights * centred**3).sum())
+    kappa4 = float((weights * centred**4).sum()) - 3 * variance**2
+    got = st.weighted_sum_cumulants(kernel, values, probs)
+    assert got == pytest.approx((variance, third, kappa4), rel=1e-10, abs=1e-14)
+
+
+@pytest.mark.parametrize("skewed", [False, True])
+def test_cv_standard_error_matches_repeated_estimates(skewed):
+    """The delta-method standard error of a CV against the spread of 3000 CV estimates."""
+    gen = torch.Generator().manual_seed(5)
+    if skewed:  # a heavy right tail, as content weights have
+        values = torch.tensor([0.5, 1.0, 2.0, 12.0], dtype=torch.float64)
+        probs = torch.tensor([0.4, 0.4, 0.19, 0.01], dtype=torch.float64)
+    else:
+        values, probs = discrete_distribution(6, seed=1)
+    n_samples, repeats = 400, 3000
+    draws = torch.multinomial(probs, repeats * n_samples, replacement=True, generator=gen)
+    samples = values[draws.view(repeats, n_samples)]
+    estimates = samples.std(-1) / samples.mean(-1)
+    mean = float((probs * values).sum())
+    variance, third, kappa4 = st.weighted_sum_cumulants(torch.ones(1, dtype=torch.float64), values, probs)
+    se = st.cv_standard_error(mean, variance, third, kappa4, n_samples)
+    assert se == pytest.approx(float(estimates.std()), rel=0.1)
+    with pytest.raises(ValueError, match="positive variance"):
+        st.cv_standard_error(1.0, 0.0, 0.0, 0.0, 10)
+
+
+def test_simulated_cv_standard_error_covers_the_simulation(study):
+    """The study's i.i.d. CV agrees with the prediction within five of its standard errors, for
+    every head, and the standard error shrinks as 1 / sqrt(N)."""
+    for head in study.heads:
+        se = study.simulated_cv_standard_error(head, 4000)
+        cv = st.coefficient_of_variation(study.simulate(head, n_samples=4000, seed=2))
+        assert abs(cv - study.predicted_cv(head)) < 5 * se, head
+        assert study.simulated_cv_standard_error(head, 16000) == pytest.approx(se / 2, rel=1e-9)
+
+
+def test_denominators_over_positions_equal_log_denominators_text_by_text(planted, windows):
+    model = planted.model
+    texts = [w[:400] for w in windows[0][:5]]
+    positions, log_d = st.denominators_over_positions(model, texts, heads=[0, 3, 6], stride=7, chunk=2)
+    assert positions.tolist() == list(range(0, 400, 7))
+    for k, text in enumerate(texts):
+        expected = st.log_denominators(model, text, heads=[0, 3, 6], positions=positions)
+        torch.testing.assert_close(log_d[k], expected.cpu(), atol=2e-5, rtol=1e-5)
+
+
+def test_most_frequent_tokens(study):
+    top = study.most_frequent(5)
+    order = torch.argsort(study.probs, descending=True)[:5]
+    assert top.tolist() == study.token_ids[order].tolist()
+    assert float(study.probs[torch.isin(study.token_ids, top)].min()) >= float(
+        study.probs[~torch.isin(study.token_ids, top)].max()
+    )
+    with pytest.raises(InputError, match="k must be between"):
+        study.most_frequent(0)
+
+
+def test_denominators_per_text_figure_has_one_point_per_text(study):
+    from context_neurons.plotting.stability import plot_denominators_per_text
+
+    figure = plot_denominators_per_text(study, [0, 3], title="a model")
+    visible = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(visible) == 2
+    assert len(visible[0].collections[0].get_offsets()) == len(study.labels)
+    assert figure._suptitle.get_text() == "a model"
+    plt.close(figure)

@@ -14,7 +14,7 @@ import torch
 
 from context_neurons import taxonomy as tx
 from context_neurons.checks import InputError
-from context_neurons.plotting.taxonomy import plot_head_map, plot_kernel_shapes
+from context_neurons.plotting.taxonomy import panel_range, plot_head_map, plot_kernel_shapes
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_kernel_shape_figure_for_short_contexts_and_empty_groups(n):
         figure = plot_kernel_shapes(patterns, [0, 1, 2], shapes)
     slow, local, uniform = figure.axes
     assert len(local.lines) == 2 and len(slow.lines) == 1 and not uniform.lines
-    assert len(slow.lines[0].get_xdata()) == min(200, n) + 1
+    assert len(slow.lines[0].get_xdata()) == panel_range(patterns[[2]]) + 1
     assert "no head" in uniform.texts[0].get_text()
     plt.close(figure)
 
@@ -196,3 +196,31 @@ def test_main_job_rows(planted):
     assert rows["head_groups"].value["duplicate"] == [1, 5]
     assert set(rows["n_eff"].value) == set(range(12))
     assert rows["n_eff"].value[3] < 2 < 40 < rows["n_eff"].value[0] < 60
+
+
+def test_kernel_panels_reach_the_widest_kernel():
+    """Figure 2's panels reach back as far as their widest kernel needs (a local kernel of decay
+    length 15 was cut at 30 tokens once)."""
+    from context_neurons.plotting.taxonomy import MIN_PANEL_RANGE, panel_range
+
+    n = 500
+    distance = torch.arange(n + 1, dtype=torch.float64).flip(0)
+    rows = [torch.exp(-distance / w) for w in (0.6, 15.0)]
+    patterns = torch.stack([r / r.sum() for r in rows])
+    reach = panel_range(patterns)
+    assert float(patterns[1].flip(0)[: reach + 1].sum()) >= 0.99
+    assert reach < 150  # not the whole context
+    assert panel_range(patterns[:1]) == MIN_PANEL_RANGE
+    figure = plot_kernel_shapes(patterns, [3, 5], {3: "local", 5: "local"}, title="a model")
+    assert figure.axes[1].lines[1].get_xdata()[-1] == reach
+    assert figure._suptitle.get_text() == "a model"
+    plt.close(figure)
+
+
+def test_single_tokens_and_the_rules_table(planted):
+    kept = tx.single_tokens(planted.model, [" the", " xqzzyv", " war"])
+    assert kept == [" the", " war"]
+    rules = tx.threshold_rules(500)
+    assert list(rules.index) == ["local kernel", "uniform kernel", "duplicate head", "contextual head"]
+    assert "250.5" in rules.loc["uniform kernel", "threshold"]
+    assert rules["why it transfers"].str.len().min() > 40

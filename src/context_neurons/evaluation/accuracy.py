@@ -142,8 +142,9 @@ def evaluate(
         start: first position evaluated.
         progress: show a progress bar.
         truth_cache: a dict in which true pre-activations are kept per batch (keyed by the
-            batch's tokens and the neurons), so that several circuits, denominators or start
-            positions can be evaluated against one model run.
+            batch's tokens and the neurons, held on the CPU and moved to the model's device one
+            batch at a time), so that several circuits, denominators or start positions can be
+            evaluated against one model run.
         denominators: ``"per_position"`` or ``"median"`` (:func:`approximator`).
     """
     _check_windows(windows, start)
@@ -210,11 +211,11 @@ def _evaluate_with(
         tokens = check_tokens(model, tokens)
         key = (tuple(neurons), tuple(tokens.shape), hash(tokens.cpu().numpy().tobytes()))
         if truth_cache is not None and key in truth_cache:
-            true = truth_cache[key]
+            true = truth_cache[key].to(tokens.device)
         else:
             true = true_pre_activations(model, tokens, neurons)
-            if truth_cache is not None:
-                truth_cache[key] = true
+            if truth_cache is not None:  # kept on the CPU: ~4 MB per neuron per 1000 texts
+                truth_cache[key] = true.cpu()
         mask = position_mask(tokens, lengths, start)
         for name, values in _measures(true, approx_fn.terms(tokens), mask).items():
             out[name].append(values)
@@ -301,15 +302,14 @@ def activation_curves(
     return curves
 
 
+#: The per-pair measures of :meth:`Evaluation.select`, by name.
+PAIR_MEASURES = ("median r", "median FVU", "context share", "context r", "context FVU")
+
+
 def _pair_measures(ev: Evaluation) -> dict[str, Float[Tensor, "n_texts n_neurons"]]:
     """The per-pair measures of an evaluation, by the names :meth:`Evaluation.select` uses."""
-    return {
-        "median r": ev.pearson,
-        "median FVU": ev.fvu,
-        "context share": ev.context_share,
-        "context r": ev.context_pearson,
-        "context FVU": ev.context_fvu,
-    }
+    values = (ev.pearson, ev.fvu, ev.context_share, ev.context_pearson, ev.context_fvu)
+    return dict(zip(PAIR_MEASURES, values))
 
 
 def position_mask(

@@ -3,6 +3,8 @@ and which neurons are quiet on it (chapter 6)."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import torch
 from jaxtyping import Int
@@ -11,7 +13,12 @@ from transformer_lens import HookedTransformer
 
 from context_neurons.checks import check_neurons
 from context_neurons.circuit import ContextualCircuit, get_circuit
-from context_neurons.evaluation.accuracy import Evaluation, _pair_measures, evaluate_sets
+from context_neurons.evaluation.accuracy import (
+    PAIR_MEASURES,
+    Evaluation,
+    _pair_measures,
+    evaluate_sets,
+)
 from context_neurons.evaluation.approximation import (
     DENOMINATORS,
     START,
@@ -104,68 +111,97 @@ def silent_on_calibration(
 
     Without ``evaluations``: the largest true pre-activation on the calibration text only. With
     them (:func:`evaluate_sets` on named sets of texts, domains say, for the same neurons): its
-    largest pre-activation on each set, the set where it is largest, and a relative criterion.
-    Outputs are the MLP's activation function (GELU) of the pre-activations. A neuron is
+    largest pre-activation on each set, the set where it is largest, and a relative criterion on
+    the outputs, the MLP's activation function (GELU) of the pre-activations. A neuron is
     ``quiet on calibration`` when its largest output on the calibration text is below ``quiet``
-    times its largest output on its best set, and that output is at least ``strong``: it is
-    (nearly) silent on the text that calibrates the circuit, yet fires strongly in its domain.
+    times its largest output on its best set, and that output is at least ``strong``: it is much
+    quieter on the text that calibrates the circuit than in its domain, where it fires strongly.
+    Quiet is relative: ``fires clearly on calibration`` says where the largest output on the
+    calibration text still reaches ``strong``.
+
+    Every column names its unit: ``pre-activation`` (before the MLP's activation function) or
+    ``output`` (after it).
 
     Returns:
-        A DataFrame, rows neurons: ``max on calibration text`` (pre-activation), then with
-        ``evaluations`` the ``max on <set>`` columns, ``best set``, ``max on best set``,
-        ``output ratio`` (calibration over best set, after GELU) and ``quiet on calibration``.
+        A DataFrame, rows neurons: ``max pre-activation, calibration text``, then with
+        ``evaluations`` the ``max pre-activation, <set>`` columns, ``best set``, ``max
+        pre-activation, best set``, ``max output, calibration text``, ``max output, best set``,
+        ``output ratio`` (calibration over best set), ``quiet on calibration`` and ``fires
+        clearly on calibration``.
     """
     neurons = check_neurons(model, neurons)
     tokens = circuit.calibration.tokens
     pre = true_pre_activations(model, tokens[None], neurons)[0, START:]
+    calibration = "max pre-activation, calibration text"
     table = pd.DataFrame(
-        {"max on calibration text": pre.max(0).values.cpu().tolist()},
+        {calibration: pre.max(0).values.cpu().tolist()},
         index=pd.Index(neurons, name="neuron"),
     )
     if not evaluations:
         return table
+    prefix = "max pre-activation, "
     for name, ev in evaluations.items():
         if ev.neurons != neurons:
             raise EvaluationError(
                 f"The evaluation of {name!r} is of neurons {ev.neurons[:5]}..., not of the "
                 f"neurons asked for: evaluate every set with the same neurons."
             )
-        table[f"max on {name}"] = ev.true_max.max(0).values.tolist()
-    per_set = table[[f"max on {name}" for name in evaluations]]
-    table["best set"] = per_set.idxmax(axis=1).str.removeprefix("max on ")
-    table["max on best set"] = per_set.max(axis=1)
+        table[prefix + name] = ev.true_max.max(0).values.tolist()
+    per_set = table[[prefix + name for name in evaluations]]
+    table["best set"] = per_set.idxmax(axis=1).str.removeprefix(prefix)
+    table[prefix + "best set"] = per_set.max(axis=1)
     act = model.blocks[0].mlp.act_fn
-    calib_out = act(torch.tensor(table["max on calibration text"].to_numpy()))
-    best_out = act(torch.tensor(table["max on best set"].to_numpy()))
+    calib_out = act(torch.tensor(table[calibration].to_numpy()))
+    best_out = act(torch.tensor(table[prefix + "best set"].to_numpy()))
+    table["max output, calibration text"] = calib_out.tolist()
+    table["max output, best set"] = best_out.tolist()
     table["output ratio"] = (calib_out / best_out).tolist()
     table["quiet on calibration"] = ((calib_out < quiet * best_out) & (best_out >= strong)).tolist()
+    table["fires clearly on calibration"] = (calib_out >= strong).tolist()
     return table
 
 
-def matched_domains(evaluations: dict[str, Evaluation]) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Each neuron on the texts of its own domain: the set where its mean pre-activation is highest.
+def matched_domains(
+    evaluations: dict[str, Evaluation], domains: dict[int, str | None]
+) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Each neuron on the texts of its own domain, the domain chosen beforehand from its weights.
+
+    The own domain must not be chosen on the outcome (e.g. the set where the neuron's mean
+    activation is highest): give it from the weights
+    (:func:`context_neurons.casestudies.domain_from_weights`). Neurons whose domain is ``None``
+    (their tokens suggest no domain) or not among the sets are left out of the pooled medians.
 
     Args:
         evaluations: :func:`evaluate_sets` on named sets of texts (domains), same neurons.
+        domains: neuron -> its own domain (a name of ``evaluations``) or ``None``.
 
     Returns:
-        A per-neuron DataFrame (``domain`` and the medians of :meth:`Evaluation.select` over that
-        domain's texts), and the medians over all matched neuron-text pairs pooled.
+        A per-neuron DataFrame (``domain``, and the medians of :meth:`Evaluation.select` over that
+        domain's texts; NaN without a domain), and the medians over all matched neuron-text pairs
+        pooled (NaN when no neuron has a domain).
     """
     if not evaluations:
         raise EvaluationError("No evaluations: give at least one named set of texts.")
     names = list(evaluations)
-    means = torch.stack([evaluations[name].true_mean.mean(0) for name in names])  # [set, neuron]
-    best = means.argmax(0).tolist()
     neurons = evaluations[names[0]].neurons
     rows, pooled = {}, {}
-    for k, (neuron, b) in enumerate(zip(neurons, best)):
-        ev = evaluations[names[b]]
+    for k, neuron in enumerate(neurons):
+        domain = domains.get(neuron)
+        if domain is None or domain not in evaluations:
+            rows[neuron] = {"domain": None}
+            continue
+        ev = evaluations[domain]
         pairs = torch.zeros_like(ev.pearson, dtype=torch.bool)
         pairs[:, k] = True
-        rows[neuron] = {"domain": names[b], **ev.select(pairs)}
+        rows[neuron] = {"domain": domain, **ev.select(pairs)}
         for measure, values in _pair_measures(ev).items():
             pooled.setdefault(measure, []).append(values[:, k])
-    table = pd.DataFrame(rows).T
+    table = pd.DataFrame(rows).T.reindex(columns=["domain", *PAIR_MEASURES])
     table.index.name = "neuron"
-    return table, {m: float(torch.cat(v).nanmedian()) for m, v in pooled.items()}
+    table = table.astype({name: float for name in PAIR_MEASURES})
+    table["domain"] = pd.Series({n: rows[n]["domain"] for n in table.index}, dtype=object)
+    medians = {
+        measure: float(torch.cat(pooled[measure]).nanmedian()) if measure in pooled else math.nan
+        for measure in PAIR_MEASURES
+    }
+    return table, medians

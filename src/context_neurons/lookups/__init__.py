@@ -15,20 +15,24 @@ neuron that predicts one token in that context. The method has four steps:
    ``ln_final`` its weight multiplies first). The score is ``(max - mean) / std`` of that vector
    over the vocabulary (scale-free: the frozen scale only sets the units of the logit column); we
    also report the gap between the top two tokens in the same units.
-2. **Activating prompts** (:func:`top_activating_prompts`, :func:`truncate_prompt`). Batched
-   forward passes over windows of the domain texts (:func:`lookup_windows`), reading
-   ``blocks.{l}.mlp.hook_pre``; the
-   best prompt of each window ends at its most activating token and is truncated to its shortest
-   suffix (after ``<|endoftext|>``) that keeps at least 80% of the pre-activation at that token,
-   checked by running the suffixes through the model, shortest first.
+2. **Activating prompts** (:func:`top_activating_prompts`, :func:`truncate_prompts`). One
+   batched scan of the windows of the domain texts (:func:`lookup_windows`, :func:`scan_pool`)
+   reads ``blocks.{l}.mlp.hook_pre``; the best prompt of each window ends at its most activating
+   token and is truncated to its shortest suffix (after ``<|endoftext|>``) that keeps at least
+   80% of the pre-activation at that token, checked by running the suffixes through the model,
+   shortest first, all prompts' suffixes in shared batches (:func:`final_activations`). Prompts
+   on which the neuron does not fire are skipped and counted (:class:`NotFiring` for one).
 3. **Responsible heads** (:func:`attribute_neuron`). The pre-activation is linear in the residual
    stream once ``ln2``'s scale is fixed at its *actual* value at that position, so it splits
    exactly into one term per upstream head (``hook_z @ W_O`` dotted with the centred, ``ln2``-
    weighted ``W_in[:, j]``, over the scale) plus the parts we do not attribute: token and position
    embeddings, earlier MLP outputs (with their biases) and biases (attention output biases,
    ``ln2``'s bias and ``b_in``). The sum is the pre-activation to float precision (tested).
-   :func:`ablation_drops` checks the direct attribution against zero- or mean-ablating the heads
-   whose attribution matters most (batched: one forward pass ablates several heads).
+   :func:`attribute_layers` serves neurons of several layers from one forward pass, keeping only
+   the projections (no cached activations). :func:`ablation_drops` checks the direct attribution
+   against zero- or mean-ablating the heads whose attribution matters most (attribute first, then
+   ablate those few; batched: one forward pass ablates several heads, and every pass stops at the
+   neuron's layer).
 4. **Explanations** (:mod:`.explainers`). When is a head active? An explainer reads
    prompts where the head's attribution is high and prompts where it is not and writes an
    explanation; the explanation is scored as a zero-shot classifier of prompts from held-out
@@ -51,6 +55,7 @@ from context_neurons.lookups.attribution import (  # noqa: F401
     NeuronAttribution,
     ablation_drops,
     attended_tokens,
+    attribute_layers,
     attribute_neuron,
     attribute_neurons,
     head_name,
@@ -59,18 +64,22 @@ from context_neurons.lookups.attribution import (  # noqa: F401
 )
 from context_neurons.lookups.prompts import (  # noqa: F401
     KEEP_FRACTION,
+    TOKENS_PER_PASS,
     NotFiring,
     Prompt,
     as_batch,
+    final_activations,
     neuron_activations,
     suffix_activations,
     top_activating_prompts,
     truncate_prompt,
+    truncate_prompts,
 )
 from context_neurons.lookups.report import (  # noqa: F401
     LookupPool,
     NeuronLookup,
     examine_neuron,
+    firing_windows,
     scan_pool,
     topic_share,
 )

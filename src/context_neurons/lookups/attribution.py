@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 from jaxtyping import Float, Int
@@ -63,7 +63,163 @@ class NeuronAttribution:
         )
 
 
+@dataclass
+class _Reader:
+    """What the attribution of one layer's neurons reads from the residual stream."""
+
+    layer: int
+    neurons: list[int]
+    index: Tensor  # the neurons, as a tensor on the model's device
+    columns: slice  # their columns among all read vectors
+    v: Float[Tensor, "d_model neuron"]  # gamma * W_in[:, j], centred over d_model
+    bias: Float[Tensor, "neuron"]  # (sum of b_O up to the layer) . v
+    constant: Float[Tensor, "neuron"]  # ln2's beta . W_in[:, j] + b_in[j]
+
+
+def _readers(model: HookedTransformer, neurons: Mapping[int, Sequence[int]]) -> list[_Reader]:
+    """One :class:`_Reader` per layer, shallowest first, columns numbered in that order."""
+    readers, start = [], 0
+    for layer in sorted(neurons):
+        chosen = neurons[layer]
+        index = torch.tensor(chosen, device=model.cfg.device)
+        block = model.blocks[layer]
+        w_in = model.W_in[layer][:, index]  # [d_model, neuron]
+        v = ln_affine(block.ln2, model.cfg.d_model)[0][:, None] * w_in
+        v = v - v.mean(0, keepdim=True)
+        beta = getattr(block.ln2, "b", None)
+        constant = model.b_in[layer][index] + (0.0 if beta is None else beta @ w_in)
+        b_o = sum(model.blocks[l].attn.b_O for l in range(layer + 1)) @ v
+        columns = slice(start, start + len(chosen))
+        readers.append(_Reader(layer, chosen, index, columns, v, b_o, constant))
+        start = columns.stop
+    return readers
+
+
 @torch.no_grad()
+def attribute_layers(
+    model: HookedTransformer,
+    tokens,
+    neurons: Mapping[int, Sequence[int]],
+    batch_size: int = 32,
+    mean_z: dict[int, Tensor] | None = None,
+) -> dict[tuple[int, int], NeuronAttribution]:
+    """Attribute neurons of several layers to every upstream head, in one forward pass.
+
+    With ``ln2(x) = gamma * (x - mean(x)) / scale + beta`` and ``scale`` read from
+    ``blocks.{layer}.ln2.hook_scale`` (so exact at each position),
+    ``pre = sum_c (c - mean(c)) . v / scale + beta . W_in[:, j] + b_in[j]`` over the residual
+    components ``c``, with ``v = gamma * W_in[:, j]``. Head ``(l, h)``'s component is
+    ``hook_z[l][..., h, :] @ W_O[l, h]``; the centring moves onto ``v``.
+
+    Each batch runs once, up to the deepest layer's ``hook_pre``. Hooks project every component
+    onto the read vectors as it is computed (a head's ``hook_z`` onto ``W_O[l, h] @ v``, an MLP's
+    output and the embeddings onto ``v``) and keep only those projections, one number per head,
+    position and neuron: no activation of the model is cached.
+
+    Args:
+        model: the model.
+        tokens: a ``[batch, pos]`` tensor, one sequence or a list of sequences (right-padded).
+        neurons: ``{layer: [neuron, ...]}``.
+        batch_size: sequences per forward pass.
+        mean_z: a dict that, when given, receives ``mean_z[layer]`` for every layer of
+            ``neurons``: the mean ``hook_z`` of the heads of layers ``0..layer`` over unpadded
+            positions (for mean-ablation), from the same forward passes.
+
+    Returns:
+        ``{(layer, neuron): NeuronAttribution}`` over ``[batch, pos]``, heads of layers
+        ``0..layer``.
+    """
+    neurons = {
+        check_layer(model, l): list(dict.fromkeys(check_neurons(model, n, l)))
+        for l, n in neurons.items()
+    }
+    if not neurons:
+        raise InputError("No neurons to attribute: pass {layer: [neuron, ...]}.")
+    readers = _readers(model, neurons)
+    deepest = readers[-1].layer
+    v_all = torch.cat([r.v for r in readers], dim=1)  # [d_model, all neurons]
+    first = {l: next(r.columns.start for r in readers if r.layer >= l) for l in range(deepest + 1)}
+    after = {
+        l: next((r.columns.start for r in readers if r.layer > l), None) for l in range(deepest)
+    }
+    read_heads = {  # head layer l -> W_O[l] @ v for the neurons of layers >= l
+        l: torch.einsum("hed,dn->hen", model.W_O[l], v_all[:, first[l] :])
+        for l in range(deepest + 1)
+    }
+    batch, lengths = as_batch(model, tokens)
+    real = (torch.arange(batch.shape[1], device=batch.device)[None] < lengths[:, None]).float()
+    z_sum = torch.zeros(deepest + 1, model.cfg.n_heads, model.cfg.d_head, device=batch.device)
+    chunks: dict[tuple[int, int], dict[str, list[Tensor]]] = {
+        (r.layer, n): {k: [] for k in ("pre", "heads", "embed", "pos", "mlp", "bias")}
+        for r in readers
+        for n in r.neurons
+    }
+    for start in range(0, len(batch), batch_size):
+        store: dict[str, Tensor] = {}
+        rows = real[start : start + batch_size]
+
+        def project(act, hook):
+            store[hook.name] = act @ v_all
+
+        def project_after(act, hook):
+            store[hook.name] = act @ v_all[:, after[hook.layer()] :]
+
+        def heads(z, hook):
+            l = hook.layer()
+            z_sum[l] += torch.einsum("bphe,bp->he", z, rows)
+            store[hook.name] = torch.einsum("bphe,hen->bpnh", z, read_heads[l])
+
+        def keep(act, hook):
+            store[hook.name] = act
+
+        hooks = [("hook_embed", project), ("hook_pos_embed", project)]
+        hooks += [(f"blocks.{l}.attn.hook_z", heads) for l in range(deepest + 1)]
+        hooks += [(f"blocks.{l}.hook_mlp_out", project_after) for l in range(deepest)]
+        hooks += [(f"blocks.{r.layer}.ln2.hook_scale", keep) for r in readers]
+        hooks += [(f"blocks.{r.layer}.mlp.hook_pre", keep) for r in readers[:-1]]
+        stop = f"blocks.{deepest}.mlp.hook_pre"
+        store[stop] = run_until(model, batch[start : start + batch_size], stop, extra_hooks=hooks)[
+            stop
+        ]
+        for r in readers:
+            inv = 1.0 / store[f"blocks.{r.layer}.ln2.hook_scale"][..., 0]  # [batch, pos]
+            pre = store[f"blocks.{r.layer}.mlp.hook_pre"][..., r.index]
+            for k, neuron in enumerate(r.neurons):
+                col = r.columns.start + k
+                parts = chunks[(r.layer, neuron)]
+                parts["pre"].append(pre[..., k])
+                parts["heads"].append(
+                    torch.stack(
+                        [
+                            store[f"blocks.{l}.attn.hook_z"][:, :, col - first[l]]
+                            for l in range(r.layer + 1)
+                        ],
+                        dim=2,
+                    )
+                    * inv[..., None, None]
+                )
+                parts["embed"].append(store["hook_embed"][..., col] * inv)
+                parts["pos"].append(store["hook_pos_embed"][..., col] * inv)
+                mlp = [
+                    store[f"blocks.{l}.hook_mlp_out"][..., col - after[l]] for l in range(r.layer)
+                ]
+                parts["mlp"].append(
+                    torch.stack(mlp, -1) * inv[..., None] if mlp else inv[..., None][..., :0]
+                )
+                parts["bias"].append(r.bias[k] * inv + r.constant[k])
+    if mean_z is not None:
+        for r in readers:
+            mean_z[r.layer] = z_sum[: r.layer + 1] / real.sum()
+    return {
+        key: NeuronAttribution(
+            key[0],
+            key[1],
+            *(torch.cat(parts[k], dim=0) for k in ("pre", "heads", "embed", "pos", "mlp", "bias")),
+        )
+        for key, parts in chunks.items()
+    }
+
+
 def attribute_neurons(
     model: HookedTransformer,
     tokens,
@@ -72,81 +228,15 @@ def attribute_neurons(
     batch_size: int = 32,
     mean_z: dict[int, Tensor] | None = None,
 ) -> list[NeuronAttribution]:
-    """Attribute neurons' pre-activations to every upstream attention head, at every position.
+    """:func:`attribute_layers` for neurons of one layer, as a list in the order given.
 
-    With ``ln2(x) = gamma * (x - mean(x)) / scale + beta`` and ``scale`` read from
-    ``blocks.{layer}.ln2.hook_scale`` (so exact at each position),
-    ``pre = sum_c (c - mean(c)) . v / scale + beta . W_in[:, j] + b_in[j]`` over the residual
-    components ``c``, with ``v = gamma * W_in[:, j]``. Head ``(l, h)``'s component is
-    ``hook_z[l][..., h, :] @ W_O[l, h]``; the centring moves onto ``v``. One forward pass serves
-    all ``neurons`` (all in ``layer``).
-
-    Args:
-        model: the model.
-        tokens: a ``[batch, pos]`` tensor, one sequence or a list of sequences (right-padded).
-        layer: the neurons' MLP layer.
-        neurons: neuron indices.
-        batch_size: sequences per forward pass.
-        mean_z: a dict that, when given, receives ``mean_z[layer]``: the mean ``hook_z`` of the
-            heads of layers ``0..layer`` over unpadded positions (for mean-ablation), from the
-            same forward passes.
-
-    Returns:
-        One :class:`NeuronAttribution` per neuron over ``[batch, pos]``, heads of layers
-        ``0..layer``.
+    Raises:
+        OutOfRangeError: for a layer or neuron outside the model.
     """
     layer = check_layer(model, layer)
     neurons = check_neurons(model, neurons, layer)
-    batch, lengths = as_batch(model, tokens)
-    real = (torch.arange(batch.shape[1], device=batch.device)[None] < lengths[:, None]).float()
-    z_sum = 0.0
-    block = model.blocks[layer]
-    index = torch.tensor(neurons, device=batch.device)
-    w_in = model.W_in[layer][:, index]  # [d_model, neuron]
-    v = ln_affine(block.ln2, model.cfg.d_model)[0][:, None] * w_in
-    v = v - v.mean(0, keepdim=True)
-    read_heads = torch.einsum("lhed,dn->nlhe", model.W_O[: layer + 1], v)
-    beta = getattr(block.ln2, "b", None)
-    constant = model.b_in[layer][index] + (0.0 if beta is None else beta @ w_in)  # [neuron]
-    b_o = sum(model.blocks[l].attn.b_O for l in range(layer + 1)) @ v  # [neuron]
-    pre_name = f"blocks.{layer}.mlp.hook_pre"
-    names = ["hook_embed", "hook_pos_embed", f"blocks.{layer}.ln2.hook_scale"]
-    names += [f"blocks.{l}.attn.hook_z" for l in range(layer + 1)]
-    names += [f"blocks.{l}.hook_mlp_out" for l in range(layer)]
-    parts: dict[str, list[Tensor]] = {
-        k: [] for k in ("pre", "heads", "embed", "pos", "mlp", "bias")
-    }
-    for start in range(0, len(batch), batch_size):
-        cache = run_until(model, batch[start : start + batch_size], pre_name, names)
-        inv = 1.0 / cache[f"blocks.{layer}.ln2.hook_scale"]  # [batch, pos, 1]
-        z = torch.stack([cache[f"blocks.{l}.attn.hook_z"] for l in range(layer + 1)], dim=2)
-        z_sum = z_sum + torch.einsum("bplhe,bp->lhe", z, real[start : start + batch_size])
-        parts["heads"].append(
-            torch.einsum("bplhe,nlhe->nbplh", z, read_heads) * inv.permute(2, 0, 1)[..., None, None]
-        )
-        parts["embed"].append((cache["hook_embed"] @ v * inv).permute(2, 0, 1))
-        parts["pos"].append((cache["hook_pos_embed"] @ v * inv).permute(2, 0, 1))
-        mlp = [cache[f"blocks.{l}.hook_mlp_out"] @ v * inv for l in range(layer)]
-        mlp = torch.stack(mlp, -1) if mlp else (inv * v[0])[..., None][..., :0]
-        parts["mlp"].append(mlp.permute(2, 0, 1, 3))
-        parts["bias"].append((b_o * inv + constant).permute(2, 0, 1))
-        parts["pre"].append(cache[pre_name][..., index].permute(2, 0, 1))
-    cat = {k: torch.cat(v_, dim=1) for k, v_ in parts.items()}
-    if mean_z is not None:
-        mean_z[layer] = z_sum / real.sum()
-    return [
-        NeuronAttribution(
-            layer,
-            neuron,
-            cat["pre"][i],
-            cat["heads"][i],
-            cat["embed"][i],
-            cat["pos"][i],
-            cat["mlp"][i],
-            cat["bias"][i],
-        )
-        for i, neuron in enumerate(neurons)
-    ]
+    found = attribute_layers(model, tokens, {layer: neurons}, batch_size, mean_z)
+    return [found[(layer, n)] for n in neurons]
 
 
 def attribute_neuron(
@@ -237,7 +327,9 @@ def ablation_drops(
         for l in sorted({l for l, _ in chosen}):
             targets = [(k, h) for k, (l_k, h) in enumerate(chosen) if l_k == l]
             hook = functools.partial(
-                _ablate_rows, targets=targets, n_prompts=n_prompts,
+                _ablate_rows,
+                targets=targets,
+                n_prompts=n_prompts,
                 mean_z=None if mode == "zero" else mean_z,
             )
             hooks.append((f"blocks.{l}.attn.hook_z", hook))

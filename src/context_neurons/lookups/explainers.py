@@ -432,8 +432,7 @@ def get_explainer(kind: str = "auto", tokenizer=None) -> Explainer:
             return llm
         if kind == "llm":
             raise ExplainerError(
-                f"No LLM explainer: set {API_KEY_ENV} (and optionally "
-                f"{BASE_URL_ENV}, {MODEL_ENV})."
+                f"No LLM explainer: set {API_KEY_ENV} (and optionally {BASE_URL_ENV}, {MODEL_ENV})."
             )
     if tokenizer is None:
         raise InputError("The offline explainer needs the model's tokenizer: pass tokenizer=...")

@@ -3,7 +3,7 @@ each to its shortest suffix that keeps most of the activation (step 2, chapter 7
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import torch
@@ -114,6 +114,8 @@ def top_activating_prompts(
         acts = neuron_activations(model, windows, layer, neuron)[..., 0]
     acts = acts.clone()
     acts[:, 0] = float("nan")  # the BOS position is not a prompt
+    lengths = torch.tensor([len(w) for w in windows], device=acts.device)
+    acts[torch.arange(acts.shape[1], device=acts.device)[None] >= lengths[:, None]] = float("nan")
     best, end = torch.nan_to_num(acts, nan=-torch.inf).max(-1)
     order = torch.argsort(best, descending=True, stable=True)[:k]
     return [
@@ -128,21 +130,60 @@ def top_activating_prompts(
     ]
 
 
+TOKENS_PER_PASS = 4096  # padded tokens per forward pass of the batched final-token reads
+
+
 @torch.no_grad()
+def final_activations(
+    model: HookedTransformer,
+    sequences: Sequence[Int[Tensor, "_pos"]],
+    layer: int,
+    neuron: int,
+    tokens_per_pass: int = TOKENS_PER_PASS,
+) -> Float[Tensor, "seq"]:
+    """The neuron's pre-activation at the final token of each of many sequences of any length.
+
+    The sequences are sorted by length and packed into right-padded batches of at most
+    ``tokens_per_pass`` padded tokens (so short sequences share a pass and padding stays small);
+    each pass stops at ``blocks.{layer}.mlp.hook_pre``. Causal attention makes the padding
+    invisible to the real positions.
+
+    Returns:
+        One value per sequence, in the order given.
+    """
+    layer, neuron = check_layer_neuron(model, layer, neuron)
+    if not len(sequences):
+        return torch.zeros(0)
+    lengths = [len(s) for s in sequences]
+    order = sorted(range(len(sequences)), key=lambda i: lengths[i])
+    hook = f"blocks.{layer}.mlp.hook_pre"
+    out = torch.empty(len(sequences))
+    start = 0
+    while start < len(order):
+        stop = start + 1  # grow the batch while it fits (the longest is the last one)
+        while stop < len(order) and (stop + 1 - start) * lengths[order[stop]] <= tokens_per_pass:
+            stop += 1
+        chosen = order[start:stop]
+        batch, ends = as_batch(model, [sequences[i] for i in chosen])
+        pre = run_until(model, batch, hook)[hook]
+        rows = torch.arange(len(chosen), device=pre.device)
+        out[chosen] = pre[rows, ends - 1, neuron].float().cpu()
+        start = stop
+    return out
+
+
 def suffix_activations(
     model: HookedTransformer, tokens: Int[Tensor, "pos"], layer: int, neuron: int
 ) -> Float[Tensor, "n_suffix"]:
     """The neuron's pre-activation at the final token for every suffix ``[BOS] + tokens[s:]``.
 
     Entry ``s - 1`` is for the suffix starting at ``tokens[s]``, ``s = 1..len-1`` (entry 0 is the
-    whole prompt). All suffixes run in one right-padded batch.
+    whole prompt). The suffixes run batched (:func:`final_activations`).
     """
     layer, neuron = check_layer_neuron(model, layer, neuron)
     tokens = check_prompt(model, tokens)
     suffixes = [torch.cat([tokens[:1], tokens[s:]]) for s in range(1, len(tokens))]
-    acts = neuron_activations(model, suffixes, layer, neuron)[..., 0]
-    lengths = torch.tensor([len(s) for s in suffixes], device=acts.device)
-    return acts[torch.arange(len(suffixes), device=acts.device), lengths - 1]
+    return final_activations(model, suffixes, layer, neuron)
 
 
 class NotFiring(InputError):
@@ -158,6 +199,92 @@ def check_prompt(model: HookedTransformer, tokens) -> Int[Tensor, "pos"]:
     return tokens
 
 
+def truncate_prompts(
+    model: HookedTransformer,
+    prompts: Sequence[Prompt | Tensor],
+    layer: int,
+    neuron: int,
+    keep: float = KEEP_FRACTION,
+    chunk: int = 8,
+) -> tuple[list[Prompt], list[Prompt]]:
+    """The shortest suffix of each prompt that keeps ``keep`` of the activation at its final token.
+
+    Every prompt's suffixes ``[BOS] + tokens[s:]`` are checked with the model, shortest first, in
+    groups of ``chunk``, ``2 chunk``, ``4 chunk``, ... suffixes, until one keeps enough: the kept
+    activation is measured, not assumed. All prompts advance together: each round is one batched
+    read (:func:`final_activations`) of every unfinished prompt's next group (the first round also
+    reads the whole prompts), so ten prompts cost a few passes, not ten times a few.
+
+    A prompt whose pre-activation at its final token is not positive has no activation to keep a
+    part of: it is not truncated but returned in the second list (with ``full_activation`` set).
+
+    Returns:
+        ``(truncated, not_firing)``: the truncated prompts, in the order given (each with its own
+        ``activation`` and the whole prompt's ``full_activation``), and the prompts left out.
+    """
+    layer, neuron = check_layer_neuron(model, layer, neuron)
+    if not 0 < keep <= 1:
+        raise InputError(f"keep must be in (0, 1], got {keep}.")
+    if chunk < 1:
+        raise InputError(f"chunk must be >= 1, got {chunk}.")
+    items = [Prompt(p.cpu(), float("nan")) if isinstance(p, Tensor) else p for p in prompts]
+    tokens = [check_prompt(model, p.tokens).cpu() for p in items]
+    full: list[float | None] = [None] * len(items)
+    cut: dict[int, tuple[int, float]] = {}  # prompt -> (start s, kept activation)
+    done = [0] * len(items)  # suffixes checked so far (shortest first)
+    size = [chunk] * len(items)
+    pending = list(range(len(items)))
+    while pending:
+        sequences, owners = [], []
+        for i in pending:
+            if full[i] is None:
+                sequences.append(tokens[i])
+                owners.append((i, 0))
+            n = len(tokens[i]) - 1  # suffixes s = n, n - 1, ..., 1 (shortest first)
+            for s in range(n - done[i], max(n - done[i] - size[i], 0), -1):
+                sequences.append(torch.cat([tokens[i][:1], tokens[i][s:]]))
+                owners.append((i, s))
+        acts = final_activations(model, sequences, layer, neuron).tolist()
+        read: dict[int, list[tuple[int, float]]] = {i: [] for i in pending}
+        for (i, s), value in zip(owners, acts):
+            if s == 0:
+                full[i] = value
+            else:
+                read[i].append((s, value))
+        unfinished = []
+        for i in pending:
+            if full[i] <= 0:
+                continue
+            hit = next(((s, v) for s, v in read[i] if v >= keep * full[i]), None)
+            done[i] += len(read[i])
+            size[i] *= 2
+            if hit is not None:
+                cut[i] = hit
+            elif done[i] >= len(tokens[i]) - 1:  # float rounding only: the whole prompt keeps it
+                cut[i] = (1, full[i])
+            else:
+                unfinished.append(i)
+        pending = unfinished
+    truncated, not_firing = [], []
+    for i, prompt in enumerate(items):
+        if i not in cut:
+            not_firing.append(replace(prompt, full_activation=full[i]))
+            continue
+        s, kept = cut[i]
+        truncated.append(
+            Prompt(
+                torch.cat([tokens[i][:1], tokens[i][s:]]),
+                kept,
+                prompt.source,
+                prompt.window,
+                prompt.end,
+                prompt.start + s - 1,
+                full[i],
+            )
+        )
+    return truncated, not_firing
+
+
 def truncate_prompt(
     model: HookedTransformer,
     prompt: Prompt | Tensor,
@@ -166,49 +293,16 @@ def truncate_prompt(
     keep: float = KEEP_FRACTION,
     chunk: int = 8,
 ) -> Prompt:
-    """The shortest suffix of a prompt that keeps ``keep`` of the activation at its final token.
-
-    Suffixes ``[BOS] + tokens[s:]`` are run through the model shortest first, in batches of
-    ``chunk``, ``2 chunk``, ``4 chunk``, ... suffixes, until one keeps enough: the kept activation
-    is measured, not assumed; a short answer costs one small batch, a long one a few passes. The
-    returned prompt's ``activation`` is the suffix's own.
+    """:func:`truncate_prompts` for one prompt.
 
     Raises:
         NotFiring: the pre-activation at the prompt's final token is not positive.
     """
-    layer, neuron = check_layer_neuron(model, layer, neuron)
-    if not 0 < keep <= 1:
-        raise InputError(f"keep must be in (0, 1], got {keep}.")
-    if isinstance(prompt, Tensor):
-        prompt = Prompt(prompt.cpu(), float("nan"))
-    tokens = check_prompt(model, prompt.tokens)
-    full = float(neuron_activations(model, tokens, layer, neuron)[0, -1, 0])
-    if full <= 0:
+    truncated, not_firing = truncate_prompts(model, [prompt], layer, neuron, keep, chunk)
+    if not_firing:
         raise NotFiring(
-            f"The neuron's pre-activation at the prompt's final token is {full:.3f} <= 0: "
-            f"truncation keeps a fraction of a positive activation."
+            f"The neuron's pre-activation at the prompt's final token is "
+            f"{not_firing[0].full_activation:.3f} <= 0: truncation keeps a fraction of a positive "
+            f"activation (skip such prompts: truncate_prompts returns them apart)."
         )
-    starts = list(range(len(tokens) - 1, 0, -1))  # shortest suffix first
-    i = 0
-    while i < len(starts):
-        group = starts[i : i + chunk]
-        i, chunk = i + chunk, 2 * chunk
-        suffixes = [torch.cat([tokens[:1], tokens[s:]]) for s in group]
-        acts = neuron_activations(model, suffixes, layer, neuron)[..., 0]
-        ends = torch.tensor([len(x) - 1 for x in suffixes], device=acts.device)
-        last = acts[torch.arange(len(group), device=acts.device), ends]
-        ok = torch.nonzero(last >= keep * full).flatten()
-        if len(ok):
-            s, kept = group[int(ok[0])], float(last[int(ok[0])])
-            break
-    else:  # float rounding only: the whole prompt keeps all of its activation
-        s, kept = 1, full
-    return Prompt(
-        torch.cat([tokens[:1], tokens[s:]]),
-        kept,
-        prompt.source,
-        prompt.window,
-        prompt.end,
-        prompt.start + s - 1,
-        full,
-    )
+    return truncated[0]

@@ -17,8 +17,8 @@ from context_neurons.lookups.activity import HeadActivity, evaluate_explainer, e
 from context_neurons.lookups.attribution import (
     NeuronAttribution,
     ablation_drops,
+    attribute_layers,
     attribute_neuron,
-    attribute_neurons,
     head_name,
     rank_heads,
 )
@@ -34,7 +34,7 @@ from context_neurons.lookups.prompts import (
     NotFiring,
     Prompt,
     top_activating_prompts,
-    truncate_prompt,
+    truncate_prompts,
 )
 from context_neurons.lookups.scores import neuron_logit_effect
 
@@ -62,20 +62,33 @@ def scan_pool(
     labels: list[str],
     neurons: Sequence[tuple[int, int]],
     pool: LookupPool | None = None,
+    batch_size: int = 32,
 ) -> LookupPool:
-    """Attribute ``(layer, neuron)`` pairs over the windows, one forward pass per layer."""
+    """Attribute ``(layer, neuron)`` pairs over the windows: one forward pass over the pool, up to
+    the deepest layer asked for, serves the neurons of every layer (:func:`attribute_layers`).
+
+    Neurons already in ``pool`` are not scanned again.
+    """
     pool = pool or LookupPool(windows, labels)
     by_layer: dict[int, list[int]] = {}
     for layer, neuron in neurons:
         layer, neuron = check_layer_neuron(model, layer, neuron)
         if (layer, neuron) not in pool.attributions:
             by_layer.setdefault(layer, []).append(neuron)
-    for layer, layer_neurons in sorted(by_layer.items()):
-        for attribution in attribute_neurons(
-            model, pool.windows, layer, layer_neurons, mean_z=pool.mean_z
-        ):
-            pool.attributions[(layer, attribution.neuron)] = attribution
+    if by_layer:
+        pool.attributions.update(
+            attribute_layers(model, pool.windows, by_layer, batch_size, mean_z=pool.mean_z)
+        )
     return pool
+
+
+def firing_windows(pool: LookupPool, layer: int, neuron: int) -> int:
+    """How many windows of a scanned pool switch the neuron on (a positive pre-activation at some
+    position after BOS): :func:`examine_neuron` has that many prompts at most."""
+    pre = pool.attributions[(layer, neuron)].pre[:, 1:]
+    lengths = torch.tensor([len(w) - 1 for w in pool.windows], device=pre.device)
+    real = torch.arange(pre.shape[1], device=pre.device)[None] < lengths[:, None]
+    return int(((pre > 0) & real).any(-1).sum())
 
 
 @dataclass
@@ -96,6 +109,12 @@ class NeuronLookup:
     evaluation: dict[str, Any] = field(default_factory=dict)
     prompt_attribution: NeuronAttribution | None = None  # of the truncated prompts, all positions
     skipped: int = 0  # top-activating windows left out because the neuron did not fire there
+
+    @property
+    def ablated(self) -> list[tuple[int, int]]:
+        """The heads whose ablation was measured (the others' drops are ``nan``)."""
+        done = ~self.ablation[0].isnan()
+        return [(int(l), int(h)) for l, h in torch.nonzero(done).tolist()]
 
     @property
     def explanation(self) -> Explanation | None:
@@ -160,8 +179,16 @@ def examine_neuron(
             ``get_explainer("auto")`` to use an LLM when its key is set).
         n_prompts: top-activating prompts to truncate and attribute.
         n_heads: heads reported.
-        n_ablate: heads ablated to check the attribution: those with the largest mean
-            ``|attribution|`` (one batched pass per few heads, at the neuron's layer at most).
+        n_ablate: heads ablated to check the attribution: the ``n_heads`` reported ones, then
+            those with the largest mean ``|attribution|``, ``n_ablate`` in all (at least
+            ``n_heads``). Attribution comes first, so only heads that matter are ablated, all of
+            them in a few batched passes that stop at the neuron's layer.
+
+    Prompts on which the neuron does not fire (the pool has fewer than ``n_prompts`` such
+    windows, or the pre-activation is not positive) are skipped and counted in ``skipped``.
+
+    Raises:
+        NotFiring: the neuron fires on no window of the pool.
         scores: a :func:`token_prediction_scores` table, for the neuron's score (else computed).
     """
     layer, neuron = check_layer_neuron(model, layer, neuron)
@@ -177,25 +204,31 @@ def examine_neuron(
     top = top_activating_prompts(
         model, pool.windows, layer, neuron, k=n_prompts, labels=pool.labels, acts=scanned.pre
     )
-    firing = [p for p in top if p.activation > 0]
-    if not firing:
+    # Prompts where the neuron does not fire have nothing to truncate: skipped and counted.
+    prompts, _ = truncate_prompts(model, [p for p in top if p.activation > 0], layer, neuron)
+    if not prompts:
         raise NotFiring(
             f"Neuron {layer}.{neuron} never has a positive pre-activation on these "
-            f"{len(pool.windows)} windows: there is no prompt to truncate or explain."
+            f"{len(pool.windows)} windows: there is no prompt to truncate or explain "
+            f"(examine another neuron, or scan more text)."
         )
-    prompts = [truncate_prompt(model, p, layer, neuron) for p in firing]
     attr = attribute_neuron(model, [p.tokens for p in prompts], layer, neuron)
     rows, ends = _final_positions(prompts, attr.pre.device)
     head_attr = attr.heads[rows, ends].cpu()
     top_heads = rank_heads(head_attr, n_heads)
-    # Attribute first, then ablate only the heads whose attribution matters most (either sign).
-    ablated = rank_heads(head_attr.abs(), n_ablate)
+    # Attribute first, then ablate only the heads that matter: the reported ones and those with
+    # the largest mean |attribution| (either sign), n_ablate in all, in one batched pass or few.
+    chosen = [(l, h) for l, h, _ in top_heads]
+    for l, h, _ in rank_heads(head_attr.abs(), head_attr[0].numel()):
+        if len(chosen) >= n_ablate:
+            break
+        if (l, h) not in chosen:
+            chosen.append((l, h))
     drops = ablation_drops(
-        model, prompts, layer, neuron, heads=[(l, h) for l, h, _ in ablated], mode="mean",
-        mean_z=pool.mean_z[layer],
+        model, prompts, layer, neuron, heads=chosen, mode="mean", mean_z=pool.mean_z[layer]
     ).cpu()
     ablation = torch.full(head_attr.shape, float("nan"))
-    for k, (l, h, _) in enumerate(ablated):
+    for k, (l, h) in enumerate(chosen):
         ablation[:, l, h] = drops[:, k]
     activity = explanation_dataset(
         model,
@@ -233,7 +266,7 @@ def examine_neuron(
         activity,
         evaluation,
         attr,
-        skipped=len(top) - len(firing),
+        skipped=len(top) - len(prompts),
     )
 
 

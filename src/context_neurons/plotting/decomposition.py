@@ -34,17 +34,20 @@ def plot_tv_over_positions(tv: torch.Tensor, heads: list[int], title: str = "", 
         )
     ax.set_xlabel("destination position n")
     ax.set_ylabel("TV distance")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.legend(ncol=6, fontsize=8, loc="upper right")
     ax.set_ylim(bottom=0)
     fig.tight_layout()
     return fig
 
 
-def plot_patterns(patterns: dict[str, torch.Tensor], n: int, head: int, window: int = 60):
+def plot_patterns(
+    patterns: dict[str, torch.Tensor], n: int, head: int, window: int = 60, title: str = ""
+):
     """Exact, reconstructed and positional patterns of one head at destination ``n``.
 
-    Only the last ``window`` source positions are drawn.
+    Only the last ``window`` source positions are drawn. ``title`` is prefixed to the head's name
+    (name the model that produced the figure).
     """
     fig, ax = plt.subplots(figsize=(8, 3.2))
     lo = max(0, n - window + 1)
@@ -53,7 +56,7 @@ def plot_patterns(patterns: dict[str, torch.Tensor], n: int, head: int, window: 
         ax.plot(x, pattern[lo : n + 1].cpu(), style, lw=1.4, label=name)
     ax.set_xlabel("source position i")
     ax.set_ylabel(f"attention from n={n}")
-    ax.set_title(f"head {head}")
+    ax.set_title(f"{title}, head {head}" if title else f"head {head}", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

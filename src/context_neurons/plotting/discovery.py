@@ -29,8 +29,16 @@ CURVE_STYLES: dict[str, dict] = {
 MARK_COLOURS = {1: (UP_COLOUR, "up-token"), -1: (DOWN_COLOUR, "down-token")}
 
 
-def plot_scores(scores, theta, planted=None, null=None):
-    """Histogram of the discovery score ``top[j]`` of all neurons (log scale), threshold marked."""
+def plot_scores(scores, theta, planted=None, null=None, title: str = ""):
+    """Histogram of the discovery score ``top[j]`` of all neurons (log scale), threshold marked.
+
+    Args:
+        scores: the :class:`~context_neurons.discovery.NeuronScores`.
+        theta: the threshold (dashed line).
+        planted: planted context neurons (planted model only), drawn in red as "planted truth".
+        null: the Gaussian null score (dotted line).
+        title: the axes' title (name the model in it).
+    """
     top = scores.top.cpu().numpy()
     fig, ax = plt.subplots(figsize=(8, 3.4))
     bins = np.logspace(np.log10(max(top.min(), 1e-2)), np.log10(top.max() * 1.05), 60)
@@ -38,7 +46,7 @@ def plot_scores(scores, theta, planted=None, null=None):
         mask = np.zeros(len(top), dtype=bool)
         mask[list(planted)] = True
         ax.hist(top[~mask], bins=bins, color="tab:blue", label="other neurons")
-        ax.hist(top[mask], bins=bins, color="tab:red", label="planted context neurons")
+        ax.hist(top[mask], bins=bins, color="tab:red", label="planted truth: context neurons")
     else:
         ax.hist(top, bins=bins, color="tab:blue", label="all neurons")
     ax.axvline(theta, color="k", ls="--", lw=1.2, label=f"theta = {theta:g}")
@@ -46,14 +54,15 @@ def plot_scores(scores, theta, planted=None, null=None):
         ax.axvline(null, color="grey", ls=":", lw=1.2, label=f"Gaussian null = {null:.2f}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("top[j]: mean of the 20 largest robust |z| of the token contributions")
+    ax.set_xlabel(f"top[j]: mean of the {scores.k} largest robust |z| of the token contributions")
     ax.set_ylabel("neurons")
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def plot_sweep(sweep: pd.DataFrame, theta):
+def plot_sweep(sweep: pd.DataFrame, theta, title: str = ""):
     """Neurons found against the threshold (and precision/recall when the sweep has them)."""
     fig, ax = plt.subplots(figsize=(8, 3.2))
     ax.plot(sweep.index, sweep["neurons found"], "o-", label="neurons found")
@@ -65,12 +74,13 @@ def plot_sweep(sweep: pd.DataFrame, theta):
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xticks([t for t in sweep.index if float(t).is_integer()])
     ax.axvline(theta, color="k", ls="--", lw=1.0)
+    ax.set_title(title, fontsize=9)
     if "precision" in sweep:
         ax2 = ax.twinx()
         ax2.plot(sweep.index, sweep["precision"], "s--", color="tab:green", label="precision")
         ax2.plot(sweep.index, sweep["recall"], "^--", color="tab:red", label="recall")
         ax2.set_ylim(-0.05, 1.05)
-        ax2.set_ylabel("precision, recall")
+        ax2.set_ylabel("precision, recall (planted truth)")
         ax2.legend(fontsize=8, loc="center right")
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
@@ -165,7 +175,9 @@ def _draw_marks(ax, marks: torch.Tensor, start: int, names: dict[int, str] | Non
         ax.vlines(x, 0, 0.08, transform=transform, color=colour, lw=0.9, label=name)
 
 
-def plot_activation_grid(panels: list[dict], columns: int = 2, height: float = 2.1):
+def plot_activation_grid(
+    panels: list[dict], columns: int = 2, height: float = 2.1, title: str = ""
+):
     """Several :func:`plot_activation_curves` panels in a grid (legend on the first only).
 
     Args:
@@ -174,6 +186,7 @@ def plot_activation_grid(panels: list[dict], columns: int = 2, height: float = 2
             ``baseline_label``, ``ylabel``).
         columns: panels per row.
         height: inches per row.
+        title: the figure's title (name the model in it).
     """
     if not panels:
         raise ValueError("plot_activation_grid needs at least one panel.")
@@ -197,28 +210,69 @@ def plot_activation_grid(panels: list[dict], columns: int = 2, height: float = 2
             ax.set_xlabel("")
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def plot_domain_profile(profile: pd.DataFrame, title: str = ""):
-    """Heat map: rows neurons, columns text domains, values e.g. mean pre-activation."""
-    fig, ax = plt.subplots(figsize=(0.7 * profile.shape[1] + 2, 0.32 * profile.shape[0] + 1.4))
+def robust_limit(values, quantile: float = 0.95) -> float:
+    """A symmetric colour limit: the ``quantile`` of ``|values|`` (NaN ignored; 1 if all zero).
+
+    A single extreme cell then saturates instead of washing out every other cell.
+    """
+    finite = np.abs(np.asarray(values, dtype=float))
+    finite = finite[np.isfinite(finite)]
+    limit = float(np.quantile(finite, quantile)) if finite.size else 0.0
+    return limit if limit > 0 else 1.0
+
+
+def plot_domain_profile(
+    profile: pd.DataFrame,
+    title: str = "",
+    limit: float | None = None,
+    colorbar_label: str = "",
+    annotate: bool = True,
+):
+    """Heat map: rows neurons, columns text domains, values e.g. mean pre-activation.
+
+    Args:
+        profile: the values, rows neurons and columns domains.
+        title: the axes' title (name the model in it).
+        limit: the colour scale's symmetric limit; values beyond it saturate (the colour bar's
+            arrows). Default :func:`robust_limit`, so that one neuron cannot wash out the rest.
+        colorbar_label: what the colours measure.
+        annotate: write each cell's value in it (one decimal).
+    """
+    fig, ax = plt.subplots(figsize=(0.75 * profile.shape[1] + 2.4, 0.32 * profile.shape[0] + 1.6))
     values = profile.to_numpy(dtype=float)
-    lim = np.nanmax(np.abs(values))
+    lim = robust_limit(values) if limit is None else float(limit)
     image = ax.imshow(values, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
+    if annotate:
+        for (r, c), value in np.ndenumerate(values):
+            if np.isfinite(value):
+                colour = "white" if abs(value) > 0.6 * lim else "black"
+                text = f"{value:.1f}".replace("-0.0", "0.0")
+                ax.text(c, r, text, ha="center", va="center", fontsize=6, color=colour)
     ax.set_xticks(range(profile.shape[1]), profile.columns, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(profile.shape[0]), [str(i) for i in profile.index], fontsize=8)
     ax.set_ylabel("neuron")
     ax.grid(False)
     ax.set_title(title, fontsize=9)
-    fig.colorbar(image, ax=ax, shrink=0.8)
+    extend = "both" if np.nanmax(np.abs(values)) > lim else "neither"
+    bar = fig.colorbar(image, ax=ax, shrink=0.8, extend=extend)
+    if colorbar_label:
+        bar.set_label(colorbar_label, fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def plot_gallery(
-    tables: dict[int, pd.DataFrame], scores: dict[int, float], k: int = 5, columns: int = 4
+    tables: dict[int, pd.DataFrame],
+    scores: dict[int, float],
+    k: int = 5,
+    columns: int = 4,
+    title: str = "",
 ) -> matplotlib.figure.Figure:
     """A grid of small bar charts of top and bottom contributions, one per neuron (in order).
 
@@ -227,6 +281,7 @@ def plot_gallery(
         scores: neuron -> its score ``top[j]`` (for the panel titles).
         k: tokens per side.
         columns: panels per row.
+        title: the figure's title (name the model in it).
     """
     neurons = list(tables)
     rows = (len(neurons) + columns - 1) // columns
@@ -235,15 +290,20 @@ def plot_gallery(
         plot_token_bars(tables[j], j, k=k, ax=ax, title=f"neuron {j} (score {scores[j]:.0f})")
     for ax in list(axes.flat)[len(neurons) :]:
         ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def plot_contributions(frame: pd.DataFrame, neuron: int) -> matplotlib.figure.Figure:
+def plot_contributions(
+    frame: pd.DataFrame, neuron: int, model_title: str = ""
+) -> matplotlib.figure.Figure:
     """Horizontal bars of the top and bottom contributions (from :func:`context_neurons.interactive.contribution_frame`).
 
     Bars are coloured as in the chapters' figures (:func:`plot_token_bars`): red for a
     contribution that pushes the neuron up (positive), blue for one that pushes it down.
+    ``model_title`` (e.g. ``loaded.title``) is added to the title.
     """
     figure, (left, right) = plt.subplots(1, 2, figsize=(8, 0.25 * len(frame) + 1.2))
     for ax, side in ((left, "bottom"), (right, "top")):
@@ -254,6 +314,7 @@ def plot_contributions(frame: pd.DataFrame, neuron: int) -> matplotlib.figure.Fi
         ax.set_title(f"{side} tokens", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     right.yaxis.tick_right()
-    figure.suptitle(f"layer-0 neuron {neuron}: contribution e(t) . w", fontsize=10)
+    suffix = f" ({model_title})" if model_title else ""
+    figure.suptitle(f"layer-0 neuron {neuron}: contribution e(t) . w{suffix}", fontsize=10)
     figure.tight_layout()
     return figure

@@ -11,8 +11,9 @@ from jaxtyping import Float
 from context_neurons.plotting.style import APPROX_COLOUR, TRUE_COLOUR
 
 
-def plot_accuracy(evaluations: dict, bins: int = 40):
-    """Distributions of Pearson r and FVU over neuron-text pairs, one histogram per evaluation."""
+def plot_accuracy(evaluations: dict, bins: int = 40, title: str = ""):
+    """Distributions of Pearson r and FVU over neuron-text pairs, one histogram per evaluation
+    (``title``: the figure's title; name the model in it)."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     lowest = min(float(ev.pearson[~ev.pearson.isnan()].min()) for ev in evaluations.values())
     r_bins = np.linspace(max(-1.0, np.floor(lowest * 20) / 20), 1, bins)
@@ -37,12 +38,17 @@ def plot_accuracy(evaluations: dict, bins: int = 40):
     for ax in axes:
         ax.set_ylabel("neuron-text pairs")
         ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def plot_calibration_sensitivity(table: pd.DataFrame, measure: str = "median r"):
-    """Median r (or FVU) for each calibration text (rows) and set of evaluation texts (groups)."""
+def plot_calibration_sensitivity(
+    table: pd.DataFrame, measure: str = "median r", title: str = ""
+):
+    """Median r (or FVU) for each calibration text (rows) and set of evaluation texts (groups);
+    ``title`` names the model."""
     sub = table[measure]
     fig, ax = plt.subplots(figsize=(8, 3.2))
     width = 0.8 / len(sub.index)
@@ -59,6 +65,7 @@ def plot_calibration_sensitivity(table: pd.DataFrame, measure: str = "median r")
     ax.set_ylabel(measure)
     ax.set_ylim(0, float(np.nanmax(sub.to_numpy(dtype=float))) * 1.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -69,9 +76,10 @@ def plot_activations(
     approx: Float[np.ndarray, "pos"],
     neuron: int,
     max_labels: int = 60,
+    model_title: str = "",
 ) -> matplotlib.figure.Figure:
     """True and approximate pre-activation of a neuron along a text (its tokens as tick labels
-    when there are at most ``max_labels``)."""
+    when there are at most ``max_labels``; ``model_title`` is added to the title)."""
     figure, ax = plt.subplots(figsize=(8, 2.8))
     x = np.arange(len(tokens))
     ax.plot(x, true, label="true", color=TRUE_COLOUR)
@@ -82,7 +90,7 @@ def plot_activations(
     else:
         ax.set_xlabel("position")
     ax.set_ylabel("pre-activation")
-    ax.set_title(f"layer-0 neuron {neuron}")
+    ax.set_title(f"layer-0 neuron {neuron}" + (f" ({model_title})" if model_title else ""))
     ax.legend(loc="upper left", fontsize=8)
     figure.tight_layout()
     return figure

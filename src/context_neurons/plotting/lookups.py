@@ -20,12 +20,15 @@ def _layer_colour(layer: int, n_layers: int):
     return plt.get_cmap("viridis")(layer / (n_layers - 1))
 
 
-def plot_token_scores(scores: pd.DataFrame, marked: Sequence[tuple[int, int]] = (), bins: int = 80):
+def plot_token_scores(
+    scores: pd.DataFrame, marked: Sequence[tuple[int, int]] = (), bins: int = 80, title: str = ""
+):
     """Distribution of token-prediction scores per layer, with some neurons marked by their token.
 
     Args:
         scores: a :func:`~context_neurons.lookups.token_prediction_scores` table.
         marked: ``(layer, neuron)`` pairs to annotate.
+        title: the figure's title (name the model, e.g. ``loaded.title``).
     """
     fig, ax = plt.subplots(figsize=(8, 3.4))
     layers = sorted(scores.layer.unique())
@@ -58,6 +61,7 @@ def plot_token_scores(scores: pd.DataFrame, marked: Sequence[tuple[int, int]] = 
         )
     ax.set_xlabel("score: (top logit effect - mean) / std over the vocabulary")
     ax.set_ylabel("neurons")
+    ax.set_title(title, fontsize=10)
     if len(layers) <= 12:
         ax.legend(fontsize=7, ncol=2 if len(layers) > 6 else 1)
     fig.tight_layout()
@@ -106,10 +110,14 @@ def plot_truncation(
     return fig
 
 
-def plot_head_attribution(lookups: Sequence[NeuronLookup]):
-    """Mean direct attribution of every upstream head (layer x head) for each examined neuron."""
+def plot_head_attribution(lookups: Sequence[NeuronLookup], title: str = ""):
+    """Mean direct attribution of every upstream head (layer x head) for each examined neuron.
+
+    Rows are layers ``0..layer`` of each neuron; ``title`` goes above the panels.
+    """
+    height = 2.6 + 0.12 * max(lk.layer for lk in lookups)
     fig, axes = plt.subplots(
-        1, len(lookups), figsize=(2.6 * len(lookups) + 1.0, 2.6), squeeze=False
+        1, len(lookups), figsize=(2.6 * len(lookups) + 1.0, height), squeeze=False
     )
     vmax = max(float(lk.head_attribution.mean(0).abs().max()) for lk in lookups)
     for ax, lookup in zip(axes[0], lookups):
@@ -123,10 +131,14 @@ def plot_head_attribution(lookups: Sequence[NeuronLookup]):
         ax.add_patch(plt.Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, lw=1.5))
     axes[0][0].set_ylabel("layer")
     fig.colorbar(image, ax=axes[0].tolist(), shrink=0.9, label="mean attribution")
+    if title:
+        fig.suptitle(title, fontsize=10, y=1.02)
     return fig
 
 
-def plot_attribution_vs_ablation(lookups: Sequence[NeuronLookup]) -> matplotlib.figure.Figure:
+def plot_attribution_vs_ablation(
+    lookups: Sequence[NeuronLookup], title: str = ""
+) -> matplotlib.figure.Figure:
     """Direct attribution against the mean-ablation drop, every (prompt, ablated head), by layer.
 
     Only the heads each look-up ablated are drawn (those whose attribution mattered most:
@@ -155,12 +167,15 @@ def plot_attribution_vs_ablation(lookups: Sequence[NeuronLookup]) -> matplotlib.
     ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--", label="y = x")
     ax.set_xlabel("direct attribution to the pre-activation")
     ax.set_ylabel("drop when the head is mean-ablated")
-    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, ncol=2 if n_layers > 6 else 1)
     fig.tight_layout()
     return fig
 
 
-def plot_head_activity(activities: Sequence[HeadActivity], names: Sequence[str] | None = None):
+def plot_head_activity(
+    activities: Sequence[HeadActivity], names: Sequence[str] | None = None, title: str = ""
+):
     """Histogram of a head's attribution over the prompt pool, with the "active" threshold."""
     fig, axes = plt.subplots(
         1, len(activities), figsize=(2.6 * len(activities) + 0.6, 2.6), squeeze=False, sharey=True
@@ -177,16 +192,19 @@ def plot_head_activity(activities: Sequence[HeadActivity], names: Sequence[str] 
         )
         ax.set_xlabel("attribution")
     axes[0][0].set_ylabel("prompts")
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def plot_explanation_scores(table: pd.DataFrame):
+def plot_explanation_scores(table: pd.DataFrame, title: str = ""):
     """Held-out accuracy and balanced accuracy of each explanation, against their chance levels.
 
     Args:
         table: one row per explanation with ``name``, ``accuracy``, ``chance`` and
             ``balanced_accuracy`` columns.
+        title: the axes title (name the model).
     """
     fig, ax = plt.subplots(figsize=(8, 3.0))
     x = np.arange(len(table))
@@ -203,8 +221,11 @@ def plot_explanation_scores(table: pd.DataFrame):
     )
     ax.axhline(0.5, color="black", ls=":", lw=0.8, label="chance (balanced)")
     ax.set_xticks(x, table.name, fontsize=8)
-    ax.set_ylim(0.4, 1.02)
+    values = table[["accuracy", "balanced_accuracy", "chance"]].to_numpy(dtype=float)
+    low = float(np.nanmin(values)) if np.isfinite(values).any() else 0.4
+    ax.set_ylim(min(0.4, low - 0.05), 1.02)
     ax.set_ylabel("held-out score")
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig

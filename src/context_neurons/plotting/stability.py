@@ -28,6 +28,7 @@ def plot_relative_denominators(
     labels: list[str] | None = None,
     positions: Int[Tensor, "query_pos"] | None = None,
     start: int = 1,
+    title: str = "",
 ):
     """Figure 3: ``D_{h,i} / c_{h,i}`` against position ``i`` for a few texts, one panel per head.
 
@@ -39,6 +40,7 @@ def plot_relative_denominators(
         labels: text labels for the legend.
         positions: the position of each column (default ``0, 1, 2, ...``).
         start: first column drawn.
+        title: the figure's title (name the model that produced it).
     """
     fig, axes = panel_grid(len(heads))
     if positions is None:
@@ -63,14 +65,47 @@ def plot_relative_denominators(
     high = max(ax.get_ylim()[1] for ax in axes)
     for ax in axes:
         ax.set_ylim(low, high)
-    fig.tight_layout()
+    _finish(fig, title)
+    return fig
+
+
+def plot_denominators_per_text(study: DenominatorStudy, heads: list[int], title: str = ""):
+    """Figure 4: ``D_h / mu`` at ``n`` for every text, texts indexed along the horizontal axis.
+
+    Drawn as in the paper (one point per text), with the independent-token model's mean and its
+    mean plus or minus two standard deviations.
+    """
+    fig, axes = panel_grid(len(heads))
+    for ax, head in zip(axes, heads):
+        measured = study.measured(head)
+        mean, sd = study.predicted_mean(head), study.predicted_sd(head)
+        ax.scatter(torch.arange(len(measured)), measured, s=3, color=head_colour(head), alpha=0.7)
+        ax.axhline(mean, color="k", lw=1.0, label="model mean")
+        for sign in (-1, 1):
+            ax.axhline(
+                mean + sign * 2 * sd,
+                color="k",
+                ls="--",
+                lw=0.8,
+                label="model mean ± 2 sd" if sign > 0 else None,
+            )
+        ax.set_title(f"head {head}: CV {float(measured.std() / measured.mean()):.3f}")
+        ax.set_xlabel("text index")
+    for ax in axes[::3]:
+        ax.set_ylabel(f"D / mu at n = {study.n}")
+    axes[0].legend(fontsize=6)
+    _finish(fig, title)
     return fig
 
 
 def plot_denominator_histograms(
-    study: DenominatorStudy, heads: list[int], n_samples: int = 4000, bins: int = 40
+    study: DenominatorStudy,
+    heads: list[int],
+    n_samples: int = 4000,
+    bins: int = 40,
+    title: str = "",
 ):
-    """Figure 4: ``D_h / mu`` at ``n`` across texts, beside i.i.d. texts and the model's normal."""
+    """``D_h / mu`` at ``n`` across texts, beside i.i.d. texts and the model's normal."""
     fig, axes = panel_grid(len(heads))
     for ax, head in zip(axes, heads):
         measured = study.measured(head)
@@ -102,11 +137,11 @@ def plot_denominator_histograms(
         ax.set_title(f"head {head}: CV {float(measured.std() / measured.mean()):.3f}")
         ax.set_xlabel(f"D / mu at n = {study.n}")
     axes[0].legend(fontsize=6)
-    fig.tight_layout()
+    _finish(fig, title)
     return fig
 
 
-def plot_tail_bounds(tails: dict[int, pd.DataFrame], n_cols: int = 3):
+def plot_tail_bounds(tails: dict[int, pd.DataFrame], n_cols: int = 3, title: str = ""):
     """Tail probabilities of ``|D/mu - E|`` against ``t``: measured, i.i.d., Chebyshev, Hoeffding.
 
     Args:
@@ -132,11 +167,11 @@ def plot_tail_bounds(tails: dict[int, pd.DataFrame], n_cols: int = 3):
     for ax in axes[::n_cols]:
         ax.set_ylabel("P(|D/mu - E| >= t)")
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
+    _finish(fig, title)
     return fig
 
 
-def plot_concentration(table: pd.DataFrame, groups: dict[str, list[int]]):
+def plot_concentration(table: pd.DataFrame, groups: dict[str, list[int]], title: str = ""):
     """Measured coefficient of variation against the number of random tokens averaged over.
 
     The horizontal axis is ``n_eff random`` (the width over the random positions ``0 < i < n``),
@@ -183,6 +218,7 @@ def plot_concentration(table: pd.DataFrame, groups: dict[str, list[int]]):
     ax.set_xlabel("n_eff random: tokens averaged over at 0 < i < n")
     ax.set_ylabel("CV of D across texts")
     unique_legend(ax, fontsize=8)
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -194,6 +230,8 @@ def plot_density_effect(
     heads: list[int],
     show: list[int],
     titles: dict[int, str] | None = None,
+    title: str = "",
+    xlabel: str = "share of the kernel on stop words",
 ):
     """``D / mu`` against the kernel-weighted share of stop words, texts coloured by corpus.
 
@@ -204,6 +242,8 @@ def plot_density_effect(
         heads: the head of each column.
         show: the heads to draw.
         titles: an optional panel title per head.
+        title: the figure's title (name the model that produced it).
+        xlabel: the horizontal axis' label (say how stop words were defined).
     """
     fig, axes = plt.subplots(1, len(show), figsize=(4.2 * len(show), 3.4), squeeze=False)
     names = sorted(set(corpus))
@@ -213,8 +253,15 @@ def plot_density_effect(
             keep = torch.tensor([c == name for c in corpus])
             ax.scatter(density[keep, k], ratio[keep, k], s=8, alpha=0.6, color=f"C{j}", label=name)
         ax.set_title((titles or {}).get(head, f"head {head}"), fontsize=9)
-        ax.set_xlabel("share of the kernel on stop words")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("D / mu")
     axes[0, 0].legend(fontsize=7, markerscale=2)
-    fig.tight_layout()
+    _finish(fig, title)
     return fig
+
+
+def _finish(fig, title: str) -> None:
+    """A figure-wide title (the model's name) above the panels, then a tight layout."""
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()

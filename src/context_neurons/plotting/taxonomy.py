@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import matplotlib.ticker as ticker
 import torch
@@ -10,35 +12,58 @@ from torch import Tensor
 
 from context_neurons.plotting.style import GROUP_COLOURS, head_colour, head_column, unique_legend
 
-SHAPE_RANGE = {"slowly decaying": 200, "local": 30, "uniform": None}
+#: A panel of Figure 2 shows each member kernel up to the distance holding this much of its mass.
+PANEL_MASS = 0.99
+#: The shortest panel range, in tokens (a kernel on one or two tokens still shows its neighbours).
+MIN_PANEL_RANGE = 10
+
+
+def panel_range(patterns: Float[Tensor, "selected_head key_pos"], mass: float = PANEL_MASS) -> int:
+    """How many tokens back a panel must reach: the largest distance ``n - i`` needed to hold
+    ``mass`` of any row's kernel, with a fifth more room, at least :data:`MIN_PANEL_RANGE` and
+    never past position 0."""
+    n = patterns.shape[-1] - 1
+    if len(patterns) == 0:
+        return n
+    from_n = patterns.double().flip(-1).cumsum(-1)  # mass of positions n-k..n, per row
+    reach = int((from_n < mass).sum(-1).max())  # the largest k still short of the mass
+    return min(n, max(MIN_PANEL_RANGE, math.ceil(1.2 * (reach + 1))))
 
 
 def plot_kernel_shapes(
-    patterns: Float[Tensor, "selected_head key_pos"], heads: list[int], shapes: dict[int, str]
+    patterns: Float[Tensor, "selected_head key_pos"],
+    heads: list[int],
+    shapes: dict[int, str],
+    title: str = "",
 ):
     """Figure 2: positional patterns of all heads, one panel per computed kernel shape.
+
+    Each panel's range comes from its kernels (:func:`panel_range`): wide enough for the widest
+    member; uniform kernels are drawn over the whole context.
 
     Args:
         patterns: ``pos_n(i)`` for ``i = 0..n`` (one row per head).
         heads: the head of each row.
         shapes: the computed kernel shape of each head.
+        title: the figure's title (name the model that produced it).
     """
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.3))
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.5))
     n = patterns.shape[-1] - 1
     for ax, shape in zip(axes, ("slowly decaying", "local", "uniform")):
-        back = min(SHAPE_RANGE[shape] or n, n)  # never further back than position 0
-        members = [(row, head) for row, head in zip(patterns.cpu(), heads) if shapes[head] == shape]
-        for row, head in members:
+        rows = [k for k, head in enumerate(heads) if shapes[head] == shape]
+        members = patterns.cpu()[rows]
+        back = n if shape == "uniform" else panel_range(members)
+        for row, k in zip(members, rows):
             ax.plot(
                 torch.arange(back + 1),
                 row.flip(0)[: back + 1],
                 lw=1.4,
-                color=head_colour(head),
-                label=f"head {head}",
+                color=head_colour(heads[k]),
+                label=f"head {heads[k]}",
             )
         ax.set_title(shape)
         ax.set_xlabel("tokens back from the destination, n - i")
-        if members:
+        if rows:
             ax.set_ylim(bottom=0)
             ax.legend(fontsize=7)
         else:
@@ -53,6 +78,8 @@ def plot_kernel_shapes(
                 color="0.4",
             )
     axes[0].set_ylabel(f"positional pattern pos_n(i), n={n}")
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -65,6 +92,7 @@ def plot_head_map(
     local_max: float,
     duplicate_min: float,
     uniform_min: float,
+    title: str = "",
 ):
     """Every head at its kernel width (x, log) and self-preference (y), coloured by group.
 
@@ -97,6 +125,7 @@ def plot_head_map(
     ax.set_xlabel("kernel width n_eff (tokens, log scale)")
     ax.set_ylabel("self-preference z of the destination token")
     unique_legend(ax, fontsize=8, loc="upper left")
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -106,19 +135,27 @@ def plot_destination_dependence(
     destinations: list[str],
     heads: list[int],
     show: list[int],
-    back: int = 150,
+    back: int | None = None,
+    title: str = "",
 ):
-    """Positional patterns of a few heads for several destination tokens (overlaid)."""
+    """Positional patterns of a few heads for several destination tokens (overlaid).
+
+    ``back``: how many tokens back each panel reaches (default: from the kernels drawn,
+    :func:`panel_range`).
+    """
     fig, axes = plt.subplots(1, len(show), figsize=(3.7 * len(show), 3.0), squeeze=False)
     for ax, head in zip(axes[0], show):
         k = head_column(heads, head)
+        reach = panel_range(patterns[:, k]) if back is None else back
         for d, name in enumerate(destinations):
-            row = patterns[d, k].cpu().flip(0)[: back + 1]
+            row = patterns[d, k].cpu().flip(0)[: reach + 1]
             ax.plot(torch.arange(len(row)), row, lw=1.0, label=repr(name))
         ax.set_title(f"head {head}")
         ax.set_xlabel("n - i")
         ax.set_ylim(bottom=0)
     axes[0, 0].set_ylabel("pos_n(i)")
     axes[0, -1].legend(fontsize=7, ncol=2)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

@@ -36,12 +36,14 @@ from context_neurons.stability.bounds import (  # noqa: F401  (the chapter's nam
     chebyshev_deviation,
     coefficient_of_variation,
     correlation,
+    cv_standard_error,
     hoeffding_bound,
     hoeffding_deviation,
     iid_moments,
     simulate_weighted_sums,
     sum_of_squares,
     tail_probability,
+    weighted_sum_cumulants,
     weighted_sum_variance,
 )
 from context_neurons.stability.denominators import (  # noqa: F401

@@ -71,6 +71,57 @@ def tail_probability(
     return (deviations.double().abs()[:, None] >= t[None]).double().mean(0)
 
 
+def cv_standard_error(
+    mean: float, variance: float, third_moment: float, fourth_cumulant: float, n_samples: int
+) -> float:
+    """Standard error of the coefficient of variation ``sd / mean`` estimated from ``n_samples``
+    independent draws of a distribution with these moments (the delta method).
+
+    With sample mean ``m`` and sample standard deviation ``s`` of ``N`` draws,
+    ``Var[m] = sigma^2 / N``, ``Var[s] ~ (kappa_4 + 2 sigma^4) / (4 sigma^2 N)`` and
+    ``Cov[m, s] ~ mu_3 / (2 sigma N)``, so ``Var[s / m] ~ Var[s] / mu^2
+    + sigma^2 Var[m] / mu^4 - 2 sigma Cov[m, s] / mu^3``. Heavy tails enter through the fourth
+    cumulant ``kappa_4``, skewness through the third central moment ``mu_3``.
+
+    Args:
+        mean: the distribution's mean ``mu`` (nonzero).
+        variance: its variance ``sigma^2`` (positive).
+        third_moment: its third central moment ``mu_3``.
+        fourth_cumulant: its fourth cumulant ``kappa_4 = mu_4 - 3 sigma^4``.
+        n_samples: the number of draws ``N``.
+    """
+    if variance <= 0 or mean == 0 or n_samples < 2:
+        raise ValueError(
+            f"Need a positive variance, a nonzero mean and at least two samples, got {variance}, "
+            f"{mean}, {n_samples}."
+        )
+    sd = math.sqrt(variance)
+    var_mean = variance / n_samples
+    var_sd = (fourth_cumulant + 2 * variance**2) / (4 * variance * n_samples)
+    cov = third_moment / (2 * sd * n_samples)
+    var_cv = var_sd / mean**2 + variance * var_mean / mean**4 - 2 * sd * cov / mean**3
+    return math.sqrt(max(var_cv, 0.0))
+
+
+def weighted_sum_cumulants(
+    kernel: Float[Tensor, "key_pos"], values: Float[Tensor, "n_values"], probs: Float[Tensor, "n_values"]
+) -> tuple[float, float, float]:
+    """Variance, third central moment and fourth cumulant of ``sum_i pos(i) X_i`` for ``X_i``
+    i.i.d. from ``(values, probs)``: cumulants of independent terms add, ``kappa_r(sum) =
+    kappa_r(X) sum_i pos(i)^r`` (the third central moment is the third cumulant)."""
+    values, probs = values.double().cpu(), probs.double().cpu() / probs.double().sum()
+    kernel = kernel.double().cpu()
+    deviation = values - (probs * values).sum()
+    var_x = float((probs * deviation**2).sum())
+    third_x = float((probs * deviation**3).sum())
+    kappa4_x = float((probs * deviation**4).sum()) - 3 * var_x**2
+    return (
+        var_x * float((kernel**2).sum()),
+        third_x * float((kernel**3).sum()),
+        kappa4_x * float((kernel**4).sum()),
+    )
+
+
 def coefficient_of_variation(x: Float[Tensor, "n_samples"]) -> float:
     """Standard deviation over mean."""
     x = x.double()

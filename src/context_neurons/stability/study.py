@@ -25,12 +25,14 @@ from context_neurons.stability.bounds import (
     chebyshev_bound,
     chebyshev_deviation,
     coefficient_of_variation,
+    cv_standard_error,
     hoeffding_bound,
     hoeffding_deviation,
     iid_moments,
     simulate_weighted_sums,
     sum_of_squares,
     tail_probability,
+    weighted_sum_cumulants,
 )
 from context_neurons.stability.denominators import log_content_table, log_kernels
 
@@ -137,6 +139,27 @@ class DenominatorStudy:
         pos = self.kernel[self.row(head)].double().cpu()
         random = simulate_weighted_sums(pos[1:-1], self.values(head), self.probs, n_samples, seed)
         return random + (self.predicted_mean(head) - float(pos[1:-1].sum()))
+
+    def simulated_cv_standard_error(self, head: int, n_samples: int) -> float:
+        """Standard error of the CV of :meth:`simulate` with ``n_samples`` draws, from the exact
+        moments of the independent-token model (not from the draws, whose sample moments
+        underestimate heavy tails): :func:`~context_neurons.stability.bounds.cv_standard_error`."""
+        pos = self.kernel[self.row(head)].double()
+        variance, third, kappa4 = weighted_sum_cumulants(pos[1:-1], self.values(head), self.probs)
+        return cv_standard_error(self.predicted_mean(head), variance, third, kappa4, n_samples)
+
+    def most_frequent(self, k: int) -> Int[Tensor, "k"]:
+        """The ``k`` most frequent tokens of the study's texts (pooled frequencies, BOS excluded).
+
+        A definition of "stop words" that needs no word list: in any language and tokenizer the
+        most frequent tokens are function words and punctuation.
+        """
+        if not 0 < k < len(self.token_ids):
+            raise OutOfRangeError(
+                f"k must be between 1 and {len(self.token_ids) - 1} (the distinct tokens of the "
+                f"texts), got {k}."
+            )
+        return self.token_ids[torch.argsort(self.probs, descending=True, stable=True)[:k]]
 
     def measured(self, head: int) -> Float[Tensor, "text"]:
         """``D_n / mu`` on the texts."""

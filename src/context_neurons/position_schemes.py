@@ -1,0 +1,392 @@
+"""Positional schemes. This module carries the decomposition of layer-0 attention over to rotary
+(RoPE) and ALiBi attention (chapter 9, section 4; ``book/notation.md``, section 2).
+
+With learned absolute positions (GPT-2) the position is added to the residual stream, and
+chapter 1 splits a key into a token and a position part through LayerNorm. Rotary and ALiBi models
+add nothing to the residual stream: at layer 0 the (unrotated) query and key of a token depend on
+the token only, ``q(t)`` and ``k(t)``, and the position enters the score itself.
+
+* **ALiBi** (Press, Smith and Lewis, 2022): ``s(n, i) = q(t_n) . k(t_i) / sqrt(d_head) - m_h (n - i)``.
+  The positional pattern is exactly ``pos_n(i) ~ exp(-m_h (n - i))``, a geometric kernel of width
+  ``n_eff = (1 + r) / (1 - r)``, ``r = exp(-m_h)``, for a long context, and the content weight is
+  exactly ``c(t) = exp(q . k(t) / sqrt(d_head))``: ``A = pos c / D`` holds with no approximation.
+* **RoPE** (Su et al., 2021): ``s(n, i) = (R_n q) . (R_i k) / sqrt(d_head) = q . R_{i-n} k /
+  sqrt(d_head)``, where ``R_j`` rotates each rotated pair ``p`` of dimensions by the angle
+  ``j omega_p``. Chapter 1's recipe (mean key over a token distribution, content term = the key
+  placed at the destination) gives, with ``kbar = E_t k(t)``,
+
+      positional score  q . (R_{i-n} - I) kbar / sqrt(d),     content score  q . k(t_i) / sqrt(d),
+
+  and the factorisation's error is ``q . (R_{i-n} - I)(k(t_i) - kbar) / sqrt(d)``: zero at
+  ``i = n``, zero on dimensions that are not rotated, and on a rotated pair at most
+  ``|q_p| |k_p(t_i) - kbar_p| 2 |sin(omega_p (n - i) / 2)| / sqrt(d)`` (:func:`rotary_error_bound`).
+  Content in slowly rotating pairs (``omega_p (n - i)`` small over the distances the kernel
+  reaches) factorises almost exactly, as in a learned-position contextual head; content in fast
+  pairs does not.
+
+:func:`factorise_attention` computes exact, positional and content scores of any TransformerLens
+rotary or ALiBi model through its own hooks and rotation (``hook_q``, ``hook_k``,
+``attn.apply_rotary``), so it applies to Pythia- or Llama-family models as well as to
+:func:`rotary_toy_model` and :func:`alibi_toy_model`, the small models the chapter sets up by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+from transformer_lens.components import AbstractAttention
+
+from context_neurons.checks import InputError, as_token_batch
+from context_neurons.decomposition import causal_mask, masked_softmax, tv_distance
+from context_neurons.hooks import run_until
+from context_neurons.taxonomy import assign_group, classify_kernel, kernel_width
+
+#: Position schemes :func:`factorise_attention` handles (``cfg.positional_embedding_type``).
+SCHEMES = ("rotary", "alibi")
+_HOOKS = ("blocks.0.attn.hook_q", "blocks.0.attn.hook_k")
+_SCORES = "blocks.0.attn.hook_attn_scores"
+
+
+@dataclass
+class AttentionFactorisation:
+    """Exact, positional and content scores of layer-0 attention (already divided by the scale).
+
+    Attributes:
+        scheme: ``"rotary"`` or ``"alibi"``.
+        tokens: the texts.
+        exact_scores: the model's own scores (hook ``hook_attn_scores``; 0 above the diagonal).
+        positional_scores: ``q . (R_{i-n} - I) kbar`` (RoPE) or ``-m_h (n - i)`` (ALiBi).
+        content_scores: ``q(t_n) . k(t_i)``, the key placed at the destination.
+        queries, keys: the unrotated layer-0 queries and keys (hooks ``hook_q``, ``hook_k``).
+        mean_key: ``kbar``, the key averaged over the reference tokens.
+    """
+
+    scheme: str
+    tokens: Int[Tensor, "batch pos"]
+    exact_scores: Float[Tensor, "batch head_index query_pos key_pos"]
+    positional_scores: Float[Tensor, "batch head_index query_pos key_pos"]
+    content_scores: Float[Tensor, "batch head_index query_pos key_pos"]
+    queries: Float[Tensor, "batch pos head_index d_head"]
+    keys: Float[Tensor, "batch pos head_index d_head"]
+    mean_key: Float[Tensor, "head_index d_head"]
+
+    @property
+    def mask(self) -> Bool[Tensor, "query_pos key_pos"]:
+        return causal_mask(self.tokens.shape[1], self.tokens.device)
+
+    def exact_pattern(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+        return masked_softmax(self.exact_scores, self.mask)
+
+    def positional_pattern(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+        """``pos_n(i)``: the attention if every key were the mean key."""
+        return masked_softmax(self.positional_scores, self.mask)
+
+    def reconstructed_pattern(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+        """``pos_n(i) c_n(t_i) / D_n``."""
+        return masked_softmax(self.positional_scores + self.content_scores, self.mask)
+
+    def tv(self) -> Float[Tensor, "batch head_index query_pos"]:
+        """Total variation between the exact and the reconstructed pattern at each destination."""
+        return tv_distance(self.exact_pattern(), self.reconstructed_pattern())
+
+    def score_error(self) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+        """Exact minus factorised score (zero above the diagonal)."""
+        error = self.exact_scores - self.positional_scores - self.content_scores
+        return error.masked_fill(~self.mask, 0.0)
+
+
+def _check_scheme(model: HookedTransformer) -> str:
+    cfg = model.cfg
+    scheme = cfg.positional_embedding_type
+    if scheme not in SCHEMES:
+        raise InputError(
+            f"This model's positions are {scheme!r}; factorise_attention handles {SCHEMES}. For "
+            "learned absolute positions use context_neurons.decomposition.decompose_attention."
+        )
+    if cfg.attn_scores_soft_cap > 0 or cfg.use_attention_sinks or cfg.use_logn_attn:
+        raise InputError("Soft-capped, sink or log-n scaled attention scores are not factorised.")
+    return scheme
+
+
+def _expand_kv(model: HookedTransformer, x: Tensor) -> Tensor:
+    """Grouped-query keys repeated to one per query head."""
+    groups = model.cfg.n_heads // x.shape[2]
+    return x.repeat_interleave(groups, dim=2) if groups > 1 else x
+
+
+@torch.no_grad()
+def factorise_attention(
+    model: HookedTransformer,
+    tokens: Int[Tensor, "*batch pos"],
+    reference_tokens: Int[Tensor, "*ref_batch ref_pos"] | None = None,
+) -> AttentionFactorisation:
+    """Layer-0 attention of a rotary or ALiBi model split into positional and content scores.
+
+    Args:
+        model: a TransformerLens model with ``positional_embedding_type`` ``"rotary"`` or
+            ``"alibi"`` (nothing positional in its residual stream).
+        tokens: texts.
+        reference_tokens: texts whose keys define the mean key ``kbar`` (default ``tokens``).
+
+    Returns:
+        An :class:`AttentionFactorisation` (module docstring).
+    """
+    scheme = _check_scheme(model)
+    tokens = as_token_batch(tokens).to(model.cfg.device)
+    store = run_until(model, tokens, _SCORES, names=_HOOKS)
+    q, k = store[_HOOKS[0]], _expand_kv(model, store[_HOOKS[1]])
+    n = tokens.shape[1]
+    exact = store[_SCORES].masked_fill(~causal_mask(n, tokens.device), 0.0)
+    if reference_tokens is None:
+        reference_keys = k
+    else:
+        reference = as_token_batch(reference_tokens).to(model.cfg.device)
+        reference_keys = _expand_kv(model, run_until(model, reference, _HOOKS[1])[_HOOKS[1]])
+    mean_key = reference_keys.mean((0, 1))  # [head, d_head]
+    attn = model.blocks[0].attn
+    scale = attn.attn_scale
+    content = torch.einsum("bnhe,bihe->bhni", q, k) / scale
+    if scheme == "rotary":
+        rq = attn.apply_rotary(q)  # R_n q, TransformerLens's own rotation
+        rotated_mean = attn.apply_rotary(mean_key.expand(1, n, -1, -1))[0]  # R_i kbar
+        to_mean = torch.einsum("bnhe,ihe->bhni", rq, rotated_mean)
+        at_zero = torch.einsum("bnhe,he->bhn", q, mean_key)[..., None]  # q . kbar (i = n)
+        positional = (to_mean - at_zero) / scale
+    else:
+        positional = alibi_bias(model, n).expand(len(tokens), -1, -1, -1)
+    return AttentionFactorisation(scheme, tokens, exact, positional, content, q, k, mean_key)
+
+
+def alibi_slopes(model: HookedTransformer) -> Float[Tensor, "head_index"]:
+    """``m_h``, the slope of each head's ALiBi bias (TransformerLens's multipliers)."""
+    return AbstractAttention.create_alibi_multipliers(model.cfg.n_heads, model.cfg.device)
+
+
+def alibi_bias(model: HookedTransformer, n: int) -> Float[Tensor, "head_index query_pos key_pos"]:
+    """``-m_h (n - i)`` for ``i <= n`` (zero above the diagonal, which the causal mask removes)."""
+    positions = torch.arange(n, device=model.cfg.device)
+    distance = (positions[:, None] - positions[None, :]).clamp(min=0).float()
+    return -alibi_slopes(model)[:, None, None] * distance
+
+
+def rotary_pairs(model: HookedTransformer) -> Int[Tensor, "n_pairs 2"]:
+    """The dimensions each rotation acts on: ``(2p, 2p + 1)`` (GPT-J layout) or ``(p, p + r/2)``
+    (GPT-NeoX layout, TransformerLens's default), ``r`` the rotary dimension."""
+    r = model.cfg.rotary_dim
+    p = torch.arange(r // 2)
+    if model.cfg.rotary_adjacent_pairs:
+        return torch.stack([2 * p, 2 * p + 1], dim=1)
+    return torch.stack([p, p + r // 2], dim=1)
+
+
+def rotary_frequencies(model: HookedTransformer) -> Float[Tensor, "n_pairs"]:
+    """``omega_p``, each pair's rotation angle per position, read from the model's own sine and
+    cosine tables (layer 0).
+
+    Raises:
+        InputError: when the tables are not rotations by ``j omega_p`` (a scaled variant).
+    """
+    if model.cfg.positional_embedding_type != "rotary":
+        raise InputError("The model has no rotary embeddings.")
+    attn = model.blocks[0].attn
+    first = rotary_pairs(model)[:, 0].to(attn.rotary_sin.device)
+    sin, cos = attn.rotary_sin[:, first].double(), attn.rotary_cos[:, first].double()
+    omega = torch.atan2(sin[1], cos[1])
+    positions = torch.arange(len(sin), dtype=torch.float64, device=sin.device)[:, None]
+    # float32 tables: angles j * omega are rounded by about j * 1e-7
+    tolerance = 1e-4 + 2e-7 * len(sin)
+    if not torch.allclose(torch.cos(positions * omega), cos, atol=tolerance) or not torch.allclose(
+        sin**2 + cos**2, torch.ones_like(cos), atol=tolerance
+    ):
+        raise InputError("The rotary tables are not plain rotations by j * omega (scaled RoPE?).")
+    return omega.float().cpu()
+
+
+@torch.no_grad()
+def rotary_error_bound(
+    model: HookedTransformer, factorisation: AttentionFactorisation
+) -> Float[Tensor, "batch head_index query_pos key_pos"]:
+    """``sum_p |q_p(n)| |k_p(t_i) - kbar_p| 2 |sin(omega_p (n - i) / 2)| / sqrt(d)``: a bound on
+    the factorisation's score error at every pair of positions (module docstring)."""
+    if factorisation.scheme != "rotary":
+        raise InputError("The bound is for rotary attention; ALiBi's factorisation is exact.")
+    pairs = rotary_pairs(model).to(factorisation.queries.device)
+    omega = rotary_frequencies(model).to(factorisation.queries.device)
+    q_norm = factorisation.queries[..., pairs].norm(dim=-1)  # [batch, pos, head, pair]
+    deviation = (factorisation.keys - factorisation.mean_key)[..., pairs].norm(dim=-1)
+    n = factorisation.tokens.shape[1]
+    positions = torch.arange(n, device=omega.device)
+    distance = (positions[:, None] - positions[None, :]).clamp(min=0).float()
+    chord = 2 * torch.sin(distance[..., None] * omega / 2).abs()  # [pos, pos, pair]
+    bound = torch.einsum("bnhp,bihp,nip->bhni", q_norm, deviation, chord)
+    return bound.masked_fill(~factorisation.mask, 0.0) / model.blocks[0].attn.attn_scale
+
+
+def by_distance(
+    values: Float[Tensor, "batch head_index query_pos key_pos"],
+) -> Float[Tensor, "head_index distance"]:
+    """The mean of ``|values|`` over all pairs ``(n, i)`` at each distance ``n - i``, per head."""
+    n = values.shape[-1]
+    positions = torch.arange(n, device=values.device)
+    distance = positions[:, None] - positions[None, :]
+    lower = distance >= 0
+    index = distance[lower]  # [n_pairs]
+    summed = values.abs()[..., lower].sum(0)  # [head, n_pairs]
+    totals = torch.zeros(values.shape[1], n, device=values.device).index_add_(1, index, summed)
+    counts = torch.bincount(index, minlength=n) * values.shape[0]
+    return totals / counts
+
+
+def head_table(factorisation: AttentionFactorisation, n: int | None = None) -> pd.DataFrame:
+    """Each head classified by chapter 2's rules on the factorisation, with its accuracy.
+
+    Columns: ``n_eff`` of the positional pattern at destination ``n`` (default the last position),
+    its ``kernel`` shape, the ``content sd`` (standard deviation of the content scores over the
+    sources ``i < n``) and ``self z`` (the destination's own content score against them), medians
+    over the texts, the ``group`` the taxonomy gives these, and the ``median TV`` of the
+    factorisation over the texts and the destinations from ``n / 4`` on.
+    """
+    length = factorisation.tokens.shape[1]
+    n = length - 1 if n is None else int(n)
+    if not 1 <= n < length:
+        raise InputError(f"n must be in 1..{length - 1}, got {n}.")
+    width = kernel_width(factorisation.positional_pattern()[:, :, n, : n + 1]).median(0).values
+    content = factorisation.content_scores[:, :, n, : n + 1].double()
+    others = content[..., :-1]
+    sd = others.std(-1)
+    self_z = ((content[..., -1] - others.mean(-1)) / sd).median(0).values
+    sd = sd.median(0).values
+    tv = factorisation.tv()[:, :, length // 4 :]
+    rows = []
+    for h in range(factorisation.exact_scores.shape[1]):
+        shape = classify_kernel(float(width[h]), n + 1)
+        rows.append(
+            {
+                "head": h,
+                "n_eff": float(width[h]),
+                "kernel": shape,
+                "content sd": float(sd[h]),
+                "self z": float(self_z[h]),
+                "group": assign_group(shape, float(sd[h]), float(self_z[h])),
+                "median TV": float(tv[:, h].median()),
+            }
+        )
+    return pd.DataFrame(rows).set_index("head")
+
+
+# ----------------------------------------------------------------------------------------------
+# Small models set up by hand
+# ----------------------------------------------------------------------------------------------
+
+
+def _toy_config(scheme: str, seed: int, n_ctx: int, d_vocab: int) -> HookedTransformerConfig:
+    extra = {"rotary_dim": 12} if scheme == "rotary" else {}
+    return HookedTransformerConfig(
+        n_layers=1,
+        d_model=64,
+        n_ctx=n_ctx,
+        d_head=16,
+        n_heads=8,
+        d_vocab=d_vocab,
+        attn_only=True,
+        normalization_type="LN",
+        positional_embedding_type=scheme,
+        seed=seed,
+        default_prepend_bos=False,
+        device="cpu",  # tiny: the CPU is fastest
+        **extra,
+    )
+
+
+def _unit_directions(n: int, d: int, gen: torch.Generator) -> Tensor:
+    return torch.nn.functional.normalize(torch.randn(n, d, generator=gen), dim=-1)
+
+
+@torch.no_grad()
+def rotary_toy_model(
+    seed: int = 0,
+    n_ctx: int = 256,
+    d_vocab: int = 512,
+    amplitude: float = 6.0,
+    content_sd: float = 1.0,
+) -> tuple[HookedTransformer, pd.DataFrame]:
+    """A one-layer rotary model whose heads each use one rotation frequency (set by hand).
+
+    Twelve of the sixteen dimensions of each head rotate (six pairs, ``omega_p = 10000^{-p/6}``,
+    from 1 down to about 5e-4 per position); four do not. Queries are constant (``b_Q``: the
+    destination token does not matter). Head ``p < 6`` puts a constant key ``b_K`` (the carrier
+    of its positional pattern, ``amplitude * cos(omega_p d)`` in score units) and the token content
+    of its keys (standard deviation ``content_sd`` in score units) in pair ``p``. Head 6 has its
+    carrier in pair 2 but its content in an unrotated dimension; head 7 has no rotated component
+    at all (a uniform kernel). For both the factorisation is exact.
+
+    Returns:
+        The model and a table: each head's pair, ``omega``, and where its content lives.
+    """
+    model = HookedTransformer(_toy_config("rotary", seed, n_ctx, d_vocab))
+    model.eval()
+    gen = torch.Generator().manual_seed(seed)
+    model.embed.W_E.copy_(torch.randn(d_vocab, 64, generator=gen))
+    attn, half = model.blocks[0].attn, 6
+    for param in (attn.W_Q, attn.b_Q, attn.W_K, attn.b_K):
+        param.zero_()
+    attn.W_V.copy_(0.3 * torch.randn(attn.W_V.shape, generator=gen))
+    attn.W_O.copy_(0.3 * torch.randn(attn.W_O.shape, generator=gen))
+    # Scores are q . k / 4 (d_head 16): a query of 4 and a carrier of `amplitude` give
+    # amplitude * cos(omega d); a unit-variance LN output read along a unit direction, times
+    # content_sd, gives content scores of standard deviation content_sd.
+    read = _unit_directions(16, 64, gen).T  # [d_model, 16]: unit directions to read content
+    omega = rotary_frequencies(model)
+    rows = []
+    for h in range(8):
+        carrier = h if h < half else (2 if h == 6 else None)
+        # content: both dimensions of the head's own pair, or one unrotated dimension (12, 13)
+        content_dims = [h, h + half] if h < half else [12 + (h - half)]
+        if carrier is not None:
+            attn.b_Q[h, carrier] = 4.0
+            attn.b_K[h, carrier] = amplitude
+        if h >= half:
+            attn.b_Q[h, content_dims[0]] = 4.0  # the query reads the unrotated content
+        for dim in content_dims:
+            attn.W_K[h, :, dim] = content_sd * read[:, dim]
+        rows.append(
+            {
+                "head": h,
+                "carrier pair": carrier,
+                "omega": float(omega[carrier]) if carrier is not None else 0.0,
+                "content in": "rotated pair" if h < half else "unrotated dimension",
+            }
+        )
+    return model, pd.DataFrame(rows).set_index("head")
+
+
+@torch.no_grad()
+def alibi_toy_model(
+    seed: int = 0, n_ctx: int = 256, d_vocab: int = 512, content_sd: float = 1.0
+) -> HookedTransformer:
+    """A one-layer ALiBi model with random queries and keys (content scores of standard deviation
+    about ``content_sd``); its eight heads have TransformerLens's slopes ``2^{-1}..2^{-8}``."""
+    model = HookedTransformer(_toy_config("alibi", seed, n_ctx, d_vocab))
+    model.eval()
+    gen = torch.Generator().manual_seed(seed)
+    model.embed.W_E.copy_(torch.randn(d_vocab, 64, generator=gen))
+    attn = model.blocks[0].attn
+    attn.W_Q.copy_(torch.randn(attn.W_Q.shape, generator=gen) / 8)
+    attn.W_K.copy_(content_sd * torch.randn(attn.W_K.shape, generator=gen) / 8)
+    for param in (attn.b_Q, attn.b_K):
+        param.zero_()
+    return model
+
+
+def random_texts(
+    model: HookedTransformer, n_texts: int, seed: int = 0, length: int | None = None
+) -> Int[Tensor, "n_texts pos"]:
+    """Texts of uniformly random tokens (the toy models have no tokenizer)."""
+    length = model.cfg.n_ctx if length is None else length
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, model.cfg.d_vocab, (n_texts, length), generator=gen)
