@@ -29,8 +29,16 @@ def model_choice(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["train"]:  # its own parser: python -m context_neurons train --help
+        from context_neurons.training.cli import main as train
+
+        return train(argv)
     parser = argparse.ArgumentParser(prog="python -m context_neurons", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("train", add_help=False,
+                   help="train the GPT-2-architecture model shipped as 'trained' "
+                        "(options: python -m context_neurons train --help)")
 
     rep = sub.add_parser("reproduce", help="reproduce the paper's numbers and print the table")
     rep.add_argument("--model", type=model_choice, default="gpt2",

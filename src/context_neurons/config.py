@@ -123,6 +123,11 @@ def child_environment(overrides: Mapping[str, str] | None = None) -> dict[str, s
     return {**os.environ, **(overrides or {})}
 
 
+def deterministic_cublas() -> None:
+    """Ask cuBLAS for deterministic kernels (PyTorch's deterministic mode needs it on CUDA)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
 def model_name() -> str:
     """``$CONTEXT_NEURONS_MODEL`` (default ``gpt2``), as given (a name or a directory)."""
     return get(MODEL) or DEFAULT_MODEL

@@ -8,17 +8,20 @@ from context_neurons import config
 from context_neurons.models import LoadedModel, load_model
 
 
-def setup_chapter(seed: int = 0, show_banner: bool = True) -> LoadedModel:
+def setup_chapter(
+    seed: int = 0, show_banner: bool = True, model: str | None = None
+) -> LoadedModel:
     """Fix seeds and threads, disable gradients, load the chapter's model and show its banner.
 
     The model comes from ``$CONTEXT_NEURONS_MODEL`` (default ``gpt2``; CI uses ``planted`` and
     ``trained``); the device is CUDA when available. Threads default to 2 so stored outputs are
-    reproducible.
+    reproducible. ``model`` names another model for a chapter about that model (chapter 8 is
+    about the trained model whatever the variable says).
     """
     torch.manual_seed(seed)
     torch.set_grad_enabled(False)
     torch.set_num_threads(config.threads())
-    loaded = load_model(device="auto")
+    loaded = load_model(model, device="auto")
     if show_banner:
         show_model_banner(loaded)
     return loaded

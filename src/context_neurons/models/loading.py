@@ -83,6 +83,8 @@ class LoadedModel:
         source: where the weights came from (hub, cache, a directory, a seed).
         processing: the weight processing applied.
         truth: the planted truth (planted model only).
+        directory: the checkpoint directory, when it holds a training record (``training.json``,
+            written by ``python -m context_neurons train``): the trained model, or another run.
     """
 
     model: HookedTransformer
@@ -90,6 +92,7 @@ class LoadedModel:
     source: str
     processing: WeightProcessing = field(default_factory=WeightProcessing)
     truth: PlantedTruth | None = None
+    directory: Path | None = None
 
     @property
     def is_planted(self) -> bool:
@@ -360,7 +363,7 @@ def _load_model_cached(
     seed: int,
     variant: str,
 ) -> LoadedModel:
-    truth = None
+    truth, directory = None, None
     if name == "planted":
         tokenizer = load_tokenizer(tokenizer_dir)
         hf_model, truth = build_planted_gpt2(tokenizer, seed=seed, variant=variant)
@@ -369,15 +372,21 @@ def _load_model_cached(
         )
     elif name == "trained":
         hf_model, tokenizer, source = _load_trained()
+        directory = TRAINED_DIR
     elif name in GPT2_FAMILY:
         tokenizer = load_tokenizer(tokenizer_dir)
         hf_model, source = load_hf_gpt2(name, weights)
     else:
         hf_model = load_checkpoint(name)
         tokenizer = checkpoint_tokenizer(Path(name))
+        if (Path(name) / "training.json").is_file():
+            directory = Path(name)
         source, name = f"local directory {name}", "checkpoint"
     model = hooked_from_hf(hf_model, tokenizer, name, processing, device)
-    return LoadedModel(model=model, name=name, source=source, processing=processing, truth=truth)
+    return LoadedModel(
+        model=model, name=name, source=source, processing=processing, truth=truth,
+        directory=directory,
+    )
 
 
 def _load_trained() -> tuple[GPT2LMHeadModel, PreTrainedTokenizerBase, str]:

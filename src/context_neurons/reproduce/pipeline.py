@@ -21,6 +21,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
+from context_neurons.activations import activation_truth, precision_recall_curve
 from context_neurons.checks import InputError
 from context_neurons.circuit import ContextualCircuit, build_circuit
 from context_neurons.decomposition import decompose_attention, default_reference_tokens
@@ -37,6 +38,7 @@ from context_neurons.stability import bootstrap_standard_error, coefficient_of_v
 from context_neurons.stability import denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy, classify_heads
 from context_neurons.text.windows import evaluation_windows, lookup_windows
+from context_neurons.training.heldout import labelled_windows, read_record
 
 #: Thresholds of the sweep reported beside the chosen one.
 SWEEP_THETAS = (4.0, 5.0, 8.0, 12.0)
@@ -137,6 +139,42 @@ def discovery_rows(scores: NeuronScores, theta: float, truth: PlantedTruth | Non
                 f"planted neurons found / {len(planted)} planted context neurons"),
         ]
     return rows
+
+
+def activation_rows(
+    loaded: LoadedModel, scores: NeuronScores, theta: float, heads: list[int], progress: bool
+) -> list[Row]:
+    """Discovery from the weights scored against truth from activations (a trained model only).
+
+    The truth (:mod:`context_neurons.activations`) is measured on the training run's held-out
+    documents, labelled by their corpus's domain, with thresholds fixed before any comparison.
+    """
+    record = read_record(loaded.directory)
+    windows, labels = labelled_windows(loaded.model.tokenizer, record)
+    windows = [w.to(loaded.model.cfg.device) for w in windows]
+    truth = activation_truth(loaded.model, windows, labels, heads, progress=progress)
+    context = truth.context_neurons()
+    found = scores.found(theta)
+    precision, recall = precision_recall(found, context) if context else (math.nan, math.nan)
+    curve = precision_recall_curve(scores.top, context, [*SWEEP_THETAS, theta])
+    return [
+        Row("heldout_windows", len(windows), f"held-out windows of the training split, "
+            f"{len(set(labels))} domains (corpus labels)"),
+        Row("separating_neurons", len(truth.separating_neurons()),
+            "layer-0 neurons whose window mean separates a domain (one-vs-rest AUC >= 0.9 or "
+            "<= 0.1), through any path"),
+        Row("context_neurons_by_activation", len(context),
+            "separating neurons whose separation the mean-ablation of the contextual heads "
+            "halves at least: the truth discovery is scored against"),
+        Row("neuron_precision_vs_activations", precision,
+            f"found neurons that are context neurons by activation / {len(found)} found"),
+        Row("neuron_recall_vs_activations", recall,
+            f"context neurons by activation found / {len(context)}"),
+        Row("precision_recall_sweep_vs_activations",
+            {float(t): {k: (None if isinstance(v, float) and math.isnan(v) else v)
+                        for k, v in row.items()} for t, row in curve.iterrows()},
+            "neurons found, precision and recall against the activation truth, per theta"),
+    ]
 
 
 def evaluation_rows(
@@ -255,6 +293,8 @@ def reproduce(
         circuit = build_circuit(hooked, "prose", heads)
         scores = score_neurons(circuit, hooked)
         rows += discovery_rows(scores, theta, truth)
+        if loaded.directory is not None:
+            rows += activation_rows(loaded, scores, theta, heads, progress)
         rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta), progress)
     else:
         rows.append(Row("neurons_found", 0, "no contextual head: there is no contextual circuit, "

@@ -1,0 +1,236 @@
+"""Configuration of a training run: model sizes, corpus mixture weights, optimiser and budget.
+
+Everything a run depends on is a field of :class:`TrainConfig`; ``training.json`` stores it whole,
+so a run is reproduced by the command it records (see :func:`reproduce_command`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from context_neurons import config as settings
+from context_neurons.checks import DataError
+
+#: The special token: beginning of every window, separator between documents (GPT-2's convention).
+EOT = "<|endoftext|>"
+
+#: Programming text: the running Python's standard library, read as one more "corpus".
+CODE_CORPUS = "python_stdlib"
+
+#: Mixture weights: each corpus's expected share of the training tokens (normalised to sum 1).
+#: General English is about a quarter; every small domain (Spanish, Bible, legal, medical,
+#: Australian news, speeches, Pokemon, astronomy, code) gets several percent, more than its share of
+#: the raw text, because a model learns a neuron for a domain only if the domain is frequent enough
+#: for knowing it to pay off. Small corpora are repeated (Pokemon about 2 epochs in the default
+#: run); large ones are sub-sampled. ``nltk_genesis`` (Genesis in many languages) and the word
+#: lists are left out.
+CORPUS_WEIGHTS: dict[str, float] = {
+    # general English
+    "nltk_brown_us": 8.0,
+    "nltk_masc": 6.0,
+    "wikitext2_pytorch_examples": 6.0,
+    "gpt2_webtext_snippets": 6.0,
+    # political speeches
+    "nltk_state_union_us": 3.0,
+    "nltk_inaugural_us": 2.0,
+    # Bible (English)
+    "bible_kjv": 6.0,
+    "bible_web": 6.0,
+    # Spanish
+    "nltk_spanish": 6.0,
+    "fortunes_es": 3.0,
+    "bible_es_rv1909": 5.0,
+    # legal
+    "spdx_license_texts": 7.0,
+    # medical
+    "medical_abstracts": 6.0,
+    "nltk_pil_uk_medical": 5.0,
+    # Australian science and rural news
+    "nltk_abc_au_news": 6.0,
+    # Pokemon, astronomy, code
+    "pokemon_showdown": 2.5,
+    "stellarium_skycultures": 3.5,
+    CODE_CORPUS: 8.0,
+}
+
+#: Corpora of short items (a sentence or a paragraph): consecutive documents are concatenated,
+#: separated by ``<|endoftext|>``, into units of at least half a window, which the training
+#: mixture draws like one document; the analysis packs their held-out items into windows.
+SHORT_DOCUMENT_CORPORA: tuple[str, ...] = ("fortunes_es", "pokemon_showdown", "gpt2_webtext_snippets")
+
+#: Domains for the per-domain analysis of neurons: a domain's windows are those of its corpora.
+DOMAINS: dict[str, tuple[str, ...]] = {
+    "general": ("nltk_brown_us", "nltk_masc", "wikitext2_pytorch_examples", "gpt2_webtext_snippets"),
+    "speeches": ("nltk_state_union_us", "nltk_inaugural_us"),
+    "bible": ("bible_kjv", "bible_web", "bible_es_rv1909"),
+    "spanish": ("nltk_spanish", "fortunes_es", "bible_es_rv1909"),
+    "legal": ("spdx_license_texts",),
+    "medical": ("medical_abstracts", "nltk_pil_uk_medical"),
+    "au_news": ("nltk_abc_au_news",),
+    "pokemon": ("pokemon_showdown",),
+    "astronomy": ("stellarium_skycultures",),
+    "code": (CODE_CORPUS,),
+}
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """Shape of the GPT-2-architecture model and the default token budget for that size."""
+
+    n_layer: int
+    d_model: int
+    n_head: int
+    d_mlp: int
+    n_ctx: int
+    batch_size: int
+    tokens: int
+
+
+#: ``default``: about 18 minutes on 2 CPU cores (the shipped model's budget). ``large``: a bigger
+#: variant for a GPU.
+SIZES: dict[str, ModelSize] = {
+    "default": ModelSize(n_layer=2, d_model=256, n_head=8, d_mlp=1024, n_ctx=256, batch_size=8,
+                         tokens=2_000_000),
+    "large": ModelSize(n_layer=4, d_model=512, n_head=8, d_mlp=2048, n_ctx=512, batch_size=32,
+                       tokens=60_000_000),
+}
+
+
+def default_corpora_dir() -> Path:
+    """The corpora directory of :func:`context_neurons.config.corpora_root`
+    (``CONTEXT_NEURONS_CORPORA``, else ``../shared/corpora`` beside the repository)."""
+    root = settings.corpora_root()
+    if root is None:
+        raise DataError(
+            f"Corpora directory not found: set {settings.CORPORA.name} to the offline corpora "
+            "(or pass --corpora DIR) to train."
+        )
+    return root
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on (stored in ``training.json``)."""
+
+    out: str = "trained-model"
+    corpora: str = ""  # empty: default_corpora_dir()
+    size: str = "default"
+    seed: int = 0
+    threads: int = 2
+    device: str = "auto"
+    # budget: ``tokens`` (deterministic) or ``minutes`` (converted to tokens after timing a few steps)
+    tokens: int | None = None
+    minutes: float | None = None
+    # model (None: from the size)
+    n_layer: int | None = None
+    d_model: int | None = None
+    n_head: int | None = None
+    d_mlp: int | None = None
+    n_ctx: int | None = None
+    batch_size: int | None = None
+    dropout: float = 0.0
+    # tokenizer
+    vocab_size: int = 8192
+    tokenizer: str = ""  # a saved tokenizer directory to reuse instead of training one
+    tokenizer_chars_per_corpus: int = 2_000_000
+    # split
+    heldout_fraction: float = 0.15
+    # optimiser and schedule
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    # mixture
+    corpus_weights: dict[str, float] = field(default_factory=lambda: dict(CORPUS_WEIGHTS))
+    # evaluation and checkpoints
+    n_checkpoints: int = 0  # 0: steps 0, 1, 2, 4, 8, ... and the last; k > 0: k log-spaced steps
+    eval_windows: int = 64  # held-out windows per corpus at the end
+    eval_windows_checkpoint: int = 8  # held-out windows per corpus at each checkpoint
+    save_checkpoints: bool = True
+    progress: bool = True
+    # stop after this many steps, keeping the schedule of the whole budget (to check that a rerun
+    # reproduces the start of a long run's loss log); None: run the whole budget
+    stop_after_steps: int | None = None
+
+    def resolved(self) -> "TrainConfig":
+        """A copy with every size-dependent field filled in from :data:`SIZES`."""
+        if self.size not in SIZES:
+            raise ValueError(f"Unknown size {self.size!r}: choose from {sorted(SIZES)}.")
+        size = SIZES[self.size]
+        values = {}
+        for name in ("n_layer", "d_model", "n_head", "d_mlp", "n_ctx", "batch_size"):
+            if getattr(self, name) is None:
+                values[name] = getattr(size, name)
+        if self.tokens is None and self.minutes is None:
+            values["tokens"] = size.tokens
+        if not self.corpora:
+            values["corpora"] = str(default_corpora_dir())
+        return dataclasses.replace(self, **values)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+#: (flag, field) pairs for the options that map one to one onto :class:`TrainConfig` fields.
+_FIELD_FLAGS: list[tuple[str, str, type]] = [
+    ("--out", "out", str),
+    ("--corpora", "corpora", str),
+    ("--size", "size", str),
+    ("--seed", "seed", int),
+    ("--threads", "threads", int),
+    ("--device", "device", str),
+    ("--tokens", "tokens", int),
+    ("--minutes", "minutes", float),
+    ("--n-layer", "n_layer", int),
+    ("--d-model", "d_model", int),
+    ("--n-head", "n_head", int),
+    ("--d-mlp", "d_mlp", int),
+    ("--n-ctx", "n_ctx", int),
+    ("--batch-size", "batch_size", int),
+    ("--dropout", "dropout", float),
+    ("--vocab-size", "vocab_size", int),
+    ("--tokenizer", "tokenizer", str),
+    ("--tokenizer-chars-per-corpus", "tokenizer_chars_per_corpus", int),
+    ("--heldout-fraction", "heldout_fraction", float),
+    ("--lr", "lr", float),
+    ("--min-lr-ratio", "min_lr_ratio", float),
+    ("--warmup-steps", "warmup_steps", int),
+    ("--weight-decay", "weight_decay", float),
+    ("--beta1", "beta1", float),
+    ("--beta2", "beta2", float),
+    ("--grad-clip", "grad_clip", float),
+    ("--n-checkpoints", "n_checkpoints", int),
+    ("--eval-windows", "eval_windows", int),
+    ("--eval-windows-checkpoint", "eval_windows_checkpoint", int),
+    ("--stop-after-steps", "stop_after_steps", int),
+]
+
+
+def config_to_argv(cfg: TrainConfig, device: str | None = None) -> list[str]:
+    """Arguments that rebuild ``cfg``: every field that differs from the defaults of its size."""
+    base = TrainConfig(size=cfg.size, corpora=cfg.corpora).resolved()
+    argv: list[str] = []
+    for flag, name, _ in _FIELD_FLAGS:
+        value = getattr(cfg, name)
+        if name == "device" and device is not None:
+            value = device
+        always = name in ("out", "corpora", "size", "seed", "threads", "device", "tokens")
+        if value is not None and (always or value != getattr(base, name)):
+            argv += [flag, str(value)]
+    if cfg.corpus_weights != CORPUS_WEIGHTS:
+        argv += ["--weights", ",".join(f"{c}={w}" for c, w in cfg.corpus_weights.items())]
+    if not cfg.save_checkpoints:
+        argv.append("--no-checkpoints")
+    return argv
+
+
+def reproduce_command(cfg: TrainConfig, device: str) -> str:
+    """The command line that reruns ``cfg`` exactly (a token budget, never a time budget)."""
+    return shlex.join(["python", "-m", "context_neurons", "train",
+                       *config_to_argv(cfg, device=device)])

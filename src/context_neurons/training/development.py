@@ -1,0 +1,96 @@
+"""The developmental view: how kernels, head groups and context neurons appear during training.
+
+For each checkpoint a training run saved (``checkpoints/step-N``, log-spaced steps), the method's
+own analyses are run as on any model: the head taxonomy (chapter 2: each head's kernel width
+``n_eff``, content spread and group), discovery from the weights (chapter 5: neurons with
+``top[j] >= theta`` when the taxonomy finds a contextual head), and the truth from activations on the
+run's held-out text (:mod:`context_neurons.activations`: neurons that separate a domain, and those
+whose separation the contextual heads carry). The summary is small JSON (``development.json``),
+stored with the shipped model so a chapter can draw it without the checkpoints.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from context_neurons.activations import activation_truth
+from context_neurons.circuit import build_circuit
+from context_neurons.discovery import THETA, score_neurons
+from context_neurons.models.loading import hooked_from_hf, load_checkpoint
+from context_neurons.taxonomy import classify_heads
+from context_neurons.training.heldout import labelled_windows, read_record
+from context_neurons.training.tokenizer import load_tokenizer
+
+#: The summary's file name, beside the run's ``training.json``.
+DEVELOPMENT_FILE = "development.json"
+
+
+def _step(path: Path) -> int:
+    return int(path.name.removeprefix("step-"))
+
+
+def heldout_loss_by_step(run_dir: Path) -> dict[int, float]:
+    """Mean held-out loss at each checkpoint step (``heldout.csv``, rows of corpus ``mean``)."""
+    losses = {}
+    with (run_dir / "heldout.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            if row["corpus"] == "mean":
+                losses[int(row["step"])] = float(row["loss"])
+    return losses
+
+
+@torch.no_grad()
+def summarize_checkpoint(model, windows, labels, theta: float = THETA) -> dict:
+    """Taxonomy, discovery and activation truth of one model (a checkpoint) as plain values."""
+    taxonomy = classify_heads(model)
+    table = taxonomy.table()
+    heads = sorted(taxonomy.groups["contextual"])
+    summary = {
+        "heads": [
+            {"head": int(h), "n_eff": round(float(row["n_eff"]), 2),
+             "content_sd": round(float(row["content sd"]), 3), "kernel": row["kernel"],
+             "group": row["group"]}
+            for h, row in table.iterrows()
+        ],
+        "contextual_heads": heads,
+        "neurons_found": None,
+        "separating_neurons": None,
+        "context_neurons_by_activation": None,
+    }
+    if heads:
+        scores = score_neurons(build_circuit(model, "prose", heads), model)
+        truth = activation_truth(model, windows, labels, heads)
+        summary.update(
+            neurons_found=len(scores.found(theta)),
+            separating_neurons=len(truth.separating_neurons()),
+            context_neurons_by_activation=len(truth.context_neurons()),
+        )
+    return summary
+
+
+def summarize_run(run_dir: str | Path, progress: bool = True) -> Path:
+    """Summarise every checkpoint of a run into ``run_dir/development.json``; returns its path."""
+    run_dir = Path(run_dir)
+    record = read_record(run_dir)
+    tokenizer = load_tokenizer(run_dir)
+    windows, labels = labelled_windows(tokenizer, record)
+    losses = heldout_loss_by_step(run_dir)
+    checkpoints = sorted((run_dir / "checkpoints").glob("step-*"), key=_step)
+    if not checkpoints:
+        raise FileNotFoundError(f"No checkpoints in {run_dir / 'checkpoints'}: train with them.")
+    rows = []
+    for path in tqdm(checkpoints, desc="checkpoints", disable=not progress):
+        model = hooked_from_hf(load_checkpoint(path), tokenizer, "checkpoint", device="cpu")
+        step = _step(path)
+        rows.append({"step": step, "tokens": step * record["tokens_per_step"],
+                     "heldout_loss": losses.get(step),
+                     **summarize_checkpoint(model, windows, labels)})
+    out = run_dir / DEVELOPMENT_FILE
+    out.write_text(json.dumps({"theta": THETA, "heldout_windows": len(windows),
+                               "checkpoints": rows}, indent=1) + "\n")
+    return out

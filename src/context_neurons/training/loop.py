@@ -1,0 +1,415 @@
+"""The training run: data, model, optimiser, loop, checkpoints, held-out losses, saved model.
+
+``OUT/`` receives the final model in half precision (``config.json``, ``model.safetensors``), the
+tokenizer files, ``training.json`` (configuration, environment, budget, timings, held-out losses,
+the command that reproduces the run), ``loss.csv`` (one row per step), ``heldout.csv`` (held-out
+loss per corpus at each checkpoint and at the end) and ``split.json`` (the document split).
+``OUT/checkpoints/step-N/`` holds float32 checkpoints at log-spaced steps (not for shipping).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import tokenizers
+import torch
+import transformers
+from tqdm.auto import tqdm
+from transformers import GPT2Config, GPT2LMHeadModel
+from transformers.utils import logging as hf_logging
+
+from context_neurons import config as settings
+from context_neurons.training.config import (
+    EOT,
+    SHORT_DOCUMENT_CORPORA,
+    SIZES,
+    TrainConfig,
+    reproduce_command,
+)
+from context_neurons.training.corpus import split_corpora, write_manifest
+from context_neurons.training.stream import (
+    DocumentMixture,
+    eval_windows,
+    group_short,
+    pack_windows,
+    tokenize_documents,
+)
+from context_neurons.training.tokenizer import (
+    load_tokenizer,
+    train_tokenizer,
+    training_texts,
+)
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for but no CUDA device is available.")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"Unknown device {device!r}: choose auto, cpu or cuda.")
+    return torch.device(device)
+
+
+def checkpoint_steps(total: int, n_checkpoints: int = 0) -> list[int]:
+    """Steps 0, 1, 2, 4, 8, ... and ``total`` (``n_checkpoints == 0``), else 0 and about
+    ``n_checkpoints`` log-spaced steps up to ``total``."""
+    if total < 1:
+        return [0]
+    if n_checkpoints > 0:
+        steps = {0, total, *np.unique(np.round(np.geomspace(1, total, n_checkpoints))).astype(int)}
+    else:
+        steps = {0, total, *(2**k for k in range(int(math.log2(total)) + 1))}
+    return sorted(int(s) for s in steps if s <= total)
+
+
+def learning_rate(step: int, total: int, cfg: TrainConfig) -> float:
+    """Linear warm-up over ``warmup_steps``, then cosine decay to ``min_lr_ratio * lr``."""
+    warmup = min(cfg.warmup_steps, max(total - 1, 0))
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    progress = (step - warmup) / max(total - warmup, 1)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
+
+
+def quiet_transformers() -> None:
+    """No per-save progress bars from Hugging Face (the training bar is the one to read)."""
+
+    hf_logging.disable_progress_bar()
+
+
+def build_model(cfg: TrainConfig, vocab_size: int, eot_id: int):
+    """A seeded, freshly initialised GPT-2-architecture model (learned absolute positions, tied
+    embeddings, GELU, pre-LayerNorm)."""
+
+    config = GPT2Config(
+        vocab_size=vocab_size, n_positions=cfg.n_ctx, n_embd=cfg.d_model, n_layer=cfg.n_layer,
+        n_head=cfg.n_head, n_inner=cfg.d_mlp, activation_function="gelu_new",
+        resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.dropout,
+        bos_token_id=eot_id, eos_token_id=eot_id, tie_word_embeddings=True,
+    )
+    torch.manual_seed(cfg.seed)
+    model = GPT2LMHeadModel(config)
+    model.config._attn_implementation = "sdpa"
+    model.loss_type = "ForCausalLM"  # what transformers falls back to, without its warning
+    return model
+
+
+def make_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW; weight decay on the blocks' weight matrices only (not on the token and position
+    embeddings, biases or LayerNorms: decay would pull the position embeddings towards zero)."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        is_block_matrix = param.ndim == 2 and ".h." in f".{name}" and "wpe" not in name
+        (decay if is_block_matrix else no_decay).append(param)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=1e-8,
+                             foreach=False)
+
+
+@torch.no_grad()
+def heldout_losses(model, windows: dict[str, np.ndarray], device: torch.device,
+                   batch_size: int = 16) -> dict[str, float]:
+    """Mean next-token loss on each corpus's held-out windows, and their unweighted mean."""
+    was_training = model.training
+    model.eval()
+    losses = {}
+    for corpus in sorted(windows):
+        w = windows[corpus]
+        if not len(w):
+            continue
+        total, count = 0.0, 0
+        for start in range(0, len(w), batch_size):
+            x = torch.from_numpy(w[start:start + batch_size].astype(np.int64)).to(device)
+            logits = model(input_ids=x).logits.float()
+            loss = torch.nn.functional.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1),
+                reduction="sum")
+            total += loss.item()
+            count += x[:, 1:].numel()
+        losses[corpus] = total / count
+    if losses:
+        losses["mean"] = float(np.mean(list(losses.values())))
+    model.train(was_training)
+    return losses
+
+
+def _autocast(device: torch.device):
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast("cpu", enabled=False)
+
+
+def _train_step(model, optimizer, x: torch.Tensor, lr: float, cfg: TrainConfig,
+                device: torch.device) -> float:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with _autocast(device):
+        loss = model(input_ids=x, labels=x).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=False)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+
+
+def measure_tokens_per_second(cfg: TrainConfig, vocab_size: int, eot_id: int,
+                              device: torch.device, steps: int = 6) -> float:
+    """Training throughput of a throw-away copy of the model (for a ``--minutes`` budget)."""
+    model = build_model(cfg, vocab_size, eot_id).to(device).train()
+    optimizer = make_optimizer(model, cfg)
+    gen = torch.Generator().manual_seed(12345)
+    x = torch.randint(0, vocab_size, (cfg.batch_size, cfg.n_ctx), generator=gen).to(device)
+    with torch.enable_grad():
+        _train_step(model, optimizer, x, cfg.lr, cfg, device)  # warm-up
+        start = time.perf_counter()
+        for _ in range(steps):
+            _train_step(model, optimizer, x, cfg.lr, cfg, device)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    return steps * cfg.batch_size * cfg.n_ctx / (time.perf_counter() - start)
+
+
+def set_determinism(cfg: TrainConfig, device: torch.device) -> None:
+    torch.set_num_threads(cfg.threads)
+    if device.type == "cuda":
+        settings.deterministic_cublas()
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _save_checkpoint(model, path: Path, heldout: dict[str, float] | None, step: int,
+                     tokens: int) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    (path / "state.json").write_text(json.dumps(
+        {"step": step, "tokens": tokens, "heldout": heldout}, indent=1) + "\n")
+
+
+def train(config: TrainConfig) -> Path:
+    """Run ``config`` and return the output directory (see the module docstring).
+
+    Sets the thread count and deterministic algorithms for the run and restores them after."""
+    saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        return _train(config)
+    finally:
+        torch.set_num_threads(saved[0])
+        torch.use_deterministic_algorithms(saved[1], warn_only=saved[2])
+
+
+def _train(config: TrainConfig) -> Path:
+    t_start = time.perf_counter()
+    quiet_transformers()
+    cfg = config.resolved()
+    device = resolve_device(cfg.device)
+    set_determinism(cfg, device)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = _Logger(cfg.progress)
+
+    # ---- data: split, tokenizer, windows
+    corpora = [c for c, w in cfg.corpus_weights.items() if w > 0]
+    split = split_corpora(corpora, cfg.corpora, cfg.heldout_fraction)
+    write_manifest(split, out / "split.json")
+    log(f"split: {sum(len(v) for v in split.train.values())} train / "
+        f"{sum(len(v) for v in split.heldout.values())} held-out documents")
+    if cfg.tokenizer:
+        tokenizer = load_tokenizer(cfg.tokenizer)
+    else:
+        t0 = time.perf_counter()
+        tokenizer = train_tokenizer(training_texts(split.train, cfg.tokenizer_chars_per_corpus),
+                                    cfg.vocab_size, model_max_length=cfg.n_ctx)
+        log(f"tokenizer: {len(tokenizer)} ids trained in {time.perf_counter() - t0:.0f} s")
+    tokenizer.model_max_length = cfg.n_ctx
+    tokenizer.save_pretrained(out)
+    eot_id = tokenizer.convert_tokens_to_ids(EOT)
+    vocab_size = len(tokenizer)
+
+    t0 = time.perf_counter()
+    train_units, heldout_windows, n_tokens = {}, {}, {}
+    for corpus in corpora:
+        docs = tokenize_documents(split.train[corpus], tokenizer, eot_id)
+        if corpus in SHORT_DOCUMENT_CORPORA:
+            docs = group_short(docs, cfg.n_ctx // 2)
+        train_units[corpus] = docs
+        held = tokenize_documents(split.heldout[corpus], tokenizer, eot_id)
+        held = pack_windows(np.concatenate(held) if held else np.zeros(0, dtype=np.int32),
+                            cfg.n_ctx, eot_id)
+        heldout_windows[corpus] = held
+        n_tokens[corpus] = {"train_tokens": int(sum(len(d) for d in docs)),
+                            "train_units": len(docs), "heldout_windows": int(len(held))}
+    log(f"tokenized {sum(v['train_tokens'] for v in n_tokens.values())} training tokens in "
+        f"{time.perf_counter() - t0:.0f} s")
+    eval_final = {c: eval_windows(w, cfg.eval_windows) for c, w in heldout_windows.items()}
+    eval_ckpt = {c: eval_windows(w, cfg.eval_windows_checkpoint) for c, w in heldout_windows.items()}
+
+    # ---- budget
+    tokens_per_step = cfg.batch_size * cfg.n_ctx
+    measured_rate = None
+    if cfg.tokens is None:
+        measured_rate = measure_tokens_per_second(cfg, vocab_size, eot_id, device)
+        budget = cfg.minutes * 60 * measured_rate
+        cfg = dataclasses.replace(cfg, tokens=int(budget // tokens_per_step) * tokens_per_step,
+                                  minutes=None)
+        log(f"--minutes {config.minutes}: {measured_rate:.0f} tokens/s measured -> "
+            f"--tokens {cfg.tokens}")
+    total_steps = max(cfg.tokens // tokens_per_step, 1)
+    ckpt_steps = set(checkpoint_steps(total_steps, cfg.n_checkpoints))
+
+    # ---- model and optimiser
+    model = build_model(cfg, vocab_size, eot_id).to(device).train()
+    optimizer = make_optimizer(model, cfg)
+    sampler = DocumentMixture(train_units, cfg.corpus_weights, cfg.seed, cfg.n_ctx, eot_id,
+                              cfg.batch_size)
+
+    loss_file = (out / "loss.csv").open("w", newline="")
+    loss_csv = csv.writer(loss_file)
+    loss_csv.writerow(["step", "tokens", "loss", "lr", "seconds"])
+    heldout_rows: list[dict] = []
+
+    def checkpoint(step: int) -> None:
+        if not cfg.save_checkpoints:
+            return
+        losses = heldout_losses(model, eval_ckpt, device) if cfg.eval_windows_checkpoint else {}
+        for corpus, value in losses.items():
+            heldout_rows.append({"step": step, "tokens": step * tokens_per_step,
+                                 "windows": "checkpoint", "corpus": corpus, "loss": value})
+        _save_checkpoint(model, out / "checkpoints" / f"step-{step}", losses, step,
+                         step * tokens_per_step)
+
+    train_seconds, eval_seconds = 0.0, 0.0
+    losses_seen: list[float] = []
+    progress = _progress(total_steps, cfg.progress)
+    t_loop = time.perf_counter()
+    with torch.enable_grad():
+        for step in range(total_steps + 1):
+            if step in ckpt_steps:
+                t0 = time.perf_counter()
+                checkpoint(step)
+                eval_seconds += time.perf_counter() - t0
+            if step == total_steps or step == cfg.stop_after_steps:
+                break
+            t0 = time.perf_counter()
+            x = sampler.batch(cfg.batch_size).to(device)
+            lr = learning_rate(step, total_steps, cfg)
+            loss = _train_step(model, optimizer, x, lr, cfg, device)
+            train_seconds += time.perf_counter() - t0
+            losses_seen.append(loss)
+            tokens = (step + 1) * tokens_per_step
+            loss_csv.writerow([step + 1, tokens, repr(loss), repr(lr),
+                               f"{time.perf_counter() - t_loop:.2f}"])
+            if (step + 1) % 20 == 0:
+                loss_file.flush()
+            if progress is not None:
+                progress.update(1)
+                progress.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tokens / train_seconds:.0f}")
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"Loss became {loss} at step {step + 1}.")
+    if progress is not None:
+        progress.close()
+    loss_file.close()
+    steps_done = len(losses_seen)
+
+    # ---- final evaluation and saving
+    t0 = time.perf_counter()
+    final_heldout = heldout_losses(model, eval_final, device)
+    eval_seconds += time.perf_counter() - t0
+    for corpus, value in final_heldout.items():
+        heldout_rows.append({"step": steps_done, "tokens": steps_done * tokens_per_step,
+                             "windows": "final", "corpus": corpus, "loss": value})
+    with (out / "heldout.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["step", "tokens", "windows", "corpus", "loss"])
+        writer.writeheader()
+        writer.writerows(heldout_rows)
+
+    model.eval()
+    model.half()
+    model.config.dtype = torch.float16
+    model.save_pretrained(out)
+    if not (out / "model.safetensors").exists():
+        raise RuntimeError(f"save_pretrained wrote no model.safetensors in {out}")
+
+    tail = losses_seen[-min(50, len(losses_seen)):]
+    record = {
+        "config": cfg.to_dict(),
+        "size": dataclasses.asdict(SIZES[cfg.size]),
+        "command": reproduce_command(cfg, device.type),
+        "command_module": reproduce_command(cfg, device.type).replace(
+            "-m context_neurons train", "-m context_neurons.training", 1),
+        "seed": cfg.seed,
+        "threads": cfg.threads,
+        "device": str(device),
+        "device_name": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                        else platform.processor() or platform.machine()),
+        "versions": _versions(),
+        "model": {"parameters": sum(p.numel() for p in model.parameters()),
+                  "vocab_size": vocab_size, "eot_id": eot_id},
+        "tokenizer_sha256": _file_sha256(out / "tokenizer.json"),
+        "steps": total_steps,
+        "stopped_after_steps": cfg.stop_after_steps,
+        "tokens_per_step": tokens_per_step,
+        "steps_done": steps_done,
+        "tokens_seen": steps_done * tokens_per_step,
+        "train_seconds": train_seconds,
+        "eval_checkpoint_seconds": eval_seconds,
+        "wall_seconds": time.perf_counter() - t_start,
+        "tokens_per_second": steps_done * tokens_per_step / max(train_seconds, 1e-9),
+        "tokens_per_second_measured_for_budget": measured_rate,
+        "final_train_loss_last50_mean": float(np.mean(tail)) if tail else None,
+        "heldout_loss": final_heldout,
+        "heldout_windows_per_corpus": {c: int(len(w)) for c, w in eval_final.items()},
+        "corpus_weights": cfg.corpus_weights,
+        "corpus_epochs_seen": sampler.epochs_seen(),
+        "corpus_token_share_seen": sampler.tokens_seen_share(),
+        "corpus_tokens": n_tokens,
+        "split_counts": split.counts(),
+        "checkpoint_steps": sorted(ckpt_steps) if cfg.save_checkpoints else [],
+    }
+    (out / "training.json").write_text(json.dumps(record, indent=1) + "\n")
+    log(f"done: {record['tokens_seen']} tokens in {record['wall_seconds']:.0f} s "
+        f"({record['tokens_per_second']:.0f} tokens/s training); held-out mean loss "
+        f"{final_heldout.get('mean', float('nan')):.3f}; saved to {out}")
+    return out
+
+
+def _versions() -> dict[str, str]:
+    return {"python": sys.version.split()[0], "torch": torch.__version__,
+            "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
+            "numpy": np.__version__, "platform": platform.platform()}
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+
+    return tqdm(total=total, desc="training", unit="step", dynamic_ncols=True)
+
+
+class _Logger:
+    """Progress messages on stderr (always; ``progress`` only switches the bar)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __call__(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)

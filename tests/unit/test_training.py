@@ -1,0 +1,381 @@
+"""The training pipeline on a tiny configuration (two small corpora written to tmp_path): split,
+tokenizer, windows, determinism of the loss log, and the saved half-precision model."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from context_neurons.checks import DataError
+
+from context_neurons.training import EOT, TrainConfig, train
+from context_neurons.training.analysis import (
+    auc,
+    distance_profiles,
+    head_kernels,
+    neuron_domain_auc,
+)
+from context_neurons.training.cli import build_parser, config_from_args
+from context_neurons.training.config import config_to_argv
+from context_neurons.training.corpus import (
+    is_heldout,
+    iter_documents,
+    manifest_keys,
+    read_manifest,
+    split_corpora,
+    write_manifest,
+)
+from context_neurons.training.loop import checkpoint_steps, learning_rate
+from context_neurons.training.stream import (
+    DocumentMixture,
+    group_short,
+    pack_windows,
+    tokenize_corpus,
+    tokenize_documents,
+)
+from context_neurons.training.tokenizer import load_tokenizer, train_tokenizer
+
+ENGLISH = ("the cat sat on the mat and the dog ran to the house while the bird sang in the old "
+           "tree by the river").split()
+SPANISH = ("el gato se sienta en la casa y el perro corre hacia la plaza mientras el pájaro canta "
+           "en el árbol junto al río").split()
+WEIGHTS = {"tiny_en": 1.0, "tiny_es": 1.0}
+
+
+def _write_corpus(folder, name: str, words: list[str], n_docs: int, seed: int) -> None:
+    rng = random.Random(seed)
+    (folder / name).mkdir(parents=True)
+    with (folder / name / "docs.jsonl").open("w", encoding="utf-8") as handle:
+        for i in range(n_docs):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(40, 160)))
+            handle.write(json.dumps({"id": f"doc-{i}", "text": text.capitalize() + "."}) + "\n")
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpora")
+    _write_corpus(folder, "tiny_en", ENGLISH, 60, seed=1)
+    _write_corpus(folder, "tiny_es", SPANISH, 60, seed=2)
+    return folder
+
+
+def tiny_config(corpora, out, **overrides) -> TrainConfig:
+    values = dict(out=str(out), corpora=str(corpora), seed=0, threads=1, device="cpu",
+                  tokens=24 * 4 * 32, n_layer=2, d_model=32, n_head=4, d_mlp=64, n_ctx=32,
+                  batch_size=4, vocab_size=320, warmup_steps=4, corpus_weights=dict(WEIGHTS),
+                  eval_windows=8, eval_windows_checkpoint=2, progress=False)
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def run_dir(corpora, tmp_path_factory):
+    return train(tiny_config(corpora, tmp_path_factory.mktemp("run") / "seed0"))
+
+
+def _loss_log(path) -> list[tuple[str, str, str, str]]:
+    """(step, tokens, loss, lr) of each row: everything but the wall-clock seconds."""
+    with (path / "loss.csv").open() as handle:
+        return [(r["step"], r["tokens"], r["loss"], r["lr"]) for r in csv.DictReader(handle)]
+
+
+# ---- split -------------------------------------------------------------------------------------
+
+
+def test_split_is_disjoint_deterministic_and_keeps_labels(corpora, tmp_path):
+    split = split_corpora(list(WEIGHTS), corpora, 0.2)
+    again = split_corpora(list(reversed(WEIGHTS)), corpora, 0.2)
+    for corpus in WEIGHTS:
+        train_keys = {d.key for d in split.train[corpus]}
+        held_keys = {d.key for d in split.heldout[corpus]}
+        assert not train_keys & held_keys
+        assert len(train_keys | held_keys) == 60
+        assert 0 < len(held_keys) < 30  # about 20 % of 60
+        assert held_keys == {d.key for d in again.heldout[corpus]}  # order-independent
+        assert all(d.corpus == corpus and d.key.startswith(corpus + ":")
+                   for d in split.heldout[corpus])
+        assert all(is_heldout(k, 0.2) for k in held_keys)
+        assert not any(is_heldout(k, 0.2) for k in train_keys)
+    data = read_manifest(write_manifest(split, tmp_path / "split.json"))
+    assert set(manifest_keys(data, "heldout")) == {d.key for c in WEIGHTS for d in split.heldout[c]}
+    assert set(manifest_keys(data, "train")) == {d.key for c in WEIGHTS for d in split.train[c]}
+    assert "text" not in (tmp_path / "split.json").read_text()
+    assert data["counts"]["tiny_en"]["heldout"] == len(split.heldout["tiny_en"])
+
+
+def test_split_fraction_must_be_a_fraction():
+    with pytest.raises(ValueError):
+        is_heldout("a:b", 1.5)
+
+
+# ---- tokenizer ---------------------------------------------------------------------------------
+
+
+def test_tokenizer_round_trip_special_token_and_auto_loading(corpora, tmp_path):
+    from transformers import AutoTokenizer
+
+    split = split_corpora(list(WEIGHTS), corpora, 0.2)
+    texts = [d.text for c in WEIGHTS for d in split.train[c]]
+    tokenizer = train_tokenizer(texts, vocab_size=320)
+    eot = tokenizer.convert_tokens_to_ids(EOT)
+    assert eot == len(tokenizer) - 1 and len(tokenizer) <= 320
+    assert len(tokenizer.encode(" the")) == 1
+    ids = tokenizer.encode(f"el río{EOT} the cat")
+    assert ids.count(eot) == 1  # the special token is one id, never split into bytes
+    for text in ["The old tree, by the river.", "  el pájaro canta\n\tjunto al río ¿sí? 😀", ""]:
+        assert tokenizer.decode(tokenizer.encode(text)) == text
+    assert tokenizer.encode("the") != tokenizer.encode(" the")  # no prefix space added
+    tokenizer.save_pretrained(tmp_path / "tok")
+    loaded = AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
+    assert loaded.bos_token == loaded.eos_token == EOT
+    assert loaded.bos_token_id == loaded.eos_token_id == eot
+    assert loaded.encode("the cat sat") == tokenizer.encode("the cat sat")
+    assert loaded.encode(" the cat")[0] != eot  # no BOS added by the tokenizer itself
+    assert load_tokenizer(tmp_path / "tok").encode(" the") == tokenizer.encode(" the")
+
+
+# ---- windows -----------------------------------------------------------------------------------
+
+
+def test_windows_start_with_bos_and_cover_the_stream():
+    eot = 99
+    stream = np.array([eot, 1, 2, 3, 4, 5, 6, eot, 7, 8, eot, 9, 10, 11, 12, 13, 14, 15, 16])
+    windows = pack_windows(stream, 4, eot)
+    assert windows.shape[1] == 4 and len(windows) >= 4
+    assert (windows[:, 0] == eot).all()
+    # without a prepended BOS, the windows are consecutive pieces of the stream
+    p = 0
+    for w in windows:
+        piece = w if stream[p] == eot else w[1:]
+        assert (stream[p:p + len(piece)] == piece).all()
+        p += len(piece)
+    assert p <= len(stream) and len(stream) - p < 4  # at most a partial window is dropped
+    # no window starts with two BOS
+    assert not ((windows[:, 0] == eot) & (windows[:, 1] == eot)).any()
+
+
+def test_training_windows_start_with_bos(corpora):
+    split = split_corpora(list(WEIGHTS), corpora, 0.2)
+    tokenizer = train_tokenizer([d.text for d in split.train["tiny_en"]], vocab_size=320)
+    eot = tokenizer.convert_tokens_to_ids(EOT)
+    stream = tokenize_corpus(split.train["tiny_en"], tokenizer, eot)
+    assert stream[0] == eot and (stream == eot).sum() == len(split.train["tiny_en"])
+    assert (pack_windows(stream, 32, eot)[:, 0] == eot).all()
+    units = {c: tokenize_documents(split.train[c], tokenizer, eot) for c in WEIGHTS}
+    mixture = DocumentMixture(units, dict(WEIGHTS), seed=0, n_ctx=32, eot_id=eot, n_streams=3)
+    batches = [mixture.batch(3) for _ in range(40)]
+    assert all(b.shape == (3, 32) and (b[:, 0] == eot).all() for b in batches)
+    assert not any(((b[:, 0] == eot) & (b[:, 1] == eot)).any() for b in batches)
+    row0 = np.concatenate([b[0].numpy() for b in batches])
+    assert (row0 == eot).sum() >= 5  # documents follow each other in a stream
+    assert not all(torch.equal(b[0], b[1]) for b in batches)  # rows are separate streams
+    with pytest.raises(ValueError):
+        mixture.batch(4)
+
+
+def test_short_documents_are_grouped_with_their_separators():
+    docs = [np.array([9, 1, 2]), np.array([9, 3]), np.array([9, 4, 5, 6]), np.array([9, 7])]
+    units = group_short(docs, min_tokens=5)
+    assert [u.tolist() for u in units] == [[9, 1, 2, 9, 3], [9, 4, 5, 6, 9, 7]]
+
+
+def test_mixture_follows_token_weights_and_seed():
+    short = [np.array([9] + [1] * 9) for _ in range(50)]  # 10 tokens each
+    long = [np.array([9] + [2] * 39) for _ in range(50)]  # 40 tokens each
+    units = {"a": short, "b": long}
+    mixture = DocumentMixture(units, {"a": 3.0, "b": 1.0}, seed=0, n_ctx=16, eot_id=9, n_streams=4)
+    tokens = torch.cat([mixture.batch(4).flatten() for _ in range(500)])
+    share_a = float((tokens == 1).sum() / ((tokens == 1).sum() + (tokens == 2).sum()))
+    assert 0.7 < share_a < 0.8  # token shares follow the weights despite unequal lengths
+    assert abs(mixture.tokens_seen_share()["a"] - 0.75) < 0.05
+    one = DocumentMixture(units, {"a": 1.0, "b": 1.0}, 5, 16, 9, 2)
+    two = DocumentMixture(units, {"a": 1.0, "b": 1.0}, 5, 16, 9, 2)
+    other = DocumentMixture(units, {"a": 1.0, "b": 1.0}, 6, 16, 9, 2)
+    first = [one.batch(2) for _ in range(20)]
+    assert all(torch.equal(x, two.batch(2)) for x in first)
+    assert not all(torch.equal(x, other.batch(2)) for x in first)
+    with pytest.raises(ValueError):
+        DocumentMixture(units, {"a": 1.0, "missing": 1.0}, 0, 16, 9, 2)
+
+
+# ---- schedule and checkpoints ------------------------------------------------------------------
+
+
+def test_schedule_warms_up_then_decays_to_the_floor():
+    cfg = TrainConfig(lr=1e-3, warmup_steps=10, min_lr_ratio=0.1)
+    lrs = [learning_rate(s, 100, cfg) for s in range(100)]
+    assert lrs[0] < lrs[5] < lrs[9] == pytest.approx(1e-3)
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))
+    assert lrs[-1] == pytest.approx(1e-4, rel=0.01)
+
+
+def test_checkpoint_steps_are_log_spaced():
+    assert checkpoint_steps(100) == [0, 1, 2, 4, 8, 16, 32, 64, 100]
+    assert checkpoint_steps(64) == [0, 1, 2, 4, 8, 16, 32, 64]
+    steps = checkpoint_steps(2000, n_checkpoints=12)
+    assert steps[0] == 0 and steps[-1] == 2000 and 10 <= len(steps) <= 13
+
+
+# ---- training ----------------------------------------------------------------------------------
+
+
+def test_same_seed_same_loss_log_other_seed_differs(corpora, run_dir, tmp_path):
+    first = _loss_log(run_dir)
+    assert len(first) == 24 and first[-1][1] == str(24 * 4 * 32)
+    again = train(tiny_config(corpora, tmp_path / "again"))
+    assert _loss_log(again) == first
+    other = train(tiny_config(corpora, tmp_path / "seed1", seed=1))
+    assert [r[2] for r in _loss_log(other)] != [r[2] for r in first]
+    assert float(first[-1][2]) < float(first[0][2])  # it learns
+
+
+def test_saved_model_loads_in_half_precision_and_matches_the_trained_weights(run_dir):
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    final = GPT2LMHeadModel.from_pretrained(str(run_dir))
+    record = json.loads((run_dir / "training.json").read_text())
+    full = GPT2LMHeadModel.from_pretrained(
+        str(run_dir / "checkpoints" / f"step-{record['steps']}"), dtype=torch.float32)
+    half_state, full_state = final.state_dict(), full.state_dict()
+    assert set(half_state) == set(full_state)
+    for name, value in full_state.items():
+        assert half_state[name].dtype == torch.float16, name
+        assert value.dtype == torch.float32, name
+        assert torch.equal(half_state[name], value.half()), name
+        torch.testing.assert_close(half_state[name].float(), value, rtol=1e-3, atol=1e-4)
+    assert final.transformer.wte.weight.data_ptr() == final.lm_head.weight.data_ptr()  # tied
+    tokenizer = AutoTokenizer.from_pretrained(str(run_dir))
+    assert tokenizer.bos_token == EOT and final.config.bos_token_id == tokenizer.bos_token_id
+    assert final.config.n_positions == 32 and final.config.vocab_size == len(tokenizer)
+    for key in ("command", "seed", "threads", "device", "versions", "tokens_seen",
+                "wall_seconds", "tokens_per_second", "heldout_loss"):
+        assert key in record, key
+    assert set(record["heldout_loss"]) == {"tiny_en", "tiny_es", "mean"}
+    assert record["tokens_seen"] == 24 * 4 * 32 and record["versions"]["torch"] == torch.__version__
+    assert (run_dir / "model.safetensors").stat().st_size < 400_000
+    assert "tiny_en" in read_manifest(run_dir / "split.json")["heldout"]
+
+
+def test_recorded_command_rebuilds_the_configuration(run_dir):
+    record = json.loads((run_dir / "training.json").read_text())
+    argv = record["command"].split()[4:]  # after "python -m context_neurons train"
+    rebuilt = config_from_args(build_parser().parse_args(argv))
+    rebuilt.progress = False
+    assert rebuilt.resolved().to_dict() == TrainConfig(**record["config"]).resolved().to_dict()
+    assert config_to_argv(rebuilt) == argv
+
+
+def test_analysis_reads_kernels_and_separates_the_two_languages(run_dir):
+    from transformers import GPT2LMHeadModel
+
+    model = GPT2LMHeadModel.from_pretrained(str(run_dir), dtype=torch.float32,
+                                            attn_implementation="eager").eval()
+    rows = head_kernels(model, eot_id=model.config.bos_token_id, token_id=5, query=31)
+    assert len(rows) == 4
+    for r in rows:
+        assert 1.0 <= r["n_eff"] <= 31.0 + 1e-6
+        assert 0.0 <= r["bos"] <= 1.0 and 0.0 <= r["prev"] <= 1.0
+    gen = np.random.default_rng(0)
+    windows = {"tiny_en": gen.integers(0, 100, (6, 32)), "tiny_es": gen.integers(150, 250, (6, 32))}
+    profiles = distance_profiles(model, windows["tiny_en"])
+    assert len(profiles) == 4
+    for r in profiles:
+        assert 1.0 <= r["n_eff"] <= 31.0 and 0.0 <= r["prev"] <= 1.0
+        assert 0.0 <= r["mean_distance"] <= 31.0
+    by_domain, by_corpus = neuron_domain_auc(model, windows)
+    assert set(by_corpus) == {"tiny_en", "tiny_es"}
+    assert np.allclose(by_corpus["tiny_en"], 1 - by_corpus["tiny_es"])
+    assert (np.maximum(by_corpus["tiny_en"], by_corpus["tiny_es"]) == 1.0).any()
+
+
+def test_auc_matches_a_hand_computed_example():
+    scores = np.array([[0.1], [0.4], [0.35], [0.8]])
+    positive = np.array([False, False, True, True])
+    assert auc(scores, positive)[0] == pytest.approx(0.75)
+    tied = np.array([[1.0], [1.0], [1.0], [1.0]])
+    assert auc(tied, positive)[0] == pytest.approx(0.5)
+
+
+def test_time_budget_is_recorded_as_a_token_budget(corpora, tmp_path):
+    out = train(tiny_config(corpora, tmp_path / "timed", tokens=None, minutes=0.02,
+                            save_checkpoints=False))
+    record = json.loads((out / "training.json").read_text())
+    assert record["tokens_per_second_measured_for_budget"] > 0
+    assert record["config"]["minutes"] is None and record["config"]["tokens"] > 0
+    assert "--tokens" in record["command"] and "--minutes" not in record["command"]
+    assert not (out / "checkpoints").exists()
+
+
+def test_stopping_early_keeps_the_schedule_of_the_whole_budget(corpora, run_dir, tmp_path):
+    out = train(tiny_config(corpora, tmp_path / "short", stop_after_steps=10,
+                            save_checkpoints=False))
+    assert _loss_log(out) == _loss_log(run_dir)[:10]
+    assert json.loads((out / "training.json").read_text())["tokens_seen"] == 10 * 4 * 32
+
+
+def test_heldout_windows_are_the_runs_heldout_documents_labelled_by_domain(run_dir, corpora):
+    """The held-out split recomputed from training.json is the one the run stored (split.json),
+    and every window carries its corpus's domain."""
+    from context_neurons.training.heldout import domain_of_corpus, labelled_windows, read_record
+
+    tokenizer = load_tokenizer(run_dir)
+    record = read_record(run_dir)
+    domains = {"english": ("tiny_en",), "spanish": ("tiny_es",)}
+    windows, labels = labelled_windows(tokenizer, record, corpora, per_domain=5, domains=domains)
+    assert labels == ["english"] * 5 + ["spanish"] * 5
+    # a corpus listed under two domains labels nothing
+    assert domain_of_corpus({"a": ("x", "y"), "b": ("y", "z")}) == {"x": "a", "z": "b"}
+    assert all(len(w) == record["config"]["n_ctx"] for w in windows)
+    bos = tokenizer.convert_tokens_to_ids(EOT)
+    assert all(int(w[0]) == bos for w in windows)
+    heldout = set(manifest_keys(read_manifest(run_dir / "split.json"), "heldout"))
+    streams = {}  # each corpus's held-out documents, by the run's stored split, as one stream
+    for corpus in WEIGHTS:
+        docs = [d for d in iter_documents(corpus, corpora) if d.key in heldout]
+        ids = tokenize_corpus(docs, tokenizer, bos).tolist()
+        streams[corpus] = "," + ",".join(map(str, ids)) + ","
+    for window, label in zip(windows, labels):
+        corpus = "tiny_en" if label == "english" else "tiny_es"
+        inner = "," + ",".join(str(int(t)) for t in window[1:]) + ","
+        assert inner in streams[corpus]  # a run of the held-out stream of its own corpus
+    with pytest.raises(DataError):
+        read_record(corpora)
+
+
+def test_a_trained_directory_loads_through_the_gpt2_loader_with_its_record(run_dir):
+    from context_neurons.models import load_model
+
+    loaded = load_model(str(run_dir), device="cpu")
+    assert loaded.directory == run_dir and loaded.name == "checkpoint"
+    assert loaded.model.cfg.n_ctx == 32 and loaded.model.cfg.d_vocab == 320
+    assert "not GPT-2 Small" in loaded.banner()
+
+
+def test_the_shipped_trained_model_loads_with_its_record_and_development():
+    """The package's trained model: the loader GPT-2 uses, its record, and one summary per
+    checkpoint the record lists (development.json, written from the run by summarize_run)."""
+    from context_neurons.models import load_model
+    from context_neurons.models.loading import TRAINED_DIR
+    from context_neurons.training.development import DEVELOPMENT_FILE
+    from context_neurons.training.heldout import read_record
+
+    loaded = load_model("trained", device="cpu")
+    record = read_record(TRAINED_DIR)
+    cfg = loaded.model.cfg
+    assert loaded.directory == TRAINED_DIR and loaded.name == "trained"
+    assert (cfg.n_ctx, cfg.d_model, cfg.n_layers) == (
+        record["config"]["n_ctx"], record["config"]["d_model"], record["config"]["n_layer"])
+    assert cfg.d_vocab == record["model"]["vocab_size"] == len(loaded.model.tokenizer)
+    assert loaded.model.tokenizer.bos_token_id == record["model"]["eot_id"]
+    assert "TRAINED" in loaded.banner() and "not GPT-2's" in loaded.banner()
+    development = json.loads((TRAINED_DIR / DEVELOPMENT_FILE).read_text())
+    steps = [row["step"] for row in development["checkpoints"]]
+    assert steps == record["checkpoint_steps"]
+    assert all(len(row["heads"]) == cfg.n_heads for row in development["checkpoints"])
+    with (TRAINED_DIR / "loss.csv").open() as handle:
+        assert sum(1 for _ in handle) == record["steps_done"] + 1  # header + one row per step
