@@ -438,19 +438,23 @@ from context_neurons.lookups.explainers import OfflineExplainer, examples_from_p
 explainer = OfflineExplainer(model.tokenizer)
 train_prompts, train_active = activity.split(train=True)
 examples = examples_from_prompts(train_prompts, model.tokenizer)
-odds = explainer.word_log_odds(
-    [e for e, a in zip(examples, train_active) if a],
-    [e for e, a in zip(examples, train_active) if not a],
-)
-print(
+summary = (
     f"{lk.head_name(*activity.head)}: {sum(train_active)} active of {len(train_active)} "
-    f"training prompts; words by log-odds ratio:"
+    "training prompts"
 )
-print(
-    pd.DataFrame(odds[:10], columns=["word", "log-odds", "active with", "inactive with"])
-    .round(2)
-    .to_string(index=False)
-)
+if 0 < sum(train_active) < len(train_active):  # a contrast to explain
+    odds = explainer.word_log_odds(
+        [e for e, a in zip(examples, train_active) if a],
+        [e for e, a in zip(examples, train_active) if not a],
+    )
+    print(f"{summary}; words by log-odds ratio:")
+    print(
+        pd.DataFrame(odds[:10], columns=["word", "log-odds", "active with", "inactive with"])
+        .round(2)
+        .to_string(index=False)
+    )
+else:  # every prompt active, or none: nothing separates them, so there is nothing to explain
+    print(f"{summary}: no contrast, so no word list (the explainer needs both kinds)")
 
 # %% [markdown]
 # The top of this list mixes words that trigger the head with words that merely share documents

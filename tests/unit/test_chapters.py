@@ -313,3 +313,19 @@ def test_a_stale_stored_notebook_is_caught(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}.stored_notebook", lambda _: stale)
     with pytest.raises(AssertionError, match="is stale"):
         test_stored_notebook_has_the_chapters_cells(chapter)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=ids(CHAPTERS))
+def test_stored_notebook_holds_no_widget(chapter):
+    """A widget output (a notebook progress bar, an explorer) needs its JavaScript from a CDN: the
+    static website cannot draw it offline, and the browser test fails on the request."""
+    stored = stored_notebook(chapter)
+    if not stored.is_file():
+        pytest.skip(f"{stored.name} missing (see test_stored_notebook_has_the_chapters_cells)")
+    widgets = [
+        index
+        for index, cell in enumerate(nbformat.read(stored, as_version=4).cells)
+        for output in cell.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in output.get("data", {})
+    ]
+    assert not widgets, f"{stored.name}: widget outputs in cells {widgets}"

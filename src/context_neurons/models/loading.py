@@ -44,6 +44,7 @@ from transformers import (
     PreTrainedTokenizerBase,
     PreTrainedTokenizerFast,
 )
+from transformers.utils import logging as hf_logging
 
 from context_neurons import config
 from context_neurons.checks import ModelLoadError
@@ -264,6 +265,18 @@ def hooked_from_hf(
     return model
 
 
+def _from_pretrained(name_or_path: str) -> GPT2LMHeadModel:
+    """``GPT2LMHeadModel.from_pretrained`` without its per-load progress bar (a widget in a
+    notebook, which a static page cannot draw), the caller's setting restored afterwards."""
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        return GPT2LMHeadModel.from_pretrained(name_or_path)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
 def load_checkpoint(directory: str | Path) -> GPT2LMHeadModel:
     """A GPT-2-architecture Hugging Face checkpoint from a local directory."""
     path = Path(directory).expanduser()
@@ -274,7 +287,7 @@ def load_checkpoint(directory: str | Path) -> GPT2LMHeadModel:
             "internet access, or give another directory."
         )
     try:
-        return GPT2LMHeadModel.from_pretrained(str(path))
+        return _from_pretrained(str(path))
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"The checkpoint in {path} could not be loaded: {err}") from err
 
@@ -285,7 +298,7 @@ def load_hf_gpt2(name: str = "gpt2", weights: str | Path | None = None) -> tuple
     if weights is not None:
         return load_checkpoint(weights), f"local directory {Path(weights).expanduser()}"
     try:
-        hf_model = GPT2LMHeadModel.from_pretrained(name)
+        hf_model = _from_pretrained(name)
     except OSError as err:
         raise ModelLoadError(
             f"{GPT2_FAMILY[name]}'s weights could not be loaded: the Hugging Face hub is "
