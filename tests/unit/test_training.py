@@ -379,3 +379,11 @@ def test_the_shipped_trained_model_loads_with_its_record_and_development():
     assert all(len(row["heads"]) == cfg.n_heads for row in development["checkpoints"])
     with (TRAINED_DIR / "loss.csv").open() as handle:
         assert sum(1 for _ in handle) == record["steps_done"] + 1  # header + one row per step
+
+
+def test_heldout_windows_without_the_corpora_are_a_clear_error(run_dir, tmp_path):
+    """Online (Colab) the training split's documents are absent: say so, before reading anything."""
+    from context_neurons.training.heldout import labelled_windows, read_record
+
+    with pytest.raises(DataError, match="offline corpora"):
+        labelled_windows(load_tokenizer(run_dir), read_record(run_dir), tmp_path / "absent")

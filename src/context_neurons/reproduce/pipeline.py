@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from context_neurons.activations import activation_truth, precision_recall_curve
-from context_neurons.checks import InputError
+from context_neurons.checks import DataError, InputError
 from context_neurons.circuit import ContextualCircuit, build_circuit
 from context_neurons.decomposition import decompose_attention, default_reference_tokens
 from context_neurons.decomposition import mean_positional_keys
@@ -150,7 +150,11 @@ def activation_rows(
     documents, labelled by their corpus's domain, with thresholds fixed before any comparison.
     """
     record = read_record(loaded.directory)
-    windows, labels = labelled_windows(loaded.model.tokenizer, record)
+    try:
+        windows, labels = labelled_windows(loaded.model.tokenizer, record)
+    except DataError as error:  # online: the training split's documents are not here
+        return [Row(key, math.nan, f"not computed: {error}") for key in (
+            "neuron_precision_vs_activations", "neuron_recall_vs_activations")]
     windows = [w.to(loaded.model.cfg.device) for w in windows]
     truth = activation_truth(loaded.model, windows, labels, heads, progress=progress)
     context = truth.context_neurons()

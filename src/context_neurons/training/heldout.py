@@ -17,6 +17,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from context_neurons import config as settings
 from context_neurons.checks import DataError
 from context_neurons.training.config import DOMAINS, EOT, default_corpora_dir
 from context_neurons.training.corpus import is_heldout, iter_documents
@@ -63,6 +64,12 @@ def labelled_windows(
     """
     config = record["config"]
     corpora_dir = Path(corpora_dir) if corpora_dir else default_corpora_dir()
+    if not corpora_dir.is_dir():
+        raise DataError(
+            f"The held-out documents of a trained model are read from the offline corpora, not "
+            f"found at {corpora_dir} (set {settings.CORPORA.name}); online there is no held-out "
+            "text of this model's training split."
+        )
     n_ctx = n_ctx or config["n_ctx"]
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
     trained_on = set(config["corpus_weights"])
