@@ -271,6 +271,19 @@ def positional_scores(
     return (to_keys - at_dest[:, :, None]) / model.cfg.d_head**0.5
 
 
+def _sequence_inputs(model, tokens, heads, reference_tokens, mean_keys):
+    """The checked sequence and heads, its positions, and the mean keys ``M`` (computed from
+    ``reference_tokens``, by default the calibration text, unless given)."""
+    tokens = check_sequence(model, tokens)
+    heads = check_heads(model, heads)
+    positions = torch.arange(len(tokens), device=tokens.device)
+    if mean_keys is None:
+        if reference_tokens is None:
+            reference_tokens = default_reference_tokens(model)
+        mean_keys = mean_positional_keys(model, reference_tokens, len(tokens))
+    return tokens, heads, positions, mean_keys
+
+
 @torch.no_grad()
 def decompose_attention(
     model: HookedTransformer,
@@ -288,14 +301,10 @@ def decompose_attention(
         reference_tokens: token distribution defining ``M`` (default: the calibration text).
         mean_keys: precomputed ``M`` (from :func:`mean_positional_keys`), to reuse across texts.
     """
-    tokens = check_sequence(model, tokens)
-    heads = check_heads(model, heads)
+    tokens, heads, positions, mean_keys = _sequence_inputs(
+        model, tokens, heads, reference_tokens, mean_keys
+    )
     n = len(tokens)
-    positions = torch.arange(n, device=tokens.device)
-    if mean_keys is None:
-        if reference_tokens is None:
-            reference_tokens = default_reference_tokens(model)
-        mean_keys = mean_positional_keys(model, reference_tokens, n)
     queries = project_exact(model, "Q", tokens)
     keys = project_exact(model, "K", tokens)
     exact = torch.einsum("qhe,khe->hqk", queries[:, heads], keys[:, heads]) / model.cfg.d_head**0.5
@@ -475,14 +484,10 @@ def score_error_parts(
         reference_tokens: token distribution defining ``M`` (default: the calibration text).
         mean_keys: precomputed ``M``.
     """
-    tokens = check_sequence(model, tokens)
-    heads = check_heads(model, heads)
+    tokens, heads, positions, mean_keys = _sequence_inputs(
+        model, tokens, heads, reference_tokens, mean_keys
+    )
     n = len(tokens)
-    positions = torch.arange(n, device=tokens.device)
-    if mean_keys is None:
-        if reference_tokens is None:
-            reference_tokens = default_reference_tokens(model)
-        mean_keys = mean_positional_keys(model, reference_tokens, n)
     unique, inverse = torch.unique(tokens, return_inverse=True)
     parts = ln1_parts(model, "K", unique, positions, heads)
     inv = ln1_inverse_scale(model, unique, positions)[inverse]  # [key i, pos p]: 1/sigma(t_i, p)
