@@ -377,8 +377,9 @@ else:
 # ## 2.6 Does the kernel depend on the destination token?
 #
 # The query $q_n$ depends on the destination token, so the positional pattern does too. For the
-# taxonomy to be a property of the *head*, that dependence must be weak. The widths for each
-# destination token:
+# taxonomy to be a property of the *head*, that dependence must not move a head across a width
+# threshold; the width itself may change, and does (GPT-2's kernels pass through the destination's
+# LayerNorm scale, and so do the planted ones). The widths for each destination token:
 
 # %%
 widths = taxonomy.destination_table()

@@ -241,8 +241,8 @@ figure = plot_truncation(
 # the 80% line, and the kept length with the kept suffix's first token.* Read it from the left:
 # each step to the right puts one more token of context in front of the same final token.
 # Truncation keeps the *shortest* suffix above the red line, checked with the model. A curve
-# that jumps marks the token the neuron was waiting for; on the planted model that is a word of
-# the look-up head's topic, which can sit dozens of tokens back.
+# that jumps marks the token the neuron was waiting for; on the planted model that is often a word
+# of the look-up head's topic, which can sit dozens of tokens back.
 #
 # ## 7.3 Which heads switch the neuron on?
 #
@@ -319,8 +319,10 @@ figure = plot_head_attribution(
 # *Figure 7.3: mean direct attribution of every upstream head (rows: layer, columns: head) to each
 # examined neuron, over its ten truncated prompts; the box marks the top head.* A context look-up
 # shows as one bright cell: a single head carries the drive. On the planted model that is what
-# was built; on GPT-2 the drive can also be shared by several heads, and this figure shows which
-# case each neuron is in.
+# was built for three of the four look-ups; the fourth, the war look-up, was built hard: a second
+# head carries part of its drive and its neuron also reads a layer-0 neuron (see the appendix).
+# On GPT-2 the drive can also be shared by several heads, and this figure shows which case each
+# neuron is in.
 
 # %%
 from context_neurons.plotting.lookups import plot_attribution_vs_ablation
@@ -354,9 +356,10 @@ print(parts.round(2).to_string())
 
 # %% [markdown]
 # The first five columns add up to the last. On the planted model the look-up neurons were built
-# with a bias of $-2$: the `biases` column is negative, and the top head supplies the drive that
-# makes the neuron fire, while the other heads, the embeddings and the MLP outputs contribute
-# little.
+# with a bias of $-2$: the `biases` column is negative, and for three of them the top head
+# supplies the drive that makes the neuron fire. The hard war look-up is different by
+# construction: other heads and the layer-0 MLP outputs (its neuron also reads a layer-0 war
+# neuron) carry much of its drive, and this table is where that shows.
 #
 # What does the top head look at? Its attention from the final token of the first truncated
 # prompt:
@@ -533,11 +536,14 @@ else:
 #
 # On the planted model we know the answer: four look-ups, each a layer-1 head that attends to the
 # words of one topic and a neuron that predicts one token. A look-up counts as recovered when the
-# neuron is among the examined ones with the planted token, its top head is the planted head, its
-# explanation starts with a topic word, and the explanation beats both chance levels on held-out
-# prompts. Explanations may also hold words outside the planted topic list; `topic share` measures
-# whether they matter: of the held-out active prompts the explanation detects, the fraction that
-# its topic words detect (`lk.topic_share`).
+# neuron is among the examined ones with the planted token, its top head is the planted head, and
+# the head's explanation beats both chance levels on held-out prompts (a test on activations, not
+# on a word list). Whether the explanation *names* the topic is measured apart, against the
+# **label half** of the topic's word list, the half that never planted anything
+# ({ref}`appendix-planted`): `words in topic` counts its words there, and `topic share` is the
+# fraction of the held-out active prompts the explanation detects that its label-half words
+# detect (`lk.topic_share`). Reading the explanation against the planting half would read back
+# what was built.
 
 # %%
 from context_neurons.lookups.explainers import normalise_word
@@ -557,14 +563,13 @@ if loaded.is_planted:
         beats_chance = bool(explanation) and (
             evaluation["accuracy"] > evaluation["chance"] and evaluation["balanced_accuracy"] > 0.5
         )
-        in_topic = bool(words) and words[0] in topic
         rows.append(
             {
                 "planted neuron": f"{truth['layer']}.{truth['neuron']} {truth['target']!r}",
                 "planted head": lk.head_name(truth["layer"], truth["head"]),
                 "top head": lk.head_name(*lookup.top_heads[0][:2]) if lookup else "-",
                 "topic": truth["topic"],
-                "words in topic": f"{sum(w in topic for w in words)}/{len(words)}",
+                "words in topic (label half)": f"{sum(w in topic for w in words)}/{len(words)}",
                 "first word": words[0] if words else "-",
                 "topic share": (
                     lk.topic_share(lookup.activity, explanation, topic_words, model.tokenizer)
@@ -572,7 +577,7 @@ if loaded.is_planted:
                     else float("nan")
                 ),
                 "beats chance": beats_chance,
-                "recovered": token_ok and head_ok and in_topic and beats_chance,
+                "recovered": token_ok and head_ok and beats_chance,
             }
         )
     recovery = pd.DataFrame(rows)
@@ -584,13 +589,15 @@ else:
 # %% [markdown]
 # On the planted model the last line says how many planted look-ups were recovered end to end:
 # the token-prediction score finds the neuron and its token, the attribution names the planted
-# head (with the ablation drop agreeing, Figure 7.4), and the explanation starts with a word of
-# the planted topic and beats chance. Words outside the topic list are real correlates in the
-# training documents (a title, a name, a word fragment of the same language) that a word-level
-# explainer cannot tell apart from triggers without more varied data; a `topic share` near 1 says
-# they detect almost nothing on held-out prompts. The held-out misses are prompts whose topic
-# words never occurred among the training prompts, which a word list cannot name; an LLM
-# explainer could.
+# head (with the ablation drop agreeing, Figure 7.4), and the explanation beats chance on
+# held-out prompts. The label-half columns say how far the explanation names the topic in words
+# that were never planted: an explanation full of planting words (`god` for religion, `de` for
+# Spanish) counts nothing there, and words outside any list are real correlates in the training
+# documents (a title, a name, a word fragment of the same language) that a word-level explainer
+# cannot tell apart from triggers without more varied data. A low `topic share` says the label
+# words detect few of the prompts the explanation detects. The hard war look-up, whose head also
+# attends to 21st-century words and shares its drive with a second head, is where a word-level
+# explanation does worst; an LLM explainer could do better.
 #
 # ## 7.6 Look-ups and Gibson's layer-0 context circuit
 #
@@ -801,7 +808,8 @@ print(
 #   prompts; with rare activity, compare with the majority-class chance and with balanced
 #   accuracy. The offline explainer needs no service; an LLM one can be plugged in.
 # - On the planted model, section 7.5 checks each planted look-up end to end: neuron, token,
-#   head, and an explanation in the planted topic that beats chance on held-out documents.
+#   head, and an explanation that beats chance on held-out documents; how much of the explanation
+#   lies in the topic is measured with the half of the word list that did not plant it.
 #
 # **Next:** run the page on GPT-2 (section 7.7), or return to {ref}`ch-decomposition` to see the
 # layer-0 half of the story.

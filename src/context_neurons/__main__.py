@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     rep.add_argument("--seed", type=int, default=None,
                      help="seed of the planted model (default $CONTEXT_NEURONS_SEED, else 0)")
+    rep.add_argument("--variant", choices=VARIANTS, default="standard",
+                     help="the planted model's variant: shuffled-kernels is the negative control "
+                          "(no contextual head, so nothing to discover)")
     rep.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     rep.add_argument("--no-progress", action="store_true")
 
@@ -82,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
         n_texts = args.texts or (1000 if args.source == "openwebtext" else 100)
         results = reproduce(args.model, n_texts, device=args.device,
-                            progress=not args.no_progress, source=args.source, seed=args.seed)
+                            progress=not args.no_progress, source=args.source, seed=args.seed,
+                            variant=args.variant)
         print(format_table(results))
         if args.out:
             args.out.write_text(to_json(results))

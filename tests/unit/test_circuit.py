@@ -161,7 +161,7 @@ def test_planted_circuit_is_close(planted, circuit):
     model = planted.model
     windows, _, _ = corpus_windows(model.tokenizer, "nltk_masc", n=1, min_tokens=500)
     fit = C.circuit_error(circuit, model, windows[0][:600])
-    assert fit.cosine[0, C.N_MIN :].median() > 0.95
+    assert fit.cosine[0, C.N_MIN :].median() > 0.92
     late = fit.relative_error[0, C.N_MIN :].median()
     early = C.circuit_error(circuit, model, windows[0][:600], "per_position")
     assert early.relative_error[0, 1:50].median() < fit.relative_error[0, 1:50].median()

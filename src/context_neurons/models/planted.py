@@ -1,195 +1,429 @@
-"""The planted ground-truth model. This module builds the offline model of the book's appendix.
+"""The planted ground-truth model: the offline model of the book's appendix.
 
 GPT-2 Small's weights cannot be downloaded where this book is built and tested, so every chapter
-also runs on a model with GPT-2 Small's architecture and tokenizer whose structure we planted and
-therefore know. The method must recover it: that is the end-to-end test.
+also runs on a model with GPT-2 Small's architecture (two layers) and tokenizer whose structure we
+planted and therefore know. It is a test bench for the code, not evidence for the method, and it
+carries GPT-2's difficulties for the method (issue 13) so that recovering it is not free. The plans
+are in :mod:`.planted_plan`, the topics in :mod:`.planted_topics`, the residual stream's
+directions and the weight writers in :mod:`.planted_space`; ``tests/unit/test_planted.py``
+measures each difficulty and ``scripts/planted_recovery.py`` what the method recovers over seeds.
 
-Construction (all directions orthonormal and orthogonal to the all-ones vector, so LayerNorm's
-mean subtraction leaves them alone; ``ell(x) = LN(x) ~ s(x) * x`` with ``s = sqrt(768)/|x|``):
+Construction (every structured direction is mean-free, so LayerNorm's mean subtraction leaves it
+alone):
 
-* **Positions**: ``W_pos[i] = u_const + r(i) u_ramp + sqrt(1 - r(i)^2) u_comp + noise`` with
-  ``r(i) = (i - 511.5)/512``: constant norm, and a coordinate linear in ``i``.
-* **Tokens**: a random unit "identity" vector in a free subspace, plus a loading on a topic
-  direction ``u_k`` for every word list the token belongs to, a stop-word direction and, for
-  ``<|endoftext|>``, a BOS direction; norms ``3 (1 + 0.04 eps)``.
-* **Layer-0 positional kernels**: ``W_QK = A_h (u_const u_ramp^T - u_ramp u_const^T)`` gives the
-  score ``beta_h s_n s_i / s^2 * (i - n)``, an exponentially decaying kernel of width
-  ``1/beta_h`` that vanishes at ``i = n`` whatever the tokens. Widths per head: :data:`LAYER0_HEADS`.
-* **Content scores**: a constant query against a key direction mixing a random token direction
-  (standard deviation ``content_sd``), the stop-word direction (head 6 down-weights stop words,
-  head 8 up-weights them) and the BOS direction (an attention sink early in the text).
-  Duplicate-token heads match 60 dimensions of the identity subspace of query and key.
-* **Contextual heads' OV**: each copies the topic directions ``u_k`` to context directions ``m_k``
-  (plus a random part); together the six heads write a decaying bag of topics.
-* **Layer-0 MLP**: planted context neurons read ``m_k`` (:data:`CONTEXT_NEURONS`; 704 reads what
-  300 reads and writes the opposite output); all other neurons are random.
-* **Layer 1**: look-up heads attend to the tokens of one topic (else to BOS) and copy the topic
-  to a direction ``o_l``; a look-up neuron reads ``o_l`` and writes the unembedding of one token
-  (:data:`LOOKUPS`). Everything else is random.
+* **Positions** follow published descriptions of GPT-2's ``W_pos`` (a helix of sinusoid-like
+  components; norms that fall over the first ~100 positions, then vary by ~10%; a position 0 of
+  about three times the typical norm): 23 frequencies (periods 4096 down to 2.4 positions,
+  amplitudes falling with frequency, a slow amplitude modulation), a mean vector, an early-position
+  component decaying over ~25 positions and a position-0 component. Token embeddings overlap the
+  positional subspace a little (|cos| ~ 0.04), glitch tokens most.
+* **Tokens**: a random identity vector (British and American spellings of a word share most of
+  it), graded loadings on 13 named topics and 19 unnamed background features packed into 24
+  dimensions (so the directions overlap: superposition), a stop-word direction, a BOS direction, a
+  glitch direction for eight glitch tokens; log-normal norms. Loadings come from the planting half
+  of each word list and from the corpora (:mod:`.planted_topics`).
+* **Layer-0 kernels** are fitted sums of the helix's sinusoids (:func:`.planted_plan.fit_kernel`),
+  not exponential. The score is multiplied by the LayerNorm scales of both ends, so the kernel
+  changes with the destination token and with the position.
+* **Content scores**: a query bias against a key direction (random token direction, stop words,
+  BOS), times a destination-dependent factor, plus a destination-by-source bilinear term, and a
+  position-0 sink. Duplicate-token heads match 32 dimensions of the identity subspace.
+* **Layer-0 OV**: the contextual heads copy the topic subspace to a context subspace (each head
+  with its own gain and perturbation); head 11 (uniform) and head 3 (previous token) copy it to
+  subspaces that overlap the context subspace slightly; two contextual heads carry the glitch
+  direction, weakly.
+* **Layer-0 MLP**: context neurons (:data:`.planted_plan.CONTEXT_NEURONS`) read a signed mix of
+  topic images in the context subspace, with gains from below the discovery threshold to well
+  above it, plus noise from the heads' other outputs, the current token's topic and a random
+  direction. Distractors (:data:`.planted_plan.DISTRACTOR_NEURONS`) read glitch tokens through the
+  direct path, or topics through the non-contextual heads 11 and 3.
+* **Layer 1**: look-up heads attend to one topic (else to position 0) and write a direction that a
+  neuron reads to predict one token (:data:`.planted_plan.LOOKUPS`); the war look-up is hard.
+
+``variant="shuffled-kernels"`` is the negative control: the six contextual heads take the kernels
+of non-contextual heads (previous-token, local, uniform), everything else unchanged; no head is
+contextual, so the method should build no circuit and find no neuron.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
+from jaxtyping import Float
+from torch import Tensor
+from torch.nn.functional import normalize
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from context_neurons.models.planted_plan import (
+    BOS_ID,
+    CONTEXT_NEURONS,
+    CONTEXT_OUT,
+    CORPUS_LOADING,
+    D_HEAD,
+    D_MLP,
+    D_MODEL,
+    D_VOCAB,
+    DIRECT_READ,
+    DISTRACTOR_NEURONS,
+    DUPLICATE_DIMS,
+    EARLY_DECAY,
+    EARLY_NORM,
+    GLITCH_LEAK,
+    GLITCH_POSITION_OVERLAP,
+    GLITCH_TOKENS,
+    HARD_CONFUSER_TOPIC,
+    HARD_LAYER0_NEURON,
+    HARD_RUNNER_UP,
+    HARD_SECOND_HEAD,
+    HEAD_OUT_DIMENSIONS,
+    HELIX_NORM,
+    LAYER0_HEADS,
+    LOCAL_READ,
+    LOOKUP_VALUE,
+    LOOKUPS,
+    N_BACKGROUND,
+    N_CTX,
+    N_HEADS,
+    NOISE_READ,
+    PERIODS,
+    POS0_NORM,
+    POS_MEAN_NORM,
+    POSITION_OVERLAP,
+    SEED_LOADING,
+    SHUFFLED_KERNELS,
+    THE_ID,
+    TOKEN_NORM,
+    TOKEN_NORM_SD,
+    TOPIC_DIMENSIONS,
+    VARIANTS,
+    HeadPlan,
+    PlantedTruth,
+    planned_kernel,
+)
+from context_neurons.models.planted_space import (
+    Directions,
+    Scales,
+    Space,
+    empty_heads,
+    residual_space,
+    scales_of,
+    write_attention,
+    write_kernel,
+    write_mlp,
+)
+from context_neurons.models.planted_topics import (
+    corpus_topic_association,
+    topic_word_halves,
+)
 from context_neurons.text.corpora import corpora_dir
-from context_neurons.text.topics import (
-    BUILTIN_TOPICS,
-    gb_us_token_lists,
-    read_gb_us_pairs,
-    single_token_variants,
-    stopword_ids,
-)
+from context_neurons.text.topics import stopword_ids
 
-#: Negative controls the planted model can be built as (besides ``"standard"``).
-VARIANTS = ("standard",)
-
-D_MODEL, N_HEADS, D_HEAD, D_MLP, N_CTX, D_VOCAB = 768, 12, 64, 3072, 1024, 50257
-BOS_ID = 50256
+GROUPS = ("contextual", "detokenization", "duplicate", "miscellaneous")
 
 
-@dataclass(frozen=True)
-class HeadPlan:
-    """What one planted layer-0 head does."""
-
-    group: str  # contextual | detokenization | duplicate | miscellaneous
-    kernel: str  # slowly decaying | local | uniform
-    width: float  # kernel decay length in tokens (score slope 1/width per token)
-    content_sd: float  # standard deviation of the key-side content score
-    stopword_weight: float = 0.0  # added to the score of stop words
-    bos_weight: float = 0.0  # added to the score of <|endoftext|>
-    duplicate_strength: float = 0.0  # score of a token attending to a copy of itself
-    qk_noise: float = 0.1  # standard deviation of a random query-dependent score part
-
-
-LAYER0_HEADS: dict[int, HeadPlan] = {
-    0: HeadPlan("contextual", "slowly decaying", 25.0, 0.25, bos_weight=4.0),
-    1: HeadPlan("duplicate", "uniform", 2000.0, 0.3, duplicate_strength=9.0, qk_noise=0.2),
-    2: HeadPlan("contextual", "slowly decaying", 40.0, 0.25, bos_weight=4.0),
-    3: HeadPlan("detokenization", "local", 0.6, 1.0, qk_noise=0.5),
-    4: HeadPlan("detokenization", "local", 1.2, 1.0, qk_noise=0.5),
-    5: HeadPlan("duplicate", "local", 15.0, 0.3, duplicate_strength=9.0, qk_noise=0.2),
-    6: HeadPlan("contextual", "slowly decaying", 30.0, 0.25, stopword_weight=-0.8, bos_weight=4.0),
-    7: HeadPlan("detokenization", "local", 2.0, 1.0, qk_noise=0.5),
-    8: HeadPlan("contextual", "slowly decaying", 35.0, 0.25, stopword_weight=0.8, bos_weight=4.0),
-    9: HeadPlan("contextual", "slowly decaying", 50.0, 0.25, bos_weight=4.0),
-    10: HeadPlan("contextual", "slowly decaying", 20.0, 0.25, bos_weight=4.0),
-    11: HeadPlan("miscellaneous", "uniform", 600.0, 0.3, bos_weight=2.0, qk_noise=0.2),
-}
+def _topic_loadings(
+    dirs: Directions, planting_ids: dict[str, list[int]], association: Tensor
+) -> Float[Tensor, "d_vocab n_all"]:
+    """Graded loadings of every token on the named topics (corpus association, planting words
+    strongest) and on the background features (random members)."""
+    loading = CORPUS_LOADING * association
+    for k, ids in enumerate(planting_ids.values()):
+        ids = torch.tensor(ids, dtype=torch.long)
+        strength = SEED_LOADING * (0.55 + 0.45 * dirs.rand(len(ids)))
+        loading[ids, k] = torch.maximum(loading[ids, k], strength)
+    background = torch.zeros(D_VOCAB, N_BACKGROUND, dtype=torch.float64)
+    for b in range(N_BACKGROUND):
+        members = torch.randint(256, BOS_ID, (int(100 + 300 * dirs.rand(1)),), generator=dirs.gen)
+        background[members, b] = 0.15 + 0.3 * dirs.rand(len(members))
+    return torch.cat([loading, background], dim=1)
 
 
-@dataclass(frozen=True)
-class NeuronPlan:
-    """A planted layer-0 context neuron: reads a signed mix of topics through the context heads."""
-
-    topics: dict[str, float]
-    gain: float
-    description: str
-
-
-# Named neurons follow the paper's case studies; the rest give discovery a population to find.
-CONTEXT_NEURONS: dict[int, NeuronPlan] = {
-    300: NeuronPlan({"british": 1.0, "american": -1.0}, 22.0, "British minus American spelling"),
-    704: NeuronPlan({"british": 1.0, "american": -1.0}, 18.0, "British context, output opposite 300"),
-    1621: NeuronPlan({"war": 1.0, "modern": -0.6}, 9.0, "19th-20th century war (minus modern)"),
-    1710: NeuronPlan({"religion": 1.0, "bible_archaic": 0.8}, 8.0, "religious text, Bible"),
-    57: NeuronPlan({"medicine": 1.0}, 8.0, "medical studies"),
-    2390: NeuronPlan({"medicine": 0.7}, 5.0, "medical (weaker)"),
-    488: NeuronPlan({"law": 1.0}, 8.0, "legal text"),
-    1301: NeuronPlan({"law": 0.8, "medicine": 0.8}, 6.0, "legal or medical (two sub-latents)"),
-    912: NeuronPlan({"code": 1.0}, 8.0, "programming"),
-    2781: NeuronPlan({"code": -0.8}, 6.0, "not programming"),
-    1450: NeuronPlan({"spanish": 1.0}, 7.0, "Spanish"),
-    2048: NeuronPlan({"spanish": -0.7}, 5.0, "not Spanish"),
-    640: NeuronPlan({"astronomy": 1.0}, 8.0, "astronomy"),
-    2203: NeuronPlan({"astronomy": 0.6, "religion": 0.6}, 6.0, "astronomy or religion"),
-    1099: NeuronPlan({"climate": 1.0}, 9.0, "climate change"),
-    2870: NeuronPlan({"pokemon": 1.0}, 9.0, "Pokemon"),
-    155: NeuronPlan({"war": 0.8}, 6.0, "war (second neuron)"),
-    3001: NeuronPlan({"religion": 0.5, "bible_archaic": 1.0}, 7.0, "archaic Bible English"),
-    1888: NeuronPlan({"modern": 1.0}, 7.0, "21st century technology"),
-    2567: NeuronPlan({"british": 0.8, "american": -0.8, "law": 0.4}, 10.0, "British legal text"),
-}
-
-
-@dataclass(frozen=True)
-class LookupPlan:
-    """A planted context look-up: a layer-1 head attends to a topic, a neuron predicts a token."""
-
-    layer: int
-    head: int
-    neuron: int
-    topic: str
-    target: str
+def _embeddings(
+    dirs: Directions, space: Space, loading: Tensor, halves: dict,
+    stop_ids: list[int], glitch_ids: list[int],
+) -> tuple[Float[Tensor, "d_vocab d_model"], Float[Tensor, " d_vocab"]]:
+    """``W_E`` (float32, as the checkpoint holds it) and the planted token norms."""
+    f32 = lambda x: x.float()
+    u_topic_all = space.coords @ space.topic_space.T
+    structure = f32(loading) @ f32(u_topic_all)
+    structure[stop_ids] += 0.3 * f32(space.u_stop)
+    # Overlap with the positional subspace: the mean and early-position directions only (a helix
+    # component would meet the kernels' large positional queries and act as a strong,
+    # position-dependent content weight, which GPT-2's contextual heads do not show).
+    overlap_space = torch.stack([space.mu_pos, space.u_early], dim=1)
+    overlap = normalize(dirs.randn(D_VOCAB, 2), dim=1)
+    overlap = overlap * (POSITION_OVERLAP * (1 + 0.4 * dirs.randn(D_VOCAB, 1)).abs())
+    structure.addmm_(f32(overlap), f32(overlap_space.T))
+    glitch_pos = normalize(space.mu_pos + 0.3 * space.u_early, dim=0)
+    structure[glitch_ids] = f32(0.7 * space.u_glitch + GLITCH_POSITION_OVERLAP * glitch_pos)
+    structure_sq = structure.square().sum(1)
+    structure.mul_((structure_sq.clamp(max=0.8) / structure_sq.clamp(min=1e-12)).sqrt()[:, None])
+    structure_sq = structure_sq.clamp(max=0.8)
+    w_e = dirs.rand_dir(D_VOCAB, dtype=torch.float32)  # identity: unit, clear of the structure
+    pairs = [
+        pair for half in ("planting", "label")
+        for pair in zip(halves[half]["british"].values(), halves[half]["american"].values())
+    ]
+    if pairs:  # a British and an American spelling share most of their identity
+        pairs = torch.tensor(pairs, dtype=torch.long)
+        w_e[pairs[:, 1]] = normalize(0.75 * w_e[pairs[:, 0]] + 0.66 * w_e[pairs[:, 1]], dim=1)
+    token_norm = TOKEN_NORM * torch.exp(TOKEN_NORM_SD * dirs.randn(D_VOCAB))
+    token_norm[glitch_ids] = 0.7 * TOKEN_NORM
+    token_norm[BOS_ID] = TOKEN_NORM
+    w_e.mul_((f32(token_norm) * (1 - structure_sq).sqrt())[:, None])
+    w_e.add_(structure.mul_(f32(token_norm)[:, None]))
+    w_e[BOS_ID] = f32(token_norm[BOS_ID] * (0.6 * dirs.rand_dir() + 0.8 * space.u_bos))
+    return w_e, token_norm
 
 
-LOOKUPS: tuple[LookupPlan, ...] = (
-    LookupPlan(1, 4, 1200, "religion", " Lord"),
-    LookupPlan(1, 9, 2400, "war", " troops"),
-    LookupPlan(1, 2, 777, "astronomy", " telescope"),
-    LookupPlan(1, 7, 3000, "spanish", " que"),
-)
+def _positions(dirs: Directions, space: Space) -> tuple[Tensor, Tensor]:
+    """``W_pos`` ``[n_ctx, d_model]`` and the helix amplitude of each frequency."""
+    positions = torch.arange(N_CTX, dtype=torch.float64)
+    amplitude = torch.tensor([(p / 1024) ** 0.35 for p in PERIODS], dtype=torch.float64)
+    amplitude = HELIX_NORM * amplitude / amplitude.norm()
+    phase = 2 * math.pi * float(dirs.rand(1))
+    modulation = 1 + 0.06 * torch.cos(2 * math.pi * positions / 700 + phase)
+    omega = torch.tensor([2 * math.pi / p for p in PERIODS], dtype=torch.float64)
+    angle = positions[:, None] * omega
+    helix_coords = torch.cat([torch.cos(angle), torch.sin(angle)], 1) * amplitude.repeat(2)
+    w_pos = (
+        POS_MEAN_NORM * space.mu_pos[None]
+        + modulation[:, None] * (helix_coords @ space.helix.T)
+        + (EARLY_NORM * torch.exp(-positions / EARLY_DECAY))[:, None] * space.u_early[None]
+        + 0.15 * dirs.rand_dir(N_CTX)
+    )
+    w_pos[0] += POS0_NORM * space.u_p0
+    return w_pos, amplitude
 
 
-@dataclass
-class PlantedTruth:
-    """Everything planted in the offline model, for checking what the method recovers."""
+def _layer0_attention(
+    state: dict, dirs: Directions, space: Space, kernel_plans: dict[int, HeadPlan],
+    w_e: Tensor, w_pos: Tensor, stop_ids: list[int], scales: Scales,
+) -> tuple[Tensor, dict[int, float], dict[int, float]]:
+    """Plant layer 0's heads; returns ``W_O`` and, per head, the planned kernel's ``n_eff`` and
+    the factor the destination ``' the'`` puts on the content scores (at ``n = 500``)."""
+    w_q, w_k, w_v, w_o, b_q = empty_heads()
+    s_bar, token_sd = scales.s_bar, scales.token_sd
+    stop_mask = torch.zeros(D_VOCAB, dtype=torch.bool)
+    stop_mask[stop_ids] = True
+    free = dirs.identity_space()
+    kernel_n_eff, content_factor_the = {}, {}
+    for h, plan in LAYER0_HEADS.items():
+        kplan = kernel_plans[h]
+        col = write_kernel(w_q, w_k, h, kplan, space, s_bar, scales.amplitude)
+        kernel_n_eff[h] = float(1 / (planned_kernel(kplan) ** 2).sum())
+        if kplan.position_sink:
+            b_q[h, col] = 8.0 * kplan.position_sink / (scales.s_zero * POS0_NORM)
+            w_k[h, :, col] = space.u_p0
+            col += 1
+        # Content: a query bias (times a destination factor) against a key direction.
+        key_dir = dirs.rand_dir()
+        proj = (w_e @ key_dir.float()).double()
+        key_dir = key_dir * plan.content_sd / (s_bar * float(proj[~stop_mask].std()))
+        key_dir = key_dir + plan.stopword_weight * space.u_stop / (s_bar * 0.3 * TOKEN_NORM)
+        key_dir = key_dir + plan.bos_weight * space.u_bos / (s_bar * 0.8 * TOKEN_NORM)
+        b_q[h, col] = 8.0
+        w_q[h, :, col] = 8.0 * plan.content_destination_sd / (s_bar * token_sd) * dirs.rand_dir()
+        w_k[h, :, col] = key_dir
+        the_at_500 = w_e[THE_ID].double() + w_pos[500]
+        content_factor_the[h] = float(
+            1 + math.sqrt(D_MODEL) / the_at_500.norm() * (the_at_500 @ w_q[h, :, col]) / 8.0)
+        col += 1
+        # Destination x source content interaction.
+        bilinear = math.sqrt(8.0 * 0.35 * plan.content_sd) / (s_bar * token_sd)
+        w_q[h, :, col], w_k[h, :, col] = bilinear * dirs.rand_dir(), bilinear * dirs.rand_dir()
+        col += 1
+        if plan.duplicate_strength:
+            match = free @ torch.linalg.qr(dirs.randn(free.shape[1], DUPLICATE_DIMS))[0]
+            self_score = float(((w_e @ match.float()) ** 2).sum(1).mean()) * s_bar**2 / 8
+            w_q[h, :, col : col + DUPLICATE_DIMS] = match * plan.duplicate_strength / self_score
+            w_k[h, :, col : col + DUPLICATE_DIMS] = match
+            col += DUPLICATE_DIMS
+        n_rest = D_HEAD - col
+        if n_rest > 0:  # LN1's output has norm sqrt(768): a unit read gives ~N(0, 1)
+            norm = math.sqrt(8 * plan.qk_noise / math.sqrt(n_rest))
+            w_q[h, :, col:] = norm * dirs.rand_dir(n_rest).T
+            w_k[h, :, col:] = norm * dirs.rand_dir(n_rest).T
+        _write_values(w_v, w_o, h, plan, dirs, space)
+    write_attention(state, 0, w_q, w_k, w_v, w_o, b_q, dirs)
+    state["transformer.h.0.ln_1.weight"] = torch.ones(D_MODEL, dtype=torch.float64)
+    state["transformer.h.0.ln_1.bias"] = torch.zeros(D_MODEL, dtype=torch.float64)
+    return w_o, kernel_n_eff, content_factor_the
 
-    seed: int
-    head_groups: dict[str, list[int]]
-    kernel_shapes: dict[int, str]
-    kernel_widths: dict[int, float]
-    topic_words: dict[str, list[str]]
-    topic_token_ids: dict[str, list[int]]
-    context_neurons: dict[int, dict]
-    lookups: list[dict]
-    stopword_ids: list[int]
-    gb_us_source: str
-    layer0_heads: dict[int, dict] = field(default_factory=dict)  # asdict(HeadPlan) per head
-    identity_dimensions: int = 0  # dimension of the subspace of token identities
 
-    @property
-    def contextual_heads(self) -> list[int]:
-        return self.head_groups["contextual"]
+def _write_values(
+    w_v: Tensor, w_o: Tensor, h: int, plan: HeadPlan, dirs: Directions, space: Space
+) -> None:
+    """A layer-0 head's OV: contextual heads copy the topics to the context subspace; heads 11
+    and 3 to subspaces that overlap it; the rest write unstructured values."""
+    rest = D_HEAD - TOPIC_DIMENSIONS
+    if plan.group == "contextual":
+        head_gain = 0.8 + 0.4 * float(dirs.rand(1))
+        perturbation = 0.25 * dirs.randn(TOPIC_DIMENSIONS, D_MODEL).T / math.sqrt(D_MODEL)
+        out = normalize(space.context_space + perturbation, dim=0)
+        w_v[h, :, :TOPIC_DIMENSIONS] = 0.12 * head_gain * space.topic_space
+        w_o[h, :TOPIC_DIMENSIONS, :] = 0.12 * out.T
+        w_v[h, :, TOPIC_DIMENSIONS:] = 0.5 * dirs.rand_dir(rest).T
+        w_o[h, TOPIC_DIMENSIONS:, :] = 0.3 * normalize(
+            dirs.randn(rest, HEAD_OUT_DIMENSIONS), dim=1) @ space.head_out_space.T
+        if h in (2, 9):  # glitch tokens leak into the bag through two heads
+            w_v[h, :, TOPIC_DIMENSIONS] = GLITCH_LEAK * space.u_glitch
+            w_o[h, TOPIC_DIMENSIONS, :] = 0.3 * space.u_glitch
+    elif h in (11, 3):
+        target = space.uniform_space if h == 11 else space.previous_space
+        w_v[h, :, :TOPIC_DIMENSIONS] = 0.12 * space.topic_space
+        w_o[h, :TOPIC_DIMENSIONS, :] = 0.12 * target.T
+        w_v[h, :, TOPIC_DIMENSIONS:] = 0.3 * dirs.rand_dir(rest).T
+        w_o[h, TOPIC_DIMENSIONS:, :] = 0.15 * dirs.rand_dir(rest)
+    else:
+        w_v[h] = 0.3 * dirs.rand_dir(D_HEAD).T
+        w_o[h] = 0.15 * dirs.rand_dir(D_HEAD)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+
+def _layer0_mlp(
+    state: dict, dirs: Directions, space: Space, w_o: Tensor, variant: str
+) -> tuple[dict[int, dict], dict[int, dict]]:
+    """Plant layer 0's MLP; returns the context neurons' and the distractors' records."""
+    # Planted neurons also read the contextual heads' unstructured outputs (as any neuron reads
+    # much that is not its topic): noise in their token contributions, averaged out by the bag.
+    bag_noise = torch.cat([w_o[h, TOPIC_DIMENSIONS + 1 :, :] for h, plan in LAYER0_HEADS.items()
+                           if plan.group == "contextual"])
+
+    def noise_read() -> Tensor:
+        return normalize(dirs.randn(bag_noise.shape[0]) @ bag_noise, dim=0)
+
+    w_in = 1.2 * dirs.random_unit(D_MLP).T  # [d_model, d_mlp]
+    b_in = -0.5 + 0.2 * dirs.randn(D_MLP)
+    w_out = 0.03 * dirs.random_unit(D_MLP)  # [d_mlp, d_model]
+    context_neurons: dict[int, dict] = {}
+    distractors: dict[int, dict] = {}
+    for j, plan in CONTEXT_NEURONS.items():
+        direct = sum(w * space.u_topic(t) for t, w in plan.topics.items())
+        w_in[:, j] = (plan.gain * space.image(space.context_space, plan.topics)
+                      + DIRECT_READ * direct + NOISE_READ * noise_read()
+                      + LOCAL_READ * dirs.rand_dir())
+        b_in[j] = -1.0
+        w_out[j] = CONTEXT_OUT * dirs.rand_dir()
+        record = {"topics": dict(plan.topics), "gain": plan.gain, "description": plan.description}
+        if variant == "standard":
+            context_neurons[j] = record
+        else:
+            distractors[j] = {**record, "kind": "no contextual head (negative control)"}
+    w_out[704] = -w_out[300]
+    reads = {"glitch-direct": None, "uniform-head": space.uniform_space,
+             "previous-token-head": space.previous_space}
+    for j, plan in DISTRACTOR_NEURONS.items():
+        target = reads[plan.kind]
+        read = space.u_glitch if target is None else space.image(target, plan.topics)
+        w_in[:, j] = plan.gain * read + NOISE_READ * noise_read() + LOCAL_READ * dirs.rand_dir()
+        b_in[j] = -1.0
+        w_out[j] = CONTEXT_OUT * dirs.rand_dir()
+        distractors[j] = {"kind": plan.kind, "topics": dict(plan.topics), "gain": plan.gain,
+                          "description": plan.description}
+    write_mlp(state, 0, w_in, b_in, w_out, dirs)
+    return context_neurons, distractors
 
 
-def _orthonormal_directions(gen: torch.Generator) -> torch.Tensor:
-    """A ``[768, 767]`` orthonormal basis of the subspace orthogonal to the all-ones vector."""
-    matrix = torch.randn(D_MODEL, D_MODEL, generator=gen, dtype=torch.float64)
-    matrix[:, 0] = 1.0
-    q, _ = torch.linalg.qr(matrix)
-    return q[:, 1:]
+def _layer1(
+    state: dict, dirs: Directions, space: Space, tokenizer, w_e: Tensor,
+    label_ids: dict[str, list[int]], scales: Scales,
+) -> list[dict]:
+    """Plant layer 1: look-up heads and token-predicting neurons; returns the look-up records."""
+    w_q, w_k, w_v, w_o, b_q = empty_heads()
+    s_one = scales.s_bar / 1.3  # the residual stream has grown by layer 1
+    lookup_heads = {plan.head: (i, plan) for i, plan in enumerate(LOOKUPS)}
+    hard = next(i for i, plan in enumerate(LOOKUPS) if plan.hard)
+    topic_ref = SEED_LOADING * 0.8 * TOKEN_NORM
+    for h in range(N_HEADS):
+        reads_topic = h in lookup_heads or h == HARD_SECOND_HEAD
+        width = 200.0 if reads_topic else float(torch.exp(dirs.randn(1) * 1.2 + 2.5).item())
+        plan1 = HeadPlan("layer 1", "decaying", min(width, 900.0), 0.0)
+        col = write_kernel(w_q, w_k, h, plan1, space, s_one, scales.amplitude)
+        if reads_topic:
+            i, plan = lookup_heads.get(h, (hard, LOOKUPS[hard]))
+            strength = 6.0 if not plan.hard else (3.5 if h == plan.head else 3.0)
+            key = strength * space.u_topic(plan.topic) / topic_ref
+            if plan.hard and h == plan.head:
+                key = key + 2.0 * space.u_topic(HARD_CONFUSER_TOPIC) / topic_ref
+            b_q[h, col], w_k[h, :, col] = 8.0 / s_one, key
+            # The sink when no topic token is present: position 0 (whose norm dwarfs BOS's).
+            b_q[h, col + 1] = 8.0 * 5.0 / (scales.s_zero * POS0_NORM)
+            w_k[h, :, col + 1] = space.u_p0
+            col += 2
+            share = 1.0 if not plan.hard else (0.65 if h == plan.head else 0.5)
+            w_v[h, :, 0] = LOOKUP_VALUE * space.u_topic(plan.topic)
+            w_o[h, 0, :] = share * space.o_lookup[i]
+            w_v[h, :, 1:] = 0.2 * dirs.rand_dir(D_HEAD - 1).T
+            w_o[h, 1:, :] = 0.1 * dirs.rand_dir(D_HEAD - 1)
+        else:
+            w_v[h], w_o[h] = 0.3 * dirs.rand_dir(D_HEAD).T, 0.15 * dirs.rand_dir(D_HEAD)
+        n_rest = D_HEAD - col
+        norm = math.sqrt(8 * 0.3 / math.sqrt(n_rest))
+        w_q[h, :, col:] = norm * dirs.rand_dir(n_rest).T
+        w_k[h, :, col:] = norm * dirs.rand_dir(n_rest).T
+    write_attention(state, 1, w_q, w_k, w_v, w_o, b_q, dirs)
+    state["transformer.h.1.ln_1.weight"] = torch.ones(D_MODEL, dtype=torch.float64)
+    state["transformer.h.1.ln_1.bias"] = 0.01 * dirs.randn(D_MODEL)
+    w_in = 1.0 * dirs.random_unit(D_MLP).T
+    b_in = -0.5 + 0.2 * dirs.randn(D_MLP)
+    w_out = 0.03 * dirs.random_unit(D_MLP)
+    lookups = []
+    for i, plan in enumerate(LOOKUPS):
+        target_id = _single_token(tokenizer, plan.target)
+        w_in[:, plan.neuron] = 0.75 * space.o_lookup[i] + 0.2 * dirs.rand_dir()
+        b_in[plan.neuron] = -2.0
+        target_dir = normalize(w_e[target_id].double(), dim=0)
+        record = {**asdict(plan), "target_id": target_id, "topic_token_ids": label_ids[plan.topic]}
+        if plan.hard:
+            runner_dir = normalize(w_e[_single_token(tokenizer, HARD_RUNNER_UP)].double(), dim=0)
+            target_dir = normalize(0.8 * target_dir + 0.6 * runner_dir, dim=0)
+            # The neuron also reads a layer-0 context neuron's output.
+            w_in[:, plan.neuron] += 0.5 * normalize(
+                state["transformer.h.0.mlp.c_proj.weight"][HARD_LAYER0_NEURON], dim=0)
+            record["description"] = (
+                f"hard: head {plan.head} also attends to {HARD_CONFUSER_TOPIC} tokens and shares "
+                f"the signal with head {HARD_SECOND_HEAD}; the neuron also reads layer-0 neuron "
+                f"{HARD_LAYER0_NEURON} and writes{HARD_RUNNER_UP!r} too")
+            record["second_head"] = HARD_SECOND_HEAD
+        w_out[plan.neuron] = 0.3 * target_dir
+        lookups.append(record)
+    write_mlp(state, 1, w_in, b_in, w_out, dirs)
+    state["transformer.ln_f.weight"] = torch.ones(D_MODEL, dtype=torch.float64)
+    state["transformer.ln_f.bias"] = torch.zeros(D_MODEL, dtype=torch.float64)
+    return lookups
 
 
-def _topic_tokens(tokenizer, corpora: Path | None) -> tuple[dict, dict, str]:
-    pairs, source = read_gb_us_pairs(corpora / "wordlists_en_gb_us" if corpora else None)
-    british, american = gb_us_token_lists(pairs, tokenizer)
-    words = {"british": sorted(british), "american": sorted(american)}
-    ids = {"british": sorted(set(british.values())), "american": sorted(set(american.values()))}
-    for topic, topic_words in BUILTIN_TOPICS.items():
-        found = single_token_variants(topic_words, tokenizer)
-        words[topic] = sorted(found)
-        ids[topic] = sorted(set(found.values()))
-    return words, ids, source
+def _single_token(tokenizer, text: str) -> int:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(f"The planted model needs {text!r} to be one token; got {ids}.")
+    return ids[0]
+
+
+def _head_groups(kernel_plans: dict[int, HeadPlan], variant: str) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {g: [] for g in GROUPS}
+    for h, kplan in kernel_plans.items():
+        group = LAYER0_HEADS[h].group
+        if variant == "shuffled-kernels" and h in SHUFFLED_KERNELS:
+            group = "detokenization" if kplan.kernel == "local" else "miscellaneous"
+        groups[group].append(h)
+    return {g: sorted(v) for g, v in groups.items() if v or g == "contextual"}
 
 
 def build_planted_state(
-    tokenizer, seed: int = 0, corpora=None, variant: str = "standard"
-) -> tuple[dict, PlantedTruth]:
+    tokenizer, seed: int = 0, corpora: str | Path | None = None, variant: str = "standard"
+) -> tuple[dict[str, Tensor], PlantedTruth]:
     """Build the planted model's Hugging Face GPT-2 state dict and its truth record.
 
     Args:
         tokenizer: GPT-2's tokenizer (for the word lists' token ids).
-        seed: the seed every random part is drawn from.
-        corpora: the corpora directory (for ``wordlists_en_gb_us``); ``None`` finds it.
+        seed: the seed every random part is drawn from (any integer).
+        corpora: the corpora directory (word lists, topic association); ``None`` finds it, and
+            without corpora only the planting words carry topics.
+        variant: ``"standard"`` or ``"shuffled-kernels"`` (the negative control, module docstring).
 
     Returns:
         ``(state_dict, truth)``: tensors named as in ``GPT2LMHeadModel``, and the record.
@@ -198,211 +432,78 @@ def build_planted_state(
         raise ValueError(f"Unknown planted variant {variant!r}: choose from {VARIANTS}.")
     if corpora is None:
         corpora = corpora_dir(required=False)
-    gen = torch.Generator().manual_seed(seed)
-    randn = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
-
-    topic_words, topic_ids, gb_us_source = _topic_tokens(tokenizer, corpora)
-    topics = list(topic_words)
+    halves, gb_us_source = topic_word_halves(tokenizer, corpora)
+    topics = list(halves["planting"])
     stop_ids = stopword_ids(tokenizer)
+    glitch_ids = [ids[0] for ids in (tokenizer.encode(t, add_special_tokens=False)
+                                     for t in GLITCH_TOKENS) if len(ids) == 1]
+    planting_ids = {t: sorted(set(halves["planting"][t].values())) for t in topics}
+    label_ids = {t: sorted(set(halves["label"][t].values())) for t in topics}
+    association, association_stats = corpus_topic_association(
+        tokenizer, corpora, planting_ids, exclude=[BOS_ID, *glitch_ids, *stop_ids])
 
-    # --- directions -------------------------------------------------------------------------
-    basis = _orthonormal_directions(gen)
-    cols = iter(range(basis.shape[1]))
-    take = lambda: basis[:, next(cols)]  # noqa: E731
-    u_const, u_ramp, u_comp, u_bos, u_stop = take(), take(), take(), take(), take()
-    u_topic = {k: take() for k in topics}
-    m_topic = {k: take() for k in topics}
-    o_lookup = [take() for _ in LOOKUPS]
-    free = basis[:, next(cols) :]  # the rest: token identity, random reads and writes
-    n_free = free.shape[1]
-    rand_dir = lambda *lead: torch.nn.functional.normalize(  # noqa: E731
-        randn(*lead, n_free) @ free.T, dim=-1
-    )
+    dirs = Directions(seed)
+    space = residual_space(dirs, topics)
+    loading = _topic_loadings(dirs, planting_ids, association)
+    w_e, token_norm = _embeddings(dirs, space, loading, halves, stop_ids, glitch_ids)
+    w_pos, amplitude = _positions(dirs, space)
+    scales = scales_of(w_pos, token_norm, amplitude)
+    state: dict[str, Tensor] = {"transformer.wte.weight": w_e, "transformer.wpe.weight": w_pos}
+    kernel_plans = dict(LAYER0_HEADS)
+    if variant == "shuffled-kernels":
+        kernel_plans = {h: LAYER0_HEADS[SHUFFLED_KERNELS.get(h, h)] for h in LAYER0_HEADS}
+    w_o, kernel_n_eff, content_factor_the = _layer0_attention(
+        state, dirs, space, kernel_plans, w_e, w_pos, stop_ids, scales)
+    context_neurons, distractors = _layer0_mlp(state, dirs, space, w_o, variant)
+    lookups = _layer1(state, dirs, space, tokenizer, w_e, label_ids, scales)
 
-    # --- embeddings -------------------------------------------------------------------------
-    topic_loading = torch.zeros(D_VOCAB, len(topics), dtype=torch.float64)
-    for k, topic in enumerate(topics):
-        topic_loading[topic_ids[topic], k] = 0.45
-    stop_loading = torch.zeros(D_VOCAB, dtype=torch.float64)
-    stop_loading[stop_ids] = 0.3
-    structured = topic_loading @ torch.stack([u_topic[k] for k in topics]) + stop_loading[
-        :, None
-    ] * u_stop
-    structured_sq = (topic_loading**2).sum(1) + stop_loading**2
-    scale = structured_sq.clamp(max=0.8)
-    structured = structured * torch.sqrt(scale / structured_sq.clamp(min=1e-12))[:, None]
-    identity = rand_dir(D_VOCAB)
-    w_e = torch.sqrt(1 - scale)[:, None] * identity + structured
-    w_e[BOS_ID] = 0.6 * identity[BOS_ID] + 0.8 * u_bos
-    token_norm = 3.0 * (1 + 0.04 * randn(D_VOCAB))
-    w_e = w_e * token_norm[:, None]
-
-    positions = torch.arange(N_CTX, dtype=torch.float64)
-    ramp = (positions - (N_CTX - 1) / 2) / (N_CTX / 2)
-    w_pos = (
-        u_const[None]
-        + ramp[:, None] * u_ramp[None]
-        + torch.sqrt(1 - ramp**2)[:, None] * u_comp[None]
-        + 0.1 * rand_dir(N_CTX)
-    )
-
-    # Mean LayerNorm scale s = sqrt(d)/|x| of a token at a typical position.
-    s_bar = math.sqrt(D_MODEL) / torch.sqrt((w_e**2).sum(1).mean() + (w_pos[512] ** 2).sum())
-    s_bar = float(s_bar)
-    ones = lambda: 1 + 0.05 * randn(D_MODEL)  # noqa: E731
-    small = lambda: 0.01 * randn(D_MODEL)  # noqa: E731
-    state: dict[str, torch.Tensor] = {"transformer.wte.weight": w_e, "transformer.wpe.weight": w_pos}
-
-    def random_qk_pair(noise: float, n_dims: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Random query/key reads whose product has score standard deviation ``noise``."""
-        norm = math.sqrt(8 * noise / math.sqrt(n_dims))
-        # ell has norm sqrt(d); a random unit read gives ell.w ~ N(0, 1), so scale by ``norm``.
-        return norm * rand_dir(n_dims).T, norm * rand_dir(n_dims).T
-
-    # --- layer 0 attention ------------------------------------------------------------------
-    w_q = torch.zeros(N_HEADS, D_MODEL, D_HEAD, dtype=torch.float64)
-    w_k = torch.zeros_like(w_q)
-    w_v = torch.zeros_like(w_q)
-    w_o = torch.zeros(N_HEADS, D_HEAD, D_MODEL, dtype=torch.float64)
-    stop_mask = stop_loading > 0
-    topic_matrix = torch.stack([u_topic[k] for k in topics], dim=1)  # [d_model, n_topics]
-    context_out = torch.stack([m_topic[k] for k in topics], dim=0)  # [n_topics, d_model]
-    n_topics = len(topics)
-    for h, plan in LAYER0_HEADS.items():
-        slope = 1.0 / plan.width
-        amplitude = slope * 8 * (N_CTX / 2) / s_bar**2
-        w_q[h, :, 0], w_k[h, :, 0] = amplitude * u_const, u_ramp
-        w_q[h, :, 1], w_k[h, :, 1] = -amplitude * u_ramp, u_const
-        # Content: a constant query (8/s^2 along u_const) against a key direction.
-        key_dir = rand_dir()
-        proj = w_e @ key_dir
-        key_dir = key_dir * plan.content_sd / proj[~stop_mask].std()
-        key_dir = key_dir + plan.stopword_weight * u_stop / (0.3 * 3.0)
-        key_dir = key_dir + plan.bos_weight * u_bos / (0.8 * 3.0)
-        w_q[h, :, 2], w_k[h, :, 2] = 8 / s_bar**2 * u_const, key_dir
-        first_free = 3
-        if plan.duplicate_strength:
-            sub = torch.linalg.qr(randn(n_free, 60))[0]
-            match = free @ sub  # [d_model, 60]
-            self_score = ((w_e @ match) ** 2).sum(1).mean() * s_bar**2 / 8
-            w_q[h, :, 3:63] = match * plan.duplicate_strength / self_score
-            w_k[h, :, 3:63] = match
-            first_free = 63
-        qn, kn = random_qk_pair(plan.qk_noise, D_HEAD - first_free)
-        w_q[h, :, first_free:], w_k[h, :, first_free:] = qn, kn
-        if plan.group == "contextual":
-            w_v[h, :, :n_topics] = 0.12 * topic_matrix
-            w_o[h, :n_topics, :] = 0.12 * context_out
-            w_v[h, :, n_topics:] = 0.5 * rand_dir(D_HEAD - n_topics).T
-            w_o[h, n_topics:, :] = 0.3 * rand_dir(D_HEAD - n_topics)
-        else:
-            w_v[h] = 0.3 * rand_dir(D_HEAD).T
-            w_o[h] = 0.15 * rand_dir(D_HEAD)
-    _write_attention(state, 0, w_q, w_k, w_v, w_o, randn)
-    # LN1's weight must be exactly uniform: noise would leak the large identity component into
-    # the positional read-outs, whose amplitudes are large for the local heads.
-    state["transformer.h.0.ln_1.weight"] = torch.ones(D_MODEL, dtype=torch.float64)
-    state["transformer.h.0.ln_1.bias"] = small()
-
-    # --- layer 0 MLP ------------------------------------------------------------------------
-    w_in = 1.2 * rand_dir(D_MLP).T  # [d_model, d_mlp]
-    b_in = -0.5 + 0.2 * randn(D_MLP)
-    w_out = 0.03 * rand_dir(D_MLP)  # [d_mlp, d_model]
-    context_neurons: dict[int, dict] = {}
-    for j, plan in CONTEXT_NEURONS.items():
-        read = sum(w * m_topic[k] for k, w in plan.topics.items())
-        w_in[:, j] = plan.gain * read + 0.5 * rand_dir()
-        b_in[j] = -1.0
-        w_out[j] = 0.5 * rand_dir()
-        context_neurons[j] = {"topics": dict(plan.topics), "gain": plan.gain,
-                              "description": plan.description}
-    w_out[704] = -w_out[300]
-    state["transformer.h.0.mlp.c_fc.weight"], state["transformer.h.0.mlp.c_fc.bias"] = w_in, b_in
-    state["transformer.h.0.mlp.c_proj.weight"] = w_out
-    state["transformer.h.0.mlp.c_proj.bias"] = small()
-    state["transformer.h.0.ln_2.weight"], state["transformer.h.0.ln_2.bias"] = ones(), small()
-
-    # --- layer 1: look-up heads and token-predicting neurons --------------------------------
-    w_q = torch.zeros(N_HEADS, D_MODEL, D_HEAD, dtype=torch.float64)
-    w_k, w_v = torch.zeros_like(w_q), torch.zeros_like(w_q)
-    w_o = torch.zeros(N_HEADS, D_HEAD, D_MODEL, dtype=torch.float64)
-    lookup_heads = {plan.head: (plan, o_lookup[i]) for i, plan in enumerate(LOOKUPS)}
-    for h in range(N_HEADS):
-        width = 200.0 if h in lookup_heads else float(torch.exp(randn(1) * 1.5 + 2.5).item())
-        amplitude = 8 * (N_CTX / 2) / (width * s_bar**2)
-        w_q[h, :, 0], w_k[h, :, 0] = amplitude * u_const, u_ramp
-        w_q[h, :, 1], w_k[h, :, 1] = -amplitude * u_ramp, u_const
-        if h in lookup_heads:
-            plan, out_dir = lookup_heads[h]
-            # Topic tokens score +6, BOS +3 (the sink when no topic token is present).
-            w_q[h, :, 2] = 8 / s_bar**2 * u_const
-            w_k[h, :, 2] = 6.0 * u_topic[plan.topic] / (0.45 * 3.0) + 3.0 * u_bos / (0.8 * 3.0)
-            w_v[h, :, 0], w_o[h, 0, :] = 0.09 * u_topic[plan.topic], 1.0 * out_dir
-            w_v[h, :, 1:], w_o[h, 1:, :] = 0.2 * rand_dir(D_HEAD - 1).T, 0.1 * rand_dir(D_HEAD - 1)
-        else:
-            w_v[h], w_o[h] = 0.3 * rand_dir(D_HEAD).T, 0.15 * rand_dir(D_HEAD)
-        qn, kn = random_qk_pair(0.3, D_HEAD - 3)
-        w_q[h, :, 3:], w_k[h, :, 3:] = qn, kn
-    _write_attention(state, 1, w_q, w_k, w_v, w_o, randn)
-    state["transformer.h.1.ln_1.weight"] = torch.ones(D_MODEL, dtype=torch.float64)
-    state["transformer.h.1.ln_1.bias"] = small()
-    w_in = 1.0 * rand_dir(D_MLP).T
-    b_in = -0.5 + 0.2 * randn(D_MLP)
-    w_out = 0.03 * rand_dir(D_MLP)
-    lookups = []
-    for i, plan in enumerate(LOOKUPS):
-        target_ids = tokenizer.encode(plan.target, add_special_tokens=False)
-        assert len(target_ids) == 1, plan.target
-        w_in[:, plan.neuron] = 0.75 * o_lookup[i] + 0.2 * rand_dir()
-        b_in[plan.neuron] = -2.0
-        w_out[plan.neuron] = 0.3 * torch.nn.functional.normalize(w_e[target_ids[0]], dim=0)
-        lookups.append({**asdict(plan), "target_id": target_ids[0],
-                        "topic_token_ids": topic_ids[plan.topic]})
-    state["transformer.h.1.mlp.c_fc.weight"], state["transformer.h.1.mlp.c_fc.bias"] = w_in, b_in
-    state["transformer.h.1.mlp.c_proj.weight"] = w_out
-    state["transformer.h.1.mlp.c_proj.bias"] = small()
-    state["transformer.h.1.ln_2.weight"], state["transformer.h.1.ln_2.bias"] = ones(), small()
-    state["transformer.ln_f.weight"] = torch.ones(D_MODEL, dtype=torch.float64)
-    state["transformer.ln_f.bias"] = torch.zeros(D_MODEL, dtype=torch.float64)
-
-    groups: dict[str, list[int]] = {}
-    for h, plan in LAYER0_HEADS.items():
-        groups.setdefault(plan.group, []).append(h)
+    groups = _head_groups(kernel_plans, variant)
+    norms = w_pos.norm(dim=1)
     truth = PlantedTruth(
-        seed=seed,
+        seed=int(seed),
         head_groups=groups,
-        kernel_shapes={h: p.kernel for h, p in LAYER0_HEADS.items()},
-        kernel_widths={h: p.width for h, p in LAYER0_HEADS.items()},
-        topic_words=topic_words,
-        topic_token_ids=topic_ids,
+        kernel_shapes={h: kernel_plans[h].kernel for h in LAYER0_HEADS},
+        kernel_widths={h: kernel_plans[h].width for h in LAYER0_HEADS},
+        topic_words={t: sorted(halves["label"][t]) for t in topics},
+        topic_token_ids=label_ids,
         context_neurons=context_neurons,
         lookups=lookups,
         stopword_ids=stop_ids,
         gb_us_source=gb_us_source,
-        layer0_heads={h: asdict(p) for h, p in LAYER0_HEADS.items()},
-        identity_dimensions=n_free,
+        layer0_heads={
+            h: asdict(kernel_plans[h]) | {"group": next(g for g, m in groups.items() if h in m)}
+            for h in LAYER0_HEADS
+        },
+        identity_dimensions=dirs.identity_space().shape[1],
+        variant=variant,
+        planting_words={t: sorted(halves["planting"][t]) for t in topics},
+        planting_token_ids=planting_ids,
+        label_words={t: sorted(halves["label"][t]) for t in topics},
+        label_token_ids=label_ids,
+        kernel_n_eff=kernel_n_eff,
+        content_factor_the=content_factor_the,
+        distractor_neurons=distractors,
+        glitch_token_ids=glitch_ids,
+        corpus_association=association_stats,
+        position_profile={
+            "norm_0": float(norms[0]), "norm_1": float(norms[1]), "norm_50": float(norms[50]),
+            "norm_100_1023_min": float(norms[100:].min()),
+            "norm_100_1023_max": float(norms[100:].max()),
+            "token_norm_median": float(token_norm.median()),
+        },
     )
     return {k: v.float() for k, v in state.items()}, truth
 
 
-def _write_attention(state, layer, w_q, w_k, w_v, w_o, randn) -> None:
-    """Pack per-head matrices into GPT-2's fused ``c_attn`` / ``c_proj`` (Conv1D: x @ W)."""
-    pack = lambda w: w.permute(1, 0, 2).reshape(D_MODEL, N_HEADS * D_HEAD)  # noqa: E731
-    prefix = f"transformer.h.{layer}.attn"
-    state[f"{prefix}.c_attn.weight"] = torch.cat([pack(w_q), pack(w_k), pack(w_v)], dim=1)
-    state[f"{prefix}.c_attn.bias"] = 0.01 * randn(3 * D_MODEL)
-    state[f"{prefix}.c_proj.weight"] = w_o.reshape(N_HEADS * D_HEAD, D_MODEL)
-    state[f"{prefix}.c_proj.bias"] = 0.01 * randn(D_MODEL)
-
-
-def build_planted_gpt2(tokenizer, seed: int = 0, corpora=None, variant: str = "standard"):
+def build_planted_gpt2(
+    tokenizer, seed: int = 0, corpora: str | Path | None = None, variant: str = "standard"
+) -> tuple[GPT2LMHeadModel, PlantedTruth]:
     """The planted model as a Hugging Face ``GPT2LMHeadModel`` (GPT-2 Small config, 2 layers)."""
     state, truth = build_planted_state(tokenizer, seed=seed, corpora=corpora, variant=variant)
     config = GPT2Config(n_layer=2, n_embd=D_MODEL, n_head=N_HEADS, n_positions=N_CTX,
                         vocab_size=D_VOCAB, tie_word_embeddings=True)
     with torch.device("meta"):
-        hf_model = GPT2LMHeadModel(config)
-    hf_model.load_state_dict(state, strict=False, assign=True)
-    hf_model.tie_weights()
-    hf_model.eval()
-    return hf_model, truth
+        model = GPT2LMHeadModel(config)
+    model.load_state_dict(state, strict=False, assign=True)
+    model.tie_weights()
+    return model.eval(), truth

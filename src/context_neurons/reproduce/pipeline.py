@@ -74,7 +74,7 @@ def paper_heads_rows(loaded: LoadedModel, heads: list[int]) -> list[Row]:
 
 
 def decomposition_rows(
-    model: HookedTransformer, windows: list[Int[Tensor, "_pos"]], heads: list[int], progress: bool
+    model: HookedTransformer, windows: list[Int[Tensor, " _pos"]], heads: list[int], progress: bool
 ) -> list[Row]:
     """Chapter 1: TV distance between exact and reconstructed patterns of the contextual heads."""
     if not heads:
@@ -95,7 +95,7 @@ def decomposition_rows(
 
 
 def stability_rows(
-    model: HookedTransformer, windows: list[Int[Tensor, "_pos"]], labels: list[str]
+    model: HookedTransformer, windows: list[Int[Tensor, " _pos"]], labels: list[str]
 ) -> list[Row]:
     """Chapter 3: spread of the denominators at ``n = n_ctx / 2`` across the texts."""
     study = denominator_study(model, windows, labels=labels)
@@ -184,7 +184,7 @@ def activation_rows(
 def evaluation_rows(
     circuit: ContextualCircuit,
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     labels: list[str],
     found: list[int],
     progress: bool,
@@ -261,6 +261,7 @@ def reproduce(
     source: str = "auto",
     seed: int | None = None,
     theta: float = THETA,
+    variant: str = "standard",
 ) -> dict[str, Any]:
     """Run the pipeline and return ``{key: value}`` plus ``model``, ``n_texts``, ``seconds``.
 
@@ -272,6 +273,7 @@ def reproduce(
         source: evaluation texts from the offline ``"corpora"``, ``"openwebtext"``, or ``"auto"``.
         seed: the planted model's seed (default ``$CONTEXT_NEURONS_SEED``, else 0).
         theta: the discovery threshold.
+        variant: the planted model's variant (``"shuffled-kernels"``: the negative control).
 
     Returns:
         The results, JSON-ready through :func:`~context_neurons.reproduce.table.to_json`;
@@ -281,7 +283,7 @@ def reproduce(
         raise InputError(f"n_texts must be at least 1, got {n_texts}.")
     start = time.perf_counter()
     torch.set_grad_enabled(False)
-    loaded = load_model(model, device=device, seed=seed)
+    loaded = load_model(model, device=device, seed=seed, variant=variant)
     hooked, truth = loaded.model, loaded.truth
     windows, labels, report = evaluation_windows(hooked.tokenizer, n_texts, source=source)
     if len(windows) < n_texts:

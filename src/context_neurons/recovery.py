@@ -1,0 +1,294 @@
+"""What the method recovers of the planted model, over seeds and variants (issue 13), and the
+GPT-2 difficulties planted in it, measured on its weights.
+
+:func:`recover` builds one planted model and runs the method as the chapters do: classify the
+layer-0 heads (chapter 2), build the circuit from the heads classified contextual (chapter 4),
+score every layer-0 neuron (chapter 5), compare the neurons found at several thresholds with the
+planted ones, evaluate the approximation of the neurons found at ``theta`` (chapter 6, both
+denominator variants) and the decomposition's total-variation error (chapter 1). On the negative
+control (``variant="shuffled-kernels"``) no head should be contextual and nothing found; the method
+stops there and says so. ``scripts/planted_recovery.py`` runs it over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from context_neurons import decomposition as dec
+from context_neurons import discovery, evaluation
+from context_neurons import taxonomy as tx
+from context_neurons.checks import NoContextualHeadsError, token_id
+from context_neurons.circuit import build_circuit
+from context_neurons.models import hooked_from_hf
+from context_neurons.models.planted import build_planted_gpt2
+from context_neurons.text.windows import calibration_tokens
+
+#: Thresholds of the precision and recall curve, and the chapters' threshold.
+THETAS = (4, 5, 6, 8, 12, 20)
+THETA = discovery.THETA
+
+
+def recover(tokenizer, seed: int, windows, variant: str = "standard", n_tv: int = 4,
+            difficulties: bool = False) -> dict:
+    """Build one planted model and measure what the method recovers of it (and, with
+    ``difficulties``, the GPT-2 difficulties planted in it: :func:`difficulty_measurements`)."""
+    start = time.time()
+    hf_model, truth = build_planted_gpt2(tokenizer, seed=seed, variant=variant)
+    build_s = time.time() - start
+    model = hooked_from_hf(hf_model, tokenizer, "planted")
+    taxonomy = tx.classify_heads(model)
+    heads = sorted(taxonomy.groups["contextual"])
+    planted_heads = sorted(truth.head_groups.get("contextual", []))
+    row = {
+        "seed": seed,
+        "variant": variant,
+        "build_s": round(build_s, 1),
+        "contextual_heads": heads,
+        "contextual_recovered": heads == planted_heads,
+        "groups_recovered": all(
+            sorted(taxonomy.groups[g]) == sorted(truth.head_groups.get(g, [])) for g in tx.GROUPS
+        ),
+        "content_sd_max_contextual": max(
+            (float(taxonomy.content_sd[:, taxonomy.column(h)].median()) for h in heads),
+            default=None
+        ),
+    }
+    if difficulties and variant == "standard":
+        row["difficulties"] = difficulty_measurements(model, truth)
+    planted = sorted(truth.context_neurons)
+    try:  # the chapters' path: the circuit of the heads the taxonomy calls contextual
+        circuit = build_circuit(model, "prose")
+    except NoContextualHeadsError as error:  # the method stops and says why; nothing stands in
+        row["found"], row["stopped"] = {theta: 0 for theta in THETAS}, str(error)
+        return row
+    scores = discovery.score_neurons(circuit, model)
+    row["found"], row["precision"], row["recall"] = {}, {}, {}
+    for theta in THETAS:
+        found = scores.found(theta)
+        precision, recall = (
+            discovery.precision_recall(found, planted) if planted else (math.nan, math.nan))
+        row["found"][theta], row["precision"][theta], row["recall"][theta] = (
+            len(found), precision, recall)
+    found = scores.found(THETA)
+    row["distractors_found"] = sorted(set(found) & set(truth.distractor_neurons))
+    row["planted_missed"] = sorted(set(planted) - set(found))
+    row["planted_top"] = {j: round(float(scores.top[j]), 1) for j in planted}
+    row["distractor_top"] = {j: round(float(scores.top[j]), 1) for j in truth.distractor_neurons}
+    others = [j for j in range(model.cfg.d_mlp)
+              if j not in truth.context_neurons and j not in truth.distractor_neurons]
+    row["unplanted_top_max"] = round(float(scores.top[others].max()), 2)
+    if found and windows:
+        for denominators in ("per_position", "median"):
+            ev = evaluation.evaluate(circuit, model, windows, found, denominators=denominators)
+            row[f"median_r_{denominators}"] = ev.median_pearson
+            row[f"median_fvu_{denominators}"] = ev.median_fvu
+            if denominators == "per_position":
+                planted_cols = [k for k, j in enumerate(found) if j in truth.context_neurons]
+                row["median_fvu_planted_only"] = float(ev.fvu[:, planted_cols].nanmedian())
+    tv = []
+    mean_keys = dec.mean_positional_keys(model, dec.default_reference_tokens(model))
+    for tokens in windows[:n_tv]:
+        decomposition = dec.decompose_attention(model, tokens, heads=heads, mean_keys=mean_keys)
+        tv.append(decomposition.tv_distance()[:, 1:].flatten())
+    if tv:
+        row["tv_median"] = float(torch.cat(tv).median())
+    return row
+
+
+def matched_exponential(pattern: Float[Tensor, " key_pos"]) -> Float[Tensor, " key_pos"]:
+    """The exponential kernel over ``i = 0..n`` with the same mean distance ``n - i`` as
+    ``pattern`` (bisection on the decay length)."""
+    pattern = pattern.double()
+    target = float(tx.mean_distance(pattern))
+    distance = torch.arange(len(pattern) - 1, -1, -1, dtype=torch.float64)
+    low, high = 0.01, 1e4
+    for _ in range(80):
+        mid = math.sqrt(low * high)
+        if float((torch.softmax(-distance / mid, 0) * distance).sum()) < target:
+            low = mid
+        else:
+            high = mid
+    return torch.softmax(-distance / math.sqrt(low * high), 0)
+
+
+def exponential_tv(pattern: Float[Tensor, " key_pos"]) -> float:
+    """TV distance between a kernel ``pos(i), i = 0..n`` and :func:`matched_exponential` (0 for an
+    exponential kernel)."""
+    return float(0.5 * (matched_exponential(pattern) - pattern.double()).abs().sum())
+
+
+@torch.no_grad()
+def difficulty_measurements(model, truth, text_tokens=None) -> dict:
+    """Measure, on the weights and one text, each GPT-2 difficulty planted (issue 13).
+
+    Returns a flat dict of numbers (see the keys); ``text_tokens`` is a ``[BOS, ...]`` window
+    (default: the calibration text).
+    """
+    return {
+        **position_measurements(model, truth),
+        **kernel_measurements(model, truth),
+        **previous_token_measurements(model, truth, text_tokens),
+        **topic_measurements(model, truth),
+    }
+
+
+def position_measurements(model, truth) -> dict:
+    """Position norms and their principal components; how much tokens overlap positions."""
+    out: dict = {}
+    w_e, w_pos = model.W_E.double(), model.W_pos.double()
+    norms = w_pos.norm(dim=1)
+    late = norms[100:].median()
+    out["pos_norm_0_over_late"] = float(norms[0] / late)
+    out["pos_norm_1_over_late"] = float(norms[1] / late)
+    out["pos_norm_50_over_late"] = float(norms[50] / late)
+    out["pos_norm_late_max_over_min"] = float(norms[100:].max() / norms[100:].min())
+    centred = w_pos[1:] - w_pos[1:].mean(0)
+    u, s, _ = torch.linalg.svd(centred, full_matrices=False)
+    share = (s**2).cumsum(0) / (s**2).sum()
+    out["pos_pca_top2_share"], out["pos_pca_top6_share"] = float(share[1]), float(share[5])
+    out["pos_pca_top6_sign_changes"] = [
+        int((u[1:, k] * u[:-1, k] < 0).sum()) for k in range(6)]
+    unit_e = torch.nn.functional.normalize(w_e[:-1], dim=1)
+    unit_p = torch.nn.functional.normalize(w_pos, dim=1)
+    max_cos = (unit_e @ unit_p.T).abs().max(1).values
+    out["token_pos_max_abs_cos_median"] = float(max_cos.median())
+    out["token_pos_max_abs_cos_max"] = float(max_cos.max())
+    out["token_pos_max_abs_cos_argmax"] = model.tokenizer.decode([int(max_cos.argmax())])
+    if truth.glitch_token_ids:
+        out["token_pos_max_abs_cos_glitch_median"] = float(max_cos[truth.glitch_token_ids].median())
+    return out
+
+
+def kernel_measurements(model, truth) -> dict:
+    """How far the contextual kernels are from exponential, and how they change with the
+    destination token and the position; how content weights depend on the destination."""
+    out: dict = {}
+    heads = truth.head_groups["contextual"]
+    reference = dec.default_reference_tokens(model)
+    mean_keys = dec.mean_positional_keys(model, reference, model.cfg.n_ctx)
+    if heads:
+        patterns = tx.layer0_patterns(model, 500, tx.DESTINATIONS, heads, mean_keys[:501])
+        n_eff = tx.kernel_width(patterns)  # [dest, head]
+        out["kernel_exponential_tv"] = {h: round(exponential_tv(patterns[0, k]), 3)
+                                        for k, h in enumerate(heads)}
+        out["kernel_n_eff_the"] = {h: round(float(n_eff[0, k]), 1) for k, h in enumerate(heads)}
+        ratio = n_eff.max(0).values / n_eff.min(0).values
+        out["kernel_n_eff_destination_max_over_min"] = {
+            h: round(float(ratio[k]), 3) for k, h in enumerate(heads)}
+        the = token_id(model, " the")
+        by_position = {}
+        for n in (150, 300, 500, 900):
+            pattern = dec.positional_pattern(
+                model, n, the, heads=heads, mean_keys=mean_keys[: n + 1])
+            by_position[n] = tx.kernel_width(pattern)
+        stacked = torch.stack(list(by_position.values()))
+        out["kernel_n_eff_position_max_over_min"] = {
+            h: round(float(stacked[:, k].max() / stacked[:, k].min()), 3)
+            for k, h in enumerate(heads)}
+        # Content weights against the destination token.
+        ids = torch.unique(reference)
+        log_c = torch.stack([dec.content_log_weights(model, 500, d, ids, heads).double()
+                             for d in tx.DESTINATIONS])  # [dest, head, token]
+        corr = []
+        for k in range(len(heads)):
+            x = log_c[:, k] - log_c[:, k].mean(-1, keepdim=True)
+            x = x / x.norm(dim=-1, keepdim=True)
+            c = x @ x.T
+            corr.append(c[0, 1:])  # ' the' against every other destination
+        corr = torch.stack(corr)
+        out["content_corr_the_vs_other_destinations_median"] = float(corr.median())
+        out["content_corr_the_vs_other_destinations_min"] = float(corr.min())
+        spread = log_c.std(-1)  # [dest, head]
+        out["content_sd_destination_max_over_min_median"] = float(
+            (spread.max(0).values / spread.min(0).values).median())
+    return out
+
+
+def previous_token_measurements(model, truth, text_tokens=None) -> dict:
+    """Where the detokenization heads attend on a real text: previous token, current token."""
+    out: dict = {}
+    if text_tokens is None:
+        text_tokens = calibration_tokens(model.tokenizer)
+    _, cache = model.run_with_cache(text_tokens[None], stop_at_layer=1,
+                                    names_filter="blocks.0.attn.hook_pattern")
+    pattern = cache["blocks.0.attn.hook_pattern"][0].double()  # [head, q, k]
+    n = pattern.shape[-1]
+    rows = torch.arange(2, n)
+    for h in truth.head_groups.get("detokenization", []):
+        out[f"head{h}_attention_previous"] = float(pattern[h, rows, rows - 1].mean())
+        out[f"head{h}_attention_current"] = float(pattern[h, rows, rows].mean())
+    return out
+
+
+def topic_measurements(model, truth) -> dict:
+    """How graded, overlapping and superposed the topic directions are (directions from the
+    planting tokens' embeddings), and how far label words carry their topic."""
+    out: dict = {}
+    w_e = model.W_E.double()
+    unit = torch.nn.functional.normalize(w_e[:-1] - w_e[:-1].mean(0), dim=1)
+    topics = list(truth.planting_token_ids)
+    directions = torch.stack([unit[truth.planting_token_ids[t]].mean(0) for t in topics])
+    directions = torch.nn.functional.normalize(directions, dim=1)
+    cos = directions @ directions.T
+    off = cos[~torch.eye(len(topics), dtype=torch.bool)]
+    out["topic_direction_abs_cos_median"] = float(off.abs().median())
+    out["topic_direction_abs_cos_max"] = float(off.abs().max())
+    projection = unit @ directions.T  # [vocab, topic]
+    z = (projection - projection.median(0).values) / projection.std(0)
+    strong = z > 4
+    out["tokens_on_two_or_more_topics"] = int((strong.sum(1) >= 2).sum())
+    graded, label_z, planting_z = [], {}, {}
+    for k, t in enumerate(topics):
+        p = projection[truth.planting_token_ids[t], k]
+        graded.append(float(p.std() / p.mean()))
+        planting_z[t] = round(float(z[truth.planting_token_ids[t], k].median()), 1)
+        if truth.label_token_ids.get(t):
+            label_z[t] = round(float(z[truth.label_token_ids[t], k].median()), 1)
+    out["planting_projection_cv_median"] = float(torch.tensor(graded).median())
+    out["planting_tokens_median_z"] = planting_z
+    out["label_tokens_median_z"] = label_z
+    return out
+
+
+def summarise(rows: list[dict]) -> list[str]:
+    """Mean and worst over seeds of each measure (worst: lowest recall/precision/r, highest FVU)."""
+    lines = []
+    ok = [r for r in rows if r["variant"] == "standard"]
+    if not ok:
+        return lines
+    lines.append(f"contextual heads recovered: {sum(r['contextual_recovered'] for r in ok)}"
+                 f"/{len(ok)} seeds; all four groups: {sum(r['groups_recovered'] for r in ok)}"
+                 f"/{len(ok)}")
+    for theta in THETAS:
+        p = [r["precision"][theta] for r in ok]
+        rc = [r["recall"][theta] for r in ok]
+        n = [r["found"][theta] for r in ok]
+        lines.append(
+            f"theta {theta:>2}: precision mean {sum(p) / len(p):.3f} worst {min(p):.3f} | recall "
+            f"mean {sum(rc) / len(rc):.3f} worst {min(rc):.3f} | found mean {sum(n) / len(n):.1f}"
+            f" range {min(n)}-{max(n)}")
+    for key, worst in (("median_r_per_position", min), ("median_fvu_per_position", max),
+                       ("median_r_median", min), ("median_fvu_median", max),
+                       ("median_fvu_planted_only", max), ("tv_median", max)):
+        values = [r[key] for r in ok if key in r]
+        if values:
+            lines.append(f"{key}: mean {sum(values) / len(values):.4f} worst {worst(values):.4f}")
+    measured = [r["difficulties"] for r in ok if "difficulties" in r]
+    if measured:
+        lines.append("difficulties (min .. max over seeds; per-head values pooled):")
+        for key in measured[0]:
+            values = []
+            for m in measured:
+                value = m[key]
+                if isinstance(value, dict):
+                    values += [v for v in value.values() if isinstance(v, (int, float))]
+                elif isinstance(value, (int, float)):
+                    values.append(value)
+            if values:
+                lines.append(f"  {key}: {min(values):.3f} .. {max(values):.3f}")
+    return lines

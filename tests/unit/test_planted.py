@@ -1,0 +1,219 @@
+"""The planted model's construction (issue 13): each GPT-2 difficulty planted is measured, the
+label and planting halves of the word lists are disjoint, any seed builds, and the negative control
+has no contextual head.
+
+The measurements are :func:`context_neurons.recovery.difficulty_measurements`, which
+``scripts/planted_recovery.py --difficulties`` prints for every seed of the recovery study.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from context_neurons import circuit as C
+from context_neurons import discovery as N
+from context_neurons import recovery
+from context_neurons.checks import NoContextualHeadsError
+from context_neurons.models import hooked_from_hf, load_tokenizer
+from context_neurons.models import planted as P
+from context_neurons.models.planted_topics import split_word, topic_word_halves
+from context_neurons.taxonomy import classify_heads
+from context_neurons.text.corpora import corpora_dir
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def measured(planted):
+    return recovery.difficulty_measurements(planted.model, planted.truth)
+
+
+# ----------------------------------------------------------------------------------------------
+# Word lists: planting and label halves
+# ----------------------------------------------------------------------------------------------
+
+
+def test_split_is_a_fixed_hash_of_the_word():
+    assert split_word("religion", "God") == split_word("religion", "god") == "planting"
+    assert split_word("gb_us", "colour") == "planting"
+    assert {split_word("war", w) for w in ("army", "troops", "battle", "navy")} == {
+        "planting", "label"}
+
+
+def test_halves_are_disjoint_and_both_used(tokenizer):
+    halves, _ = topic_word_halves(tokenizer, corpora_dir(required=False))
+    planted_anywhere = {i for words in halves["planting"].values() for i in words.values()}
+    for topic in halves["planting"]:
+        planting, label = halves["planting"][topic], halves["label"][topic]
+        assert planting and label, topic
+        assert not set(planting.values()) & set(label.values()), topic
+        assert not set(label.values()) & planted_anywhere, topic  # labels are never planted
+    # British and American spellings are split by pair: both spellings in the same half.
+    for half in halves.values():
+        assert len(half["british"]) == len(half["american"])
+
+
+def test_truth_records_both_halves(planted):
+    truth = planted.truth
+    assert truth.topic_token_ids == truth.label_token_ids  # the book's labels: the label half
+    assert truth.topic_words == truth.label_words
+    for topic, ids in truth.planting_token_ids.items():
+        assert not set(ids) & set(truth.label_token_ids[topic])
+    for lookup in truth.lookups:
+        assert lookup["topic_token_ids"] == truth.label_token_ids[lookup["topic"]]
+
+
+# ----------------------------------------------------------------------------------------------
+# The planted kernels (no model needed)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_planned_kernels_are_not_exponential_and_peak_where_planned():
+    for head, plan in P.LAYER0_HEADS.items():
+        kernel = P.planned_kernel(plan)
+        if plan.group == "contextual":
+            assert recovery.exponential_tv(kernel) > 0.01, head
+            assert 32 < 1 / float((kernel**2).sum()) < 250, head  # slowly decaying at n = 500
+        if plan.peak:  # previous-token heads: the peak is at i = n - 1, not at i = n
+            assert kernel[-2] > 0.6 and kernel[-2] > 3 * kernel[-1], head
+
+
+# ----------------------------------------------------------------------------------------------
+# GPT-2's difficulties, measured on the model (seed 0)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_positions_have_gpt2_like_norms_and_helix(measured):
+    assert measured["pos_norm_0_over_late"] > 2.5  # position 0 stands out
+    assert measured["pos_norm_1_over_late"] > 1.3  # early positions are longer
+    assert 1.03 < measured["pos_norm_late_max_over_min"] < 1.3  # later: moderate variation
+    assert measured["pos_pca_top6_share"] > 0.6  # low-dimensional
+    # Sinusoid-like principal components of increasing frequency (a helix).
+    assert measured["pos_pca_top6_sign_changes"] == sorted(measured["pos_pca_top6_sign_changes"])
+
+
+def test_tokens_overlap_positions_a_little_glitch_tokens_most(measured):
+    assert 0.01 < measured["token_pos_max_abs_cos_median"] < 0.08
+    assert measured["token_pos_max_abs_cos_glitch_median"] > 2 * measured[
+        "token_pos_max_abs_cos_median"]
+    assert measured["token_pos_max_abs_cos_max"] < 0.3
+
+
+def test_kernels_change_with_destination_and_position(measured):
+    heads = measured["kernel_n_eff_the"]
+    assert sum(tv > 0.02 for tv in measured["kernel_exponential_tv"].values()) >= len(heads) // 2
+    for head in heads:
+        assert measured["kernel_n_eff_destination_max_over_min"][head] > 1.15, head
+        assert measured["kernel_n_eff_position_max_over_min"][head] > 1.04, head
+
+
+def test_content_weights_depend_on_the_destination(measured):
+    assert measured["content_corr_the_vs_other_destinations_median"] < 0.97
+    assert measured["content_sd_destination_max_over_min_median"] > 1.2
+
+
+def test_previous_token_heads_look_at_the_previous_token(planted, measured):
+    for head in planted.truth.head_groups["detokenization"]:
+        previous = measured[f"head{head}_attention_previous"]
+        assert previous > 0.5 and previous > 2 * measured[f"head{head}_attention_current"], head
+
+
+def test_topics_are_graded_overlapping_and_superposed(measured):
+    assert measured["topic_direction_abs_cos_max"] > 0.3  # religion and Bible English
+    assert measured["topic_direction_abs_cos_median"] > 0.05  # not orthogonal
+    assert measured["tokens_on_two_or_more_topics"] > 50
+    assert measured["planting_projection_cv_median"] > 0.08  # graded, not one loading
+
+
+def test_label_words_carry_a_topic_only_through_the_corpora(planted, measured):
+    truth = planted.truth
+    planting, label = measured["planting_tokens_median_z"], measured["label_tokens_median_z"]
+    for topic in label:
+        assert label[topic] < planting[topic], topic
+    if truth.corpus_association:  # topics with corpora of their own generalise to their labels
+        for topic in ("war", "medicine", "astronomy", "bible_archaic"):
+            assert label[topic] > 1.0, topic
+
+
+def test_distractors_read_glitch_tokens_or_non_contextual_heads(planted):
+    model, truth = planted.model, planted.truth
+    w_in = model.blocks[0].mlp.W_in.double()
+    glitch = truth.glitch_token_ids
+    assert len(glitch) >= 6
+    w_e = model.W_E.double()
+    ov = {h: model.blocks[0].attn.W_V[h].double() @ model.blocks[0].attn.W_O[h].double()
+          for h in range(model.cfg.n_heads)}
+    contextual = truth.head_groups["contextual"]
+    for j, plan in truth.distractor_neurons.items():
+        if plan["kind"] == "glitch-direct":
+            direct = w_e @ w_in[:, j]
+            z = (direct - direct.median()) / direct.std()
+            assert float(z[glitch].min()) > 8, j
+        else:
+            head = 11 if plan["kind"] == "uniform-head" else 3
+            topic = next(iter(plan["topics"]))
+            # what the topic's tokens add to the heads' values, beyond an average token
+            source = w_e[truth.planting_token_ids[topic]].mean(0) - w_e[:-1].mean(0)
+            through = float((source @ ov[head] @ w_in[:, j]).abs())
+            bag = sum(float((source @ ov[h] @ w_in[:, j]).abs()) for h in contextual)
+            assert through > 2 * bag, (j, through, bag)
+
+
+# ----------------------------------------------------------------------------------------------
+# Discovery on the planted model: a curve, not a step (slow: scores every neuron)
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_gains_spread_across_the_threshold(planted):
+    truth = planted.truth
+    scores = N.get_scores(C.get_circuit(planted.model), planted.model)
+    top = {j: float(scores.top[j]) for j in truth.context_neurons}
+    assert sum(v < N.THETA for v in top.values()) >= 1  # some planted neurons are too weak
+    assert sum(v > 4 * N.THETA for v in top.values()) >= 3
+    assert max(float(scores.top[j]) for j in truth.distractor_neurons) < 2 * N.THETA
+    sweep = N.theta_sweep(scores, (4, 5, 6, 8, 12, 20), truth=sorted(truth.context_neurons))
+    assert sweep.loc[6.0, "precision"] >= 0.8 and sweep.loc[6.0, "recall"] >= 0.8
+    assert sweep["recall"].nunique() >= 3 and sweep["precision"].nunique() >= 3  # a curve
+
+
+# ----------------------------------------------------------------------------------------------
+# Seeds and the negative control (slow: build models)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_unknown_variant_is_refused(tokenizer):
+    with pytest.raises(ValueError, match="variant"):
+        P.build_planted_state(tokenizer, seed=0, variant="shuffled")
+
+
+@pytest.mark.slow
+def test_any_seed_builds(tokenizer, planted):
+    state, truth = P.build_planted_state(tokenizer, seed=987_654_321)
+    reference = planted.truth
+    assert truth.seed == 987_654_321
+    assert state["transformer.wte.weight"].shape == (P.D_VOCAB, P.D_MODEL)
+    assert all(torch.isfinite(v).all() for v in state.values())
+    assert truth.head_groups == reference.head_groups
+    assert truth.label_token_ids == reference.label_token_ids  # the split does not depend on it
+    assert sorted(truth.context_neurons) == sorted(reference.context_neurons)
+
+
+@pytest.mark.slow
+def test_negative_control_has_no_contextual_head(tokenizer):
+    hf_model, truth = P.build_planted_gpt2(tokenizer, seed=0, variant="shuffled-kernels")
+    assert truth.variant == "shuffled-kernels"
+    assert truth.head_groups["contextual"] == [] and truth.context_neurons == {}
+    model = hooked_from_hf(hf_model, tokenizer, "planted")
+    taxonomy = classify_heads(model)
+    assert taxonomy.groups["contextual"] == []
+    assert not any(math.isnan(v) for v in taxonomy.n_eff.flatten().tolist())
+    # The method stops with a clear message; nothing stands in for the missing heads.
+    with pytest.raises(NoContextualHeadsError, match="found no contextual head"):
+        C.build_circuit(model, "prose")
