@@ -48,7 +48,7 @@ START = 32
 @torch.no_grad()
 def window_means(
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     start: int = START,
     ablate: list[int] | None = None,
     mean_z: Float[Tensor, "head_index d_head"] | None = None,
@@ -89,7 +89,7 @@ def window_means(
 
 @torch.no_grad()
 def mean_head_z(
-    model: HookedTransformer, windows: list[Int[Tensor, "_pos"]], batch_size: int = 8
+    model: HookedTransformer, windows: list[Int[Tensor, " _pos"]], batch_size: int = 8
 ) -> Float[Tensor, "head_index d_head"]:
     """The mean ``blocks.0.attn.hook_z`` of every layer-0 head over all real positions."""
     name, total, count = "blocks.0.attn.hook_z", 0.0, 0
@@ -157,17 +157,17 @@ class ActivationTruth:
     n_windows: dict[str, int]
 
     @functools.cached_property
-    def best(self) -> Int[Tensor, "d_mlp"]:
+    def best(self) -> Int[Tensor, " d_mlp"]:
         """Each neuron's domain: the column of its largest ``|AUC - 0.5|``."""
         return (self.auc - 0.5).abs().argmax(1)
 
     @property
-    def separation(self) -> Float[Tensor, "d_mlp"]:
+    def separation(self) -> Float[Tensor, " d_mlp"]:
         """``|AUC - 0.5|`` at each neuron's domain."""
         return (self.auc - 0.5).abs().gather(1, self.best[:, None])[:, 0]
 
     @property
-    def removed(self) -> Float[Tensor, "d_mlp"]:
+    def removed(self) -> Float[Tensor, " d_mlp"]:
         """The share of the separation the ablation removes (negative: ablation increases it)."""
         ablated = (self.auc_ablated - 0.5).abs().gather(1, self.best[:, None])[:, 0]
         return 1 - ablated / self.separation.clamp(min=1e-6)
@@ -177,7 +177,7 @@ class ActivationTruth:
 
     def mask(
         self, min_separation: float = MIN_SEPARATION, min_removed: float = MIN_REMOVED
-    ) -> Bool[Tensor, "d_mlp"]:
+    ) -> Bool[Tensor, " d_mlp"]:
         """Context neurons by activation: separating a domain, through the contextual heads."""
         return (self.separation >= min_separation) & (self.removed >= min_removed)
 
@@ -211,7 +211,7 @@ class ActivationTruth:
 @torch.no_grad()
 def activation_truth(
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     labels: list[str],
     heads: list[int],
     start: int = START,
@@ -248,7 +248,7 @@ def activation_truth(
 
 
 def precision_recall_curve(
-    scores: Float[Tensor, "d_mlp"], truth: list[int], thetas: list[float]
+    scores: Float[Tensor, " d_mlp"], truth: list[int], thetas: list[float]
 ) -> pd.DataFrame:
     """Discovery (``score >= theta``) against a truth set: found, precision and recall per theta."""
     truth_set = set(int(j) for j in truth)

@@ -62,7 +62,7 @@ class TextActivations:
     neurons: list[int]
     texts: DomainTexts
     tokens: Int[Tensor, "batch pos"]
-    lengths: Int[Tensor, "batch"]
+    lengths: Int[Tensor, " batch"]
     true: Float[Tensor, "batch pos n_neurons"]
     approx: Float[Tensor, "batch pos n_neurons"]
     marks: Int[Tensor, "batch pos n_neurons"]
@@ -302,7 +302,7 @@ def term_spreads(
     circuit: ContextualCircuit,
     model: HookedTransformer,
     neuron,
-    tokens: Int[Tensor, "pos"],
+    tokens: Int[Tensor, " pos"],
     start: int = START,
 ) -> dict[str, float]:
     """Standard deviation along one text of each term of a neuron's approximate pre-activation.
@@ -320,7 +320,7 @@ def term_spreads(
 
 
 def token_counts(
-    windows: list[Int[Tensor, "_pos"]], d_vocab: int
+    windows: list[Int[Tensor, " _pos"]], d_vocab: int
 ) -> Float[Tensor, "batch d_vocab"]:
     """How often each token occurs in each window (all positions but the first, BOS)."""
     counts = torch.zeros(len(windows), d_vocab)
@@ -348,8 +348,8 @@ class TokenDensities:
     texts: DomainTexts
     up: Float[Tensor, "batch n_neurons"]
     down: Float[Tensor, "batch n_neurons"]
-    n_up: Int[Tensor, "n_neurons"]
-    n_down: Int[Tensor, "n_neurons"]
+    n_up: Int[Tensor, " n_neurons"]
+    n_down: Int[Tensor, " n_neurons"]
     theta: float
 
     def column(self, neuron) -> int:
@@ -368,18 +368,18 @@ class TokenDensities:
             raise InputError(f"which must be 'up' or 'down', got {which!r}.")
         return self.up if which == "up" else self.down
 
-    def inside(self, domain: str, which: str = "up") -> Float[Tensor, "n_neurons"]:
+    def inside(self, domain: str, which: str = "up") -> Float[Tensor, " n_neurons"]:
         """Mean density over the domain's texts."""
         return self.side(which)[self.texts.indices(domain)].mean(0)
 
-    def outside(self, domain: str, which: str = "up") -> Float[Tensor, "n_neurons"]:
+    def outside(self, domain: str, which: str = "up") -> Float[Tensor, " n_neurons"]:
         """Mean density over the other domains' texts (:meth:`DomainTexts.others`)."""
         others = self.texts.others(domain)
         if not others:
             raise InputError(f"No texts outside domain {domain!r}: add another domain's texts.")
         return self.side(which)[others].mean(0)
 
-    def gap(self, domain: str, which: str = "up") -> Float[Tensor, "n_neurons"]:
+    def gap(self, domain: str, which: str = "up") -> Float[Tensor, " n_neurons"]:
         """Density in the domain's texts minus density in the other domains' texts."""
         return self.inside(domain, which) - self.outside(domain, which)
 

@@ -161,7 +161,7 @@ def check_tokens(model, tokens: Any) -> Int[Tensor, "batch pos"]:
     return tokens.to(model.cfg.device)
 
 
-def check_sequence(model, tokens: Any) -> Int[Tensor, "pos"]:
+def check_sequence(model, tokens: Any) -> Int[Tensor, " pos"]:
     """One sequence of token ids (a 1-D tensor), checked as :func:`check_tokens` does."""
     tokens = torch.as_tensor(tokens)
     if tokens.ndim != 1:

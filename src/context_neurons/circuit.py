@@ -101,11 +101,11 @@ class Calibration:
     """
 
     name: str
-    tokens: Int[Tensor, "pos"]
+    tokens: Int[Tensor, " pos"]
     log_denominators: Float[Tensor, "ctx_head pos"]
     n_min: int
-    log_dhat: Float[Tensor, "ctx_head"]
-    ln2_inverse_scales: Float[Tensor, "pos"]
+    log_dhat: Float[Tensor, " ctx_head"]
+    ln2_inverse_scales: Float[Tensor, " pos"]
     ln2_scale: float
 
     def position_log_denominators(self, n_positions: int) -> Float[Tensor, "ctx_head pos"]:
@@ -157,7 +157,7 @@ class ContextualCircuit:
         return self.calibration.ln2_scale
 
     @property
-    def dhat(self) -> Float[Tensor, "ctx_head"]:
+    def dhat(self) -> Float[Tensor, " ctx_head"]:
         return self.calibration.log_dhat.exp()
 
     def inverse_denominators(
@@ -268,7 +268,7 @@ def median_kernel(
 @torch.no_grad()
 def calibration_log_denominators(
     model: HookedTransformer,
-    tokens: Int[Tensor, "pos"],
+    tokens: Int[Tensor, " pos"],
     heads,
     mean_keys: Float[Tensor, "n_ctx head_index d_head"],
     dest_token: int,
@@ -299,8 +299,8 @@ def calibration_log_denominators(
 
 @torch.no_grad()
 def ln2_inverse_scales(
-    model: HookedTransformer, tokens: Int[Tensor, "pos"]
-) -> Float[Tensor, "pos"]:
+    model: HookedTransformer, tokens: Int[Tensor, " pos"]
+) -> Float[Tensor, " pos"]:
     """``1 / std`` of the input of ``blocks.0.ln2`` (``resid_mid``) at each position of a text."""
     tokens = check_sequence(model, tokens)
     _, cache = model.run_with_cache(
@@ -315,7 +315,7 @@ def token_values(
     model: HookedTransformer,
     heads,
     position: int,
-    token_ids: Int[Tensor, "n_tokens"] | None = None,
+    token_ids: Int[Tensor, " n_tokens"] | None = None,
     chunk: int = 8192,
 ) -> Float[Tensor, "n_tokens ctx_head d_head"]:
     """Exact layer-0 values of tokens placed at ``position``: ``LN1(W_E[t] + W_pos[n]) W_V + b_V``.
@@ -349,7 +349,7 @@ def build_circuit(
     dest_token: str | int = dec.DEFAULT_DESTINATION,
     n_ref: int | None = None,
     n_min: int = N_MIN,
-    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    reference_tokens: Int[Tensor, " n_ref"] | None = None,
 ) -> ContextualCircuit:
     """Build the contextual circuit from the weights and one calibration text.
 
@@ -555,6 +555,6 @@ def kernel_spread(circuit: ContextualCircuit, n) -> dict[str, float]:
     return {f"head {h}": float(v) for h, v in zip(circuit.heads, tv)}
 
 
-def effective_tokens(kernel_row: Float[Tensor, "key_pos"]) -> float:
+def effective_tokens(kernel_row: Float[Tensor, " key_pos"]) -> float:
     """``n_eff = 1 / sum_i K[n,i]^2``: how many tokens a kernel row averages over."""
     return float(1.0 / (kernel_row**2).sum())

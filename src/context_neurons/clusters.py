@@ -33,7 +33,7 @@ from context_neurons.sweeps import circuit_mean_keys
 
 
 
-def profile_positions(length: int, count: int = 6, n_min: int = cc.N_MIN) -> Int[Tensor, "count"]:
+def profile_positions(length: int, count: int = 6, n_min: int = cc.N_MIN) -> Int[Tensor, " count"]:
     """``count`` positions evenly spread over ``n_min .. length - 1`` (where ``D`` has settled)."""
     if length - 1 < n_min or count < 1:
         raise InputError(f"Texts of {length} tokens have no position >= {n_min} to profile.")
@@ -43,9 +43,9 @@ def profile_positions(length: int, count: int = 6, n_min: int = cc.N_MIN) -> Int
 @torch.no_grad()
 def denominator_profiles(
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     heads,
-    positions: Int[Tensor, "n_positions"],
+    positions: Int[Tensor, " n_positions"],
     dest_token: str | int = dec.DEFAULT_DESTINATION,
     mean_keys: Float[Tensor, "n_ctx head_index d_head"] | None = None,
 ) -> Float[Tensor, "text ctx_head n_positions"]:
@@ -76,7 +76,7 @@ def denominator_profiles(
 
 def kmeans(
     x: Float[Tensor, "n d"], k: int, n_iter: int = 100
-) -> tuple[Int[Tensor, "n"], Float[Tensor, "k d"]]:
+) -> tuple[Int[Tensor, " n"], Float[Tensor, "k d"]]:
     """Deterministic k-means (Lloyd's iterations). The initial centres are the means of ``k``
     equal groups of the points sorted along their first principal component (its sign fixed by
     its largest entry): no outlier takes a centre of its own at the start, as it does when the
@@ -117,7 +117,7 @@ class ClusterCalibration:
         control: cluster -> the calibration text of the cluster whose centre is farthest away.
     """
 
-    labels: Int[Tensor, "n_texts"]
+    labels: Int[Tensor, " n_texts"]
     centres: Float[Tensor, "k d"]
     calibration: dict[int, int]
     evaluation: dict[int, list[int]]
@@ -125,8 +125,8 @@ class ClusterCalibration:
 
 
 def merge_small_clusters(
-    x: Float[Tensor, "n d"], labels: Int[Tensor, "n"], min_size: int
-) -> tuple[Int[Tensor, "n"], Float[Tensor, "k d"]]:
+    x: Float[Tensor, "n d"], labels: Int[Tensor, " n"], min_size: int
+) -> tuple[Int[Tensor, " n"], Float[Tensor, "k d"]]:
     """Dissolve clusters of fewer than ``min_size`` points, smallest first (ties: the lowest
     label), moving each point to the nearest remaining centre; clusters are renumbered 0, 1, ...
     in order of their lowest point. One cluster always remains.
@@ -192,7 +192,7 @@ def cluster_calibrations(
 def recalibrate(
     circuit: cc.ContextualCircuit,
     model: HookedTransformer,
-    tokens: Int[Tensor, "pos"],
+    tokens: Int[Tensor, " pos"],
     name: str = "custom",
     mean_keys: Float[Tensor, "n_ctx head_index d_head"] | None = None,
 ) -> cc.ContextualCircuit:
@@ -229,7 +229,7 @@ def recalibrate(
 def compare_calibrations(
     circuit: cc.ContextualCircuit,
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     clusters: ClusterCalibration,
     neurons,
     truth_cache: dict | None = None,

@@ -46,7 +46,7 @@ DEFAULT_DESTINATION = " the"
 # ----------------------------------------------------------------------------------------------
 
 
-def ln_affine(ln_module, d_model: int) -> tuple[Float[Tensor, "d_model"], Float[Tensor, "d_model"]]:
+def ln_affine(ln_module, d_model: int) -> tuple[Float[Tensor, " d_model"], Float[Tensor, " d_model"]]:
     """``(gamma, beta)`` of a TransformerLens LayerNorm; ones and zeros for a folded ``LNPre``.
 
     A folded ``LayerNormPre`` has no parameters, so its ones and zeros are made on the device of
@@ -82,7 +82,7 @@ class LNParts:
 
 @torch.no_grad()
 def ln1_inverse_scale(
-    model: HookedTransformer, token_ids: Int[Tensor, "n_tokens"], positions: Int[Tensor, "pos"]
+    model: HookedTransformer, token_ids: Int[Tensor, " n_tokens"], positions: Int[Tensor, " pos"]
 ) -> Float[Tensor, "n_tokens pos"]:
     """``1 / sigma(t, i)``: LN1's exact scale for every (token, position) pair."""
     e = centred(model.W_E[token_ids])
@@ -96,8 +96,8 @@ def ln1_inverse_scale(
 def ln1_parts(
     model: HookedTransformer,
     which: str,
-    token_ids: Int[Tensor, "n_tokens"],
-    positions: Int[Tensor, "pos"],
+    token_ids: Int[Tensor, " n_tokens"],
+    positions: Int[Tensor, " pos"],
     heads: list[int] | None = None,
 ) -> LNParts:
     """Split ``LN1(W_E[t] + W_pos[i]) W + b`` into token part, position part and bias.
@@ -125,7 +125,7 @@ def ln1_parts(
 
 @torch.no_grad()
 def project_exact(
-    model: HookedTransformer, which: str, tokens: Int[Tensor, "pos"]
+    model: HookedTransformer, which: str, tokens: Int[Tensor, " pos"]
 ) -> Float[Tensor, "pos head_index d_head"]:
     """Exact layer-0 queries, keys or values of a sequence (tokens at positions 0..len-1).
 
@@ -147,7 +147,7 @@ def project_exact(
 @torch.no_grad()
 def mean_positional_keys(
     model: HookedTransformer,
-    reference_tokens: Int[Tensor, "n_ref"],
+    reference_tokens: Int[Tensor, " n_ref"],
     n_positions: int | None = None,
     which: str = "K",
 ) -> Float[Tensor, "pos head_index d_head"]:
@@ -174,7 +174,7 @@ def mean_positional_keys(
     return token_avg + pos_avg + parts.bias
 
 
-def default_reference_tokens(model: HookedTransformer) -> Int[Tensor, "n_ref"]:
+def default_reference_tokens(model: HookedTransformer) -> Int[Tensor, " n_ref"]:
     """The token distribution of the mean keys ``M``: the calibration text's tokens, BOS left out
     (:func:`~context_neurons.text.windows.calibration_tokens`, shared by every chapter)."""
     tokens = calibration_tokens(model.tokenizer, n_ctx=model.cfg.n_ctx)
@@ -200,7 +200,7 @@ def masked_softmax(
 class AttentionDecomposition:
     """Exact and decomposed layer-0 attention scores of one sequence (scores already / sqrt(d))."""
 
-    tokens: Int[Tensor, "pos"]
+    tokens: Int[Tensor, " pos"]
     heads: list[int]
     exact_scores: Float[Tensor, "selected_head query_pos key_pos"]
     positional_scores: Float[Tensor, "selected_head query_pos key_pos"]  # q_n . P[n, i]
@@ -239,8 +239,8 @@ def tv_distance(
 def content_scores(
     model: HookedTransformer,
     queries: Float[Tensor, "query_pos head_index d_head"],
-    query_positions: Int[Tensor, "query_pos"],
-    key_tokens: Int[Tensor, "key_pos"],
+    query_positions: Int[Tensor, " query_pos"],
+    key_tokens: Int[Tensor, " key_pos"],
     heads: list[int],
 ) -> Float[Tensor, "selected_head query_pos key_pos"]:
     """``q_n . E[n, t_i] / sqrt(d)``: each key token placed at its destination's position."""
@@ -258,7 +258,7 @@ def content_scores(
 def positional_scores(
     model: HookedTransformer,
     queries: Float[Tensor, "query_pos head_index d_head"],
-    query_positions: Int[Tensor, "query_pos"],
+    query_positions: Int[Tensor, " query_pos"],
     n_keys: int,
     mean_keys: Float[Tensor, "mean_pos head_index d_head"],
     heads: list[int],
@@ -287,9 +287,9 @@ def _sequence_inputs(model, tokens, heads, reference_tokens, mean_keys):
 @torch.no_grad()
 def decompose_attention(
     model: HookedTransformer,
-    tokens: Int[Tensor, "pos"],
+    tokens: Int[Tensor, " pos"],
     heads=None,
-    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    reference_tokens: Int[Tensor, " n_ref"] | None = None,
     mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
 ) -> AttentionDecomposition:
     """Exact, positional and content scores of layer-0 attention on one sequence.
@@ -319,7 +319,7 @@ def decompose_attention(
 
 @torch.no_grad()
 def destination_queries(
-    model: HookedTransformer, dest_token: int, positions: Int[Tensor, "pos"]
+    model: HookedTransformer, dest_token: int, positions: Int[Tensor, " pos"]
 ) -> Float[Tensor, "pos head_index d_head"]:
     """Queries of ``dest_token`` placed at each of ``positions``."""
     parts = ln1_parts(model, "Q", torch.tensor([dest_token], device=positions.device), positions)
@@ -333,7 +333,7 @@ def positional_pattern(
     n: int,
     dest_token: str | int = DEFAULT_DESTINATION,
     heads=None,
-    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    reference_tokens: Int[Tensor, " n_ref"] | None = None,
     mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
 ) -> Float[Tensor, "selected_head key_pos"]:
     """``pos_n(i)`` for ``i = 0..n`` with ``dest_token`` at position ``n`` (Figure 2).
@@ -368,7 +368,7 @@ def content_log_weights(
     model: HookedTransformer,
     n: int,
     dest_token: str | int = DEFAULT_DESTINATION,
-    token_ids: Int[Tensor, "n_tokens"] | None = None,
+    token_ids: Int[Tensor, " n_tokens"] | None = None,
     heads=None,
 ) -> Float[Tensor, "selected_head n_tokens"]:
     """``log c_n(t) = q_n . E[n, t] / sqrt(d)`` for ``dest_token`` at ``n``.
@@ -400,7 +400,7 @@ def content_log_weights(
 
 @torch.no_grad()
 def scale_change(
-    model: HookedTransformer, token_ids: Int[Tensor, "n_tokens"], n: int
+    model: HookedTransformer, token_ids: Int[Tensor, " n_tokens"], n: int
 ) -> Float[Tensor, "n_tokens key_pos"]:
     """``|1 - sigma(t, n) / sigma(t, i)|`` for each token and each source position ``i = 0..n``.
 
@@ -421,7 +421,7 @@ def scale_change(
 
 def scale_change_by_distance(
     model: HookedTransformer,
-    token_ids: Int[Tensor, "n_tokens"],
+    token_ids: Int[Tensor, " n_tokens"],
     n: int,
     distances: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500),
     probs: tuple[float, ...] = (0.5, 0.9),
@@ -467,9 +467,9 @@ class ScoreErrorParts:
 @torch.no_grad()
 def score_error_parts(
     model: HookedTransformer,
-    tokens: Int[Tensor, "pos"],
+    tokens: Int[Tensor, " pos"],
     heads=None,
-    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    reference_tokens: Int[Tensor, " n_ref"] | None = None,
     mean_keys: Float[Tensor, "mean_pos head_index d_head"] | None = None,
 ) -> ScoreErrorParts:
     """The two parts of the reconstruction's score error on one sequence (:class:`ScoreErrorParts`).

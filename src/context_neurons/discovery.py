@@ -90,7 +90,7 @@ def contributions(
     circuit: ContextualCircuit,
     model: HookedTransformer,
     neurons=None,
-    token_ids: Int[Tensor, "n_tokens"] | None = None,
+    token_ids: Int[Tensor, " n_tokens"] | None = None,
 ) -> Float[Tensor, "n_neurons n_tokens"]:
     """``contribution[j, t] = e(t) . w_j``: one GEMM of extended embeddings and read vectors.
 
@@ -112,7 +112,7 @@ def contributions(
     return (circuit.extended @ w)[token_ids].T  # most of the vocabulary: never copy e
 
 
-def scoring_vocabulary(model: HookedTransformer, exclude=(None,)) -> Bool[Tensor, "d_vocab"]:
+def scoring_vocabulary(model: HookedTransformer, exclude=(None,)) -> Bool[Tensor, " d_vocab"]:
     """The tokens the score ranges over: every token but ``<|endoftext|>`` (module docstring)."""
     keep = torch.ones(model.cfg.d_vocab, dtype=torch.bool, device=model.cfg.device)
     bos = model.tokenizer.bos_token_id if model.tokenizer is not None else None
@@ -152,12 +152,12 @@ class NeuronScores:
         vocabulary: the tokens scored.
     """
 
-    top: Float[Tensor, "d_mlp"]
-    median: Float[Tensor, "d_mlp"]
-    spread: Float[Tensor, "d_mlp"]
-    sign: Float[Tensor, "d_mlp"]
+    top: Float[Tensor, " d_mlp"]
+    median: Float[Tensor, " d_mlp"]
+    spread: Float[Tensor, " d_mlp"]
+    sign: Float[Tensor, " d_mlp"]
     k: int
-    vocabulary: Bool[Tensor, "d_vocab"]
+    vocabulary: Bool[Tensor, " d_vocab"]
 
     def found(self, theta: float | int = THETA) -> list[int]:
         """Neurons with ``top >= theta``, best first."""
@@ -199,7 +199,7 @@ def score_neurons(
     circuit: ContextualCircuit,
     model: HookedTransformer,
     k: int = TOP_K,
-    vocabulary: Bool[Tensor, "d_vocab"] | None = None,
+    vocabulary: Bool[Tensor, " d_vocab"] | None = None,
     chunk: int = 512,
 ) -> NeuronScores:
     """Score every neuron (module docstring): the contribution GEMM, chunked over neurons."""
@@ -232,7 +232,7 @@ def score_neurons(
 
 def robust_location_scale(
     x: Float[Tensor, "n_neurons n_tokens"],
-) -> tuple[Float[Tensor, "n_neurons"], Float[Tensor, "n_neurons"]]:
+) -> tuple[Float[Tensor, " n_neurons"], Float[Tensor, " n_neurons"]]:
     """Each row's median and robust standard deviation ``1.4826 * MAD`` (at least ``1e-12``)."""
     med = x.median(dim=-1).values
     spread = MAD_TO_SD * (x - med[:, None]).abs().median(dim=-1).values
@@ -328,7 +328,7 @@ def top_tokens(
     neuron,
     k: int = 20,
     side: str = "top",
-) -> tuple[Int[Tensor, "k"], Float[Tensor, "k"]]:
+) -> tuple[Int[Tensor, " k"], Float[Tensor, " k"]]:
     """Token ids and contributions of the ``k`` largest (``side='top'``) or smallest ones."""
     if side not in ("top", "bottom"):
         raise InputError(f"side must be 'top' or 'bottom', got {side!r}.")
@@ -352,13 +352,13 @@ class SubLatents:
 
     table: pd.DataFrame
     centroid_cosine: Float[Tensor, "n_clusters n_clusters"]
-    within_cosine: Float[Tensor, "n_clusters"]
-    singular_values: Float[Tensor, "k"]
+    within_cosine: Float[Tensor, " n_clusters"]
+    singular_values: Float[Tensor, " k"]
 
 
 def spherical_kmeans(
     x: Float[Tensor, "n d"], n_clusters: int, n_iter: int = 50
-) -> tuple[Int[Tensor, "n"], Float[Tensor, "n_clusters d"]]:
+) -> tuple[Int[Tensor, " n"], Float[Tensor, "n_clusters d"]]:
     """Deterministic spherical k-means (farthest-point initialisation from the first row)."""
     x = torch.nn.functional.normalize(x, dim=-1)
     centres = [x[0]]

@@ -162,7 +162,7 @@ def factorise_attention(
     return AttentionFactorisation(scheme, tokens, exact, positional, content, q, k, mean_key)
 
 
-def alibi_slopes(model: HookedTransformer) -> Float[Tensor, "head_index"]:
+def alibi_slopes(model: HookedTransformer) -> Float[Tensor, " head_index"]:
     """``m_h``, the slope of each head's ALiBi bias (TransformerLens's multipliers)."""
     return AbstractAttention.create_alibi_multipliers(model.cfg.n_heads, model.cfg.device)
 
@@ -184,7 +184,7 @@ def rotary_pairs(model: HookedTransformer) -> Int[Tensor, "n_pairs 2"]:
     return torch.stack([p, p + r // 2], dim=1)
 
 
-def rotary_frequencies(model: HookedTransformer) -> Float[Tensor, "n_pairs"]:
+def rotary_frequencies(model: HookedTransformer) -> Float[Tensor, " n_pairs"]:
     """``omega_p``, each pair's rotation angle per position, read from the model's own sine and
     cosine tables (layer 0).
 

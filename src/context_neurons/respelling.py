@@ -70,7 +70,7 @@ def _n_tokens(tokenizer, text: str) -> int:
 
 
 def _respelled_words(
-    text: str, offsets: list[tuple[int, int]], changed: Bool[Tensor, "pos"]
+    text: str, offsets: list[tuple[int, int]], changed: Bool[Tensor, " pos"]
 ) -> list[str]:
     """The words of ``text`` (letter runs) that overlap a token marked in ``changed``."""
     spans = [(m.start(), m.end()) for m in re.finditer(r"[A-Za-z]+", text)]
@@ -104,7 +104,7 @@ class Respelling:
     labels: list[str]
     american: Int[Tensor, "batch pos"]
     british: Int[Tensor, "batch pos"]
-    lengths: Int[Tensor, "batch"]
+    lengths: Int[Tensor, " batch"]
     respelled: Bool[Tensor, "batch pos"]
     words: list[int]
     n_examined: int
@@ -220,7 +220,7 @@ class RespellingEffect:
     respelling: Respelling
     true: Float[Tensor, "batch pos n_neurons"]
     approx: Float[Tensor, "batch pos n_neurons"]
-    spread: Float[Tensor, "n_neurons"]
+    spread: Float[Tensor, " n_neurons"]
     start: int = START
     near: int = NEAR
 

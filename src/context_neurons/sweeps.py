@@ -66,7 +66,7 @@ CLASSES = ("reference", "stop word", "keyword", "topic word")
 # ----------------------------------------------------------------------------------------------
 
 
-def token_counts(windows: list[Int[Tensor, "_pos"]], d_vocab: int) -> Int[Tensor, "d_vocab"]:
+def token_counts(windows: list[Int[Tensor, " _pos"]], d_vocab: int) -> Int[Tensor, " d_vocab"]:
     """How often each token occurs in the windows (position 0, the BOS, left out)."""
     counts = torch.zeros(d_vocab, dtype=torch.long)
     for window in windows:
@@ -109,7 +109,7 @@ class DestinationClasses:
 
 def destination_classes(
     model: HookedTransformer,
-    general: list[Int[Tensor, "_pos"]],
+    general: list[Int[Tensor, " _pos"]],
     domains: DomainTexts,
     per_class: int = 3,
     reference: str = dec.DEFAULT_DESTINATION,
@@ -281,7 +281,7 @@ class DestinationSweep:
 
 def sample_vocabulary(
     model: HookedTransformer, fraction: float, seed: int = 0
-) -> Bool[Tensor, "d_vocab"]:
+) -> Bool[Tensor, " d_vocab"]:
     """A fixed random share of the scoring vocabulary (:func:`~context_neurons.discovery.
     scoring_vocabulary`), to score many circuits quickly."""
     if not 0 < fraction <= 1:
@@ -320,9 +320,9 @@ def sweep_destinations(
     circuit: cc.ContextualCircuit,
     model: HookedTransformer,
     classes: DestinationClasses,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     neurons,
-    vocabulary: Bool[Tensor, "d_vocab"] | None = None,
+    vocabulary: Bool[Tensor, " d_vocab"] | None = None,
     k: int = disc.TOP_K,
     theta: float = disc.THETA,
     position: int | None = None,
@@ -383,7 +383,7 @@ def sweep_destinations(
     return SweepResult(table.infer_objects(), cosines, found)
 
 
-def _mean_cosine(a: Float[Tensor, "n d"], b: Float[Tensor, "n d"], weight: Float[Tensor, "n"]):
+def _mean_cosine(a: Float[Tensor, "n d"], b: Float[Tensor, "n d"], weight: Float[Tensor, " n"]):
     return float((torch.nn.functional.cosine_similarity(a, b, dim=-1) * weight).sum())
 
 
@@ -508,7 +508,7 @@ class DestinationRules:
 def compare_destination_rules(
     circuit: cc.ContextualCircuit,
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     neurons,
     start: int = ev.START,
 ) -> DestinationRules:

@@ -245,7 +245,7 @@ def content_statistics(
     model: HookedTransformer,
     n: int | None = None,
     destinations: tuple[str | int, ...] | None = None,
-    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    reference_tokens: Int[Tensor, " n_ref"] | None = None,
     heads: Sequence[int] | None = None,
 ) -> tuple[Float[Tensor, "dest selected_head"], Float[Tensor, "dest selected_head"]]:
     """Content spread and self-preference of each head, for each destination token.
@@ -466,7 +466,7 @@ def classify_heads(
     n: int | None = None,
     destinations: tuple[str | int, ...] | None = None,
     heads: Sequence[int] | None = None,
-    reference_tokens: Int[Tensor, "n_ref"] | None = None,
+    reference_tokens: Int[Tensor, " n_ref"] | None = None,
 ) -> HeadTaxonomy:
     """Classify layer-0 heads into kernel shapes and groups (``book/notation.md``, section 3).
 

@@ -121,7 +121,7 @@ class Evaluation:
 def evaluate(
     circuit: ContextualCircuit,
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     neurons,
     labels: list[str] | None = None,
     batch_size: int = 8,
@@ -159,7 +159,7 @@ def evaluate(
 def evaluate_sets(
     circuit: ContextualCircuit,
     model: HookedTransformer,
-    window_sets: dict[str, list[Int[Tensor, "_pos"]]],
+    window_sets: dict[str, list[Int[Tensor, " _pos"]]],
     neurons,
     batch_size: int = 8,
     start: int = START,
@@ -181,7 +181,7 @@ def evaluate_sets(
     }
 
 
-def _check_windows(windows: list[Int[Tensor, "_pos"]], start: int) -> None:
+def _check_windows(windows: list[Int[Tensor, " _pos"]], start: int) -> None:
     if not windows:
         raise EvaluationError("No texts to evaluate: give at least one token window.")
     for w in windows:
@@ -195,7 +195,7 @@ def _check_windows(windows: list[Int[Tensor, "_pos"]], start: int) -> None:
 def _evaluate_with(
     approx_fn: NeuronApproximator,
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     labels: list[str] | None,
     batch_size: int,
     start: int,
@@ -267,11 +267,11 @@ def _measures(
 def activation_curves(
     circuit: ContextualCircuit,
     model: HookedTransformer,
-    tokens: Int[Tensor, "pos"],
+    tokens: Int[Tensor, " pos"],
     neuron,
     denominators: str = DENOMINATORS,
     parts: bool = False,
-) -> dict[str, Float[Tensor, "pos"]]:
+) -> dict[str, Float[Tensor, " pos"]]:
     """True and approximate pre-activation of one neuron along one text, and the bag term alone.
 
     Args:
@@ -313,7 +313,7 @@ def _pair_measures(ev: Evaluation) -> dict[str, Float[Tensor, "n_texts n_neurons
 
 
 def position_mask(
-    tokens: Int[Tensor, "batch pos"], lengths: Int[Tensor, "batch"], start: int
+    tokens: Int[Tensor, "batch pos"], lengths: Int[Tensor, " batch"], start: int
 ) -> Bool[Tensor, "batch pos"]:
     """True at the positions ``start <= n < length`` of each padded text (on the tokens' device)."""
     positions = torch.arange(tokens.shape[1], device=tokens.device)

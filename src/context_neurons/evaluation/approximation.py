@@ -97,7 +97,7 @@ class NeuronApproximator:
     direct_position: Float[Tensor, "pos n_neurons"]
     other_token: Float[Tensor, "d_vocab n_neurons"]
     other_position: Float[Tensor, "pos n_neurons"]
-    constant: Float[Tensor, "n_neurons"]
+    constant: Float[Tensor, " n_neurons"]
     eps: float
     w_e: Float[Tensor, "d_vocab d_model"] = field(repr=False)
     w_pos: Float[Tensor, "pos d_model"] = field(repr=False)

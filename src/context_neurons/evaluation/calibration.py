@@ -31,7 +31,7 @@ from context_neurons.text.corpora import CALIBRATION_TEXTS
 @torch.no_grad()
 def calibration_sensitivity(
     model: HookedTransformer,
-    window_sets: dict[str, list[Int[Tensor, "_pos"]]],
+    window_sets: dict[str, list[Int[Tensor, " _pos"]]],
     neurons,
     calibrations=tuple(CALIBRATION_TEXTS),
     batch_size: int = 8,

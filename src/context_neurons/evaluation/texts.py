@@ -63,7 +63,7 @@ def held_out_general_windows(
     exclude: set[tuple[str, str]] | None = None,
     n_ctx: int | None = None,
     source: Source = "auto",
-) -> tuple[list[Int[Tensor, "_pos"]], list[str], WindowReport, list[str]]:
+) -> tuple[list[Int[Tensor, " _pos"]], list[str], WindowReport, list[str]]:
     """``n`` full-length windows of general text (:func:`evaluation_windows`), none of them a
     calibration text.
 
@@ -94,7 +94,7 @@ def held_out_domain_windows(
     exclude: set[tuple[str, str]] | None = None,
     n_ctx: int | None = None,
     interleave: bool = False,
-) -> tuple[list[Int[Tensor, "_pos"]], list[str]]:
+) -> tuple[list[Int[Tensor, " _pos"]], list[str]]:
     """``n`` windows of a domain's texts, as :func:`~context_neurons.text.windows.domain_windows`
     makes them, from the domain's documents without the calibration texts.
 
@@ -123,7 +123,7 @@ def held_out_domain_sets(
     n: int = 4,
     exclude: set[tuple[str, str]] | None = None,
     n_ctx: int | None = None,
-) -> tuple[dict[str, list[Int[Tensor, "_pos"]]], dict[str, list[str]]]:
+) -> tuple[dict[str, list[Int[Tensor, " _pos"]]], dict[str, list[str]]]:
     """:func:`held_out_domain_windows` of each domain: ``({domain: windows}, {domain: labels})``."""
     exclude = calibration_keys() if exclude is None else exclude
     sets, labels = {}, {}
@@ -134,7 +134,7 @@ def held_out_domain_sets(
     return sets, labels
 
 
-def contains_run(window: Int[Tensor, "pos"], run: Int[Tensor, "n"]) -> bool:
+def contains_run(window: Int[Tensor, " pos"], run: Int[Tensor, " n"]) -> bool:
     """Whether ``run`` occurs in ``window`` as consecutive tokens."""
     window, run = torch.as_tensor(window).cpu(), torch.as_tensor(run).cpu()
     if len(run) == 0 or len(window) < len(run):
@@ -143,7 +143,7 @@ def contains_run(window: Int[Tensor, "pos"], run: Int[Tensor, "n"]) -> bool:
 
 
 def calibration_leaks(
-    tokenizer, window_sets: dict[str, list[Int[Tensor, "_pos"]]], names=tuple(CALIBRATION_TEXTS)
+    tokenizer, window_sets: dict[str, list[Int[Tensor, " _pos"]]], names=tuple(CALIBRATION_TEXTS)
 ) -> list[str]:
     """Which calibration texts occur in which sets of windows, by content, not by name.
 

@@ -34,9 +34,9 @@ class HeadActivity:
     head: tuple[int, int]
     threshold: float
     prompts: list[Prompt]
-    attribution: Float[Tensor, "prompt"]
-    active: Bool[Tensor, "prompt"]
-    train: Bool[Tensor, "prompt"]
+    attribution: Float[Tensor, " prompt"]
+    active: Bool[Tensor, " prompt"]
+    train: Bool[Tensor, " prompt"]
 
     @property
     def base_rate(self) -> float:
@@ -75,7 +75,7 @@ def _train_threshold(
 
 def explanation_dataset(
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     layer: int,
     neuron: int,
     head: tuple[int, int],

@@ -72,8 +72,8 @@ class _Reader:
     index: Tensor  # the neurons, as a tensor on the model's device
     columns: slice  # their columns among all read vectors
     v: Float[Tensor, "d_model neuron"]  # gamma * W_in[:, j], centred over d_model
-    bias: Float[Tensor, "neuron"]  # (sum of b_O up to the layer) . v
-    constant: Float[Tensor, "neuron"]  # ln2's beta . W_in[:, j] + b_in[j]
+    bias: Float[Tensor, " neuron"]  # (sum of b_O up to the layer) . v
+    constant: Float[Tensor, " neuron"]  # ln2's beta . W_in[:, j] + b_in[j]
 
 
 def _readers(model: HookedTransformer, neurons: Mapping[int, Sequence[int]]) -> list[_Reader]:
@@ -340,7 +340,7 @@ def ablation_drops(
 
 @torch.no_grad()
 def attended_tokens(
-    model: HookedTransformer, tokens: Int[Tensor, "pos"], layer: int, head: int, k: int = 5
+    model: HookedTransformer, tokens: Int[Tensor, " pos"], layer: int, head: int, k: int = 5
 ) -> list[tuple[int, str, float]]:
     """The ``k`` source tokens a head attends to most from the final token.
 

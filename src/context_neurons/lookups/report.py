@@ -50,7 +50,7 @@ def _final_positions(prompts: Sequence[Prompt], device) -> tuple[Tensor, Tensor]
 class LookupPool:
     """A prompt pool scanned once: windows, per-neuron attributions, per-layer mean ``hook_z``."""
 
-    windows: list[Int[Tensor, "_pos"]]
+    windows: list[Int[Tensor, " _pos"]]
     labels: list[str]
     attributions: dict[tuple[int, int], NeuronAttribution] = field(default_factory=dict)
     mean_z: dict[int, Float[Tensor, "layer head_index d_head"]] = field(default_factory=dict)
@@ -58,7 +58,7 @@ class LookupPool:
 
 def scan_pool(
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     labels: list[str],
     neurons: Sequence[tuple[int, int]],
     pool: LookupPool | None = None,
@@ -101,8 +101,8 @@ class NeuronLookup:
     score: float
     prompts: list[Prompt]  # truncated top-activating prompts
     head_attribution: Float[Tensor, "prompt layer head_index"]  # at the prompts' final tokens
-    excluded: Float[Tensor, "prompt"]  # embeddings, MLP outputs and biases
-    pre: Float[Tensor, "prompt"]  # the pre-activation at the prompts' final tokens
+    excluded: Float[Tensor, " prompt"]  # embeddings, MLP outputs and biases
+    pre: Float[Tensor, " prompt"]  # the pre-activation at the prompts' final tokens
     ablation: Float[Tensor, "prompt layer head_index"]  # mean-ablation drops (nan: not ablated)
     top_heads: list[tuple[int, int, float]]
     activity: HeadActivity

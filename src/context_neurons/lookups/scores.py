@@ -18,7 +18,7 @@ from context_neurons.text.windows import calibration_tokens
 
 @torch.no_grad()
 def typical_final_scale(
-    model: HookedTransformer, tokens: Int[Tensor, "pos"] | None = None
+    model: HookedTransformer, tokens: Int[Tensor, " pos"] | None = None
 ) -> float:
     """Median ``ln_final`` scale ``sqrt(var(x) + eps)`` of the final residual stream on real text.
 
@@ -40,7 +40,7 @@ def typical_final_scale(
 @torch.no_grad()
 def neuron_logit_effect(
     model: HookedTransformer, layer: int, neuron: int, final_scale: float = 1.0
-) -> Float[Tensor, "d_vocab"]:
+) -> Float[Tensor, " d_vocab"]:
     """Direct effect on the logits of one unit of activation of a neuron (ln_final linearised).
 
     ``(w_out - mean(w_out)) * gamma_final @ W_U / final_scale``, where ``gamma_final`` is

@@ -96,7 +96,7 @@ def plot_destination_rules(
 
 def plot_added_head(
     tv: dict[str, dict[int, float]],
-    kernels: dict[str, Float[Tensor, "key_pos"]],
+    kernels: dict[str, Float[Tensor, " key_pos"]],
     added: int,
     window: int = 150,
     title: str = "",
@@ -129,7 +129,7 @@ def plot_added_head(
 
 def plot_profile_clusters(
     profiles: Float[Tensor, "n_texts d"],
-    labels: Int[Tensor, "n_texts"],
+    labels: Int[Tensor, " n_texts"],
     domains: list[str],
     calibration: dict[int, int],
     title: str = "",
@@ -252,7 +252,7 @@ def plot_error_by_distance(
 
 def plot_alibi_kernels(
     kernels: Float[Tensor, "head_index key_pos"],
-    slopes: Float[Tensor, "head_index"],
+    slopes: Float[Tensor, " head_index"],
     title: str = "",
 ):
     """ALiBi positional patterns at the last destination against distance (log scale, solid) and

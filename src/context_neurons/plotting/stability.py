@@ -26,7 +26,7 @@ def plot_relative_denominators(
     heads: list[int],
     show: list[int],
     labels: list[str] | None = None,
-    positions: Int[Tensor, "query_pos"] | None = None,
+    positions: Int[Tensor, " query_pos"] | None = None,
     start: int = 1,
     title: str = "",
 ):

@@ -85,8 +85,8 @@ def plot_kernel_shapes(
 
 
 def plot_head_map(
-    n_eff: Float[Tensor, "selected_head"],
-    self_z: Float[Tensor, "selected_head"],
+    n_eff: Float[Tensor, " selected_head"],
+    self_z: Float[Tensor, " selected_head"],
     heads: list[int],
     groups: dict[str, list[int]],
     local_max: float,

@@ -77,9 +77,9 @@ def plot_development(development: dict, title: str = ""):
 
 
 def plot_discovery_vs_activation(
-    top: Float[Tensor, "d_mlp"],
-    separation: Float[Tensor, "d_mlp"],
-    truth: Bool[Tensor, "d_mlp"],
+    top: Float[Tensor, " d_mlp"],
+    separation: Float[Tensor, " d_mlp"],
+    truth: Bool[Tensor, " d_mlp"],
     theta: float,
     min_separation: float,
     title: str = "",

@@ -17,7 +17,7 @@ def sum_of_squares(kernel: Float[Tensor, "... key_pos"]) -> Float[Tensor, "..."]
 
 
 def iid_moments(
-    values: Float[Tensor, "n_values"], probs: Float[Tensor, "n_values"]
+    values: Float[Tensor, " n_values"], probs: Float[Tensor, " n_values"]
 ) -> tuple[float, float]:
     """Mean and variance of a discrete distribution (values with probabilities)."""
     values, probs = values.double(), probs.double() / probs.double().sum()
@@ -25,15 +25,15 @@ def iid_moments(
     return mean, float((probs * (values - mean) ** 2).sum())
 
 
-def weighted_sum_variance(kernel: Float[Tensor, "key_pos"], variance: float) -> float:
+def weighted_sum_variance(kernel: Float[Tensor, " key_pos"], variance: float) -> float:
     """``Var[sum_i pos(i) X_i] = sigma^2 sum_i pos(i)^2`` for independent ``X_i`` of variance
     ``sigma^2``."""
     return variance * float(sum_of_squares(kernel))
 
 
 def hoeffding_bound(
-    t: Float[Tensor, "n_t"], sum_sq: float, low: float, high: float
-) -> Float[Tensor, "n_t"]:
+    t: Float[Tensor, " n_t"], sum_sq: float, low: float, high: float
+) -> Float[Tensor, " n_t"]:
     """Hoeffding: ``P(|D - E D| >= t) <= 2 exp(-2 t^2 / ((b - a)^2 sum pos^2))``, capped at one.
 
     Args:
@@ -46,8 +46,8 @@ def hoeffding_bound(
 
 
 def chebyshev_bound(
-    t: Float[Tensor, "n_t"], sum_sq: float, variance: float
-) -> Float[Tensor, "n_t"]:
+    t: Float[Tensor, " n_t"], sum_sq: float, variance: float
+) -> Float[Tensor, " n_t"]:
     """Chebyshev: ``P(|D - E D| >= t) <= sigma^2 sum pos^2 / t^2``, capped at one."""
     t = torch.as_tensor(t, dtype=torch.float64)
     return (variance * sum_sq / t**2).clamp(max=1.0)
@@ -64,8 +64,8 @@ def chebyshev_deviation(prob: float, sum_sq: float, variance: float) -> float:
 
 
 def tail_probability(
-    deviations: Float[Tensor, "n_samples"], t: Float[Tensor, "n_t"]
-) -> Float[Tensor, "n_t"]:
+    deviations: Float[Tensor, " n_samples"], t: Float[Tensor, " n_t"]
+) -> Float[Tensor, " n_t"]:
     """Empirical ``P(|deviation| >= t)`` for each ``t``."""
     t = torch.as_tensor(t, dtype=torch.float64)
     return (deviations.double().abs()[:, None] >= t[None]).double().mean(0)
@@ -104,7 +104,7 @@ def cv_standard_error(
 
 
 def weighted_sum_cumulants(
-    kernel: Float[Tensor, "key_pos"], values: Float[Tensor, "n_values"], probs: Float[Tensor, "n_values"]
+    kernel: Float[Tensor, " key_pos"], values: Float[Tensor, " n_values"], probs: Float[Tensor, " n_values"]
 ) -> tuple[float, float, float]:
     """Variance, third central moment and fourth cumulant of ``sum_i pos(i) X_i`` for ``X_i``
     i.i.d. from ``(values, probs)``: cumulants of independent terms add, ``kappa_r(sum) =
@@ -122,14 +122,14 @@ def weighted_sum_cumulants(
     )
 
 
-def coefficient_of_variation(x: Float[Tensor, "n_samples"]) -> float:
+def coefficient_of_variation(x: Float[Tensor, " n_samples"]) -> float:
     """Standard deviation over mean."""
     x = x.double()
     return float(x.std() / x.mean())
 
 
 def bootstrap_standard_error(
-    x: Float[Tensor, "n_samples"],
+    x: Float[Tensor, " n_samples"],
     statistic: Callable[[Tensor], float],
     n_boot: int = 1000,
     seed: int = 0,
@@ -144,12 +144,12 @@ def bootstrap_standard_error(
 
 
 def simulate_weighted_sums(
-    kernel: Float[Tensor, "key_pos"],
-    values: Float[Tensor, "n_values"],
-    probs: Float[Tensor, "n_values"],
+    kernel: Float[Tensor, " key_pos"],
+    values: Float[Tensor, " n_values"],
+    probs: Float[Tensor, " n_values"],
     n_samples: int,
     seed: int = 0,
-) -> Float[Tensor, "n_samples"]:
+) -> Float[Tensor, " n_samples"]:
     """Monte Carlo draws of ``sum_i pos(i) X_i`` with ``X_i`` i.i.d. from ``(values, probs)``."""
     gen = torch.Generator().manual_seed(seed)
     draws = torch.multinomial(
@@ -158,7 +158,7 @@ def simulate_weighted_sums(
     return values.double().cpu()[draws] @ kernel.double().cpu()
 
 
-def correlation(x: Float[Tensor, "n"], y: Float[Tensor, "n"]) -> float:
+def correlation(x: Float[Tensor, " n"], y: Float[Tensor, " n"]) -> float:
     """Pearson correlation."""
     x, y = x.double() - x.double().mean(), y.double() - y.double().mean()
     return float((x * y).sum() / (x.norm() * y.norm()))

@@ -36,7 +36,7 @@ from context_neurons.decomposition import (
 def destination_queries_double(
     model: HookedTransformer,
     dest_token: str | int,
-    positions: Int[Tensor, "pos"],
+    positions: Int[Tensor, " pos"],
     heads: Sequence[int] | None = None,
 ) -> Float[Tensor, "pos selected_head d_head"]:
     """Layer-0 queries of ``dest_token`` at each position, in float64.
@@ -95,18 +95,18 @@ class DestinationTerms:
     """
 
     heads: list[int]
-    positions: Int[Tensor, "query_pos"]
+    positions: Int[Tensor, " query_pos"]
     queries: Float[Tensor, "query_pos selected_head d_head"]
     position_term: Float[Tensor, "selected_head query_pos"]  # q_n . K_P[n]
     bias_term: Float[Tensor, "selected_head query_pos"]  # q_n . K_b
     centred_positions: Float[Tensor, "query_pos d_model"]  # mean-centred W_pos[n]
-    position_sq: Float[Tensor, "query_pos"]
+    position_sq: Float[Tensor, " query_pos"]
 
 
 @torch.no_grad()
 def destination_terms(
     model: HookedTransformer,
-    positions: Int[Tensor, "query_pos"],
+    positions: Int[Tensor, " query_pos"],
     dest_token: str | int = DEFAULT_DESTINATION,
     heads: Sequence[int] | None = None,
 ) -> DestinationTerms:
@@ -135,8 +135,8 @@ def destination_terms(
 @torch.no_grad()
 def log_content_table(
     model: HookedTransformer,
-    positions: Int[Tensor, "query_pos"],
-    token_ids: Int[Tensor, "n_tokens"],
+    positions: Int[Tensor, " query_pos"],
+    token_ids: Int[Tensor, " n_tokens"],
     dest_token: str | int = DEFAULT_DESTINATION,
     heads: Sequence[int] | None = None,
     terms: DestinationTerms | None = None,
@@ -173,12 +173,12 @@ def log_content_table(
 @torch.no_grad()
 def log_denominators(
     model: HookedTransformer,
-    tokens: Int[Tensor, "pos"],
+    tokens: Int[Tensor, " pos"],
     dest_token: str | int = DEFAULT_DESTINATION,
     heads: Sequence[int] | None = None,
     kernels: Float[Tensor, "selected_head query_pos key_pos"] | None = None,
     terms: DestinationTerms | None = None,
-    positions: Int[Tensor, "query_pos"] | None = None,
+    positions: Int[Tensor, " query_pos"] | None = None,
 ) -> Float[Tensor, "selected_head query_pos"]:
     """``log D_n`` at positions of a text, with ``dest_token`` placed at ``n``.
 
@@ -215,10 +215,10 @@ def log_denominators(
 
 def _from_table(
     table: Float[Tensor, "selected_head query_pos n_tokens"],
-    key_index: Int[Tensor, "key_pos"],
+    key_index: Int[Tensor, " key_pos"],
     dest_index: Tensor,
     kernels: Float[Tensor, "selected_head query_pos key_pos"],
-    positions: Int[Tensor, "query_pos"],
+    positions: Int[Tensor, " query_pos"],
 ) -> Float[Tensor, "selected_head query_pos"]:
     """``log D_n`` from a table of ``log c_n(t)``: ``key_index`` says which column of ``table``
     holds each source token, ``dest_index`` the destination token's column, and ``kernels`` holds
@@ -242,11 +242,11 @@ def _linear(log_values: Float[Tensor, "selected_head query_pos last"]) -> tuple[
 def _from_linear(
     content: Float[Tensor, "n_tokens selected_head query_pos"],
     content_top: Float[Tensor, "selected_head query_pos"],
-    key_index: Int[Tensor, "key_pos"],
+    key_index: Int[Tensor, " key_pos"],
     dest_index: Tensor,
     kernel: Float[Tensor, "n_kernel selected_head query_pos"],
     kernel_top: Float[Tensor, "selected_head query_pos"],
-    positions: Int[Tensor, "query_pos"],
+    positions: Int[Tensor, " query_pos"],
 ) -> Float[Tensor, "selected_head query_pos"]:
     """``log D_n = log sum_i pos_n(i) c_n(t_i)`` from scaled weights (:func:`_linear`)."""
     n = len(key_index)
@@ -264,13 +264,13 @@ TABLE_BUDGET = 1 << 24
 @torch.no_grad()
 def denominators_over_positions(
     model: HookedTransformer,
-    windows: list[Int[Tensor, "pos"]],
+    windows: list[Int[Tensor, " pos"]],
     dest_token: str | int = DEFAULT_DESTINATION,
     heads: Sequence[int] | None = None,
     stride: int = 1,
     progress: bool = False,
     chunk: int | None = None,
-) -> tuple[Int[Tensor, "query_pos"], Float[Tensor, "text selected_head query_pos"]]:
+) -> tuple[Int[Tensor, " query_pos"], Float[Tensor, "text selected_head query_pos"]]:
     """``log D_n`` at every ``stride``-th position of every text (cut to the shortest length).
 
     ``chunk`` texts at a time share one table of content weights over their tokens (the same

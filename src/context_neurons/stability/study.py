@@ -58,12 +58,12 @@ class DenominatorStudy:
     n: int
     heads: list[int]
     kernel: Float[Tensor, "selected_head key_pos"]  # pos_n(i), i = 0..n
-    token_ids: Int[Tensor, "n_tokens"]  # support of the pooled token distribution
-    probs: Float[Tensor, "n_tokens"]
+    token_ids: Int[Tensor, " n_tokens"]  # support of the pooled token distribution
+    probs: Float[Tensor, " n_tokens"]
     log_c: Float[Tensor, "selected_head n_tokens"]  # log c_n(t) on the support
-    log_c_bos: Float[Tensor, "selected_head"]
-    log_c_dest: Float[Tensor, "selected_head"]
-    log_mu: Float[Tensor, "selected_head"]
+    log_c_bos: Float[Tensor, " selected_head"]
+    log_c_dest: Float[Tensor, " selected_head"]
+    log_mu: Float[Tensor, " selected_head"]
     ratio: Float[Tensor, "text selected_head"]  # D_n / mu on each text
     labels: list[str]
 
@@ -82,7 +82,7 @@ class DenominatorStudy:
 
     # --- the independent-token model, per head (in units of mu) ----------------------------
 
-    def values(self, head: int) -> Float[Tensor, "n_tokens"]:
+    def values(self, head: int) -> Float[Tensor, " n_tokens"]:
         """``c_n(t) / mu`` on the support."""
         k = self.row(head)
         return torch.exp(self.log_c[k] - self.log_mu[k])
@@ -134,7 +134,7 @@ class DenominatorStudy:
 
     def simulate(
         self, head: int, n_samples: int = 4000, seed: int = 0
-    ) -> Float[Tensor, "n_samples"]:
+    ) -> Float[Tensor, " n_samples"]:
         """``D_n / mu`` on synthetic texts whose tokens are i.i.d. from the pooled distribution."""
         pos = self.kernel[self.row(head)].double().cpu()
         random = simulate_weighted_sums(pos[1:-1], self.values(head), self.probs, n_samples, seed)
@@ -148,7 +148,7 @@ class DenominatorStudy:
         variance, third, kappa4 = weighted_sum_cumulants(pos[1:-1], self.values(head), self.probs)
         return cv_standard_error(self.predicted_mean(head), variance, third, kappa4, n_samples)
 
-    def most_frequent(self, k: int) -> Int[Tensor, "k"]:
+    def most_frequent(self, k: int) -> Int[Tensor, " k"]:
         """The ``k`` most frequent tokens of the study's texts (pooled frequencies, BOS excluded).
 
         A definition of "stop words" that needs no word list: in any language and tokenizer the
@@ -161,11 +161,11 @@ class DenominatorStudy:
             )
         return self.token_ids[torch.argsort(self.probs, descending=True, stable=True)[:k]]
 
-    def measured(self, head: int) -> Float[Tensor, "text"]:
+    def measured(self, head: int) -> Float[Tensor, " text"]:
         """``D_n / mu`` on the texts."""
         return self.ratio[:, self.row(head)].double()
 
-    def preference(self, token_ids: Int[Tensor, "n_ids"]) -> dict[int, float]:
+    def preference(self, token_ids: Int[Tensor, " n_ids"]) -> dict[int, float]:
         """Per head, mean ``log c`` of the given tokens minus that of all other tokens (nats).
 
         Both means are weighted by the pooled token frequencies. Positive: the head up-weights
@@ -185,13 +185,13 @@ class DenominatorStudy:
 
     # --- comparisons -------------------------------------------------------------------------
 
-    def deviation_grid(self, head: int, n_t: int = 50, n_sd: float = 5.0) -> Float[Tensor, "n_t"]:
+    def deviation_grid(self, head: int, n_t: int = 50, n_sd: float = 5.0) -> Float[Tensor, " n_t"]:
         """Deviations ``t`` from a tenth to ``n_sd`` standard deviations (the larger of the
         predicted and the measured one), in units of ``mu``."""
         scale = max(self.predicted_sd(head), float(self.measured(head).std()))
         return torch.linspace(0.1, n_sd, n_t, dtype=torch.float64) * scale
 
-    def tails(self, head: int, t: Float[Tensor, "n_t"], n_samples: int = 4000) -> pd.DataFrame:
+    def tails(self, head: int, t: Float[Tensor, " n_t"], n_samples: int = 4000) -> pd.DataFrame:
         """Tail probabilities ``P(|D/mu - E| >= t)``: texts, i.i.d. texts and the two bounds."""
         t = t.double().cpu()
         mean = self.predicted_mean(head)
@@ -246,7 +246,7 @@ class DenominatorStudy:
 @torch.no_grad()
 def denominator_study(
     model: HookedTransformer,
-    windows: list[Int[Tensor, "pos"]],
+    windows: list[Int[Tensor, " pos"]],
     n: int | None = None,
     dest_token: str | int = DEFAULT_DESTINATION,
     heads: Sequence[int] | None = None,
@@ -313,8 +313,8 @@ def denominator_study(
 
 def kernel_weighted_density(
     study: DenominatorStudy,
-    windows: list[Int[Tensor, "pos"]],
-    token_ids: Int[Tensor, "n_ids"],
+    windows: list[Int[Tensor, " pos"]],
+    token_ids: Int[Tensor, " n_ids"],
 ) -> Float[Tensor, "text selected_head"]:
     """``sum_{i<n} pos_n(i) [t_i in token_ids]``: the share of a head's kernel on those tokens.
 

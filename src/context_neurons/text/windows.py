@@ -87,7 +87,7 @@ def context_length(tokenizer, n_ctx: int | None = None) -> int:
 
 def tokenize_text(
     tokenizer, text: str, n_ctx: int | None = None, truncate: bool = False
-) -> Int[Tensor, "pos"]:
+) -> Int[Tensor, " pos"]:
     """One text as ``[BOS, tokens...]``; over-long text raises unless ``truncate``."""
     if not text or not text.strip():
         raise DataError("The text is empty: give at least one non-blank character.")
@@ -111,7 +111,7 @@ def tokenize_windows(
     long: Literal["truncate", "split"] = "truncate",
     short: Literal["drop", "concat"] = "drop",
     max_windows: int | None = None,
-) -> tuple[list[Int[Tensor, "_pos"]], list[str], WindowReport]:
+) -> tuple[list[Int[Tensor, " _pos"]], list[str], WindowReport]:
     """Token windows ``[BOS, ...]`` of at most ``n_ctx`` tokens (policy in the module docstring).
 
     Returns:
@@ -183,8 +183,8 @@ def tokenize_windows(
 
 
 def pad_windows(
-    windows: Sequence[Int[Tensor, "_pos"]], pad_id: int | None = None
-) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, "batch"]]:
+    windows: Sequence[Int[Tensor, " _pos"]], pad_id: int | None = None
+) -> tuple[Int[Tensor, "batch pos"], Int[Tensor, " batch"]]:
     """Right-pad windows into one batch; returns the batch and each window's length.
 
     The padding id defaults to the first window's first token (its BOS); causal attention makes
@@ -212,7 +212,7 @@ def corpus_windows(
     source: Source = "auto",
     seed: int = 0,
     interleave: bool = False,
-) -> tuple[list[Int[Tensor, "_pos"]], list[str], WindowReport]:
+) -> tuple[list[Int[Tensor, " _pos"]], list[str], WindowReport]:
     """Windows of general text: named offline corpora, or OpenWebText.
 
     Args:
@@ -258,7 +258,7 @@ def corpus_windows(
 
 def evaluation_windows(
     tokenizer, n: int, n_ctx: int | None = None, source: Source = "auto"
-) -> tuple[list[Int[Tensor, "_pos"]], list[str], WindowReport]:
+) -> tuple[list[Int[Tensor, " _pos"]], list[str], WindowReport]:
     """``n`` full-length windows of general text, one document from each corpus in turn offline.
 
     Offline, the documents of the evaluation corpora are interleaved so that every genre is
@@ -277,7 +277,7 @@ def domain_windows(
     min_tokens: int | None = None,
     interleave: bool = False,
     n_ctx: int | None = None,
-) -> tuple[list[Int[Tensor, "_pos"]], list[str]]:
+) -> tuple[list[Int[Tensor, " _pos"]], list[str]]:
     """``n`` windows of a domain's texts (:func:`~context_neurons.text.corpora.domain_documents`).
 
     Documents shorter than ``min_tokens`` (default ``n_ctx - 1``) are concatenated, separated by
@@ -306,7 +306,7 @@ class DomainTexts:
         domains: each window's domain.
     """
 
-    windows: list[Int[Tensor, "_pos"]]
+    windows: list[Int[Tensor, " _pos"]]
     labels: list[str]
     domains: list[str]
 
@@ -343,7 +343,7 @@ def domain_texts(
 
 def calibration_tokens(
     tokenizer, name: str = DEFAULT_CALIBRATION, n_ctx: int | None = None
-) -> Int[Tensor, "pos"]:
+) -> Int[Tensor, " pos"]:
     """A named calibration text as ``[BOS, ...]``, cut to the context: the one tokenisation of the
     calibration text that every chapter shares (mean keys, denominators, LayerNorm scales)."""
     return tokenize_text(tokenizer, calibration_text(name).text, n_ctx=n_ctx, truncate=True)
@@ -361,7 +361,7 @@ def document_windows(
     n_windows: int | None = None,
     prefix: str = "",
     skip: set[str] | None = None,
-) -> tuple[list[Int[Tensor, "_pos"]], list[str]]:
+) -> tuple[list[Int[Tensor, " _pos"]], list[str]]:
     """Windows ``[BOS, n_tokens tokens]``: the opening of each document, short ones concatenated.
 
     Args:
@@ -408,7 +408,7 @@ def lookup_windows(
     domains: Sequence[str] | None = None,
     per_domain: int = 48,
     n_tokens: int = 64,
-) -> tuple[list[Int[Tensor, "_pos"]], list[str]]:
+) -> tuple[list[Int[Tensor, " _pos"]], list[str]]:
     """Windows ``[BOS, n_tokens tokens]`` from every domain (cached per tokenizer and arguments).
 
     Each domain gives up to ``per_domain`` windows, the opening ``n_tokens`` tokens of as many

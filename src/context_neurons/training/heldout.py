@@ -51,7 +51,7 @@ def labelled_windows(
     per_domain: int = PER_DOMAIN,
     n_ctx: int | None = None,
     domains: dict[str, tuple[str, ...]] = DOMAINS,
-) -> tuple[list[Int[Tensor, "n_ctx"]], list[str]]:
+) -> tuple[list[Int[Tensor, " n_ctx"]], list[str]]:
     """Held-out windows of every domain (BOS first, ``n_ctx`` tokens) and each one's domain.
 
     Args:
