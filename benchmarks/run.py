@@ -10,6 +10,10 @@ Parts (benchmarks/README.md explains each):
                  FVU on N texts of 1024 tokens: evaluation.evaluate (layer 0 only, batched)
                  against run_with_cache of the full model text by text.
   book           every chapter executed on the planted model with 2 threads (nbclient).
+  lookups        chapter 7's look-ups on a 12-layer GPT-2-Small-shaped model (benchmarks/lookups.py):
+                 ablation drops and truncation of a neuron, attribution first and batched passes
+                 that stop at the neuron's layer, against one full forward pass per ablated head
+                 and per suffix; the main job's look-up section (issue 15).
 
 Every part runs in its own subprocess and writes its results as they arrive (``--out`` is
 rewritten after every measurement, so a failing part keeps the earlier ones). The outputs of
@@ -26,6 +30,8 @@ Examples:
   python benchmarks/run.py --quick                  # development check, about 3 minutes
   python benchmarks/run.py --full --out benchmarks/results.json --markdown benchmarks/RESULTS.md
   python benchmarks/run.py --only evaluation --eval-n 10 100 --device cuda
+  python benchmarks/run.py --only lookups --threads 1 --merge-into benchmarks/results.json
+      (one part merged into earlier results; add --markdown benchmarks/RESULTS.md for the summary)
 """
 
 from __future__ import annotations
@@ -42,9 +48,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Self
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("contributions", "scoring", "evaluation", "book")
+PARTS = ("contributions", "scoring", "evaluation", "book", "lookups")
 MARK = "@@RESULT "  # prefix of the result lines a case prints for the parent
 GPT2_SMALL_LAYERS = 12
 #: Corpora the evaluation texts are cut from (split into consecutive full-length windows).
@@ -115,7 +122,7 @@ class Meter:
     def __init__(self, device: str):
         self.device = device
 
-    def __enter__(self) -> "Meter":
+    def __enter__(self) -> Self:
         import torch
 
         _release_free_memory()
@@ -312,7 +319,9 @@ def case_contributions(args) -> None:
 
     w = read_vectors(circuit, model, neurons)  # [d_model, J]
 
-    def loop(n=len(neurons)):
+    n_neurons = len(neurons)
+
+    def loop(n=n_neurons):
         out = torch.empty(n, d_vocab, device=e.device)
         for j in range(n):
             out[j] = e @ w[:, j]
@@ -452,8 +461,8 @@ def check_evaluation(circuit, model, windows, neurons, ev, theirs, batch_size: i
     are compared with ``run_with_cache``'s ``hook_pre``, and the batched approximation with the
     approximation of each text alone, both kept by :func:`evaluate_straightforward`.
     """
-    from context_neurons.text.windows import pad_windows
     from context_neurons.evaluation import approximator, true_pre_activations
+    from context_neurons.text.windows import pad_windows
 
     checks = [
         close("Pearson r, every text and neuron", ev.pearson, theirs["pearson"]),
@@ -478,8 +487,8 @@ def check_evaluation(circuit, model, windows, neurons, ev, theirs, batch_size: i
 def case_evaluation(args) -> None:
     """evaluate() vs run_with_cache text by text for each N (both warmed up), checked equal."""
     from context_neurons.circuit import get_circuit
-    from context_neurons.evaluation import evaluate
     from context_neurons.discovery import get_scores
+    from context_neurons.evaluation import evaluate
 
     model = planted_model(args.device, args.layers)
     circuit = get_circuit(model)
@@ -581,7 +590,7 @@ def case_book(args) -> None:
         }
         peak = {"kib": 0}
 
-        def kernel_peak(**_):  # after each cell, while the kernel lives
+        def kernel_peak(peak=peak, **_):  # after each cell, while the kernel lives
             for pid in descendants(os.getpid()):
                 peak["kib"] = max(peak["kib"], _status_kib("VmHWM", pid) or 0)
 
@@ -600,11 +609,24 @@ def case_book(args) -> None:
         )
 
 
+def case_lookups(args) -> None:
+    from lookups import case_lookups as run_case  # benchmarks/lookups.py
+
+    run_case(args)
+
+
+def lookups_md(part: dict) -> list[str]:
+    from lookups import lookups_md as render
+
+    return render(part)
+
+
 CASES = {
     "contributions": case_contributions,
     "scoring": case_scoring,
     "evaluation": case_evaluation,
     "book": case_book,
+    "lookups": case_lookups,
 }
 
 
@@ -629,16 +651,21 @@ def machine() -> dict:
     except (OSError, AttributeError):
         mem = None
     commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
     ).stdout.strip()
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no"],
         capture_output=True,
         text=True,
         cwd=REPO,
+        check=False,
     ).stdout.strip()
     return {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu,
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)),
@@ -729,10 +756,14 @@ def header_md(results: dict) -> list[str]:
         "",
         f"- date: {m['date']}; commit {m['commit']}",
         f"- command: `{results['command']}`",
-        f"- machine: {m['cores']} CPU cores ({m['cores_usable']} usable), {m['cpu']}, "
-        f"{m['memory_gib']} GiB memory; load average at start {m['load_average_start'][0]:.1f}",
-        f"- software: Python {m['python']}, torch {m['torch']} ({m['torch_threads']} threads); "
-        f"device: {device}",
+        (
+            f"- machine: {m['cores']} CPU cores ({m['cores_usable']} usable), {m['cpu']}, "
+            f"{m['memory_gib']} GiB memory; load average at start {m['load_average_start'][0]:.1f}"
+        ),
+        (
+            f"- software: Python {m['python']}, torch {m['torch']} ({m['torch_threads']} threads); "
+            f"device: {device}"
+        ),
         "- memory columns: peak resident memory above the start of the measurement, MiB"
         + (" (host / device)" if args["device"] == "cuda" else ""),
     ]
@@ -750,8 +781,10 @@ def contributions_md(part: dict) -> list[str]:
     work = part["work"]
     lines = [
         "",
-        f"## 1. Contributions: {work['neurons']} neurons x {work['tokens']} tokens "
-        f"(d_model {work['d_model']}, {work['gflop']:.0f} GFLOP)",
+        (
+            f"## 1. Contributions: {work['neurons']} neurons x {work['tokens']} tokens "
+            f"(d_model {work['d_model']}, {work['gflop']:.0f} GFLOP)"
+        ),
         "",
         "| way | seconds | GFLOP/s | peak memory |",
         "|---|---|---|---|",
@@ -769,10 +802,14 @@ def contributions_md(part: dict) -> list[str]:
         ratio = part["project"]["seconds"] / part["plain"]["seconds"]
         lines += [
             "",
-            f"- speed-up over the per-neuron loop: "
-            f"**{part['loop']['seconds'] / part['project']['seconds']:.1f}x**",
-            f"- time relative to the plain GEMM: **{ratio:.2f}x** (target <= "
-            f"{GEMM_TARGET:g}x: {'met' if ratio <= GEMM_TARGET else 'MISSED'})",
+            (
+                f"- speed-up over the per-neuron loop: "
+                f"**{part['loop']['seconds'] / part['project']['seconds']:.1f}x**"
+            ),
+            (
+                f"- time relative to the plain GEMM: **{ratio:.2f}x** (target <= "
+                f"{GEMM_TARGET:g}x: {'met' if ratio <= GEMM_TARGET else 'MISSED'})"
+            ),
         ]
     return lines + ([""] + checks_md(part["checks"]) if "checks" in part else [])
 
@@ -781,7 +818,10 @@ def scoring_md(part: dict) -> list[str]:
     work = part["work"]
     lines = [
         "",
-        f"## 2. Scoring neurons: median, MAD and top-{work['k']} over " f"{work['tokens']} tokens",
+        (
+            f"## 2. Scoring neurons: median, MAD and top-{work['k']} over "
+            f"{work['tokens']} tokens"
+        ),
         "",
         "| way | neurons | seconds | ms per neuron | peak memory |",
         "|---|---|---|---|---|",
@@ -815,30 +855,40 @@ def evaluation_md(part: dict) -> list[str]:
     depth = work["layers"]
     lines = [
         "",
-        f"## 3. Evaluation: {work['neurons']} discovered neurons, texts of "
-        f"{work['tokens_per_text']} tokens",
+        (
+            f"## 3. Evaluation: {work['neurons']} discovered neurons, texts of "
+            f"{work['tokens_per_text']} tokens"
+        ),
         "",
-        f"Texts: {work['texts']}. Project: `evaluation.evaluate` (layer 0 only, batches of "
-        f"{work['batch_size']}). Straightforward: `run_with_cache` of the full {depth}-layer "
-        "model text by text, the approximation per text, r and FVU of every neuron.",
+        (
+            f"Texts: {work['texts']}. Project: `evaluation.evaluate` (layer 0 only, batches of "
+            f"{work['batch_size']}). Straightforward: `run_with_cache` of the full {depth}-layer "
+            "model text by text, the approximation per text, r and FVU of every neuron."
+        ),
         "",
     ]
     if depth < GPT2_SMALL_LAYERS:
         lines += [
-            f"**Caveat:** the model has {depth} layers, GPT-2 Small {GPT2_SMALL_LAYERS}: "
-            "the straightforward way is cheaper here than on GPT-2, so the speed-up is "
-            "conservative (run with `--layers 12` for GPT-2 Small's cost).",
+            (
+                f"**Caveat:** the model has {depth} layers, GPT-2 Small {GPT2_SMALL_LAYERS}: "
+                "the straightforward way is cheaper here than on GPT-2, so the speed-up is "
+                "conservative (run with `--layers 12` for GPT-2 Small's cost)."
+            ),
             "",
         ]
     else:
         lines += [
-            f"The model has {depth} layers (GPT-2 Small's depth): layer 0 and the "
-            "embeddings are the planted model's, the other blocks copies of its layer 1.",
+            (
+                f"The model has {depth} layers (GPT-2 Small's depth): layer 0 and the "
+                "embeddings are the planted model's, the other blocks copies of its layer 1."
+            ),
             "",
         ]
     lines += [
-        "| N | project s | project tok/s | project peak | straightforward s | "
-        "straightforward tok/s | straightforward peak | speed-up | checks |",
+        (
+            "| N | project s | project tok/s | project peak | straightforward s | "
+            "straightforward tok/s | straightforward peak | speed-up | checks |"
+        ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
     rows = sorted((k for k in part if k.isdigit()), key=int)
@@ -868,8 +918,10 @@ def evaluation_md(part: dict) -> list[str]:
         speedup = part["100"]["straightforward"]["seconds"] / part["100"]["project"]["seconds"]
         lines += [
             "",
-            f"- target: >= {EVAL_TARGET:g}x at N = 100; measured **{speedup:.1f}x** "
-            f"({'met' if speedup >= EVAL_TARGET else 'MISSED'})",
+            (
+                f"- target: >= {EVAL_TARGET:g}x at N = 100; measured **{speedup:.1f}x** "
+                f"({'met' if speedup >= EVAL_TARGET else 'MISSED'})"
+            ),
         ]
     for n in rows:
         if "checks" in part[n]:
@@ -882,8 +934,10 @@ def book_md(part: dict) -> list[str]:
     work = part["work"]
     lines = [
         "",
-        f"## 4. The whole book on the planted model ({work['threads']} threads, "
-        f"{'CUDA' if work['device'] == 'cuda' else 'CPU only'})",
+        (
+            f"## 4. The whole book on the planted model ({work['threads']} threads, "
+            f"{'CUDA' if work['device'] == 'cuda' else 'CPU only'})"
+        ),
         "",
         "| chapter | seconds | kernel peak resident memory (MiB) |",
         "|---|---|---|",
@@ -919,13 +973,54 @@ def markdown(results: dict) -> str:
         "scoring": scoring_md,
         "evaluation": evaluation_md,
         "book": book_md,
+        "lookups": lookups_md,
     }
     for part, render in renderers.items():
         if part in results and "work" in results[part]:
             lines += render(results[part])
+            lines += measured_md(results[part].get("measured"))
     for part, tail in results.get("errors", {}).items():
         lines += ["", f"**Part {part} FAILED:**", "", "```", tail.strip()[-1500:], "```"]
     return "\n".join(lines) + "\n"
+
+
+def measured_md(measured: dict | None) -> list[str]:
+    """The run a part merged from another run (``--merge-into``) was measured in."""
+    if not measured:
+        return []
+    m = measured["machine"]
+    return [
+        "",
+        (
+            f"Measured separately from the header's run: {m['date']}, commit {m['commit']}, "
+            f"`{measured['command']}`; {m['cores']} cores, {measured['threads']} torch threads, "
+            f"load average {m['load_average_start'][0]:.1f} at the start and "
+            f"{m.get('load_average_end', [float('nan')])[0]:.1f} at the end; "
+            f"{measured['elapsed_s'] / 60:.1f} min."
+        ),
+    ]
+
+
+def merge_into(path: Path, results: dict, parts: list[str]) -> dict:
+    """``path``'s results with ``parts`` replaced by this run's, each with its run recorded."""
+    merged = json.loads(path.read_text())
+    for part in parts:
+        if part in results:
+            merged[part] = {
+                **results[part],
+                "measured": {
+                    "command": results["command"],
+                    "machine": results["machine"],
+                    "threads": results["args"]["threads"] or results["machine"]["torch_threads"],
+                    "elapsed_s": results.get("elapsed_s", {}).get(part, float("nan")),
+                },
+            }
+        merged.setdefault("errors", {}).pop(part, None)
+        if part in results.get("errors", {}):
+            merged["errors"][part] = results["errors"][part]
+    if not merged.get("errors"):
+        merged.pop("errors", None)
+    return merged
 
 
 def all_checks(results: dict) -> list[dict]:
@@ -1025,6 +1120,38 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="part 4: only these chapters (file stems, e.g. ch01_decomposition)",
     )
     parser.add_argument(
+        "--lookup-layers",
+        type=int,
+        nargs="+",
+        default=[11, 5],
+        help="part lookups: layers of the neurons whose ablation and truncation are timed "
+        "(default 11 5)",
+    )
+    parser.add_argument(
+        "--lookup-prompts",
+        type=int,
+        default=4,
+        help="part lookups: top-activating prompts per neuron (default 4; the chapter and "
+        "the main job use 10)",
+    )
+    parser.add_argument(
+        "--lookup-windows",
+        type=int,
+        default=64,
+        help="part lookups: domain windows (65 tokens) the neurons and prompts are taken "
+        "from (default 64)",
+    )
+    parser.add_argument(
+        "--skip-truncation",
+        action="store_true",
+        help="part lookups: time ablation only",
+    )
+    parser.add_argument(
+        "--skip-section",
+        action="store_true",
+        help="part lookups: do not time the main job's look-up section",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -1041,6 +1168,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="also write the markdown summary (printed at the end) to this file",
+    )
+    parser.add_argument(
+        "--merge-into",
+        type=Path,
+        default=None,
+        help="merge this run's parts into an earlier results JSON (rewritten; each merged "
+        "part records its own run) and summarise the merged results in --markdown",
     )
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1083,6 +1217,10 @@ def case_argv(args) -> list[str]:
         "--eval-n",
         *map(str, args.eval_n),
     ]
+    argv += ["--lookup-layers", *map(str, args.lookup_layers)]
+    argv += ["--lookup-prompts", str(args.lookup_prompts)]
+    argv += ["--lookup-windows", str(args.lookup_windows)]
+    argv += ["--skip-truncation"] * args.skip_truncation + ["--skip-section"] * args.skip_section
     if args.threads:
         argv += ["--threads", str(args.threads)]
     if args.chapters:
@@ -1126,6 +1264,10 @@ def main(argv=None) -> int:
     results["machine"]["load_average_end"] = os.getloadavg()
     save()
     failed = [c["name"] for c in all_checks(results) if not c["passed"]]
+    if args.merge_into:
+        results = merge_into(args.merge_into, results, args.only)
+        args.merge_into.write_text(json.dumps(results, indent=2))
+        print(f"merged {', '.join(args.only)} into {args.merge_into}")
     summary = markdown(results)
     print("\n" + summary)
     if args.markdown:

@@ -75,7 +75,7 @@ def neuron_activations(
 class Prompt:
     """A prompt: ``[BOS, ...]`` tokens ending at the token whose activation matters."""
 
-    tokens: Int[Tensor, "pos"]
+    tokens: Int[Tensor, " pos"]
     activation: float
     source: str = ""
     window: int = -1
@@ -89,7 +89,7 @@ class Prompt:
 
 def top_activating_prompts(
     model: HookedTransformer,
-    windows: list[Int[Tensor, "_pos"]],
+    windows: list[Int[Tensor, " _pos"]],
     layer: int,
     neuron: int,
     k: int = 10,
@@ -136,11 +136,11 @@ TOKENS_PER_PASS = 4096  # padded tokens per forward pass of the batched final-to
 @torch.no_grad()
 def final_activations(
     model: HookedTransformer,
-    sequences: Sequence[Int[Tensor, "_pos"]],
+    sequences: Sequence[Int[Tensor, " _pos"]],
     layer: int,
     neuron: int,
     tokens_per_pass: int = TOKENS_PER_PASS,
-) -> Float[Tensor, "seq"]:
+) -> Float[Tensor, " seq"]:
     """The neuron's pre-activation at the final token of each of many sequences of any length.
 
     The sequences are sorted by length and packed into right-padded batches of at most
@@ -173,8 +173,8 @@ def final_activations(
 
 
 def suffix_activations(
-    model: HookedTransformer, tokens: Int[Tensor, "pos"], layer: int, neuron: int
-) -> Float[Tensor, "n_suffix"]:
+    model: HookedTransformer, tokens: Int[Tensor, " pos"], layer: int, neuron: int
+) -> Float[Tensor, " n_suffix"]:
     """The neuron's pre-activation at the final token for every suffix ``[BOS] + tokens[s:]``.
 
     Entry ``s - 1`` is for the suffix starting at ``tokens[s]``, ``s = 1..len-1`` (entry 0 is the
@@ -190,7 +190,7 @@ class NotFiring(InputError):
     """A prompt on which the neuron does not fire: there is no activation to keep a part of."""
 
 
-def check_prompt(model: HookedTransformer, tokens) -> Int[Tensor, "pos"]:
+def check_prompt(model: HookedTransformer, tokens) -> Int[Tensor, " pos"]:
     """A prompt: a 1-D tensor ``[BOS, token, ...]`` of at least two tokens."""
     tokens = torch.as_tensor(tokens)
     bos = getattr(model.tokenizer, "bos_token_id", None)
@@ -210,10 +210,12 @@ def truncate_prompts(
     """The shortest suffix of each prompt that keeps ``keep`` of the activation at its final token.
 
     Every prompt's suffixes ``[BOS] + tokens[s:]`` are checked with the model, shortest first, in
-    groups of ``chunk``, ``2 chunk``, ``4 chunk``, ... suffixes, until one keeps enough: the kept
-    activation is measured, not assumed. All prompts advance together: each round is one batched
-    read (:func:`final_activations`) of every unfinished prompt's next group (the first round also
-    reads the whole prompts), so ten prompts cost a few passes, not ten times a few.
+    groups of ``chunk`` suffixes, until one keeps enough: the kept activation is measured, not
+    assumed. All prompts advance together: each round is one batched read
+    (:func:`final_activations`) of every unfinished prompt's next group (the first round also
+    reads the whole prompts), so ten prompts cost the rounds of the longest, not ten times as many.
+    Groups do not grow: a suffix costs its length, so reading far past the kept one (as doubling
+    groups would) costs more on a CPU than the passes it saves (``benchmarks/RESULTS.md``).
 
     A prompt whose pre-activation at its final token is not positive has no activation to keep a
     part of: it is not truncated but returned in the second list (with ``full_activation`` set).
@@ -232,7 +234,6 @@ def truncate_prompts(
     full: list[float | None] = [None] * len(items)
     cut: dict[int, tuple[int, float]] = {}  # prompt -> (start s, kept activation)
     done = [0] * len(items)  # suffixes checked so far (shortest first)
-    size = [chunk] * len(items)
     pending = list(range(len(items)))
     while pending:
         sequences, owners = [], []
@@ -241,7 +242,7 @@ def truncate_prompts(
                 sequences.append(tokens[i])
                 owners.append((i, 0))
             n = len(tokens[i]) - 1  # suffixes s = n, n - 1, ..., 1 (shortest first)
-            for s in range(n - done[i], max(n - done[i] - size[i], 0), -1):
+            for s in range(n - done[i], max(n - done[i] - chunk, 0), -1):
                 sequences.append(torch.cat([tokens[i][:1], tokens[i][s:]]))
                 owners.append((i, s))
         acts = final_activations(model, sequences, layer, neuron).tolist()
@@ -257,7 +258,6 @@ def truncate_prompts(
                 continue
             hit = next(((s, v) for s, v in read[i] if v >= keep * full[i]), None)
             done[i] += len(read[i])
-            size[i] *= 2
             if hit is not None:
                 cut[i] = hit
             elif done[i] >= len(tokens[i]) - 1:  # float rounding only: the whole prompt keeps it

@@ -389,27 +389,33 @@ def _domain_documents(domain: str, root, source: str, interleave: bool) -> Itera
 def calibration_text(name: str = DEFAULT_CALIBRATION, root: str | Path | None = None) -> Document:
     """A named calibration text (:data:`CALIBRATION_TEXTS`).
 
-    Offline it is the named document. Without the offline corpora (in Colab, say) it is the first
-    long document (8,000 characters or more) of its domain's OpenWebText stand-in
-    (:func:`domain_documents`; for ``prose`` and ``news``, of the OpenWebText stream); ``code``
-    needs no corpora. The returned document's corpus and id say which text it is.
+    Offline it is the named document. Without the offline corpora (in Colab, say) it is a long
+    document (8,000 characters or more) of its domain's OpenWebText stand-in
+    (:func:`domain_documents`; for ``prose`` and ``news``, of the OpenWebText stream): the first
+    for the first name of a domain, the second for the second (``prose`` and ``news`` share the
+    general domain and must not be the same text); ``code`` needs no corpora. The returned
+    document's corpus and id say which text it is.
     """
     if name not in CALIBRATION_TEXTS:
         raise DataError(f"Unknown calibration text {name!r}: choose from {list(CALIBRATION_TEXTS)}.")
     spec = CALIBRATION_TEXTS[name]
     if spec.corpus == CODE_CORPUS or corpora_dir(root, required=False) is not None:
         return get_document(spec.corpus, spec.doc_id, root)
-    return _openwebtext_calibration(spec.domain)
+    same_domain = [n for n, other in CALIBRATION_TEXTS.items() if other.domain == spec.domain]
+    return _openwebtext_calibration(spec.domain, same_domain.index(name))
 
 
 @functools.lru_cache(maxsize=8)
-def _openwebtext_calibration(domain: str) -> Document:
-    for doc in _domain_documents(domain, None, "openwebtext", False):
-        if len(doc.text) > 8000:
+def _openwebtext_calibration(domain: str, rank: int = 0) -> Document:
+    long_documents = (
+        doc for doc in _domain_documents(domain, None, "openwebtext", False) if len(doc.text) > 8000
+    )
+    for k, doc in enumerate(long_documents):
+        if k == rank:
             return doc
     raise DataError(
-        f"No OpenWebText document of domain {domain!r} is long enough (8,000 characters) to "
-        f"calibrate on; use the offline corpora ({config.CORPORA.name})."
+        f"Fewer than {rank + 1} OpenWebText documents of domain {domain!r} are long enough "
+        f"(8,000 characters) to calibrate on; use the offline corpora ({config.CORPORA.name})."
     )
 
 
