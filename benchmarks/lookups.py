@@ -760,8 +760,9 @@ def lookups_md(part: dict) -> list[str]:
             "",
             (
                 "**b. Truncation** of the same prompts to their shortest suffix keeping 80% of "
-                "the activation. Project: `truncate_prompts` (every prompt's suffixes in shared "
-                "batches of growing groups, passes stopping at the layer). 6a9c7ff: per prompt, "
+                "the activation. Project: `truncate_prompts` (each round, the next 8 suffixes of "
+                "every unfinished prompt in shared passes of similar lengths, stopping at the "
+                "layer). 6a9c7ff: per prompt, "
                 "one pass of the prompt, then groups of 8 suffixes, shortest first, one pass per "
                 "group, stopping at the layer. Straightforward: per prompt, one full pass of the "
                 "prompt, then one full pass per suffix, shortest first, until one keeps 80%."
@@ -790,9 +791,10 @@ def lookups_md(part: dict) -> list[str]:
                 "",
                 "Padded tokens read, project against 6a9c7ff (the same suffixes): "
                 + "; ".join(f"{k}: {p['tokens']} vs {w['tokens']}" for k, p, w in padded)
-                + ". `truncate_prompts` packs the suffixes of every prompt, sorted by length, "
-                "into passes of up to 4096 tokens, each padded to its longest sequence; 6a9c7ff "
-                "padded only within a group of 8 consecutive suffixes of one prompt.",
+                + ". `final_activations` packs the sequences of a round, sorted by length, into "
+                "passes of at most 4096 padded tokens and closes a pass once padding would exceed "
+                "`PADDING_SLACK` (1.25) times its real tokens; 6a9c7ff padded only within a group "
+                "of 8 consecutive suffixes of one prompt.",
             ]
     section = part.get("section", {})
     if "project" in section:

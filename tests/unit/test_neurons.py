@@ -189,22 +189,19 @@ def test_token_table_of_neuron_300(planted, circuit):
 
 
 def test_sub_latents_split_two_topics(planted, circuit):
+    """Neuron 1301 reads law and medicine: among its 100 top tokens, the planting words of the
+    two topics fall into different clusters (a check of the code by construction: the topics were
+    planted with those words). With 40 tokens too few planting words reach the top on this model
+    (the topics are graded and spread by the corpora) for the split to be tested."""
     model, truth = planted.model, planted.truth
-    # Few of the top tokens are on the word lists (topics are graded and come from the corpora):
-    # a token is law-like when its embedding is closer to the law direction than the medical one
-    # (directions: mean embedding of each topic's planting words).
-    unit = torch.nn.functional.normalize(model.W_E[:-1] - model.W_E[:-1].mean(0), dim=1)
-
-    def direction(topic):
-        return torch.nn.functional.normalize(unit[truth.planting_token_ids[topic]].mean(0), dim=0)
-
-    split = N.sub_latents(circuit, model, 1301, k=40)
-    ids, _ = N.top_tokens(circuit, model, 1301, k=40)
+    law, medicine = set(truth.planting_token_ids["law"]), set(truth.planting_token_ids["medicine"])
+    split = N.sub_latents(circuit, model, 1301, k=100)
+    ids, _ = N.top_tokens(circuit, model, 1301, k=100)
     labels = dict(zip(split.table["token"], split.table["cluster"]))
-    clusters = torch.tensor([labels[N.token_str(model, t)] for t in ids.tolist()])
-    law_like = unit[ids] @ direction("law") > unit[ids] @ direction("medicine")
-    agree = max(int(((clusters == 0) == law_like).sum()), int(((clusters == 1) == law_like).sum()))
-    assert agree >= 0.65 * len(ids)
+    rows = [(labels[N.token_str(model, t)], t in law) for t in ids.tolist() if t in law | medicine]
+    assert len(rows) >= 10 and 0 < sum(is_law for _, is_law in rows) < len(rows)
+    agree = max(sum((c == k) == is_law for c, is_law in rows) for k in (0, 1))
+    assert agree >= 0.85 * len(rows), (agree, len(rows))
 
 
 def test_token_tables_match_a_full_sort(planted, circuit, scores):
@@ -364,12 +361,23 @@ def test_domain_from_weights_by_construction(planted, circuit, scores):
     down_j = next(j for j in found if float(scores.sign[j]) < 0)
     z_up, up_tokens = _driving_tokens(circuit, model, scores, up_j)
     z_down, down_tokens = _driving_tokens(circuit, model, scores, down_j)
-    opposite = set(np.flatnonzero(z_down >= N.THETA + 0.5).tolist()) - up_tokens - down_tokens
+    # Tokens near either neuron's threshold are left out of every text (the package counts
+    # driving tokens from theta, these sets from theta + 0.5).
+    # Superposed topics make neurons share tokens, so each set leaves out what the other neuron
+    # may count (the package counts driving tokens from theta, these sets from theta + 0.5).
+    near_up = _driving_tokens(circuit, model, scores, up_j, margin=-0.5)[1]
+    near_down = _driving_tokens(circuit, model, scores, down_j, margin=-0.5)[1]
+    up_tokens, down_tokens = up_tokens - near_down, down_tokens - near_up
+    opposite = set(np.flatnonzero(z_down >= N.THETA + 0.5).tolist()) - near_up - near_down
     keep = scores.vocabulary.cpu().numpy()
     neutral = np.flatnonzero((np.abs(z_up) < 1) & (np.abs(z_down) < 1) & keep)[:500].tolist()
     used = up_tokens | down_tokens | opposite | set(neutral)
+    # A neuron none of whose driving tokens is in any text: a found one if one qualifies (on the
+    # planted model found neurons share tokens through superposed topics), else the best-scoring
+    # one of the layer that does.
+    by_score = sorted(range(model.cfg.d_mlp), key=lambda j: -float(scores.top[j]))
     none_j = next(
-        j for j in found if j not in (up_j, down_j)
+        j for j in [*found, *by_score] if j not in (up_j, down_j)
         and not (_driving_tokens(circuit, model, scores, j, margin=-0.5)[1] & used)
     )
     bos = model.tokenizer.bos_token_id

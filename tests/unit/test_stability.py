@@ -169,11 +169,13 @@ def test_prediction_with_fixed_terms_factorises(study):
         # Without the fixed terms, n_eff random would be the width over the random positions.
         inner = pos[1:-1] / pos[1:-1].sum()
         assert n_rand == pytest.approx(float(1 / (inner**2).sum()))
-    # Contextual heads: the fixed terms hardly matter; local heads: the destination dominates.
+    # Contextual heads: the fixed terms hardly matter. Previous-token heads: their kernel peaks
+    # at i = n - 1, a random token, so the fixed terms matter little there too, but the random
+    # part is about one token wide.
     assert study.random_share(0) > 0.85 and study.n_eff_random(0) == pytest.approx(
         study.n_eff(0), rel=0.05
     )
-    assert study.random_share(3) < 0.5 and study.n_eff_random(3) < 3
+    assert study.n_eff_random(3) < 3 < study.n_eff_random(0)
 
 
 def test_stopword_preference_finds_the_planted_heads(planted, study):

@@ -23,6 +23,9 @@ from context_neurons.hooks import run_until
 from context_neurons.text.windows import pad_windows
 
 KEEP_FRACTION = 0.8  # truncation keeps at least this fraction of the activation (the paper's 80%)
+#: A batch of sequences of different lengths holds at most this many padded tokens per real one
+#: (on a CPU a pass costs its padded tokens; see ``benchmarks/RESULTS.md``, part lookups).
+PADDING_SLACK = 1.25
 
 
 def as_batch(model: HookedTransformer, tokens) -> tuple[Int[Tensor, "batch pos"], Tensor]:
@@ -144,9 +147,11 @@ def final_activations(
     """The neuron's pre-activation at the final token of each of many sequences of any length.
 
     The sequences are sorted by length and packed into right-padded batches of at most
-    ``tokens_per_pass`` padded tokens (so short sequences share a pass and padding stays small);
-    each pass stops at ``blocks.{layer}.mlp.hook_pre``. Causal attention makes the padding
-    invisible to the real positions.
+    ``tokens_per_pass`` padded tokens, a batch closing early once padding would exceed
+    :data:`PADDING_SLACK` of its real tokens (plus a few positions): short sequences share a pass,
+    and a short one is never padded to a long one's length. Each pass stops at
+    ``blocks.{layer}.mlp.hook_pre``. Causal attention makes the padding invisible to the real
+    positions.
 
     Returns:
         One value per sequence, in the order given.
@@ -160,8 +165,13 @@ def final_activations(
     out = torch.empty(len(sequences))
     start = 0
     while start < len(order):
-        stop = start + 1  # grow the batch while it fits (the longest is the last one)
-        while stop < len(order) and (stop + 1 - start) * lengths[order[stop]] <= tokens_per_pass:
+        stop, real = start + 1, lengths[order[start]]  # grow the batch while it fits
+        while stop < len(order):
+            longest = lengths[order[stop]]  # sorted: the batch's padded length
+            padded = (stop + 1 - start) * longest
+            if padded > tokens_per_pass or padded > PADDING_SLACK * (real + longest) + 64:
+                break
+            real += longest
             stop += 1
         chosen = order[start:stop]
         batch, ends = as_batch(model, [sequences[i] for i in chosen])

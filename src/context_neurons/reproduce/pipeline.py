@@ -100,6 +100,9 @@ def stability_rows(
     """Chapter 3: spread of the denominators at ``n = n_ctx / 2`` across the texts."""
     study = denominator_study(model, windows, labels=labels)
     n_texts = len(study.labels)
+    if n_texts < 2:  # a spread across texts needs two of them
+        return [Row("denominator_cv", math.nan, f"not computed: {n_texts} text (a spread across "
+                    "texts needs at least 2; pass --texts 2 or more)")]
     cv, se, predicted = {}, {}, {}
     for head in study.heads:
         measured = study.measured(head)

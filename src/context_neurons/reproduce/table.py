@@ -43,6 +43,10 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+#: Labels of rows that were not computed: printed as notes under the table.
+SKIPPED_PREFIXES = ("not computed", "no contextual head")
+
+
 def format_table(results: dict[str, Any]) -> str:
     """The table "quantity | paper (GPT-2 Small) | this run [| planted truth]"."""
     rows: list[Row] = results["_rows"]
@@ -63,6 +67,8 @@ def format_table(results: dict[str, Any]) -> str:
 
     out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(r) for r in body]
+    # What was not computed, and why, under the table (the JSON's labels hold it too).
+    out += [f"note: {r.key}: {r.label}" for r in rows if r.label.startswith(SKIPPED_PREFIXES)]
     return "\n".join(out)
 
 
