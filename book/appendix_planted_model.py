@@ -355,6 +355,7 @@ label_hits = len(top_ids & set(truth.label_token_ids["war"]))
 planting_hits = len(top_ids & set(truth.planting_token_ids["war"]))
 print(f"neuron 1621's 50 top tokens: {planting_hits} planting-half, {label_hits} label-half war tokens")
 assert planting_hits > label_hits
+print("check passed: the word list that planted the neuron names more of its top tokens")
 
 # %% [markdown]
 # ```{solution-end}
@@ -383,6 +384,7 @@ for theta in (5, 6, 8):
     print(f"  theta {theta}: found {other['found'][theta]}, precision {other['precision'][theta]:.2f},"
           f" recall {other['recall'][theta]:.2f}")
 assert other["contextual_recovered"]
+print("check passed: seed 3 recovers the planted contextual heads")
 
 # %% [markdown]
 # ```{solution-end}
