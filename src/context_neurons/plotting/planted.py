@@ -44,8 +44,9 @@ def plot_planted_difficulties(
         right.semilogy(distance[shown], exponentials[row, shown].cpu(), color=colour, lw=0.8,
                        ls="--")
     right.set_xlabel("distance n - i")
-    right.set_ylabel("pos_n(i)  (dashed: exponential, same mean distance)")
-    right.set_title(f"contextual kernels at n = {n}", fontsize=9)
+    right.set_ylabel("pos_n(i)")
+    right.set_title(f"contextual kernels at n = {n} (dashed: exponential, same mean distance)",
+                    fontsize=9)
     right.legend(fontsize=7, ncol=2)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
