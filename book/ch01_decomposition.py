@@ -260,14 +260,15 @@ import pandas as pd
 
 from context_neurons.reproduce.paper import PAPER_TV
 
+tv_host = tv.cpu()  # pandas reads host memory (the TV was computed on the model's device)
 middle = len(tokens) // 2
 summary = pd.DataFrame(
     {
-        "median TV": tv.median(dim=-1).values,
-        "90th percentile TV": tv.quantile(0.9, dim=-1),
-        "max TV": tv.max(dim=-1).values,
-        "median, first half": tv[:, 1:middle].median(dim=-1).values,
-        "median, second half": tv[:, middle:].median(dim=-1).values,
+        "median TV": tv_host.median(dim=-1).values,
+        "90th percentile TV": tv_host.quantile(0.9, dim=-1),
+        "max TV": tv_host.max(dim=-1).values,
+        "median, first half": tv_host[:, 1:middle].median(dim=-1).values,
+        "median, second half": tv_host[:, middle:].median(dim=-1).values,
     },
     index=pd.Index(shown, name="head"),
 )
@@ -309,14 +310,14 @@ attention = scores.exact_pattern()
 
 def weighted_size(part):
     """Attention-weighted mean |part| over the sources; median over destinations n >= 1."""
-    return (attention * part.abs()).sum(-1)[:, 1:].median(-1).values
+    return (attention * part.abs()).sum(-1)[:, 1:].median(-1).values.cpu()
 
 
 error_parts = pd.DataFrame(
     {
         "token scale (nats)": weighted_size(parts.token_scale),
         "positional key (nats)": weighted_size(parts.position),
-        "median TV": tv.median(dim=-1).values,
+        "median TV": tv_host.median(dim=-1).values,
     },
     index=pd.Index(shown, name="head"),
 )

@@ -247,6 +247,20 @@ def activation_truth(
     )
 
 
+def score_auc(scores: Float[Tensor, " d_mlp"], truth: list[int]) -> float:
+    """How well a score ranks a truth set of neurons above the rest, whatever the threshold.
+
+    The probability that a truth neuron scores higher than another neuron (ties count one half):
+    1 ranks every truth neuron first, 0.5 is no better than a random order. NaN when the truth is
+    empty or holds every neuron.
+    """
+    truth_set = {int(j) for j in truth}
+    if not 0 < len(truth_set) < len(scores):
+        return float("nan")
+    labels = ["truth" if j in truth_set else "rest" for j in range(len(scores))]
+    return float(one_vs_rest_auc(scores.detach().cpu()[:, None], labels, ["rest", "truth"])[0, 1])
+
+
 def precision_recall_curve(
     scores: Float[Tensor, " d_mlp"], truth: list[int], thetas: list[float]
 ) -> pd.DataFrame:

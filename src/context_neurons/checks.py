@@ -26,6 +26,11 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+#: The four groups of layer-0 heads (Gibson 2025's taxonomy). Named once here, below both the
+#: taxonomy that assigns them (:mod:`context_neurons.taxonomy`) and the planted model that plants
+#: them (:mod:`context_neurons.models.planted`).
+HEAD_GROUPS = ("contextual", "detokenization", "duplicate", "miscellaneous")
+
 
 class ContextNeuronsError(Exception):
     """Base of the package's errors."""

@@ -215,7 +215,7 @@ class ContextualCircuit:
         denominators: str = "median",
         kernel: str = "shared",
     ) -> Float[Tensor, "batch pos d_model"]:
-        """The six heads' approximate combined output: the bag plus the positional part."""
+        """The contextual heads' approximate combined output: the bag plus the positional part."""
         tokens = as_token_batch(tokens).to(self.kernel.device)
         return self.bag(tokens, denominators, kernel) + self.positional_part[: tokens.shape[1]]
 

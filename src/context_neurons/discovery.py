@@ -150,6 +150,7 @@ class NeuronScores:
         sign: +1 when the neuron's ``k`` most extreme tokens push it up on balance, else -1.
         k: the number of extreme tokens averaged.
         vocabulary: the tokens scored.
+        extreme_tokens: each neuron's ``k`` tokens of largest ``|z|`` (token ids), largest first.
     """
 
     top: Float[Tensor, " d_mlp"]
@@ -158,6 +159,7 @@ class NeuronScores:
     sign: Float[Tensor, " d_mlp"]
     k: int
     vocabulary: Bool[Tensor, " d_vocab"]
+    extreme_tokens: Int[Tensor, "d_mlp k"]
 
     def found(self, theta: float | int = THETA) -> list[int]:
         """Neurons with ``top >= theta``, best first."""
@@ -209,7 +211,7 @@ def score_neurons(
     ids = vocabulary.nonzero().flatten()
     if len(ids) < 2 * k:
         raise InputError(f"The vocabulary has {len(ids)} tokens, too few for k = {k}.")
-    tops, medians, spreads, signs = [], [], [], []
+    tops, medians, spreads, signs, extremes = [], [], [], [], []
     for start in range(0, model.cfg.d_mlp, chunk):
         neurons = list(range(start, min(start + chunk, model.cfg.d_mlp)))
         x = contributions(circuit, model, neurons, ids)  # [chunk, n_tokens]
@@ -217,6 +219,7 @@ def score_neurons(
         z = (x - med[:, None]) / spread[:, None]
         extreme = z.abs().topk(k, dim=-1)
         tops.append(extreme.values.mean(-1))
+        extremes.append(ids[extreme.indices])
         signs.append(torch.sign(z.gather(-1, extreme.indices).sum(-1)))
         medians.append(med)
         spreads.append(spread)
@@ -227,6 +230,7 @@ def score_neurons(
         sign=torch.cat(signs),
         k=k,
         vocabulary=vocabulary,
+        extreme_tokens=torch.cat(extremes),
     )
 
 
@@ -237,6 +241,51 @@ def robust_location_scale(
     med = x.median(dim=-1).values
     spread = MAD_TO_SD * (x - med[:, None]).abs().median(dim=-1).values
     return med, spread.clamp(min=1e-12)
+
+
+#: The loudest tokens: this fraction of the scored vocabulary, by extended-embedding norm.
+LOUD_FRACTION = 0.01
+
+
+def loud_tokens(
+    circuit: ContextualCircuit,
+    vocabulary: Bool[Tensor, " d_vocab"],
+    fraction: float = LOUD_FRACTION,
+) -> Int[Tensor, " n_loud"]:
+    """The ``fraction`` of the scored vocabulary with the largest ``|e(t)|``, loudest first."""
+    if not 0 < fraction < 1:
+        raise InputError(f"fraction must be in (0, 1), got {fraction}.")
+    ids = vocabulary.nonzero().flatten().to(circuit.extended.device)
+    norms = circuit.extended[ids].norm(dim=-1)
+    return ids[norms.topk(max(1, round(fraction * len(ids)))).indices]
+
+
+def loud_slot_shares(
+    scores: NeuronScores, circuit: ContextualCircuit, fraction: float = LOUD_FRACTION
+) -> Float[Tensor, " d_mlp"]:
+    """Each neuron's share of its ``k`` extreme tokens that are among the loudest tokens.
+
+    Every contribution is ``e(t) . w_j``, so a token with a large ``|e(t)|`` stands out for *any*
+    read vector. When the loudest 1% of tokens fill most of every neuron's extreme slots, the score
+    measures a loudness all neurons share, not a neuron's own set of tokens; if loudness played no
+    part, the shares would be about ``fraction``.
+
+    Args:
+        scores: the neurons' scores (their :attr:`NeuronScores.extreme_tokens`).
+        circuit: the circuit the scores were computed from (its extended embeddings).
+        fraction: the share of the vocabulary called loud (:func:`loud_tokens`), in (0, 1).
+    """
+    loud = loud_tokens(circuit, scores.vocabulary, fraction)
+    extreme = scores.extreme_tokens.to(loud.device)
+    return torch.isin(extreme, loud).double().mean(-1)
+
+
+def loud_token_share(
+    scores: NeuronScores, circuit: ContextualCircuit, fraction: float = LOUD_FRACTION
+) -> float:
+    """The share of all neurons' extreme-token slots held by the loudest tokens
+    (the mean of :func:`loud_slot_shares`)."""
+    return float(loud_slot_shares(scores, circuit, fraction).mean())
 
 
 _SCORES = IdentityCache(size=4)

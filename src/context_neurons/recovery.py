@@ -105,7 +105,7 @@ def matched_exponential(pattern: Float[Tensor, " key_pos"]) -> Float[Tensor, " k
     ``pattern`` (bisection on the decay length)."""
     pattern = pattern.double()
     target = float(tx.mean_distance(pattern))
-    distance = torch.arange(len(pattern) - 1, -1, -1, dtype=torch.float64)
+    distance = torch.arange(len(pattern) - 1, -1, -1, dtype=torch.float64, device=pattern.device)
     low, high = 0.01, 1e4
     for _ in range(80):
         mid = math.sqrt(low * high)

@@ -37,7 +37,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
-from context_neurons.checks import OutOfRangeError, TokenError, check_heads, check_position, token_id
+from context_neurons.checks import HEAD_GROUPS, OutOfRangeError, TokenError, check_heads
+from context_neurons.checks import check_position, token_id
 from context_neurons.decomposition import (
     DEFAULT_DESTINATION,
     content_log_weights,
@@ -64,7 +65,7 @@ DUPLICATE_MIN_Z = 4.0
 #: A slowly decaying head is contextual when the spread of ``log c`` is below this (in nats).
 CONTEXTUAL_MAX_CONTENT_SD = 1.5
 
-GROUPS = ("contextual", "detokenization", "duplicate", "miscellaneous")
+GROUPS = HEAD_GROUPS  # the group names, defined with the input checks (both layers use them)
 
 
 def default_position(model: HookedTransformer) -> int:

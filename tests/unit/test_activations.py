@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -27,6 +28,20 @@ def test_auc_equals_pairwise_comparison_with_ties():
         inside = torch.tensor([label == name for label in labels])
         for j in range(4):
             assert float(auc[j, d]) == pytest.approx(brute_auc(values[:, j], inside), abs=1e-6)
+
+
+def test_score_auc_is_the_pairwise_probability():
+    gen = torch.Generator().manual_seed(2)
+    scores = torch.randn(40, generator=gen).round(decimals=1)  # some ties
+    truth = [1, 5, 7, 20, 33]
+    inside = torch.zeros(40, dtype=torch.bool)
+    inside[truth] = True
+    assert act.score_auc(scores, truth) == pytest.approx(brute_auc(scores, inside), abs=1e-6)
+    assert act.score_auc(-scores, truth) == pytest.approx(1 - brute_auc(scores, inside), abs=1e-6)
+    ranked = torch.zeros(40)
+    ranked[truth] = 1.0
+    assert act.score_auc(ranked, truth) == 1.0
+    assert np.isnan(act.score_auc(scores, [])) and np.isnan(act.score_auc(scores, list(range(40))))
 
 
 def test_window_means_equal_the_hooks_and_ablation_replaces_the_heads():

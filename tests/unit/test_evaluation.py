@@ -69,6 +69,35 @@ def test_approximation_is_exact_when_assumptions_hold(toy, denominators):
     assert torch.allclose(approx, true, atol=1e-4 * true.abs().max())
 
 
+@pytest.mark.parametrize("denominators", ["per_position", "median"])
+def test_contextual_heads_accuracy_is_exact_when_the_heads_are_content_free(toy, denominators):
+    """The circuit alone (no local terms): exact on content-free heads with one kernel."""
+    model, circuit, texts = toy
+    r, fvu = E.contextual_heads_accuracy(circuit, model, list(texts), [0, 3, 5], denominators)
+    assert r == pytest.approx(1.0, abs=1e-4) and fvu < 1e-4
+
+
+def test_contextual_heads_accuracy_matches_a_computation_through_the_hooks(planted, circuit,
+                                                                           windows):
+    """On the planted model (content weights, several kernels) against numpy on hook_z."""
+    model, neurons, text = planted.model, [300, 1710], windows[0][0][:300]
+    r, fvu = E.contextual_heads_accuracy(circuit, model, [text], neurons, "median", start=5)
+    _, cache = model.run_with_cache(text[None], names_filter="blocks.0.attn.hook_z")
+    z = cache["blocks.0.attn.hook_z"][0][:, circuit.heads]  # [pos, head, d_head]
+    true = torch.einsum("phe,hed->pd", z, model.blocks[0].attn.W_O[circuit.heads])
+    approx = circuit.approximate_output(text, "median", kernel="per_head")[0]
+    read = N.read_vectors(circuit, model, neurons)
+    rs, fvus = [], []
+    for k in range(len(neurons)):
+        t = (true @ read[:, k])[5:].double().numpy()
+        a = (approx @ read[:, k])[5:].double().numpy()
+        rs.append(np.corrcoef(t, a)[0, 1])
+        fvus.append(((t - a) ** 2).sum() / ((t - t.mean()) ** 2).sum())
+    # the median of two pairs is the lower one in torch
+    assert r == pytest.approx(min(rs), abs=1e-4) and fvu == pytest.approx(min(fvus), rel=1e-3)
+    assert 0.5 < r < 1  # content weights and kernels differ: good, not exact
+
+
 def test_unfixed_ln2_scale_breaks_exactness(toy):
     """Negative control: with LN2's real, varying scale the same comparison fails."""
     model, circuit, texts = toy
@@ -279,7 +308,7 @@ def test_main_job_rows(planted, circuit, windows):
     from context_neurons.reproduce.pipeline import discovery_rows, evaluation_rows
 
     scores = N.get_scores(circuit, planted.model)
-    rows = discovery_rows(scores, N.THETA, planted.truth)
+    rows = discovery_rows(scores, circuit, N.THETA, planted.truth)
     rows += evaluation_rows(circuit, planted.model, windows[0][:2], windows[1][:2],
                             scores.found(N.THETA), progress=False)
     rows = {r.key: r for r in rows}

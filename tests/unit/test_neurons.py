@@ -104,6 +104,29 @@ def test_score_matches_numpy(planted, circuit, scores):
         assert top == pytest.approx(float(scores.top[j]), rel=2e-3)
 
 
+def test_extreme_tokens_and_loud_share_match_a_full_sort(planted, circuit, scores):
+    model, vocab = planted.model, scores.vocabulary
+    ids = vocab.nonzero().flatten()
+    for j in (0, 300):
+        c = N.contributions(circuit, model, [j])[0][vocab]
+        order = ids[(c - c.median()).abs().argsort(descending=True)[: N.TOP_K]]
+        assert set(scores.extreme_tokens[j].tolist()) == set(order.tolist())
+    norms = circuit.extended[ids].norm(dim=-1)
+    loud = set(ids[norms.argsort(descending=True)[: round(0.01 * len(ids))]].tolist())
+    slots = scores.extreme_tokens.flatten().tolist()
+    expected = sum(t in loud for t in slots) / len(slots)
+    assert N.loud_token_share(scores, circuit) == pytest.approx(expected)
+    shares = N.loud_slot_shares(scores, circuit)
+    row = scores.extreme_tokens[300].tolist()
+    assert float(shares[300]) == pytest.approx(sum(t in loud for t in row) / len(row))
+    # the planted context neurons read topic directions, not the loudest tokens (measured: 0 to
+    # 0.1 for 300, 1621 and 1710; the unplanted neurons' extremes are loud tokens more often)
+    planted_shares = shares[sorted(planted.truth.context_neurons)]
+    assert float(planted_shares.median()) < 0.25
+    with pytest.raises(InputError):
+        N.loud_token_share(scores, circuit, fraction=1.5)
+
+
 def test_gaussian_null_matches_simulation():
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(20, 50256, generator=gen)
@@ -451,7 +474,7 @@ def test_precision_recall_rows_have_no_typed_truth(planted, circuit):
     from context_neurons.reproduce.pipeline import discovery_rows
 
     scores = N.get_scores(circuit, planted.model)
-    rows = {row.key: row for row in discovery_rows(scores, N.THETA, planted.truth)}
+    rows = {row.key: row for row in discovery_rows(scores, circuit, N.THETA, planted.truth)}
     n_planted = len(planted.truth.context_neurons)
     assert rows["neurons_found"].truth == n_planted
     precision, recall = N.precision_recall(scores.found(N.THETA), planted.truth.context_neurons)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import sys
 import tomllib
 from pathlib import Path
 
@@ -242,6 +243,12 @@ def test_python_floor_admitted_by_every_dependency():
     """Issue 15, "Python >= 3.10; the transformers it requires needs 3.11": floors agree."""
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     floor = _floor(SpecifierSet(pyproject["project"]["requires-python"]))
+    if Version(f"{sys.version_info.major}.{sys.version_info.minor}") != floor:
+        # the installed releases are those pip chose for this interpreter: on a newer Python it may
+        # pick a release that needs that Python (numpy 2.5 needs 3.12), which says nothing about
+        # the floor (seen on the GPU machine's Python 3.12; CI runs the floor, 3.11)
+        pytest.skip(f"installed packages were resolved for Python {sys.version_info[:2]}, "
+                    f"not for the floor {floor}")
     checked, refused = [], {}
     for line in pyproject["project"]["dependencies"]:
         name = Requirement(line).name

@@ -9,6 +9,7 @@ from context_neurons.evaluation.accuracy import (  # noqa: F401  (the chapter's 
     PAIR_MEASURES,
     Evaluation,
     activation_curves,
+    contextual_heads_accuracy,
     evaluate,
     evaluate_sets,
     masked_mean,

@@ -13,7 +13,8 @@ from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
 from context_neurons.checks import check_neurons, check_tokens
-from context_neurons.circuit import ContextualCircuit
+from context_neurons.circuit import ContextualCircuit, true_head_output
+from context_neurons.discovery import read_vectors
 from context_neurons.evaluation.approximation import (
     CONTEXT_TERMS,
     DENOMINATORS,
@@ -304,6 +305,42 @@ def activation_curves(
 
 #: The per-pair measures of :meth:`Evaluation.select`, by name.
 PAIR_MEASURES = ("median r", "median FVU", "context share", "context r", "context FVU")
+
+
+@torch.no_grad()
+def contextual_heads_accuracy(
+    circuit: ContextualCircuit,
+    model: HookedTransformer,
+    windows: list[Int[Tensor, " _pos"]],
+    neurons,
+    denominators: str = DENOMINATORS,
+    start: int = START,
+    batch_size: int = 8,
+) -> tuple[float, float]:
+    """Median Pearson r and FVU of the contextual heads' own share of the neurons' input.
+
+    :func:`evaluate` judges the whole approximation, whose local terms (the direct path, the other
+    heads as if attending to the current token) are approximations too. This judges the circuit
+    alone: the true combined output of the contextual heads (hook ``z``, through ``W_O``) against
+    the circuit's bag plus positional part (each head's own kernel), both read by the neurons
+    through the linearised LN2 (:func:`~context_neurons.discovery.read_vectors`), text by text
+    over positions ``>= start``. Good here and poor in :func:`evaluate` means the local terms fail.
+
+    Returns:
+        ``(median r, median FVU)`` over neuron-text pairs.
+    """
+    neurons = check_neurons(model, neurons)
+    read = read_vectors(circuit, model, neurons)  # [d_model, n_neurons]
+    pearsons, fvus = [], []
+    for first in range(0, len(windows), batch_size):
+        tokens, lengths = pad_windows(windows[first : first + batch_size])
+        tokens = tokens.to(model.cfg.device)
+        true = true_head_output(model, tokens, circuit.heads) @ read
+        approx = circuit.approximate_output(tokens, denominators, kernel="per_head") @ read
+        pearson, fvu = pearson_and_fvu(true, approx, position_mask(tokens, lengths, start))
+        pearsons.append(pearson.flatten())
+        fvus.append(fvu.flatten())
+    return float(torch.cat(pearsons).median()), float(torch.cat(fvus).median())
 
 
 def _pair_measures(ev: Evaluation) -> dict[str, Float[Tensor, "n_texts n_neurons"]]:

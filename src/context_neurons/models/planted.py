@@ -57,6 +57,7 @@ from torch import Tensor
 from torch.nn.functional import normalize
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from context_neurons.checks import HEAD_GROUPS
 from context_neurons.models.planted_plan import (
     BOS_ID,
     CONTEXT_NEURONS,
@@ -120,8 +121,6 @@ from context_neurons.models.planted_topics import (
 )
 from context_neurons.text.corpora import corpora_dir
 from context_neurons.text.topics import stopword_ids
-
-GROUPS = ("contextual", "detokenization", "duplicate", "miscellaneous")
 
 
 def _topic_loadings(
@@ -404,7 +403,7 @@ def _single_token(tokenizer, text: str) -> int:
 
 
 def _head_groups(kernel_plans: dict[int, HeadPlan], variant: str) -> dict[str, list[int]]:
-    groups: dict[str, list[int]] = {g: [] for g in GROUPS}
+    groups: dict[str, list[int]] = {g: [] for g in HEAD_GROUPS}
     for h, kplan in kernel_plans.items():
         group = LAYER0_HEADS[h].group
         if variant == "shuffled-kernels" and h in SHUFFLED_KERNELS:
@@ -478,8 +477,6 @@ def build_planted_state(
         variant=variant,
         planting_words={t: sorted(halves["planting"][t]) for t in topics},
         planting_token_ids=planting_ids,
-        label_words={t: sorted(halves["label"][t]) for t in topics},
-        label_token_ids=label_ids,
         kernel_n_eff=kernel_n_eff,
         content_factor_the=content_factor_the,
         distractor_neurons=distractors,

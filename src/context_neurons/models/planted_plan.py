@@ -233,9 +233,10 @@ CORPUS_CHARS, CHUNK_TOKENS, RATIO_START, RATIO_FULL = 350_000, 128, 3.0, 25.0
 class PlantedTruth:
     """Everything planted in the offline model, for checking what the method recovers.
 
-    ``topic_words`` and ``topic_token_ids`` are the **label half** of each word list (the same as
-    ``label_words`` / ``label_token_ids``): words never planted directly, whose topic loading, if
-    any, comes from the corpora. ``planting_words`` / ``planting_token_ids`` were planted.
+    ``topic_words`` and ``topic_token_ids`` are the **label half** of each word list (also named
+    ``label_words`` / ``label_token_ids``, properties, where the half matters): words never planted
+    directly, whose topic loading, if any, comes from the corpora. ``planting_words`` /
+    ``planting_token_ids`` were planted.
     """
 
     seed: int
@@ -253,8 +254,6 @@ class PlantedTruth:
     variant: str = "standard"
     planting_words: dict[str, list[str]] = field(default_factory=dict)
     planting_token_ids: dict[str, list[int]] = field(default_factory=dict)
-    label_words: dict[str, list[str]] = field(default_factory=dict)
-    label_token_ids: dict[str, list[int]] = field(default_factory=dict)
     kernel_n_eff: dict[int, float] = field(default_factory=dict)  # planned kernel, n=500
     distractor_neurons: dict[int, dict] = field(default_factory=dict)
     glitch_token_ids: list[int] = field(default_factory=list)
@@ -267,6 +266,16 @@ class PlantedTruth:
     @property
     def contextual_heads(self) -> list[int]:
         return self.head_groups["contextual"]
+
+    @property
+    def label_words(self) -> dict[str, list[str]]:
+        """The label half of each word list: :attr:`topic_words` under the name of its half."""
+        return self.topic_words
+
+    @property
+    def label_token_ids(self) -> dict[str, list[int]]:
+        """The label half's token ids: :attr:`topic_token_ids` under the name of its half."""
+        return self.topic_token_ids
 
     def to_dict(self) -> dict:
         return asdict(self)

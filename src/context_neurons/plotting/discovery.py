@@ -62,6 +62,39 @@ def plot_scores(scores, theta, planted=None, null=None, title: str = ""):
     return fig
 
 
+def plot_loudness(norms, shares, fraction: float, title: str = ""):
+    """Two panels: the extended embeddings' norms over the vocabulary (log scale) with the loudest
+    ``fraction`` marked, and each neuron's share of extreme-token slots held by those tokens.
+
+    Args:
+        norms: ``|e(t)|`` of the scored tokens.
+        shares: :func:`~context_neurons.discovery.loud_slot_shares`, one value per neuron.
+        fraction: the share of the vocabulary called loud.
+        title: the figure's title (name the model in it).
+    """
+    norms = np.asarray(torch.as_tensor(norms).double().cpu())
+    shares = np.asarray(torch.as_tensor(shares).double().cpu())
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
+    positive = norms[norms > 0]
+    bins = np.logspace(np.log10(positive.min()), np.log10(positive.max() * 1.05), 60)
+    left.hist(positive, bins=bins, color="tab:blue")
+    cut = np.quantile(norms, 1 - fraction)
+    left.axvline(cut, color="k", ls="--", lw=1.2, label=f"loudest {fraction:.0%} of tokens")
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("|e(t)|, extended embedding norm")
+    left.set_ylabel("tokens")
+    left.legend(fontsize=8)
+    right.hist(shares, bins=np.linspace(0, 1, 21), color="tab:orange")
+    right.axvline(fraction, color="grey", ls=":", lw=1.2, label="if loudness played no part")
+    right.set_xlabel("share of a neuron's extreme tokens that are loudest tokens")
+    right.set_ylabel("neurons")
+    right.legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def plot_sweep(sweep: pd.DataFrame, theta, title: str = ""):
     """Neurons found against the threshold (and precision/recall when the sweep has them)."""
     fig, ax = plt.subplots(figsize=(8, 3.2))

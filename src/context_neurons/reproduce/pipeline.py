@@ -21,13 +21,14 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from context_neurons.activations import activation_truth, precision_recall_curve
+from context_neurons.activations import activation_truth, precision_recall_curve, score_auc
 from context_neurons.checks import DataError, InputError
 from context_neurons.circuit import ContextualCircuit, build_circuit
 from context_neurons.decomposition import decompose_attention, default_reference_tokens
 from context_neurons.decomposition import mean_positional_keys
-from context_neurons.discovery import THETA, NeuronScores, precision_recall, score_neurons
-from context_neurons.evaluation import evaluate
+from context_neurons.discovery import THETA, NeuronScores, loud_token_share, precision_recall
+from context_neurons.discovery import score_neurons
+from context_neurons.evaluation import contextual_heads_accuracy, evaluate
 from context_neurons.lookups import examine_neuron, head_name, scan_pool, select_neurons
 from context_neurons.lookups import NotFiring, token_prediction_scores
 from context_neurons.models import LoadedModel, load_model
@@ -121,8 +122,11 @@ def stability_rows(
     ]
 
 
-def discovery_rows(scores: NeuronScores, theta: float, truth: PlantedTruth | None) -> list[Row]:
-    """Chapter 5: neurons found at ``theta`` (and precision and recall on the planted model)."""
+def discovery_rows(
+    scores: NeuronScores, circuit: ContextualCircuit, theta: float, truth: PlantedTruth | None
+) -> list[Row]:
+    """Chapter 5: neurons found at ``theta``, how much of the score the loudest tokens hold (and
+    precision and recall on the planted model)."""
     found = scores.found(theta)
     planted = sorted(truth.context_neurons) if truth is not None else None
     rows = [
@@ -132,6 +136,10 @@ def discovery_rows(scores: NeuronScores, theta: float, truth: PlantedTruth | Non
             truth=len(planted) if planted else None),
         Row("neurons_found_sweep", {t: len(scores.found(t)) for t in SWEEP_THETAS},
             "neurons found at other thresholds"),
+        Row("loud_token_share", loud_token_share(scores, circuit),
+            f"share of all neurons' {scores.k} extreme-token slots held by the 1% of tokens with "
+            "the largest extended embeddings (about 0.01 if loudness played no part; near 1: the "
+            "score ranks loudness shared by every neuron)"),
     ]
     if planted is not None:
         precision, recall = precision_recall(found, planted)
@@ -163,6 +171,7 @@ def activation_rows(
     context = truth.context_neurons()
     found = scores.found(theta)
     precision, recall = precision_recall(found, context) if context else (math.nan, math.nan)
+    auc = score_auc(scores.top, context)
     curve = precision_recall_curve(scores.top, context, [*SWEEP_THETAS, theta])
     return [
         Row("heldout_windows", len(windows), f"held-out windows of the training split, "
@@ -177,6 +186,9 @@ def activation_rows(
             f"found neurons that are context neurons by activation / {len(found)} found"),
         Row("neuron_recall_vs_activations", recall,
             f"context neurons by activation found / {len(context)}"),
+        Row("score_auc_vs_activations", auc,
+            "P(a context neuron by activation scores higher than another neuron): how well "
+            "top[j] ranks the truth whatever theta (0.5: no better than chance)"),
         Row("precision_recall_sweep_vs_activations",
             {float(t): {k: (None if isinstance(v, float) and math.isnan(v) else v)
                         for k, v in row.items()} for t, row in curve.iterrows()},
@@ -204,6 +216,10 @@ def evaluation_rows(
                   truth_cache=cache)
     constant = evaluate(circuit, model, windows, found, truth_cache=cache, denominators="median")
     pairs = f"{len(found)} discovered neurons x {len(windows)} texts"
+    heads_r, heads_fvu = contextual_heads_accuracy(circuit, model, windows, found)
+    heads_r_constant, heads_fvu_constant = contextual_heads_accuracy(
+        circuit, model, windows, found, denominators="median"
+    )
     return [
         Row("median_pearson_r", ev.median_pearson,
             f"true vs approximate pre-activations, {pairs} (median over neuron-text pairs; "
@@ -219,6 +235,14 @@ def evaluation_rows(
             "Pearson r of the context part: true - local terms vs bag + positional part"),
         Row("median_context_fvu", ev.median_context_fvu,
             "FVU of the context part, same pairs (median)"),
+        Row("median_contextual_heads_pearson_r", heads_r,
+            "the contextual heads' true output vs bag + positional part, read by the neurons "
+            "through linear LN2 (the circuit alone, no local terms), same pairs (median)"),
+        Row("median_contextual_heads_fvu", heads_fvu, "FVU of the same comparison (median)"),
+        Row("median_contextual_heads_pearson_r_constant_denominator", heads_r_constant,
+            "same, with one median denominator per head"),
+        Row("median_contextual_heads_fvu_constant_denominator", heads_fvu_constant,
+            "FVU, one median denominator per head"),
     ]
 
 
@@ -301,7 +325,7 @@ def reproduce(
     if heads:
         circuit = build_circuit(hooked, "prose", heads)
         scores = score_neurons(circuit, hooked)
-        rows += discovery_rows(scores, theta, truth)
+        rows += discovery_rows(scores, circuit, theta, truth)
         if loaded.directory is not None:
             rows += activation_rows(loaded, scores, theta, heads, progress)
         rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta), progress)
