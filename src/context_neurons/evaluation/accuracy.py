@@ -313,10 +313,10 @@ def contextual_heads_accuracy(
     model: HookedTransformer,
     windows: list[Int[Tensor, " _pos"]],
     neurons,
-    denominators: str = DENOMINATORS,
+    denominators: tuple[str, ...] = (DENOMINATORS,),
     start: int = START,
     batch_size: int = 8,
-) -> tuple[float, float]:
+) -> dict[str, tuple[float, float]]:
     """Median Pearson r and FVU of the contextual heads' own share of the neurons' input.
 
     :func:`evaluate` judges the whole approximation, whose local terms (the direct path, the other
@@ -326,21 +326,31 @@ def contextual_heads_accuracy(
     through the linearised LN2 (:func:`~context_neurons.discovery.read_vectors`), text by text
     over positions ``>= start``. Good here and poor in :func:`evaluate` means the local terms fail.
 
+    Args:
+        denominators: the bag's denominators to judge (``"per_position"``, ``"median"``); the
+            true output is computed once for all of them.
+
     Returns:
-        ``(median r, median FVU)`` over neuron-text pairs.
+        ``{denominators: (median r, median FVU)}`` over neuron-text pairs.
     """
     neurons = check_neurons(model, neurons)
     read = read_vectors(circuit, model, neurons)  # [d_model, n_neurons]
-    pearsons, fvus = [], []
+    pearsons: dict[str, list[Tensor]] = {d: [] for d in denominators}
+    fvus: dict[str, list[Tensor]] = {d: [] for d in denominators}
     for first in range(0, len(windows), batch_size):
         tokens, lengths = pad_windows(windows[first : first + batch_size])
         tokens = tokens.to(model.cfg.device)
+        mask = position_mask(tokens, lengths, start)
         true = true_head_output(model, tokens, circuit.heads) @ read
-        approx = circuit.approximate_output(tokens, denominators, kernel="per_head") @ read
-        pearson, fvu = pearson_and_fvu(true, approx, position_mask(tokens, lengths, start))
-        pearsons.append(pearson.flatten())
-        fvus.append(fvu.flatten())
-    return float(torch.cat(pearsons).median()), float(torch.cat(fvus).median())
+        for d in denominators:
+            approx = circuit.approximate_output(tokens, d, kernel="per_head") @ read
+            pearson, fvu = pearson_and_fvu(true, approx, mask)
+            pearsons[d].append(pearson.flatten())
+            fvus[d].append(fvu.flatten())
+    return {
+        d: (float(torch.cat(pearsons[d]).median()), float(torch.cat(fvus[d]).median()))
+        for d in denominators
+    }
 
 
 def _pair_measures(ev: Evaluation) -> dict[str, Float[Tensor, "n_texts n_neurons"]]:

@@ -216,10 +216,10 @@ def evaluation_rows(
                   truth_cache=cache)
     constant = evaluate(circuit, model, windows, found, truth_cache=cache, denominators="median")
     pairs = f"{len(found)} discovered neurons x {len(windows)} texts"
-    heads_r, heads_fvu = contextual_heads_accuracy(circuit, model, windows, found)
-    heads_r_constant, heads_fvu_constant = contextual_heads_accuracy(
-        circuit, model, windows, found, denominators="median"
+    heads = contextual_heads_accuracy(
+        circuit, model, windows, found, denominators=("per_position", "median")
     )
+    (heads_r, heads_fvu), (heads_r_constant, heads_fvu_constant) = heads.values()
     return [
         Row("median_pearson_r", ev.median_pearson,
             f"true vs approximate pre-activations, {pairs} (median over neuron-text pairs; "
