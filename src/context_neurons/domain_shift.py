@@ -1,0 +1,321 @@
+"""Frequency-aware discovery: each neuron's predicted shift on a domain, from the weights, one
+calibration text and unigram counts (chapter 8, section "A frequency-aware score").
+
+The paper's score ``top[j]`` (:mod:`context_neurons.discovery`) asks which tokens move neuron
+``j`` most, each token weighted equally. Under the paper's own assumptions (a text's tokens drawn
+from its domain's distribution ``p_D``, denominators concentrated) a token moves the neuron's
+expected input on a domain by ``p_D(t) eps_j(t)``, not by ``eps_j(t)``. This module writes that
+algebra down for every path from a token to a layer-0 neuron's input and turns it into a score.
+
+**Paths.** The input of neuron ``j`` at position ``n`` reads the residual stream through LayerNorm
+2, linearised with the calibration text's scale (chapter 5): ``x . w_j`` with the read vector
+``w_j = s2 * centred(gamma2 * W_in[:, j])``. The residual holds the token's own embedding (the
+*direct path*, ``eps_dir,j(t) = W_E[t] . w_j``) and each layer-0 head's output
+``sum_i A_h[n, i] u_h(t_i)``, with ``u_h(t) = value_h(t) W_O^h`` and, from chapter 1,
+``A_h[n, i] = pos_n(i) c_h(t_i) / D_h(n)``. Write ``eps_hj(t) = u_h(t) . w_j``.
+
+**Mean.** Position 0 holds ``<|endoftext|>`` (BOS) with the weight ``b_n = pos_n(0) c_n(BOS)``;
+the other keys are drawn from ``p``. With ``S_h(p) = sum_t p(t) c_h(t)`` and ``kappa_n =
+pos_n(0)``, the expected denominator is ``E D_h(n) = b_n + (1 - kappa_n) S_h(p)`` and, to first
+order in the denominator's fluctuation,
+
+    E[head h's input to j at n] = beta_n eps_hj(BOS) + (1 - beta_n) m_hj(p),
+    m_hj(p) = sum_t p(t) c_h(t) eps_hj(t) / S_h(p),    beta_n = b_n / E D_h(n)   (the BOS share).
+
+The kernel drops out of the mean but for the BOS share. A window mean over positions
+``start <= n < L`` averages ``beta_n``. The predicted **shift** of domain ``D`` is the mean under
+``p_D`` minus the mean of the other domains' means (each domain weighted equally), per path; the
+contextual heads' part and the rest (direct path and the other heads) are kept apart.
+
+**Spread.** The fluctuation of a window mean around its expectation is, to first order,
+``sum_i sum_paths a_hi g_h(t_i)`` with ``g_h(t) = (c_h(t) / S_h) (eps_hj(t) - m_hj)`` and the
+path's position weights ``a_hi = (1/N) sum_{n >= i} pos_n(i) (1 - beta_n) / (1 - kappa_n)``
+(``1/N`` at ``i`` itself for the direct path). For tokens drawn independently from ``p`` its
+variance is ``sum_t p(t) g(t)^T A g(t)`` with ``A = a a^T`` over paths (the kernel's ``1 /
+n_eff``, generalised to window means and to several paths reading the same token). Real text is
+not independent draws (topics persist through a document), so the absolute spread is too small;
+the score uses it only to put every neuron on its own scale.
+
+**Score.** ``d_j(D) = shift_j(D) / sd_j`` (``sd_j``: the root mean over domains of the predicted
+variance) and the contextual heads' predicted share ``rho_j(D) = shift_ctx_j(D) / shift_j(D)``. At
+the domain ``D*`` of largest ``|d_j|``, ``score_j = |d_j(D*)| * clip(rho_j(D*), 0, 1)``: a neuron
+scores high when its domain moves it by many of its own spreads and the contextual heads carry
+that move. Fixed before any comparison with a truth (chapter 8's pre-registered protocol).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from context_neurons import decomposition as dec
+from context_neurons.checks import InputError, check_position, token_id
+from context_neurons.circuit import _all_heads
+
+#: First position of a window mean (as in :data:`context_neurons.activations.START`).
+START = 32
+
+
+@dataclass
+class DomainShiftPrediction:
+    """Predicted window-mean shifts and spreads of every neuron on every domain.
+
+    Attributes:
+        domains: the domain names, in order.
+        heads: the heads counted as the contextual part.
+        shift_context: the contextual heads' predicted shift, ``[domain, neuron]``.
+        shift_other: the direct path's and the other heads' predicted shift.
+        variance: the predicted within-domain variance of a window mean, ``[domain, neuron]``.
+    """
+
+    domains: list[str]
+    heads: list[int]
+    shift_context: Float[Tensor, "domain d_mlp"]
+    shift_other: Float[Tensor, "domain d_mlp"]
+    variance: Float[Tensor, "domain d_mlp"]
+
+    @property
+    def shift(self) -> Float[Tensor, "domain d_mlp"]:
+        return self.shift_context + self.shift_other
+
+    @property
+    def sd(self) -> Float[Tensor, " d_mlp"]:
+        """The pooled predicted spread: root mean over domains of the variance."""
+        return self.variance.mean(0).clamp(min=1e-30).sqrt()
+
+    def standardized(self) -> Float[Tensor, "domain d_mlp"]:
+        return self.shift / self.sd
+
+    def best_domain(self) -> Int[Tensor, " d_mlp"]:
+        return self.standardized().abs().argmax(0)
+
+    def context_share(self) -> Float[Tensor, "domain d_mlp"]:
+        """``shift_context / shift`` (0 where the shift is exactly 0)."""
+        total = self.shift
+        safe = torch.where(total == 0, torch.ones_like(total), total)
+        return torch.where(total == 0, torch.zeros_like(total), self.shift_context / safe)
+
+    def score(self) -> Float[Tensor, " d_mlp"]:
+        """``|d_j(D*)| * clip(rho_j(D*), 0, 1)`` (module docstring)."""
+        best = self.best_domain()[None]
+        d = self.standardized().gather(0, best)[0].abs()
+        return d * self.context_share().gather(0, best)[0].clamp(0, 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Token distributions
+# ----------------------------------------------------------------------------------------------
+
+
+def unigram_distribution(
+    windows: list[Int[Tensor, " _pos"]], d_vocab: int, skip_first: int = 1
+) -> Float[Tensor, " d_vocab"]:
+    """Token frequencies of ``windows`` (positions ``>= skip_first``: BOS is not drawn)."""
+    counts = torch.zeros(d_vocab, dtype=torch.float64)
+    for window in windows:
+        counts += torch.bincount(window[skip_first:].long().cpu(), minlength=d_vocab).double()
+    if counts.sum() == 0:
+        raise InputError("No tokens to count: every window is shorter than skip_first + 1.")
+    return counts / counts.sum()
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-path pieces
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PathPieces:
+    """What the domain algebra needs of each path (all heads, then the direct path last).
+
+    Attributes:
+        log_content: ``log c_h(t)`` at the reference position (0 for the direct path).
+        kernels: ``pos_{h,n}(i)``, ``[head, n, i]`` (heads only).
+        log_bos: ``log b_n = log(pos_n(0) c_n(BOS))``, ``[head, n]``.
+        outputs: ``u_h(t)`` and ``W_E[t]`` (direct), ``[path, d_vocab, d_model]``.
+        bos_outputs: ``u_h(BOS)`` at position 0, ``[head, d_model]``.
+    """
+
+    log_content: Float[Tensor, "path d_vocab"]
+    kernels: Float[Tensor, "head query_pos key_pos"]
+    log_bos: Float[Tensor, "head query_pos"]
+    outputs: Float[Tensor, "path d_vocab d_model"]
+    bos_outputs: Float[Tensor, "head d_model"]
+
+
+@torch.no_grad()
+def path_pieces(
+    model: HookedTransformer,
+    reference_tokens: Int[Tensor, " n_ref"],
+    dest_token: str | int = dec.DEFAULT_DESTINATION,
+    n_ref: int | None = None,
+) -> PathPieces:
+    """Content weights, kernels, BOS terms and token outputs of every layer-0 head and the
+    direct path (module docstring), with the destination ``dest_token`` as in chapter 4."""
+    n_ctx = model.cfg.n_ctx
+    n_ref = check_position(model, n_ctx // 2 if n_ref is None else n_ref)
+    dest = token_id(model, dest_token)
+    bos = model.tokenizer.bos_token_id
+    device = model.cfg.device
+    mean_keys = dec.mean_positional_keys(model, reference_tokens.to(device), n_ctx, which="K")
+    positions = torch.arange(n_ctx, device=device)
+    queries = dec.destination_queries(model, dest, positions)
+    scores = _all_heads(dec.positional_scores, model, queries, positions, n_ctx, mean_keys)
+    mask = dec.causal_mask(n_ctx, device)
+    kernels = dec.masked_softmax(scores, mask)  # [head, n, i]
+    log_pos0 = torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)[..., 0]
+    sequence = torch.full((n_ctx,), dest, device=device)
+    sequence[0] = bos
+    log_c0 = _all_heads(dec.content_scores, model, queries, positions, sequence)[..., 0]
+    log_bos = log_pos0 + log_c0  # [head, n]
+
+    log_content = dec.content_log_weights(model, n_ref, dest)  # [head, vocab]
+    attn = model.blocks[0].attn
+    ln = dec.ln1_apply(model, model.W_E + model.W_pos[n_ref])  # [vocab, d_model]
+    values = torch.einsum("td,hde->hte", ln, attn.W_V) + attn.b_V[:, None]
+    outputs = torch.einsum("hte,hed->htd", values, attn.W_O)
+    ln_bos = dec.ln1_apply(model, model.W_E[bos] + model.W_pos[0])
+    bos_values = torch.einsum("d,hde->he", ln_bos, attn.W_V) + attn.b_V
+    bos_outputs = torch.einsum("he,hed->hd", bos_values, attn.W_O)
+    direct = model.W_E[None]
+    return PathPieces(
+        log_content=torch.cat([log_content, torch.zeros_like(log_content[:1])]),
+        kernels=kernels,
+        log_bos=log_bos,
+        outputs=torch.cat([outputs, direct]),
+        bos_outputs=bos_outputs,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The algebra
+# ----------------------------------------------------------------------------------------------
+
+
+def _domain_terms(
+    pieces: PathPieces,
+    p: Float[Tensor, " d_vocab"],
+    start: int,
+    length: int,
+) -> tuple[Float[Tensor, " path"], Float[Tensor, "head pos"], Float[Tensor, "path d_vocab"],
+           Float[Tensor, "path pos"]]:
+    """For one token distribution: ``log S_h``, the BOS shares ``beta_n``, the normalised weights
+    ``p(t) c_h(t) / S_h`` and the position weights ``a_hi`` (module docstring)."""
+    log_p = torch.log(p.clamp(min=0)).to(pieces.log_content)
+    log_pc = log_p[None] + pieces.log_content  # [path, vocab]
+    log_s = torch.logsumexp(log_pc, dim=-1)  # [path]
+    weights = torch.exp(log_pc - log_s[:, None])  # p c / S
+    n_heads = pieces.kernels.shape[0]
+    kappa = pieces.kernels[:, :length, 0]  # [head, n]
+    log_b = pieces.log_bos[:, :length]
+    log_rest = torch.log1p(-kappa.clamp(max=1 - 1e-12)) + log_s[:n_heads, None]
+    beta = torch.sigmoid(log_b - log_rest)  # b / (b + (1 - kappa) S)
+    n = torch.arange(length, device=beta.device)
+    inside = (n >= start).to(beta)  # the window mean's positions
+    count = inside.sum()
+    factor = (1 - beta) / (1 - kappa).clamp(min=1e-12) * inside / count  # [head, n]
+    a_heads = torch.einsum("hn,hni->hi", factor, pieces.kernels[:, :length, :length])
+    a_heads[:, 0] = 0.0  # BOS is fixed, not drawn
+    a_direct = (inside / count)[None]
+    return log_s, beta, weights, torch.cat([a_heads, a_direct])
+
+
+@torch.no_grad()
+def predict_domain_shifts(
+    pieces: PathPieces,
+    read: Float[Tensor, "d_model d_mlp"],
+    distributions: dict[str, Float[Tensor, " d_vocab"]],
+    context_heads: list[int],
+    start: int = START,
+    length: int | None = None,
+    chunk: int = 256,
+) -> DomainShiftPrediction:
+    """Every neuron's predicted shift (contextual part and the rest) and spread on every domain.
+
+    Args:
+        pieces: :func:`path_pieces` of the model.
+        read: the read vectors ``w_j`` (:func:`context_neurons.discovery.read_vectors` of all
+            neurons).
+        distributions: each domain's token distribution ``p_D`` (:func:`unigram_distribution`),
+            at least two domains.
+        context_heads: the heads whose part of the shift is the contextual part.
+        start: first position of the window mean.
+        length: window length ``L`` (default the model's context).
+        chunk: neurons per step (memory).
+    """
+    if len(distributions) < 2:
+        raise InputError("Shifts are defined against the other domains: give at least two.")
+    n_heads, n_ctx = pieces.kernels.shape[0], pieces.kernels.shape[1]
+    length = n_ctx if length is None else length
+    if not 0 <= start < length <= n_ctx:
+        raise InputError(f"Need 0 <= start < length <= n_ctx, got {start}, {length}, {n_ctx}.")
+    bad = [h for h in context_heads if not 0 <= h < n_heads]
+    if bad:
+        raise InputError(f"Heads {bad} are out of range for {n_heads} heads.")
+    domains = list(distributions)
+    dtype = torch.float64
+    pieces = pieces_as(pieces, dtype)
+    outputs = pieces.outputs
+    read = read.to(dtype)
+    is_context = torch.zeros(n_heads + 1, dtype=torch.bool, device=outputs.device)
+    is_context[list(context_heads)] = True
+
+    support = torch.stack(list(distributions.values())).sum(0).to(outputs.device) > 0
+    support = support.nonzero().flatten()  # tokens of any domain
+    terms = []  # per domain: BOS share, p on the support, weights, the Gram root
+    for name in domains:
+        p = distributions[name].to(dtype).to(outputs.device)
+        _, beta, weights, a = _domain_terms(pieces, p, start, length)
+        beta_bar = beta[:, start:length].mean(-1)  # [head]
+        evals, evecs = torch.linalg.eigh(a @ a.T)  # the Gram matrix over paths
+        root = evecs * evals.clamp(min=0).sqrt()
+        p_s = p[support]
+        ratio = weights[:, support] / p_s.clamp(min=1e-300)  # c_h(t) / S_h
+        terms.append((beta_bar, p_s, weights[:, support], ratio, root))
+    means = [[] for _ in domains]  # per domain, per chunk: [path, neuron]
+    variances = [[] for _ in domains]
+    for lo in range(0, read.shape[1], chunk):
+        w = read[:, lo : lo + chunk]
+        eps = torch.einsum("ptd,dj->ptj", outputs[:, support].float(), w.float()).to(dtype)
+        eps_bos = pieces.bos_outputs @ w  # [head, neuron]
+        for k, (beta_bar, p_s, weights_s, ratio, root) in enumerate(terms):
+            m = torch.einsum("pt,ptj->pj", weights_s, eps)  # self-normalised means
+            head_mean = beta_bar[:, None] * eps_bos + (1 - beta_bar[:, None]) * m[:n_heads]
+            means[k].append(torch.cat([head_mean, m[n_heads:]]))
+            g = ratio[..., None] * (eps - m[:, None])  # (c / S)(eps - m), zero where p = 0
+            mixed = torch.einsum("pk,ptj->ktj", root, g)
+            variances[k].append(torch.einsum("t,ktj->j", p_s, mixed**2))
+    means = [torch.cat(parts, dim=1) for parts in means]
+    variances = [torch.cat(parts) for parts in variances]
+    means_t = torch.stack(means)  # [domain, path, neuron]
+    n_dom = len(domains)
+    rest = (means_t.sum(0, keepdim=True) - means_t) / (n_dom - 1)
+    shifts = means_t - rest
+    return DomainShiftPrediction(
+        domains=domains,
+        heads=sorted(int(h) for h in context_heads),
+        shift_context=shifts[:, is_context].sum(1).float().cpu(),
+        shift_other=shifts[:, ~is_context].sum(1).float().cpu(),
+        variance=torch.stack(variances).float().cpu(),
+    )
+
+
+def pieces_as(pieces: PathPieces, dtype: torch.dtype) -> PathPieces:
+    """The same pieces in another floating-point type."""
+    return PathPieces(*(getattr(pieces, f).to(dtype) for f in PathPieces.__dataclass_fields__))
+
+
+def permuted_vocabulary(
+    distributions: dict[str, Float[Tensor, " d_vocab"]], seed: int = 0
+) -> dict[str, Float[Tensor, " d_vocab"]]:
+    """The control of chapter 8: every ``p_D`` with token ids permuted (one seeded permutation
+    for all domains): the same frequencies on the wrong tokens."""
+    first = next(iter(distributions.values()))
+    generator = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(len(first), generator=generator)
+    return {name: p[perm] for name, p in distributions.items()}
+
