@@ -129,6 +129,7 @@ model = loaded.model
 import torch
 
 from context_neurons import decomposition as dec
+from context_neurons.printing import below
 from context_neurons.text.windows import evaluation_windows
 
 windows, labels, report = evaluation_windows(model.tokenizer, 1, n_ctx=model.cfg.n_ctx)
@@ -144,7 +145,7 @@ mask = decomposed.mask
 relative_error = (decomposed.exact_scores - hook_scores)[:, mask].abs().max() / hook_scores[
     :, mask
 ].abs().max()
-print(f"max |exact split - hook scores| / max |score| = {relative_error:.0e}")
+print(f"max |exact split - hook scores| / max |score| {below(relative_error, 1e-5)}")
 assert relative_error < 1e-5
 
 # %% [markdown]

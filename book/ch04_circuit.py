@@ -107,6 +107,7 @@ model = loaded.model
 # %%
 from context_neurons import circuit as cc
 from context_neurons.checks import NoContextualHeadsError
+from context_neurons.printing import below
 from context_neurons.reproduce.paper import PAPER_GROUPS
 
 try:
@@ -380,7 +381,7 @@ exact_error = cc.circuit_error(toy_circuit, toy, texts).relative_error.max()
 toy.blocks[0].attn.W_Q[0, :16] = torch.randn(16, toy.cfg.d_head, generator=gen)
 broken = cc.build_circuit(toy, calibration_tokens, heads=toy_heads, dest_token=3, n_min=4)
 broken_error = cc.circuit_error(broken, toy, texts).relative_error.max()
-print(f"largest relative error, exact model:   {exact_error:.0e}")
+print(f"largest relative error, exact model:   {below(exact_error, 1e-5)}")
 print(f"largest relative error, content query: {broken_error:.2f}")
 assert exact_error < 1e-5 and broken_error > 1e-2
 print("check passed: the circuit is exact when its assumptions hold, and only then")
@@ -430,7 +431,7 @@ weights_word = (circuit.log_content[:, word_id] - calib.log_dhat).exp()  # c_h(t
 w_o = model.blocks[0].attn.W_O[circuit.heads]
 e_word = torch.einsum("h,he,hed->d", weights_word, v, w_o)
 error = float((e_word - circuit.extended[word_id]).norm() / circuit.extended[word_id].norm())
-print(f"relative difference from circuit.extended[{word!r}]: {error:.1e}")
+print(f"relative difference from circuit.extended[{word!r}]: {below(error, 1e-5)}")
 assert error < 1e-3
 print("check passed: the extended embedding equals its definition through the model's hooks")
 

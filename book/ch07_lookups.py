@@ -110,6 +110,7 @@ model = loaded.model
 
 # %%
 from context_neurons import lookups as lk
+from context_neurons.printing import frame
 
 final_scale = lk.typical_final_scale(model)
 print(f"typical final LayerNorm scale on the calibration text: {final_scale:.2f}")
@@ -121,7 +122,7 @@ print(f"scored {len(scores)} neurons in layers {scores.layer.min()}..{scores.lay
 best = lk.best_neurons(scores, per_layer=5)
 shown = best.assign(token=best.token.map(repr), runner_up=best.runner_up.map(repr))
 columns = ["layer", "neuron", "token", "score", "gap", "logit", "runner_up"]
-print(shown[columns].round(2).to_string(index=False))
+print(frame(shown[columns], 2, index=False))
 
 # %% [markdown]
 # For each token, the neuron that predicts it best is the population the paper plotted in its
@@ -300,7 +301,7 @@ table = pd.DataFrame(
         for lookup in lookups
     ]
 )
-print(table.round(2).to_string(index=False))
+print(frame(table, 2, index=False))  # fixed decimals: no "-0.00"
 
 # %% [markdown]
 # `prompt length` is the mean length of the truncated prompts in tokens; `head 1..3` are the heads
@@ -352,7 +353,7 @@ parts = pd.DataFrame(
         for lookup in lookups
     }
 ).T
-print(parts.round(2).to_string())
+print(frame(parts, 2))
 
 # %% [markdown]
 # The first five columns add up to the last. On the planted model the look-up neurons were built
@@ -486,7 +487,7 @@ results = pd.DataFrame(
         for lookup in lookups
     ]
 )
-print(results.drop(columns="name").round(3).to_string(index=False))
+print(frame(results.drop(columns="name"), 3, index=False))
 figure = plot_explanation_scores(
     results, title=f"Figure 7.6. {loaded.title}: explanation scores on held-out prompts"
 )
@@ -581,7 +582,7 @@ if loaded.is_planted:
             }
         )
     recovery = pd.DataFrame(rows)
-    print(recovery.round(2).to_string(index=False))
+    print(frame(recovery, 2, index=False))
     print(f"planted look-ups recovered end to end: {int(recovery.recovered.sum())} of {len(rows)}")
 else:
     print("GPT-2 has no planted truth: compare with the paper's case studies instead.")

@@ -94,6 +94,7 @@ from context_neurons import discovery as disc
 from context_neurons import evaluation as ev
 from context_neurons import clusters as clu
 from context_neurons import sweeps as sw
+from context_neurons.printing import below, fixed
 from context_neurons.text.windows import DomainTexts
 
 N_TEXTS = 4  # general texts (sections 9.1 and 9.2)
@@ -455,9 +456,9 @@ text = tokens[0]
 by_function = sw.circuit_attention_tv(plus, model, text[None])[:, 0, n]
 mine = tv_by_hand(plus, added, text, n)
 widest = max(circuit.heads, key=taxonomy.width)
-print(f"head {added} at n = {n}: by hand {mine:.5f}, function "
-      f"{float(by_function[plus.heads.index(added)]):.5f}")
-print(f"widest old head {widest}: {tv_by_hand(plus, widest, text, n):.5f}")
+print(f"head {added} at n = {n}: by hand {fixed(mine, 4)}, function "
+      f"{fixed(by_function[plus.heads.index(added)], 4)}")
+print(f"widest old head {widest}: {fixed(tv_by_hand(plus, widest, text, n), 4)}")
 assert abs(mine - float(by_function[plus.heads.index(added)])) < 1e-5
 print("check passed: the circuit's attention TV equals its definition")
 
@@ -575,7 +576,7 @@ i = clusters.calibration[0]
 recalibrated = clu.recalibrate(circuit, model, domains.windows[i])
 mine = recalibrated.calibration.log_denominators[:, positions.to(model.cfg.device)].cpu()
 difference = float((mine - profiles[i]).abs().max())
-print(f"text {i}: largest difference {difference:.1e} nats")
+print(f"text {i}: largest difference {below(difference, 1e-4)} nats")
 assert difference < 1e-3
 for k_clusters in (2, 4):
     other = clu.cluster_calibrations(profiles.flatten(1), k_clusters)
@@ -651,7 +652,7 @@ rope_fit = ps.factorise_attention(rope, texts)
 rope_table = rope_heads.join(ps.head_table(rope_fit))
 print(f"rotary toy model: {rope.cfg.n_heads} heads, d_head {rope.cfg.d_head}, rotary_dim "
       f"{rope.cfg.rotary_dim}, context {rope.cfg.n_ctx}; {len(texts)} texts of random tokens")
-print(rope_table.to_string(float_format="{:.4g}".format))
+print(ps.format_head_table(rope_table))  # fixed decimals: some TVs are float rounding
 
 # %% [markdown]
 # The columns after `content in` are chapter 2's, computed on the fitted factorisation at the
@@ -697,8 +698,8 @@ figure = plot_error_by_distance(
 )
 rope_bound = ps.rotary_error_bound(rope, rope_fit)
 excess = float((rope_fit.score_error().abs() - rope_bound).max())
-print(f"largest |error| minus bound over all heads and pairs of positions: {excess:.1e} "
-      "(at most float rounding)")
+print(f"largest |error| minus bound over all heads and pairs of positions: "
+      f"{below(excess, 1e-3)} (at most float rounding)")
 
 # %% [markdown]
 # *Figure 9.8: the mean absolute score error of the factorisation (solid) and the mean of its
@@ -720,9 +721,9 @@ alibi_table.insert(0, "slope m", slopes.tolist())
 alibi_table.insert(
     2, "exponential width", [tx.exponential_width(1 / float(m), last + 1) for m in slopes]
 )
-print(alibi_table.to_string(float_format="{:.4g}".format))
+print(ps.format_head_table(alibi_table))
 print(f"largest TV of the factorisation, every head, position and text: "
-      f"{float(alibi_fit.tv().max()):.1e}")
+      f"{below(alibi_fit.tv().max(), 1e-5)}")
 
 # %%
 from context_neurons.plotting.questions import plot_alibi_kernels
@@ -803,8 +804,8 @@ rotating = torch.tensor(rotated)
 ratio = half_error[rotating] / full_error[rotating]
 tv_ratio = (half_fit.tv()[:, rotating].median(-1).values.median(0).values
             / rope_fit.tv()[:, rotating].median(-1).values.median(0).values)
-print("error ratio per rotating head:", [round(float(r), 4) for r in ratio])
-print("TV ratio per rotating head:   ", [round(float(r), 2) for r in tv_ratio])
+print("error ratio per rotating head:", ", ".join(fixed(r, 3) for r in ratio))
+print("TV ratio per rotating head:   ", ", ".join(fixed(r, 2) for r in tv_ratio))
 assert torch.allclose(ratio, torch.full_like(ratio, 0.5), rtol=1e-3)
 print("check passed: the factorisation's score error is linear in the rotating content")
 

@@ -44,6 +44,7 @@ from transformer_lens.components import AbstractAttention
 from context_neurons.checks import InputError, as_token_batch
 from context_neurons.decomposition import causal_mask, masked_softmax, tv_distance
 from context_neurons.hooks import run_until
+from context_neurons.printing import Format, frame, significant
 from context_neurons.taxonomy import assign_group, classify_kernel, kernel_width
 
 #: Position schemes :func:`factorise_attention` handles (``cfg.positional_embedding_type``).
@@ -216,12 +217,13 @@ def rotary_error_bound(
     if factorisation.scheme != "rotary":
         raise InputError("The bound is for rotary attention; ALiBi's factorisation is exact.")
     pairs = rotary_pairs(model).to(factorisation.queries.device)
-    omega = rotary_frequencies(model).to(factorisation.queries.device)
+    # in the factorisation's precision (float64 for a float64 model)
+    omega = rotary_frequencies(model).to(factorisation.queries.device, factorisation.queries.dtype)
     q_norm = factorisation.queries[..., pairs].norm(dim=-1)  # [batch, pos, head, pair]
     deviation = (factorisation.keys - factorisation.mean_key)[..., pairs].norm(dim=-1)
     n = factorisation.tokens.shape[1]
     positions = torch.arange(n, device=omega.device)
-    distance = (positions[:, None] - positions[None, :]).clamp(min=0).float()
+    distance = (positions[:, None] - positions[None, :]).clamp(min=0).to(omega.dtype)
     chord = 2 * torch.sin(distance[..., None] * omega / 2).abs()  # [pos, pos, pair]
     bound = torch.einsum("bnhp,bihp,nip->bhni", q_norm, deviation, chord)
     return bound.masked_fill(~factorisation.mask, 0.0) / model.blocks[0].attn.attn_scale
@@ -277,6 +279,29 @@ def head_table(factorisation: AttentionFactorisation, n: int | None = None) -> p
             }
         )
     return pd.DataFrame(rows).set_index("head")
+
+
+def _set_by_hand(value: float) -> str:
+    return significant(value, 4)  # a constant (a pair, a frequency, a slope): never near zero
+
+
+#: Printed precision of :func:`head_table`'s columns, and of the toy models' columns joined to it:
+#: fixed decimals for what is computed, since a TV, a z-score or a spread can be near zero (an
+#: exact factorisation's TV is float rounding, 1e-8 in float32, 1e-17 in float64); significant
+#: digits only for constants set by hand.
+HEAD_TABLE_FORMATS: dict[str, Format] = {
+    "n_eff": 2, "exponential width": 2, "content sd": 3, "self z": 3, "median TV": 4,
+    "carrier pair": _set_by_hand, "omega": _set_by_hand, "slope m": _set_by_hand,
+}
+
+
+def format_head_table(table: pd.DataFrame, formats: dict[str, Format] | None = None) -> str:
+    """:func:`head_table` (with any columns joined to it) as text that every machine prints alike.
+
+    Columns use :data:`HEAD_TABLE_FORMATS`; ``formats`` adds or overrides columns (a number of
+    decimals, or a function of the value); other float columns get 3 decimals.
+    """
+    return frame(table, 3, {**HEAD_TABLE_FORMATS, **(formats or {})})
 
 
 # ----------------------------------------------------------------------------------------------

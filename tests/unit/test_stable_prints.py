@@ -1,0 +1,118 @@
+"""Printed numbers are the same on every machine (issue 21).
+
+nbval compares the stored chapters' outputs character by character, so a number must not print
+differently when the BLAS build, the thread count or the precision changes. Chapter 9's rotary
+table printed the median TV of an exact factorisation, float rounding, with ``{:.4g}``: 3.506e-08
+on one machine, 3.615e-08 on another. These tests compute what the chapters print from the toy
+models in float32 with one and two threads and in float64, and require the same text; they also
+check the formatting helpers, and that no chapter prints a computed number at relative precision.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from context_neurons import position_schemes as ps
+from context_neurons.printing import below, fixed, frame
+
+BOOK = Path(__file__).resolve().parents[2] / "book"
+
+#: The chapters whose stored outputs nbval compares (chapter 8 is rewritten elsewhere).
+CHAPTERS = sorted(
+    p for p in BOOK.glob("*.py") if p.name.startswith(("ch0", "appendix")) and "ch08" not in p.name
+)
+
+def chapter9_prints(dtype: torch.dtype, threads: int) -> str:
+    """The text chapter 9 prints in section 9.4, computed at ``dtype`` with ``threads`` threads."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rope, rope_heads = ps.rotary_toy_model(seed=0)
+        rope = rope.to(dtype)
+        texts = ps.random_texts(rope, 8, seed=1)
+        fit = ps.factorise_attention(rope, texts)
+        rope_table = rope_heads.join(ps.head_table(fit))
+        excess = float((fit.score_error().abs() - ps.rotary_error_bound(rope, fit)).max())
+        alibi = ps.alibi_toy_model(seed=0).to(dtype)
+        alibi_fit = ps.factorise_attention(alibi, texts)
+        alibi_table = ps.head_table(alibi_fit)
+        alibi_table.insert(0, "slope m", ps.alibi_slopes(alibi).cpu().tolist())
+    finally:
+        torch.set_num_threads(previous)
+    return "\n".join(
+        [
+            ps.format_head_table(rope_table),
+            f"excess {below(excess, 1e-3)}",
+            ps.format_head_table(alibi_table),
+            f"largest TV {below(float(alibi_fit.tv().max()), 1e-5)}",
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def reference() -> str:
+    return chapter9_prints(torch.float32, 1)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "threads"), [(torch.float32, 2), (torch.float64, 1)], ids=["2 threads", "float64"]
+)
+def test_chapter9_tables_print_alike(reference, dtype, threads):
+    assert chapter9_prints(dtype, threads) == reference
+
+
+def test_the_old_format_would_have_failed(reference):
+    """The test above catches the issue: ``{:.4g}`` prints the exact heads' TV differently."""
+    rope, _ = ps.rotary_toy_model(seed=0)
+    texts = ps.random_texts(rope, 8, seed=1)
+    tv = [
+        float(ps.head_table(ps.factorise_attention(rope.to(dtype), texts)).loc[6, "median TV"])
+        for dtype in (torch.float32, torch.float64)
+    ]
+    assert f"{tv[0]:.4g}" != f"{tv[1]:.4g}"
+    assert fixed(tv[0], 4) == fixed(tv[1], 4) == "0.0000"
+    assert "0.0000" in reference
+
+
+def test_fixed_has_no_negative_zero():
+    assert fixed(-3e-9, 3) == fixed(2e-9, 3) == "0.000"
+    assert fixed(-3e-9, 2, sign=True) == fixed(2e-9, 2, sign=True) == "+0.00"
+    assert fixed(-0.126, 2) == "-0.13" and fixed(0.5, 1, sign=True) == "+0.5"
+    assert fixed(float("nan")) == "NaN"
+
+
+def test_below_hides_rounding_only():
+    assert below(7e-7, 1e-5) == below(-3e-9, 1e-5) == below(0.0, 1e-5) == "< 1e-5"
+    assert below(2e-3, 1e-5) == "0.002"
+
+
+def test_frame_formats_floats_at_fixed_decimals():
+    import pandas as pd  # only this test needs it
+
+    table = pd.DataFrame({"x": [-1e-9, 0.1234], "name": ["a", "b"], "n": [1, 2]})
+    text = frame(table, 2, {"n": 0})
+    assert "-0.00" not in text and "0.12" in text and "e-" not in text
+    assert frame(table, 2) == frame(table.assign(x=[2e-9, 0.12341]), 2)
+
+
+#: A format spec with an explicit precision in e or g: relative precision (``{x:.1e}``,
+#: ``{:.4g}``, ``"%.3g"``). ``{x:g}`` alone (constants such as thresholds) is allowed.
+RELATIVE = re.compile(r"(?::[+ ]?\d*\.\d+[eEgG][}\"'])|(?:%[+ ]?\d*\.\d+[eEgG])")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_no_chapter_prints_at_relative_precision(chapter):
+    code = [
+        (number, line)
+        for number, line in enumerate(chapter.read_text().splitlines(), 1)
+        if not line.lstrip().startswith("#")
+    ]
+    found = [f"{chapter.name}:{number}: {line.strip()}" for number, line in code
+             if RELATIVE.search(line)]
+    assert not found, "print with context_neurons.printing (fixed, below, frame):\n" + "\n".join(
+        found
+    )
