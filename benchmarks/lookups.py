@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Self
 
-from run import Meter, _sync, best_of, close, emit
+from measure import Meter, _sync, best_of, checks_md, close, emit, mib
 
 N_HEADS_REPORTED = 3  # examine_neuron's defaults
 N_ABLATE = 8
@@ -685,14 +685,10 @@ def _way_rows(part: dict, prefix: str, labels: dict, ablation: bool) -> list[str
 
 
 def mib_of(record: dict) -> str:
-    from run import mib
-
     return mib(record)
 
 
 def lookups_md(part: dict) -> list[str]:
-    from run import checks_md
-
     work = part["work"]
     head = (
         "| forward passes (sequences, padded tokens) | seconds | peak memory | speed-up over 6a9c7ff | "

@@ -7,7 +7,7 @@ code path the real run takes:
 
 * **OpenWebText**: a local Parquet copy (``text`` column) of documents of the offline corpora,
   read through ``datasets`` exactly as the hub's copy (``$CONTEXT_NEURONS_OPENWEBTEXT`` names it);
-* **no corpora**: ``$CONTEXT_NEURONS_CORPORA`` names a directory that does not exist, so every
+* **no corpora**: ``$CONTEXT_NEURONS_CORPORA`` is ``none`` (no corpora), so every
   chapter takes the online path (calibration and domain texts from the OpenWebText stand-in);
 * **GPT-2 Small**: a 12-layer GPT-2-Small-shaped checkpoint loaded through the loader GPT-2 uses
   (``$CONTEXT_NEURONS_MODEL=gpt2`` with ``$CONTEXT_NEURONS_GPT2``). Its layers 0 and 1 are the
@@ -96,7 +96,7 @@ def online_environment(standin: Path, checkpoint: Path, scale: str) -> dict[str,
     env.update({
         config.MODEL.name: "gpt2",
         config.GPT2_WEIGHTS.name: str(checkpoint),
-        config.CORPORA.name: str(standin.parent / "no-corpora-online"),
+        config.CORPORA.name: config.NO_DIRECTORY,  # no corpora: online sources
         config.OPENWEBTEXT.name: str(standin),
         config.SCALE.name: scale,
         config.THREADS.name: env.get(config.THREADS.name, "2"),

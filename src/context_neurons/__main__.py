@@ -3,20 +3,68 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import os
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any, Callable
 
-from context_neurons.checks import ModelLoadError
+import torch
+
+from context_neurons import config
+from context_neurons.checks import ContextNeuronsError, InputError, ModelLoadError
 from context_neurons.models.loading import MODEL_NAMES, load_tokenizer, resolve_model_name
 from context_neurons.models.planted import VARIANTS, build_planted_state
+
+DESCRIPTION = (
+    "Reproduce Gibson's 'Decomposing Attention To Find Context-Sensitive Neurons' on GPT-2 Small, "
+    "the planted ground-truth model or the trained model, and build the book's notebooks. "
+    "Each command has its own --help."
+)
+
+#: Exit status of a mistake in the input (argparse's convention); a bug still raises.
+EXIT_INPUT = 2
+#: Exit status of an interrupted command (128 + SIGINT).
+EXIT_INTERRUPTED = 130
+#: The largest seed: NumPy's and torch's seeds are 32-bit for the planted model's generators.
+MAX_SEED = 2**32 - 1
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Each option's default after its help, unless the help already says it or there is none
+    (as ``argparse.ArgumentDefaultsHelpFormatter``, without ``default: None``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text or not action.option_strings
+                or action.default is None or action.default is False
+                or action.default in ("", [], argparse.SUPPRESS)):
+            return text
+        return text + " (default: %(default)s)"
 
 
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """An argparse type: a seed in 0..2**32-1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_SEED}, got {value}")
     return value
 
 
@@ -28,86 +76,220 @@ def model_choice(text: str) -> str:
         raise argparse.ArgumentTypeError(f"invalid choice: {err}") from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["train"]:  # its own parser: python -m context_neurons train --help
-        from context_neurons.training.cli import main as train
+# ----------------------------------------------------------------------------------------------
+# Output paths: checked before the work, written atomically after it
+# ----------------------------------------------------------------------------------------------
 
-        return train(argv)
-    parser = argparse.ArgumentParser(prog="python -m context_neurons", description=__doc__)
+
+def check_output_file(path: Path, flag: str = "--out") -> Path:
+    """``path`` if a file can be written there (its folder exists and is writable, it is not a
+    directory); else an :class:`InputError` before any computation."""
+    path = path.expanduser()
+    if path.is_dir():
+        raise InputError(f"{flag} {path} is a directory: give a file name, such as "
+                         f"{path / 'results.json'}.")
+    folder = path.parent.resolve()
+    if not folder.is_dir():
+        raise InputError(f"{flag} {path}: the folder {folder} does not exist; create it first "
+                         "or choose another path.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {path}: the folder {folder} is not writable; choose another "
+                         "path.")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(f"{flag} {path} exists and is not writable; choose another path.")
+    return path
+
+
+def check_output_dir(path: Path, flag: str = "--out") -> Path:
+    """``path`` as a writable directory (created now, before any computation)."""
+    path = path.expanduser()
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{flag} {path} is a file, not a directory; choose another path.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{flag} {path} cannot be created ({err.strerror}); choose another "
+                         "path.") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {path} is not writable; choose another path.")
+    return path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a reader
+    sees the old file or the new one, never half of one."""
+    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp", delete=False, encoding="utf-8")
+    try:
+        with handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+
+
+def finite_or_none(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by None (JSON's null), recursively."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(v) for v in value]
+    return value
+
+
+def strict_json(text: str) -> str:
+    """JSON text (which may hold Python's bare ``NaN``) as valid JSON: ``null`` for non-finite."""
+    return json.dumps(finite_or_none(json.loads(text)), indent=2, allow_nan=False) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# Checks of the environment a command reads
+# ----------------------------------------------------------------------------------------------
+
+
+def check_device(device: str) -> None:
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda was asked for but no CUDA GPU is available: use "
+                         "--device cpu (or auto).")
+
+
+def check_planted_seed() -> int:
+    """``$CONTEXT_NEURONS_SEED`` as a seed, or an :class:`InputError` naming the variable."""
+    try:
+        seed = config.planted_seed()
+    except ValueError as err:
+        raise InputError(f"{err} Unset it or set it to a seed in 0..{MAX_SEED}.") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise InputError(f"{config.PLANTED_SEED.name} must be in 0..{MAX_SEED}, got {seed}.")
+    return seed
+
+
+# ----------------------------------------------------------------------------------------------
+# The parser and the commands
+# ----------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m context_neurons", description=DESCRIPTION,
+                                     formatter_class=_HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("train", add_help=False,
                    help="train the GPT-2-architecture model shipped as 'trained' "
                         "(options: python -m context_neurons train --help)")
 
-    rep = sub.add_parser("reproduce", help="reproduce the paper's numbers and print the table")
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter)
+
+    rep = command("reproduce", "reproduce the paper's numbers and print the table")
     rep.add_argument("--model", type=model_choice, default="gpt2",
                      help=f"one of {', '.join(MODEL_NAMES)}, or a checkpoint directory")
     rep.add_argument("--texts", type=positive_int, default=None,
                      help="evaluation texts (default: 1000 from OpenWebText, 100 offline)")
     rep.add_argument("--source", choices=["auto", "corpora", "openwebtext"], default="auto",
-                     help="evaluation texts: offline corpora or OpenWebText (default: the corpora "
+                     help="evaluation texts: offline corpora or OpenWebText (auto: the corpora "
                           "when found, else OpenWebText)")
-    rep.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
-    rep.add_argument("--seed", type=int, default=None,
-                     help="seed of the planted model (default $CONTEXT_NEURONS_SEED, else 0)")
+    rep.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto",
+                     help="auto: CUDA when available, else CPU")
+    rep.add_argument("--seed", type=seed_int, default=None,
+                     help=f"seed of the planted model, 0..{MAX_SEED} (default "
+                          f"${config.PLANTED_SEED.name}, else 0)")
     rep.add_argument("--variant", choices=VARIANTS, default="standard",
                      help="the planted model's variant: shuffled-kernels is the negative control "
                           "(no contextual head, so nothing to discover)")
-    rep.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
-    rep.add_argument("--no-progress", action="store_true")
+    rep.add_argument("--out", type=Path, default=None,
+                     help="write the results as JSON to this file (its folder must exist)")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bars or messages")
 
-    regen = sub.add_parser("regenerate-notebooks",
-                           help="execute every chapter on the planted model and store its outputs")
-    regen.add_argument("chapters", nargs="*", help="chapter files (default: all in book/)")
+    regen = command("regenerate-notebooks",
+                    "execute chapters on the planted model and store their outputs in "
+                    "tests/notebooks/")
+    regen.add_argument("chapters", nargs="*",
+                       help="chapter names (ch03_decomposition) or files inside book/ "
+                            "(default: all chapters)")
 
-    run = sub.add_parser("run-chapters",
-                         help="execute chapters on a model (not compared), e.g. --model trained")
-    run.add_argument("chapters", nargs="*", help="chapter files (default: all in book/)")
-    run.add_argument("--model", type=model_choice, required=True)
-    run.add_argument("--out", type=Path, default=Path("artifacts/chapters"))
+    run = command("run-chapters", "execute chapters on a model (not compared), e.g. --model "
+                                  "trained")
+    run.add_argument("chapters", nargs="*",
+                     help="chapter names or files inside book/ (default: all chapters)")
+    run.add_argument("--model", type=model_choice, required=True,
+                     help=f"one of {', '.join(MODEL_NAMES)}, or a checkpoint directory")
+    run.add_argument("--out", type=Path, default=Path("artifacts/chapters"),
+                     help="directory for the executed notebooks and timings.json")
 
-    students = sub.add_parser("student-notebooks",
-                              help="write the student notebooks (no solutions) Colab opens")
-    students.add_argument("chapters", nargs="*", help="chapter files (default: all in book/)")
+    students = command("student-notebooks",
+                       "write the student notebooks (no solutions) Colab opens")
+    students.add_argument("chapters", nargs="*",
+                          help="chapter names or files inside book/ (default: all chapters)")
 
-    publish = sub.add_parser("set-repository",
-                             help="move the book to another GitHub repository (Colab, website)")
+    publish = command("set-repository",
+                      "move the book to another GitHub repository (Colab, website)")
     publish.add_argument("url", help="https://github.com/OWNER/NAME")
 
-    truth = sub.add_parser("planted-truth", help="print what the planted model plants, as JSON")
-    truth.add_argument("--seed", type=int, default=0)
-    truth.add_argument("--variant", choices=VARIANTS, default="standard")
+    truth = command("planted-truth", "print what the planted model plants, as JSON")
+    truth.add_argument("--seed", type=seed_int, default=0, help="seed of the planted model")
+    truth.add_argument("--variant", choices=VARIANTS, default="standard",
+                       help="the planted model's variant")
+    return parser
 
-    args = parser.parse_args(argv)
-    if args.command == "reproduce":
-        from context_neurons.reproduce import format_table, reproduce, to_json
 
-        n_texts = args.texts or (1000 if args.source == "openwebtext" else 100)
+def _reproduce(args: argparse.Namespace) -> int:
+    from context_neurons.reproduce import format_table, reproduce, to_json
+
+    check_device(args.device)
+    if args.seed is None:
+        check_planted_seed()
+    if args.variant != "standard" and args.model != "planted":
+        raise InputError(f"--variant {args.variant} exists only for the planted model, not "
+                         f"{args.model!r}.")
+    if args.source != "openwebtext":
+        config.corpora_root()  # a corpora directory that is named must exist (DataError)
+    out = check_output_file(args.out) if args.out else None
+    n_texts = args.texts or (1000 if args.source == "openwebtext" else 100)
+    with contextlib.redirect_stdout(sys.stderr):  # progress messages: stdout holds the table
         results = reproduce(args.model, n_texts, device=args.device,
                             progress=not args.no_progress, source=args.source, seed=args.seed,
                             variant=args.variant)
-        print(format_table(results))
-        if args.out:
-            args.out.write_text(to_json(results))
-            print(f"wrote {args.out}")
-        return 0
+    print(format_table(results))
+    if out:
+        write_atomic(out, strict_json(to_json(results)))
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _chapters(names: list[str]) -> list[Path] | None:
+    from context_neurons.book.notebooks import resolve_chapters
+
+    return resolve_chapters(names) if names else None
+
+
+def _run_chapters(args: argparse.Namespace) -> int:
+    from context_neurons.book.notebooks import run_chapters
+
+    chapters = _chapters(args.chapters)
+    out = check_output_dir(args.out)
+    timings = run_chapters(chapters, {config.MODEL.name: args.model}, out)
+    write_atomic(out / "timings.json", json.dumps(timings, indent=1) + "\n")
+    return 0
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "reproduce":
+        return _reproduce(args)
     if args.command == "regenerate-notebooks":
         from context_neurons.book.notebooks import regenerate
 
-        return regenerate([Path(c) for c in args.chapters] or None)
+        return regenerate(_chapters(args.chapters))
     if args.command == "run-chapters":
-        from context_neurons import config
-        from context_neurons.book.notebooks import run_chapters
-
-        timings = run_chapters([Path(c) for c in args.chapters] or None,
-                               {config.MODEL.name: args.model}, args.out)
-        (args.out / "timings.json").write_text(json.dumps(timings, indent=1))
-        return 0
+        return _run_chapters(args)
     if args.command == "student-notebooks":
         from context_neurons.book.students import write_student_notebooks
 
-        write_student_notebooks([Path(c) for c in args.chapters] or None)
+        write_student_notebooks(_chapters(args.chapters))
         return 0
     if args.command == "set-repository":
         from context_neurons.book.publishing import main as set_repository
@@ -118,6 +300,30 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(record.to_dict(), sys.stdout, indent=1, default=str)
         return 0
     return 1
+
+
+def report_errors(run: Callable[[], int]) -> int:
+    """Run a command; the package's own errors (a mistake in the input, data or model that the
+    message explains) are printed as ``error: ...`` on stderr with exit status 2, an interruption
+    as one line with status 130. Anything else is a bug and keeps its traceback."""
+    try:
+        return run()
+    except ContextNeuronsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["train"]:  # its own parser: python -m context_neurons train --help
+        from context_neurons.training.cli import main as train
+
+        return train(argv)
+    args = build_parser().parse_args(argv)
+    return report_errors(lambda: _dispatch(args))
 
 
 if __name__ == "__main__":

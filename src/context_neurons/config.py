@@ -18,6 +18,8 @@ from typing import Mapping
 
 import torch
 
+from context_neurons.checks import DataError
+
 
 @dataclass(frozen=True)
 class Variable:
@@ -87,6 +89,12 @@ MATHJAX = Variable(
     "directory holding `tex-mml-chtml.js`, served with the website instead of the CDN",
     "`_build/mathjax` after `scripts/install_mathjax.sh`",
 )
+CODE = Variable(
+    "CONTEXT_NEURONS_CODE",
+    "directory of Python sources read as the trained model's code corpus (the training run and "
+    "its held-out text)",
+    "the running Python's standard library",
+)
 SCALE = Variable(
     "CONTEXT_NEURONS_SCALE",
     "`reduced`: chapters use fewer texts and neurons (the simulated online run in CI)",
@@ -96,10 +104,12 @@ SCALE = Variable(
 #: Every variable the package reads, in the order of the README's table.
 VARIABLES: tuple[Variable, ...] = (
     MODEL, PLANTED_SEED, CORPORA, TOKENIZER, GPT2_WEIGHTS, THREADS, CACHE, OPENWEBTEXT,
-    LLM_API_KEY, LLM_BASE_URL, LLM_MODEL, STATIC, WIDGETS, MATHJAX, SCALE,
+    LLM_API_KEY, LLM_BASE_URL, LLM_MODEL, STATIC, WIDGETS, MATHJAX, CODE, SCALE,
 )
 
 DEFAULT_MODEL = "gpt2"
+#: The value of a directory variable that means "no such directory here" (online sources).
+NO_DIRECTORY = "none"
 DEFAULT_LLM_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_LLM_MODEL = "gpt-4o-mini"
 
@@ -160,10 +170,21 @@ def find_shared_dir(name: str, variable: Variable | None = None) -> Path | None:
 
     Order: the environment variable, then ``../shared/<name>`` beside the repository checkout this
     package was installed from, then ``shared/<name>`` or ``../shared/<name>`` from the working
-    directory and its parents. Returns None when nothing exists.
+    directory and its parents. Returns None when nothing exists, or when the variable is ``none``
+    (run without it: online sources). A directory the variable names must exist: a
+    :class:`~context_neurons.checks.DataError` says so (never a silent fall-back to other data).
     """
     if variable is not None and get(variable):
-        return Path(get(variable)).expanduser()
+        value = get(variable)
+        if value.lower() == NO_DIRECTORY:
+            return None
+        path = Path(value).expanduser()
+        if not path.is_dir():
+            raise DataError(
+                f"{variable.name} is {value!r}, which is not a directory: point it at the {name} "
+                f"directory, set it to '{NO_DIRECTORY}' to run without one, or unset it."
+            )
+        return path
     candidates = [REPOSITORY_ROOT.parent / "shared" / name]
     here = Path.cwd().resolve()
     for parent in [here, *here.parents]:
@@ -172,7 +193,8 @@ def find_shared_dir(name: str, variable: Variable | None = None) -> Path | None:
 
 
 def corpora_root() -> Path | None:
-    """The configured corpora directory (it may not exist), or None when none is found."""
+    """The configured corpora directory, or None when none is found (or the variable is
+    ``none``); a directory ``$CONTEXT_NEURONS_CORPORA`` names that does not exist is an error."""
     return find_shared_dir("corpora", CORPORA)
 
 
@@ -184,6 +206,11 @@ def tokenizer_root() -> Path | None:
 def gpt2_weights() -> Path | None:
     """``$CONTEXT_NEURONS_GPT2`` as a path, or None."""
     return Path(get(GPT2_WEIGHTS)).expanduser() if get(GPT2_WEIGHTS) else None
+
+
+def code_corpus_root() -> Path | None:
+    """``$CONTEXT_NEURONS_CODE`` as a path, or None (then the running Python's standard library)."""
+    return Path(get(CODE)).expanduser() if get(CODE) else None
 
 
 def openwebtext_source() -> str:

@@ -1,7 +1,7 @@
 """Issue 15: one test per failure of the online GPT-2 path, each failing on the code as it was.
 
-The online path is simulated offline: the corpora are hidden (``$CONTEXT_NEURONS_CORPORA`` names a
-directory that does not exist, as ``scripts/simulate_online.py`` does) and OpenWebText is replaced
+The online path is simulated offline: the corpora are hidden (``$CONTEXT_NEURONS_CORPORA`` is ``none``,
+as ``scripts/simulate_online.py`` sets it) and OpenWebText is replaced
 by a few planted documents (the module's document source is monkeypatched), so nothing here needs
 the network or GPT-2's weights.
 """
@@ -50,7 +50,7 @@ def online(monkeypatch, tmp_path):
         reads.append(n)
         return list(FAKE_OPENWEBTEXT[:n])
 
-    monkeypatch.setenv(config.CORPORA.name, str(tmp_path / "no-corpora-online"))
+    monkeypatch.setenv(config.CORPORA.name, config.NO_DIRECTORY)  # no corpora: online
     monkeypatch.setattr(corpora, "openwebtext_documents", fake_openwebtext)
     monkeypatch.setattr(windows_module, "openwebtext_documents", fake_openwebtext)
     corpora._openwebtext_calibration.cache_clear()

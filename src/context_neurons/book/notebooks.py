@@ -8,10 +8,12 @@ Run it through the project command: ``python -m context_neurons regenerate-noteb
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 from context_neurons import config
+from context_neurons.checks import InputError
 
 REPO = config.REPOSITORY_ROOT
 BOOK = REPO / "book"
@@ -22,6 +24,30 @@ TIMEOUT_S = 1800
 def chapter_files() -> list[Path]:
     """The executable pages, in book order: chapters ``book/chNN_*.py``, then appendices."""
     return sorted(BOOK.glob("ch[0-9][0-9]_*.py")) + sorted(BOOK.glob("appendix_*.py"))
+
+
+def resolve_chapters(names: list[str | Path]) -> list[Path]:
+    """The chapter files that ``names`` name: a chapter's name (``ch03_decomposition``, with or
+    without ``.py``) or a path to a chapter inside ``book/`` (relative to the working directory or
+    to the repository). Anything else (another ``.py``, a file outside ``book/``) is refused with
+    an :class:`InputError` that lists the chapters: a command never overwrites a stored notebook
+    with something that is not a chapter."""
+    chapters = {path.resolve(): path for path in chapter_files()}
+    found = []
+    for name in names:
+        given = Path(name).expanduser()
+        if "/" not in str(name) and os.sep not in str(name):  # a name: looked up in book/
+            candidates = [BOOK / (given.name if given.suffix == ".py" else given.name + ".py")]
+        else:
+            candidates = [given, REPO / given] if not given.is_absolute() else [given]
+        match = next((chapters[c.resolve()] for c in candidates if c.resolve() in chapters), None)
+        if match is None:
+            raise InputError(
+                f"{str(name)!r} is not a chapter of the book: give a chapter's name or its file "
+                f"in {BOOK}; the chapters are {', '.join(p.stem for p in chapter_files())}."
+            )
+        found.append(match)
+    return found
 
 
 def stored_notebook(chapter: Path) -> Path:

@@ -17,8 +17,27 @@ from pathlib import Path
 
 from context_neurons import config
 from context_neurons.book import colab
+from context_neurons.checks import InputError
 
-GITHUB = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+#: ``https://github.com/OWNER/NAME``: an owner is GitHub's user or organisation name (letters,
+#: digits and single hyphens inside, at most 39 characters); a repository's name is letters,
+#: digits, ``.``, ``-`` and ``_``, but not ``.`` or ``..``.
+GITHUB = re.compile(
+    r"^https://github\.com/(?P<owner>[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38})/(?P<name>[A-Za-z0-9._-]{1,100})$"
+)
+
+
+def check_repository_url(url: str) -> str:
+    """``url`` without a trailing slash or ``.git`` if it names a GitHub repository, else an
+    :class:`InputError`."""
+    url = url.strip().rstrip("/").removesuffix(".git")
+    match = GITHUB.match(url)
+    if match is None or match["name"] in (".", ".."):
+        raise InputError(
+            f"Expected https://github.com/OWNER/NAME (OWNER: letters, digits and hyphens; NAME: "
+            f"letters, digits, '.', '-' and '_', not '.' or '..'), got {url!r}."
+        )
+    return url
 
 
 def set_repository(url: str, root: Path = config.REPOSITORY_ROOT) -> list[Path]:
@@ -28,9 +47,7 @@ def set_repository(url: str, root: Path = config.REPOSITORY_ROOT) -> list[Path]:
         url: ``https://github.com/OWNER/NAME`` (Colab opens notebooks from GitHub).
         root: the repository's root (a copy of it, in tests).
     """
-    url = url.rstrip("/")
-    if not GITHUB.match(url):
-        raise ValueError(f"Expected https://github.com/OWNER/NAME, got {url!r}.")
+    url = check_repository_url(url)
     old = colab.REPOSITORY
     files = [
         root / "src" / "context_neurons" / "book" / "colab.py",

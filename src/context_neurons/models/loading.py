@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformer_lens import HookedTransformer, HookedTransformerConfig
 from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
@@ -267,35 +268,88 @@ def hooked_from_hf(
 
 def _from_pretrained(name_or_path: str) -> GPT2LMHeadModel:
     """``GPT2LMHeadModel.from_pretrained`` without its per-load progress bar (a widget in a
-    notebook, which a static page cannot draw), the caller's setting restored afterwards."""
+    notebook, which a static page cannot draw), the caller's setting restored afterwards.
+
+    Refuses, with a :class:`ModelLoadError`, a checkpoint whose weights do not all load (Hugging
+    Face would initialise the missing ones at random and report it at a log level TransformerLens
+    silences) and one with non-finite weights."""
     shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        return GPT2LMHeadModel.from_pretrained(name_or_path)
+        hf_model, info = GPT2LMHeadModel.from_pretrained(name_or_path, output_loading_info=True)
     finally:
         if shown:
             hf_logging.enable_progress_bar()
+    tied = {"lm_head.weight"} if hf_model.config.tie_word_embeddings else set()
+    missing = sorted(set(info.get("missing_keys", ())) - tied)
+    unexpected = sorted(info.get("unexpected_keys", ()))
+    mismatched = sorted(str(k) for k in info.get("mismatched_keys", ()))
+    if missing or unexpected or mismatched or info.get("error_msgs"):
+        raise ModelLoadError(
+            f"{name_or_path} is not a complete GPT-2 checkpoint: {len(missing)} GPT-2 weights are "
+            f"missing from it {missing[:3]}, {len(unexpected)} of its weights are not GPT-2's "
+            f"{unexpected[:3]}, {len(mismatched)} have another shape {mismatched[:3]}. Loading it "
+            "would leave those weights random: give a GPT-2-architecture checkpoint (saved with "
+            "GPT2LMHeadModel.save_pretrained)."
+        )
+    bad = [name for name, tensor in hf_model.state_dict().items()
+           if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if bad:
+        raise ModelLoadError(
+            f"{name_or_path} has non-finite weights (NaN or infinity) in {len(bad)} tensors, "
+            f"e.g. {bad[:3]}: the checkpoint is corrupt (a diverged run?); use another one."
+        )
+    return hf_model
 
 
 def load_checkpoint(directory: str | Path) -> GPT2LMHeadModel:
-    """A GPT-2-architecture Hugging Face checkpoint from a local directory."""
+    """A GPT-2-architecture Hugging Face checkpoint from a local directory (anything else, a
+    truncated weights file and non-finite weights are refused with a :class:`ModelLoadError`)."""
     path = Path(directory).expanduser()
-    if not (path / "config.json").is_file():
+    config_file = path / "config.json"
+    if not config_file.is_file():
         raise ModelLoadError(
             f"No Hugging Face checkpoint in {path} (config.json missing). Save one with "
             f"GPT2LMHeadModel.from_pretrained('gpt2').save_pretrained('{path}') on a machine with "
             "internet access, or give another directory."
         )
     try:
+        hf_config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelLoadError(
+            f"{config_file} is not valid JSON ({err}): the checkpoint is damaged; save or copy "
+            "it again."
+        ) from None
+    architectures = hf_config.get("architectures") or ["GPT2LMHeadModel"]
+    if hf_config.get("model_type") != "gpt2" or not all(
+        a in ("GPT2LMHeadModel", "GPT2Model") for a in architectures
+    ):
+        raise ModelLoadError(
+            f"The checkpoint in {path} is not a GPT-2-architecture model (model_type "
+            f"{hf_config.get('model_type')!r}, architectures {architectures}): the method and "
+            "TransformerLens's GPT-2 loader need GPT2LMHeadModel weights."
+        )
+    try:
         return _from_pretrained(str(path))
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"The checkpoint in {path} could not be loaded: {err}") from err
+    except (OSError, ValueError, SafetensorError) as err:
+        weights = [p.name for p in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))]
+        raise ModelLoadError(
+            f"The checkpoint in {path} could not be loaded ({', '.join(weights) or 'no weights'}"
+            f": {err}). The weights file is probably truncated or corrupt: copy or save the "
+            "checkpoint again."
+        ) from err
 
 
 def load_hf_gpt2(name: str = "gpt2", weights: str | Path | None = None) -> tuple[GPT2LMHeadModel, str]:
     """A GPT-2 family model from a local directory, the local cache, or the hub."""
+    from_environment = not weights and name == "gpt2" and config.gpt2_weights() is not None
     weights = weights or (config.gpt2_weights() if name == "gpt2" else None)
     if weights is not None:
+        if from_environment and not Path(weights).expanduser().is_dir():
+            raise ModelLoadError(
+                f"{config.GPT2_WEIGHTS.name} is {str(weights)!r}, which is not a directory: point "
+                "it at a directory saved with GPT2LMHeadModel.save_pretrained, or unset it."
+            )
         return load_checkpoint(weights), f"local directory {Path(weights).expanduser()}"
     try:
         hf_model = _from_pretrained(name)

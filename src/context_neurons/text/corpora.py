@@ -165,14 +165,42 @@ def iter_documents(
     if not files:
         raise DataError(f"No JSONL files in corpus {corpus!r} ({folder}); see list_corpora().")
     for file in files:
-        with file.open(encoding="utf-8") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
+        for record in read_jsonl(file):
+            text = record.pop("text", "")
+            if len(text) >= min_chars:
+                yield Document(corpus, str(record.pop("id", "")), text, record)
+
+
+def read_jsonl(file: Path) -> Iterator[dict]:
+    """The JSON objects of a JSONL file, one a line (blank lines skipped). A line that is not
+    UTF-8, not JSON or not an object is a :class:`DataError` naming the file and the line."""
+
+    def damaged(number: int, what: str) -> DataError:
+        return DataError(
+            f"{file}, line {number}: {what}. The corpus file is damaged (truncated, or another "
+            "encoding): re-create it as UTF-8 JSONL (one {\"id\": ..., \"text\": ...} object a "
+            "line), or remove it from its corpus folder."
+        )
+
+    with Path(file).open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise damaged(number, f"not UTF-8 text (byte {raw[err.start]:#04x} at column "
+                                      f"{err.start + 1})") from None
+            if not line.strip():
+                continue
+            try:
                 record = json.loads(line)
-                text = record.pop("text", "")
-                if len(text) >= min_chars:
-                    yield Document(corpus, str(record.pop("id", "")), text, record)
+            except json.JSONDecodeError as err:
+                raise damaged(number, f"not valid JSON ({err.msg}, column {err.colno})") from None
+            if not isinstance(record, dict):
+                raise damaged(number, f"a JSON {type(record).__name__}, not an object")
+            text = record.get("text", "")
+            if not isinstance(text, str):
+                raise damaged(number, f"its \"text\" is a {type(text).__name__}, not a string")
+            yield record
 
 
 def get_document(corpus: str, doc_id: str, root: str | Path | None = None) -> Document:

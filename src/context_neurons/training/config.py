@@ -7,12 +7,13 @@ so a run is reproduced by the command it records (see :func:`reproduce_command`)
 from __future__ import annotations
 
 import dataclasses
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from context_neurons import config as settings
-from context_neurons.checks import DataError
+from context_neurons.checks import DataError, InputError
 
 #: The special token: beginning of every window, separator between documents (GPT-2's convention).
 EOT = "<|endoftext|>"
@@ -157,11 +158,13 @@ class TrainConfig:
     # stop after this many steps, keeping the schedule of the whole budget (to check that a rerun
     # reproduces the start of a long run's loss log); None: run the whole budget
     stop_after_steps: int | None = None
+    # the state to continue an interrupted run from (OUT/resume.pt) is saved every this many steps
+    resume_every: int = 100
 
     def resolved(self) -> "TrainConfig":
         """A copy with every size-dependent field filled in from :data:`SIZES`."""
         if self.size not in SIZES:
-            raise ValueError(f"Unknown size {self.size!r}: choose from {sorted(SIZES)}.")
+            raise InputError(f"Unknown size {self.size!r}: choose from {sorted(SIZES)}.")
         size = SIZES[self.size]
         values = {}
         for name in ("n_layer", "d_model", "n_head", "d_mlp", "n_ctx", "batch_size"):
@@ -209,7 +212,74 @@ _FIELD_FLAGS: list[tuple[str, str, type]] = [
     ("--eval-windows", "eval_windows", int),
     ("--eval-windows-checkpoint", "eval_windows_checkpoint", int),
     ("--stop-after-steps", "stop_after_steps", int),
+    ("--resume-every", "resume_every", int),
 ]
+
+#: The largest seed (NumPy's and torch's generators take it whole).
+MAX_SEED = 2**32 - 1
+
+
+def config_problems(cfg: TrainConfig, corpora: list[str] | None = None) -> list[str]:
+    """What is wrong with a resolved configuration (empty: nothing), checked before any data is
+    read. ``corpora``: the corpus names the corpora directory offers (None: not checked)."""
+    problems = []
+    positive = ("n_layer", "d_model", "n_head", "d_mlp", "n_ctx", "batch_size", "vocab_size",
+                "threads", "tokenizer_chars_per_corpus", "resume_every")
+    for name in positive:
+        if getattr(cfg, name) < 1:
+            problems.append(f"--{name.replace('_', '-')} must be at least 1, got "
+                            f"{getattr(cfg, name)}")
+    if cfg.n_head >= 1 and cfg.d_model % cfg.n_head:
+        problems.append(f"--d-model {cfg.d_model} is not a multiple of --n-head {cfg.n_head} "
+                        "(each head takes d_model / n_head dimensions)")
+    if cfg.n_ctx < 2:
+        problems.append(f"--n-ctx must be at least 2, got {cfg.n_ctx}")
+    if not cfg.tokenizer and cfg.vocab_size < 258:
+        problems.append(f"--vocab-size must be at least 258 (256 bytes and {EOT}), got "
+                        f"{cfg.vocab_size}")
+    if not 0 <= cfg.seed <= MAX_SEED:
+        problems.append(f"--seed must be in 0..{MAX_SEED}, got {cfg.seed}")
+    if cfg.tokens is not None and cfg.tokens < cfg.batch_size * cfg.n_ctx:
+        problems.append(f"--tokens {cfg.tokens} is less than one step "
+                        f"(--batch-size x --n-ctx = {cfg.batch_size * cfg.n_ctx})")
+    if cfg.minutes is not None and not (math.isfinite(cfg.minutes) and cfg.minutes > 0):
+        problems.append(f"--minutes must be positive, got {cfg.minutes}")
+    if not 0.0 < cfg.heldout_fraction < 1.0:
+        problems.append(f"--heldout-fraction must be in (0, 1), got {cfg.heldout_fraction}")
+    if not 0.0 <= cfg.dropout < 1.0:
+        problems.append(f"--dropout must be in [0, 1), got {cfg.dropout}")
+    if not (math.isfinite(cfg.lr) and cfg.lr > 0):
+        problems.append(f"--lr must be positive, got {cfg.lr}")
+    if not 0.0 <= cfg.min_lr_ratio <= 1.0:
+        problems.append(f"--min-lr-ratio must be in [0, 1], got {cfg.min_lr_ratio}")
+    for name in ("beta1", "beta2"):
+        if not 0.0 <= getattr(cfg, name) < 1.0:
+            problems.append(f"--{name} must be in [0, 1), got {getattr(cfg, name)}")
+    for name in ("warmup_steps", "weight_decay", "n_checkpoints", "eval_windows",
+                 "eval_windows_checkpoint"):
+        if getattr(cfg, name) < 0:
+            problems.append(f"--{name.replace('_', '-')} must not be negative, got "
+                            f"{getattr(cfg, name)}")
+    if not cfg.grad_clip > 0:
+        problems.append(f"--grad-clip must be positive, got {cfg.grad_clip}")
+    if cfg.stop_after_steps is not None and cfg.stop_after_steps < 1:
+        problems.append(f"--stop-after-steps must be at least 1, got {cfg.stop_after_steps}")
+    if cfg.device not in ("auto", "cpu", "cuda"):
+        problems.append(f"--device must be auto, cpu or cuda, got {cfg.device!r}")
+    if cfg.tokenizer and not Path(cfg.tokenizer).expanduser().is_dir():
+        problems.append(f"--tokenizer {cfg.tokenizer} is not a directory")
+    weights = cfg.corpus_weights
+    bad = {c: w for c, w in weights.items() if not (math.isfinite(w) and w >= 0)}
+    if bad:
+        problems.append(f"corpus weights must be finite and not negative, got {bad}")
+    if not any(w > 0 for w in weights.values() if math.isfinite(w)):
+        problems.append("at least one corpus needs a positive weight")
+    if corpora is not None:
+        unknown = sorted(c for c, w in weights.items() if w > 0 and c not in corpora)
+        if unknown:
+            problems.append(f"no corpus named {', '.join(unknown)} in {cfg.corpora}: the corpora "
+                            f"are {', '.join(corpora)}")
+    return problems
 
 
 def config_to_argv(cfg: TrainConfig, device: str | None = None) -> list[str]:

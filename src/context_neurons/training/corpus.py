@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from context_neurons import config as settings
+from context_neurons.checks import DataError
+from context_neurons.text.corpora import read_jsonl
 from context_neurons.training.config import CODE_CORPUS
 
 #: Folders of the Python standard library that are not ordinary library code.
@@ -49,7 +52,14 @@ def is_heldout(key: str, fraction: float) -> bool:
 
 
 def stdlib_dir() -> Path:
-    return Path(sysconfig.get_paths()["stdlib"])
+    """The code corpus's root: ``$CONTEXT_NEURONS_CODE``, else the running Python's standard
+    library (a GPU machine with another Python trains on this machine's by setting it)."""
+    root = settings.code_corpus_root()
+    if root is None:
+        return Path(sysconfig.get_paths()["stdlib"])
+    if not root.is_dir():
+        raise DataError(f"{settings.CODE.name} is {str(root)!r}, which is not a directory.")
+    return root
 
 
 def iter_code_documents(root: Path | None = None) -> Iterator[Doc]:
@@ -72,19 +82,23 @@ def iter_documents(corpus: str, corpora_dir: str | Path) -> Iterator[Doc]:
     folder = Path(corpora_dir) / corpus
     files = sorted(folder.glob("*.jsonl"))
     if not files:
-        raise FileNotFoundError(
+        raise DataError(
             f"No JSONL files in corpus folder {folder}. Pass --corpora DIR (or set "
-            f"CONTEXT_NEURONS_CORPORA) to the directory of the offline corpora."
+            f"{settings.CORPORA.name}) to the directory of the offline corpora."
         )
     for file in files:
-        with file.open(encoding="utf-8") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                record = json.loads(line)
-                text = record.get("text") or ""
-                if text.strip():
-                    yield Doc(corpus, str(record.get("id", "")), text)
+        for record in read_jsonl(file):
+            text = record.get("text") or ""
+            if text.strip():
+                yield Doc(corpus, str(record.get("id", "")), text)
+
+
+def corpus_names(corpora_dir: str | Path) -> list[str]:
+    """The corpora a run can weigh: the folders of ``corpora_dir`` that hold JSONL files, and the
+    code corpus."""
+    folder = Path(corpora_dir)
+    found = [p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.jsonl"))]
+    return sorted({*found, CODE_CORPUS})
 
 
 @dataclass

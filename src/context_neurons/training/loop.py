@@ -5,6 +5,12 @@ tokenizer files, ``training.json`` (configuration, environment, budget, timings,
 the command that reproduces the run), ``loss.csv`` (one row per step), ``heldout.csv`` (held-out
 loss per corpus at each checkpoint and at the end) and ``split.json`` (the document split).
 ``OUT/checkpoints/step-N/`` holds float32 checkpoints at log-spaced steps (not for shipping).
+
+While the run is incomplete, ``OUT/RUNNING`` says so and ``OUT/resume.pt`` (one file, replaced
+every ``resume_every`` steps: float32 weights, the optimiser's moments, the schedule's step, the
+data mixture's position and generator, torch's generator) is what ``train --resume`` continues
+from, to the same weights as a run without the interruption. Both are removed when the run
+finishes, so a finished directory holds no resume state.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,14 +36,16 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging as hf_logging
 
 from context_neurons import config as settings
+from context_neurons.checks import DataError, InputError
 from context_neurons.training.config import (
     EOT,
     SHORT_DOCUMENT_CORPORA,
     SIZES,
     TrainConfig,
+    config_problems,
     reproduce_command,
 )
-from context_neurons.training.corpus import split_corpora, write_manifest
+from context_neurons.training.corpus import corpus_names, split_corpora, write_manifest
 from context_neurons.training.stream import (
     DocumentMixture,
     eval_windows,
@@ -50,13 +60,24 @@ from context_neurons.training.tokenizer import (
 )
 
 
+#: Marker of a run that has not finished (removed when it does).
+RUNNING_FILE = "RUNNING"
+#: The state an interrupted run continues from (``--resume``; removed when the run finishes).
+RESUME_FILE = "resume.pt"
+#: The files a run writes in its directory (``--overwrite`` removes them and ``checkpoints/``).
+RUN_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+             "tokenizer_config.json", "special_tokens_map.json", "training.json", "loss.csv",
+             "heldout.csv", "split.json", "development.json", RUNNING_FILE, RESUME_FILE)
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for but no CUDA device is available.")
+        raise InputError("--device cuda was asked for but no CUDA device is available: use "
+                         "--device cpu (or auto).")
     if device not in ("cpu", "cuda"):
-        raise ValueError(f"Unknown device {device!r}: choose auto, cpu or cuda.")
+        raise InputError(f"Unknown device {device!r}: choose auto, cpu or cuda.")
     return torch.device(device)
 
 
@@ -189,6 +210,11 @@ def set_determinism(cfg: TrainConfig, device: torch.device) -> None:
         settings.deterministic_cublas()
         torch.backends.cudnn.benchmark = False
         torch.backends.cuda.matmul.allow_tf32 = False
+        # cuDNN's and the fused attention kernels' backward passes are not deterministic: the
+        # math kernel is (at n_ctx 256 it costs little).
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
@@ -204,27 +230,121 @@ def _save_checkpoint(model, path: Path, heldout: dict[str, float] | None, step: 
         {"step": step, "tokens": tokens, "heldout": heldout}, indent=1) + "\n")
 
 
-def train(config: TrainConfig) -> Path:
+def train(config: TrainConfig, resume: bool = False, overwrite: bool = False) -> Path:
     """Run ``config`` and return the output directory (see the module docstring).
 
-    Sets the thread count and deterministic algorithms for the run and restores them after."""
+    The configuration and the output directory are checked before any data is read. A directory
+    that is not empty is refused unless ``resume`` (continue the interrupted run in it from its
+    last saved state, to the same weights as a run without the interruption) or ``overwrite``
+    (remove the files of the run it holds first). Sets the thread count and deterministic
+    algorithms for the run and restores them after."""
+    if resume and overwrite:
+        raise InputError("--resume and --overwrite exclude each other: choose one.")
     saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
              torch.is_deterministic_algorithms_warn_only_enabled())
     try:
-        return _train(config)
+        return _train(config, resume, overwrite)
     finally:
         torch.set_num_threads(saved[0])
         torch.use_deterministic_algorithms(saved[1], warn_only=saved[2])
 
 
-def _train(config: TrainConfig) -> Path:
+def check_config(cfg: TrainConfig) -> None:
+    """An :class:`InputError` listing what is wrong with a resolved configuration (corpus names
+    against the corpora directory included), before anything is read or written."""
+    corpora = Path(cfg.corpora).expanduser()
+    if not corpora.is_dir():
+        raise InputError(f"--corpora {cfg.corpora} is not a directory: pass the directory of the "
+                         f"offline corpora (or set {settings.CORPORA.name}).")
+    problems = config_problems(cfg, corpus_names(corpora))
+    if problems:
+        raise InputError("; ".join(problems) + ".")
+
+
+def prepare_output(out: Path, resume: bool, overwrite: bool) -> dict | None:
+    """Check ``out`` before the run; returns the resume state to continue from, if any.
+
+    An existing run in ``out`` is never overwritten silently: a directory that is not empty needs
+    ``resume`` or ``overwrite``; ``overwrite`` removes only the files a run writes
+    (:data:`RUN_FILES` and ``checkpoints/``)."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file, not a directory: choose another path.")
+    existing = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    state = None
+    if resume and (out / RESUME_FILE).is_file():
+        state = read_resume_state(out / RESUME_FILE)
+    elif resume and existing and not (out / RUNNING_FILE).is_file():
+        done = (out / "training.json").is_file()
+        raise InputError(
+            f"--out {out} holds {'a finished run' if done else 'no interrupted run'}: nothing to "
+            "resume (pass --overwrite to replace it, or choose another directory).")
+    elif existing and not (overwrite or resume):
+        shown = ", ".join(existing[:6]) + (", ..." if len(existing) > 6 else "")
+        raise InputError(
+            f"--out {out} is not empty ({shown}): pass --resume to continue the interrupted run "
+            "in it, --overwrite to replace the run it holds, or choose another directory.")
+    if state is None and existing:  # overwrite, or a resume with nothing saved yet: start over
+        for name in RUN_FILES:
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--out {out} cannot be created ({err.strerror}): choose another "
+                         "directory.") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise InputError(f"--out {out} is not writable: choose another directory.")
+    return state
+
+
+def read_resume_state(path: Path) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a truncated or foreign file: say which and what to do
+        raise DataError(f"{path} cannot be read ({type(err).__name__}: {err}): the saved state "
+                        "is damaged; rerun with --overwrite to start the run again.") from None
+
+
+def _write_atomic(path: Path, write) -> None:
+    """``write(temporary path)``, then rename it over ``path`` (never half a file)."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _continue_config(state: dict, requested: TrainConfig) -> TrainConfig:
+    """The saved run's configuration, after checking that ``requested`` asks for the same run
+    (``out``, ``progress``, ``stop_after_steps`` and ``resume_every`` may differ)."""
+    free = ("out", "progress", "stop_after_steps", "resume_every")
+    stored = state["requested"]
+    differ = sorted(k for k, v in requested.to_dict().items()
+                    if k not in free and stored.get(k) != v)
+    if differ:
+        raise InputError(
+            f"--resume continues the run saved in {requested.out}, whose options differ in "
+            f"{', '.join(differ)}: rerun its command with --resume ({state['command']}).")
+    kept = {k: getattr(requested, k) for k in free}
+    return dataclasses.replace(TrainConfig(**state["config"]), **kept)
+
+
+def _train(config: TrainConfig, resume: bool, overwrite: bool) -> Path:
     t_start = time.perf_counter()
     quiet_transformers()
     cfg = config.resolved()
+    check_config(cfg)
     device = resolve_device(cfg.device)
-    set_determinism(cfg, device)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    state = prepare_output(out, resume, overwrite)
+    requested = cfg
+    if state is not None:
+        cfg = _continue_config(state, requested)
+    set_determinism(cfg, device)
+    (out / RUNNING_FILE).write_text(
+        "This training run is incomplete (interrupted, or stopped by --stop-after-steps). Continue "
+        "it with its command and --resume; the file is removed when the run finishes.\n")
     log = _Logger(cfg.progress)
 
     # ---- data: split, tokenizer, windows
@@ -233,7 +353,12 @@ def _train(config: TrainConfig) -> Path:
     write_manifest(split, out / "split.json")
     log(f"split: {sum(len(v) for v in split.train.values())} train / "
         f"{sum(len(v) for v in split.heldout.values())} held-out documents")
-    if cfg.tokenizer:
+    if state is not None:  # the tokenizer the interrupted run trained and saved
+        tokenizer = load_tokenizer(out)
+        if _file_sha256(out / "tokenizer.json") != state["tokenizer_sha256"]:
+            raise DataError(f"{out / 'tokenizer.json'} is not the tokenizer of the saved run: "
+                            "rerun with --overwrite to start again.")
+    elif cfg.tokenizer:
         tokenizer = load_tokenizer(cfg.tokenizer)
     else:
         t0 = time.perf_counter()
@@ -241,7 +366,8 @@ def _train(config: TrainConfig) -> Path:
                                     cfg.vocab_size, model_max_length=cfg.n_ctx)
         log(f"tokenizer: {len(tokenizer)} ids trained in {time.perf_counter() - t0:.0f} s")
     tokenizer.model_max_length = cfg.n_ctx
-    tokenizer.save_pretrained(out)
+    if state is None:
+        tokenizer.save_pretrained(out)
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
     vocab_size = len(tokenizer)
 
@@ -265,7 +391,7 @@ def _train(config: TrainConfig) -> Path:
 
     # ---- budget
     tokens_per_step = cfg.batch_size * cfg.n_ctx
-    measured_rate = None
+    measured_rate = None if state is None else state["measured_rate"]
     if cfg.tokens is None:
         measured_rate = measure_tokens_per_second(cfg, vocab_size, eot_id, device)
         budget = cfg.minutes * 60 * measured_rate
@@ -282,10 +408,23 @@ def _train(config: TrainConfig) -> Path:
     sampler = DocumentMixture(train_units, cfg.corpus_weights, cfg.seed, cfg.n_ctx, eot_id,
                               cfg.batch_size)
 
-    loss_file = (out / "loss.csv").open("w", newline="")
-    loss_csv = csv.writer(loss_file)
-    loss_csv.writerow(["step", "tokens", "loss", "lr", "seconds"])
     heldout_rows: list[dict] = []
+    train_seconds, eval_seconds = 0.0, 0.0
+    losses_seen: list[float] = []
+    start = 0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        sampler.load_state_dict(state["sampler"])
+        torch.set_rng_state(state["torch_rng"])
+        if device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
+        start, losses_seen = state["step"], list(state["losses"])
+        heldout_rows = list(state["heldout_rows"])
+        train_seconds, eval_seconds = state["train_seconds"], state["eval_seconds"]
+        log(f"resuming at step {start} of {total_steps} from {out / RESUME_FILE}")
+    loss_file = _open_loss_log(out / "loss.csv", start)
+    loss_csv = csv.writer(loss_file)
 
     def checkpoint(step: int) -> None:
         if not cfg.save_checkpoints:
@@ -297,17 +436,35 @@ def _train(config: TrainConfig) -> Path:
         _save_checkpoint(model, out / "checkpoints" / f"step-{step}", losses, step,
                          step * tokens_per_step)
 
-    train_seconds, eval_seconds = 0.0, 0.0
-    losses_seen: list[float] = []
-    progress = _progress(total_steps, cfg.progress)
+    def save_state(step: int) -> None:
+        """What continues the run at ``step`` exactly (float32 weights and the optimiser's
+        moments: one file, replaced each time, removed when the run finishes)."""
+        loss_file.flush()
+        resume_state = {
+            "step": step, "config": cfg.to_dict(), "requested": requested.to_dict(),
+            "command": reproduce_command(cfg, device.type),
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "sampler": sampler.state_dict(), "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            "losses": list(losses_seen), "heldout_rows": list(heldout_rows),
+            "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+            "measured_rate": measured_rate,
+            "tokenizer_sha256": _file_sha256(out / "tokenizer.json"),
+        }
+        _write_atomic(out / RESUME_FILE, lambda tmp: torch.save(resume_state, tmp))
+
+    progress = _progress(total_steps, cfg.progress, initial=start)
     t_loop = time.perf_counter()
     with torch.enable_grad():
-        for step in range(total_steps + 1):
-            if step in ckpt_steps:
+        for step in range(start, total_steps + 1):
+            if step in ckpt_steps and not (state is not None and step == start):
                 t0 = time.perf_counter()
                 checkpoint(step)
                 eval_seconds += time.perf_counter() - t0
-            if step == total_steps or step == cfg.stop_after_steps:
+            stop = step == cfg.stop_after_steps
+            if step != start and step < total_steps and (stop or step % cfg.resume_every == 0):
+                save_state(step)
+            if step == total_steps or stop:
                 break
             t0 = time.perf_counter()
             x = sampler.batch(cfg.batch_size).to(device)
@@ -322,7 +479,9 @@ def _train(config: TrainConfig) -> Path:
                 loss_file.flush()
             if progress is not None:
                 progress.update(1)
-                progress.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tokens / train_seconds:.0f}")
+                progress.set_postfix(loss=f"{loss:.3f}",
+                                     tok_s=f"{(step + 1 - start) * tokens_per_step / train_seconds:.0f}"
+                                     if train_seconds else "")
             if not math.isfinite(loss):
                 raise FloatingPointError(f"Loss became {loss} at step {step + 1}.")
     if progress is not None:
@@ -367,6 +526,7 @@ def _train(config: TrainConfig) -> Path:
         "tokenizer_sha256": _file_sha256(out / "tokenizer.json"),
         "steps": total_steps,
         "stopped_after_steps": cfg.stop_after_steps,
+        "resumed_from_step": start or None,
         "tokens_per_step": tokens_per_step,
         "steps_done": steps_done,
         "tokens_seen": steps_done * tokens_per_step,
@@ -385,11 +545,35 @@ def _train(config: TrainConfig) -> Path:
         "split_counts": split.counts(),
         "checkpoint_steps": sorted(ckpt_steps) if cfg.save_checkpoints else [],
     }
-    (out / "training.json").write_text(json.dumps(record, indent=1) + "\n")
+    _write_atomic(out / "training.json",
+                  lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n"))
+    if steps_done == total_steps:  # finished: no marker, no resume state
+        (out / RESUME_FILE).unlink(missing_ok=True)
+        (out / RUNNING_FILE).unlink(missing_ok=True)
     log(f"done: {record['tokens_seen']} tokens in {record['wall_seconds']:.0f} s "
         f"({record['tokens_per_second']:.0f} tokens/s training); held-out mean loss "
-        f"{final_heldout.get('mean', float('nan')):.3f}; saved to {out}")
+        f"{final_heldout.get('mean', float('nan')):.3f}; saved to {out}"
+        + ("" if steps_done == total_steps else
+           f" (stopped at step {steps_done} of {total_steps}: --resume continues it)"))
     return out
+
+
+def _open_loss_log(path: Path, start: int):
+    """``loss.csv`` opened for the rows after step ``start`` (the rows up to it kept)."""
+    kept = []
+    if start and path.is_file():
+        with path.open(newline="") as handle:
+            kept = [row for row in csv.reader(handle)][1:]
+        kept = [row for row in kept if row and int(row[0]) <= start]
+        if len(kept) != start:
+            raise DataError(f"{path} holds {len(kept)} rows up to step {start}, not {start}: the "
+                            "run's loss log is damaged; rerun with --overwrite.")
+    handle = path.open("w", newline="")
+    writer = csv.writer(handle)
+    writer.writerow(["step", "tokens", "loss", "lr", "seconds"])
+    writer.writerows(kept)
+    handle.flush()
+    return handle
 
 
 def _versions() -> dict[str, str]:
@@ -398,11 +582,11 @@ def _versions() -> dict[str, str]:
             "numpy": np.__version__, "platform": platform.platform()}
 
 
-def _progress(total: int, enabled: bool):
+def _progress(total: int, enabled: bool, initial: int = 0):
     if not enabled:
         return None
 
-    return tqdm(total=total, desc="training", unit="step", dynamic_ncols=True)
+    return tqdm(total=total, initial=initial, desc="training", unit="step", dynamic_ncols=True)
 
 
 class _Logger:

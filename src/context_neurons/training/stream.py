@@ -139,6 +139,31 @@ class DocumentMixture:
         rows = [self._window(r) for r in range(self.n_streams)]
         return torch.from_numpy(np.stack(rows).astype(np.int64))
 
+    def state_dict(self) -> dict:
+        """Everything that moves as batches are drawn (the generator, each corpus's permutation
+        and position, the streams' pending tokens, the counts; arrays as tensors, so that
+        ``torch.load(weights_only=True)`` reads it): with :meth:`load_state_dict` on a
+        mixture built from the same units, the batches continue exactly as without a pause."""
+        return {
+            "rng": self.rng.bit_generator.state,
+            "order": {c: torch.from_numpy(self.order[c].copy()) for c in self.names},
+            "cursor": dict(self.cursor),
+            "units_drawn": dict(self.units_drawn),
+            "tokens_drawn": dict(self.tokens_drawn),
+            "buffers": [torch.from_numpy(b.copy()) for b in self.buffers],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict` (same corpora, units and number of streams)."""
+        if sorted(state["order"]) != self.names or len(state["buffers"]) != self.n_streams:
+            raise ValueError("This mixture state belongs to other corpora or another batch size.")
+        self.rng.bit_generator.state = state["rng"]
+        self.order = {c: np.asarray(state["order"][c].numpy()) for c in self.names}
+        self.cursor = dict(state["cursor"])
+        self.units_drawn = dict(state["units_drawn"])
+        self.tokens_drawn = dict(state["tokens_drawn"])
+        self.buffers = [b.numpy().astype(np.int32) for b in state["buffers"]]
+
     def epochs_seen(self) -> dict[str, float]:
         """Units drawn from each corpus, in epochs of that corpus."""
         return {c: self.units_drawn[c] / len(self.units[c]) for c in self.names}
