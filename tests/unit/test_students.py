@@ -1,4 +1,5 @@
-"""Student notebooks: what Colab opens holds no solution, a stub per exercise, and no output."""
+"""Student notebooks: what Colab opens holds no solution, a stub per exercise, no output, no MyST
+markup (Colab shows it raw), and no exercise cell that stops "Run all"."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import re
 import nbformat
 import pytest
 
+from context_neurons.book import myst
+from context_neurons.book.exercises import run_exercise_cell
 from context_neurons.book.notebooks import chapter_files, read_chapter
-from context_neurons.book.students import STUDENTS, student_notebook, student_path
+from context_neurons.book.students import MAGIC, STUDENTS, student_notebook, student_path
 
 CHAPTERS = chapter_files()
 
@@ -50,7 +53,84 @@ def test_every_exercise_has_a_stub_cell(chapter):
     stubs = [c for c in student.cells if c.cell_type == "code" and "Your solution here" in c.source]
     assert len(stubs) == exercises
     for stub in stubs:
-        compile(stub.source, "stub", "exec")  # a student can run it as it is
+        first, _, code = stub.source.partition("\n")
+        assert first == MAGIC, "a stub cell must start with %%exercise (else Run all stops there)"
+        compile(code, "stub", "exec")  # a student can run it as it is
+    if stubs:  # the magic is loaded before the first stub
+        loads = [i for i, c in enumerate(student.cells) if "%load_ext" in c.source]
+        assert loads and loads[0] < student.cells.index(stubs[0])
+
+
+#: MyST that Colab shows raw: a directive's fence, a role, a target.
+MYST = re.compile(r"```\{|:::\{|\{[\w:.-]+\}`|^\([\w.:-]+\)=[ \t]*$", re.M)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])
+def test_no_myst_markup_is_left(chapter):
+    student = nbformat.read(student_path(chapter), as_version=4)
+    left = [
+        f"cell {index}: {match.group(0)!r}"
+        for index, cell in enumerate(student.cells)
+        if cell.cell_type == "markdown"
+        for match in MYST.finditer(cell.source)
+    ]
+    assert not left, "MyST markup Colab cannot render:\n" + "\n".join(left)
+
+
+def test_myst_becomes_markdown():
+    source = (
+        "(sec-x)=\n## A section\n\n"
+        "````{exercise} Do it\n:label: ex-do\n\n*Difficulty: medium.* See {ref}`the section "
+        "<sec-x>` and {math}`x^2`.\n\n```python\nanswer = ...  # {not a role}`x`\n```\n\n"
+        "```{admonition} Hint\n:class: dropdown\n\nThink.\n```\n````\n\n"
+        ":::{note}\nBe careful.\n:::\n\n```{tip}\nA tip.\n```\n{cite}`gibson2023`"
+    )
+    context = myst.Context(targets={"sec-x": myst.Target("ch01_x", "A section", True)},
+                           numbers={"ex-do": 7})
+    out = myst.to_markdown(source, context)
+    assert "### Exercise 7: Do it" in out
+    assert "> *Difficulty: medium.* See [the section](https://colab.research.google.com/" in out
+    assert "$x^2$" in out and "(sec-x)=" not in out
+    assert "> ```python\n> answer = ...  # {not a role}`x`\n> ```" in out  # code untouched
+    assert "<details><summary><b>Hint</b></summary>" in out and "> Think." in out
+    assert "> **Note**\n>\n> Be careful." in out and "> **Tip**" in out
+    assert "[gibson2023]" in out
+
+
+class Shell:
+    """What ``%%exercise`` uses of IPython's shell."""
+
+    def __init__(self):
+        self.user_ns, self.shown = {}, []
+
+    def displayhook(self, value):
+        self.shown.append(value)
+
+
+def test_an_unsolved_exercise_does_not_raise(capsys):
+    shell = Shell()
+    message = run_exercise_cell(shell, "", "x = 1\ny = undefined_name + x\n")
+    assert message.startswith("Not yet solved: NameError") and "line 3 of this cell" in message
+    assert shell.user_ns["x"] == 1
+    assert "Not yet solved" in capsys.readouterr().out
+    assert "replace the ... given to `a`" in run_exercise_cell(shell, "", "a = ...\nb = 2")
+    assert "`f`" in run_exercise_cell(shell, "", "def f(x):\n    ...\n")
+    assert run_exercise_cell(shell, "", "{...}.items()").startswith("Not yet solved: Attribute")
+
+
+def test_a_solved_exercise_runs_and_shows_its_last_value():
+    shell = Shell()
+    assert run_exercise_cell(shell, "", "a = 2\na * 3") is None
+    assert shell.user_ns["a"] == 2 and shell.shown == [6]
+
+
+def test_a_cell_needing_an_unsolved_name_is_skipped():
+    shell = Shell()
+    shell.user_ns["C"] = ...
+    assert run_exercise_cell(shell, "--needs C", "D = C + 1").startswith("Skipped")
+    assert "D" not in shell.user_ns
+    shell.user_ns["C"] = 1
+    assert run_exercise_cell(shell, "--needs C", "D = C + 1") is None and shell.user_ns["D"] == 2
 
 
 def test_student_notebooks_cover_the_chapters_only():

@@ -8,13 +8,23 @@ solutions removed (their explanation and their code, from ``solution-start`` to
 ```` ```python ```` block) for the student to fill in. ``python -m context_neurons
 student-notebooks`` writes them to ``book/students/``, where the website's Colab buttons point;
 ``tests/unit/test_students.py`` checks they are up to date and hold no solution.
+
+Colab renders plain Markdown, not the book's MyST: every markdown cell goes through
+:func:`context_neurons.book.myst.to_markdown` (exercises become a heading and a blockquote,
+admonitions a blockquote, roles links or text). "Run all" must not stop at an unsolved exercise:
+each stub cell starts with the cell magic ``%%exercise`` (:mod:`.exercises`, loaded by a cell
+after the Colab set-up), which prints "not yet solved" instead of raising, and a chapter cell that
+reads a name only a removed solution (or a stub) defines starts with ``%%exercise --needs NAME``,
+which skips it while the name is missing or still ``...``.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
+from context_neurons.book import myst
 from context_neurons.book.notebooks import BOOK, REPO, chapter_files, read_chapter
 
 STUDENTS = BOOK / "students"
@@ -24,7 +34,16 @@ EXERCISE = re.compile(r"^(`{3,})\{exercise\}.*?^\1\s*$", re.M | re.S)
 STUB = re.compile(r"^```python\n(?P<code>.*?)^```\s*$", re.M | re.S)
 HIDDEN = (
     "*The solution is not in the student notebook: write yours in the cell below, then compare "
-    "with the solution on the website (the dropdown under the exercise).*"
+    "with the solution on the website (the dropdown under the exercise). Until it is solved the "
+    "cell prints \"not yet solved\" and the notebook runs on; delete its first line, "
+    "`%%exercise`, to see an error in full.*"
+)
+MAGIC = "%%exercise"
+#: The code cell that loads the ``%%exercise`` magic, after the Colab set-up cell.
+LOAD_MAGIC = (
+    "# Exercise cells start with %%exercise: an exercise you have not solved yet prints\n"
+    "# \"not yet solved\" instead of stopping \"Run all\".\n"
+    "%load_ext context_neurons.book.exercises"
 )
 
 
@@ -38,18 +57,37 @@ def student_notebook(chapter: Path):
     import nbformat  # optional (the "book" extra): only the book's commands need it
 
     notebook = read_chapter(chapter)
-    cells, in_solution = [], False
+    context = myst.book_context()
+    context.counter = [myst.exercises_before(chapter)]
+    cells, in_solution, tainted = [], False, set()
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            if not in_solution:
-                cells.append(nbformat.v4.new_code_cell(cell.source, metadata=dict(cell.metadata)))
+            defined, free = _names(cell.source)
+            if in_solution:
+                tainted |= defined
+                continue
+            source, needs = cell.source, sorted(free & tainted)
+            if needs:  # reads what only a removed solution or a stub defines
+                source = f"{MAGIC} --needs {' '.join(needs)}\n{source}"
+                tainted |= defined
+            else:
+                tainted -= defined
+            cells.append(nbformat.v4.new_code_cell(source, metadata=dict(cell.metadata)))
             continue
         kept, stubs, in_solution = _strip_solutions(cell.source, in_solution)
         if kept.strip():
-            cells.append(nbformat.v4.new_markdown_cell(kept, metadata=dict(cell.metadata)))
+            markdown = myst.to_markdown(kept, context)
+            cells.append(nbformat.v4.new_markdown_cell(markdown, metadata=dict(cell.metadata)))
         for stub in stubs:
+            tainted |= _names(stub)[0]
             cells.append(nbformat.v4.new_markdown_cell(HIDDEN))
-            cells.append(nbformat.v4.new_code_cell(f"# Your solution here.\n{stub}".rstrip()))
+            cells.append(nbformat.v4.new_code_cell(
+                f"{MAGIC}\n# Your solution here.\n{stub}".rstrip()))
+    if any(c.cell_type == "code" and c.source.startswith(MAGIC) for c in cells):
+        setup = [i for i, c in enumerate(cells)
+                 if c.cell_type == "code" and "colab_setup" in c.source]
+        first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
+        cells.insert(setup[0] + 1 if setup else first_code, nbformat.v4.new_code_cell(LOAD_MAGIC))
     for index, cell in enumerate(cells):
         cell["id"] = f"cell-{index}"  # stable across runs, as the stored notebooks
     student = nbformat.v4.new_notebook(cells=cells)
@@ -91,6 +129,26 @@ def _stubs(markdown: str) -> list[str]:
         match = STUB.search(exercise.group(0))
         stubs.append(match["code"] if match else "")
     return stubs
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """``(names a cell defines, names it reads without defining them)``; empty when it is not
+    plain Python (a magic)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set(), set()
+    stored, loaded = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else stored).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stored.add(node.name)
+        elif isinstance(node, ast.arg):
+            stored.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            stored |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return stored, loaded - stored
 
 
 def write_student_notebooks(chapters: list[Path] | None = None) -> list[Path]:
