@@ -277,3 +277,31 @@ def precision_recall_curve(
             "recall": hits / len(truth_set) if truth_set else float("nan"),
         })
     return pd.DataFrame(rows).set_index("theta")
+
+
+#: A head is a previous-token head when its mean attention to position ``n - 1`` is at least this.
+PREVIOUS_TOKEN_MIN = 0.4
+
+
+@torch.no_grad()
+def previous_token_attention(
+    model: HookedTransformer,
+    windows: list[Int[Tensor, " _pos"]],
+    start: int = START,
+    batch_size: int = 8,
+) -> Float[Tensor, " head_index"]:
+    """Each layer-0 head's mean attention from position ``n`` to ``n - 1`` over the windows'
+    positions ``start <= n < length`` (a previous-token head puts most of its attention there)."""
+    name = "blocks.0.attn.hook_pattern"
+    total = torch.zeros(model.cfg.n_heads, dtype=torch.float64)
+    count = 0
+    for b in range(0, len(windows), batch_size):
+        tokens, lengths = pad_windows(windows[b : b + batch_size])
+        tokens = tokens.to(model.cfg.device)
+        pattern = run_until(model, tokens, name)[name]  # [batch, head, query, key]
+        n = torch.arange(1, tokens.shape[1], device=tokens.device)
+        previous = pattern[:, :, n, n - 1]  # [batch, head, n - 1]
+        mask = position_mask(tokens, lengths, start)[:, 1:].to(previous.dtype)
+        total += torch.einsum("bhn,bn->h", previous, mask).double().cpu()
+        count += int(mask.sum())
+    return (total / max(count, 1)).float()

@@ -40,7 +40,9 @@ PLANTED_SEED = Variable(
     "CONTEXT_NEURONS_SEED", "seed the planted model is built from (chapters and main job)", "`0`"
 )
 CORPORA = Variable(
-    "CONTEXT_NEURONS_CORPORA", "directory of JSONL corpora", "`../shared/corpora` beside the repository"
+    "CONTEXT_NEURONS_CORPORA",
+    "directory of JSONL corpora (a path given must exist; `none`: run without them, online)",
+    "`../shared/corpora` beside the repository",
 )
 TOKENIZER = Variable(
     "CONTEXT_NEURONS_TOKENIZER",

@@ -215,12 +215,10 @@ def score_neurons(
     for start in range(0, model.cfg.d_mlp, chunk):
         neurons = list(range(start, min(start + chunk, model.cfg.d_mlp)))
         x = contributions(circuit, model, neurons, ids)  # [chunk, n_tokens]
-        med, spread = robust_location_scale(x)
-        z = (x - med[:, None]) / spread[:, None]
-        extreme = z.abs().topk(k, dim=-1)
-        tops.append(extreme.values.mean(-1))
-        extremes.append(ids[extreme.indices])
-        signs.append(torch.sign(z.gather(-1, extreme.indices).sum(-1)))
+        top, med, spread, sign, extreme = _top_statistics(x, k)
+        tops.append(top)
+        extremes.append(ids[extreme])
+        signs.append(sign)
         medians.append(med)
         spreads.append(spread)
     return NeuronScores(
@@ -232,6 +230,34 @@ def score_neurons(
         vocabulary=vocabulary,
         extreme_tokens=torch.cat(extremes),
     )
+
+
+def _top_statistics(x: Float[Tensor, "n_neurons n_tokens"], k: int):
+    """``top``, median, robust spread, sign and the extreme tokens' columns of each row."""
+    med, spread = robust_location_scale(x)
+    z = (x - med[:, None]) / spread[:, None]
+    extreme = z.abs().topk(k, dim=-1)
+    sign = torch.sign(z.gather(-1, extreme.indices).sum(-1))
+    return extreme.values.mean(-1), med, spread, sign, extreme.indices
+
+
+@torch.no_grad()
+def top_of_read_vectors(
+    circuit: ContextualCircuit,
+    read: Float[Tensor, "d_model n_read"],
+    vocabulary: Bool[Tensor, " d_vocab"],
+    k: int = TOP_K,
+    chunk: int = 512,
+) -> Float[Tensor, " n_read"]:
+    """``top`` of arbitrary read vectors (chapter 8's control: random directions with each
+    neuron's norm), the same statistic as :func:`score_neurons`."""
+    ids = vocabulary.nonzero().flatten().to(circuit.extended.device)
+    rows = circuit.extended[ids]
+    out = []
+    for start in range(0, read.shape[1], chunk):
+        x = (rows @ read[:, start : start + chunk].to(rows)).T
+        out.append(_top_statistics(x, k)[0])
+    return torch.cat(out)
 
 
 def robust_location_scale(

@@ -153,13 +153,17 @@ def path_pieces(
     reference_tokens: Int[Tensor, " n_ref"],
     dest_token: str | int = dec.DEFAULT_DESTINATION,
     n_ref: int | None = None,
+    bos_token: int | None = None,
 ) -> PathPieces:
     """Content weights, kernels, BOS terms and token outputs of every layer-0 head and the
-    direct path (module docstring), with the destination ``dest_token`` as in chapter 4."""
+    direct path (module docstring), with the destination ``dest_token`` as in chapter 4.
+    ``bos_token`` defaults to the tokenizer's ``<|endoftext|>``."""
     n_ctx = model.cfg.n_ctx
     n_ref = check_position(model, n_ctx // 2 if n_ref is None else n_ref)
     dest = token_id(model, dest_token)
-    bos = model.tokenizer.bos_token_id
+    if bos_token is None and model.tokenizer is None:
+        raise InputError("The model has no tokenizer: give bos_token.")
+    bos = model.tokenizer.bos_token_id if bos_token is None else int(bos_token)
     device = model.cfg.device
     mean_keys = dec.mean_positional_keys(model, reference_tokens.to(device), n_ctx, which="K")
     positions = torch.arange(n_ctx, device=device)
@@ -224,7 +228,37 @@ def _domain_terms(
     return log_s, beta, weights, torch.cat([a_heads, a_direct])
 
 
-@torch.no_grad()
+@dataclass
+class PathShifts:
+    """Each path's predicted shift of every neuron on every domain, and the spread.
+
+    Attributes:
+        domains: the domain names, in order.
+        shifts: ``[domain, path, neuron]``, the heads first and the direct path last.
+        variance: the predicted within-domain variance of a window mean, ``[domain, neuron]``.
+    """
+
+    domains: list[str]
+    shifts: Float[Tensor, "domain path d_mlp"]
+    variance: Float[Tensor, "domain d_mlp"]
+
+    def split(self, context_heads: list[int]) -> DomainShiftPrediction:
+        """The contextual part (``context_heads``) and the rest of every shift."""
+        n_heads = self.shifts.shape[1] - 1
+        bad = [h for h in context_heads if not 0 <= h < n_heads]
+        if bad:
+            raise InputError(f"Heads {bad} are out of range for {n_heads} heads.")
+        inside = torch.zeros(n_heads + 1, dtype=torch.bool)
+        inside[list(context_heads)] = True
+        return DomainShiftPrediction(
+            domains=self.domains,
+            heads=sorted(int(h) for h in context_heads),
+            shift_context=self.shifts[:, inside].sum(1),
+            shift_other=self.shifts[:, ~inside].sum(1),
+            variance=self.variance,
+        )
+
+
 def predict_domain_shifts(
     pieces: PathPieces,
     read: Float[Tensor, "d_model d_mlp"],
@@ -232,9 +266,21 @@ def predict_domain_shifts(
     context_heads: list[int],
     start: int = START,
     length: int | None = None,
-    chunk: int = 256,
 ) -> DomainShiftPrediction:
-    """Every neuron's predicted shift (contextual part and the rest) and spread on every domain.
+    """:func:`predict_path_shifts` split into the part of ``context_heads`` and the rest."""
+    return predict_path_shifts(pieces, read, distributions, start, length).split(context_heads)
+
+
+@torch.no_grad()
+def predict_path_shifts(
+    pieces: PathPieces,
+    read: Float[Tensor, "d_model d_mlp"],
+    distributions: dict[str, Float[Tensor, " d_vocab"]],
+    start: int = START,
+    length: int | None = None,
+    chunk: int = 256,
+) -> PathShifts:
+    """Every neuron's predicted shift along every path, and its spread, on every domain.
 
     Args:
         pieces: :func:`path_pieces` of the model.
@@ -242,7 +288,6 @@ def predict_domain_shifts(
             neurons).
         distributions: each domain's token distribution ``p_D`` (:func:`unigram_distribution`),
             at least two domains.
-        context_heads: the heads whose part of the shift is the contextual part.
         start: first position of the window mean.
         length: window length ``L`` (default the model's context).
         chunk: neurons per step (memory).
@@ -253,16 +298,11 @@ def predict_domain_shifts(
     length = n_ctx if length is None else length
     if not 0 <= start < length <= n_ctx:
         raise InputError(f"Need 0 <= start < length <= n_ctx, got {start}, {length}, {n_ctx}.")
-    bad = [h for h in context_heads if not 0 <= h < n_heads]
-    if bad:
-        raise InputError(f"Heads {bad} are out of range for {n_heads} heads.")
     domains = list(distributions)
     dtype = torch.float64
     pieces = pieces_as(pieces, dtype)
     outputs = pieces.outputs
     read = read.to(dtype)
-    is_context = torch.zeros(n_heads + 1, dtype=torch.bool, device=outputs.device)
-    is_context[list(context_heads)] = True
 
     support = torch.stack(list(distributions.values())).sum(0).to(outputs.device) > 0
     support = support.nonzero().flatten()  # tokens of any domain
@@ -275,13 +315,14 @@ def predict_domain_shifts(
         root = evecs * evals.clamp(min=0).sqrt()
         p_s = p[support]
         ratio = weights[:, support] / p_s.clamp(min=1e-300)  # c_h(t) / S_h
-        terms.append((beta_bar, p_s, weights[:, support], ratio, root))
+        terms.append(tuple(x.float() for x in (beta_bar, p_s, weights[:, support], ratio, root)))
+    outputs_support = outputs[:, support].float()
     means = [[] for _ in domains]  # per domain, per chunk: [path, neuron]
     variances = [[] for _ in domains]
     for lo in range(0, read.shape[1], chunk):
         w = read[:, lo : lo + chunk]
-        eps = torch.einsum("ptd,dj->ptj", outputs[:, support].float(), w.float()).to(dtype)
-        eps_bos = pieces.bos_outputs @ w  # [head, neuron]
+        eps = torch.einsum("ptd,dj->ptj", outputs_support, w.float())  # float32: the bulk
+        eps_bos = (pieces.bos_outputs @ w).float()  # [head, neuron]
         for k, (beta_bar, p_s, weights_s, ratio, root) in enumerate(terms):
             m = torch.einsum("pt,ptj->pj", weights_s, eps)  # self-normalised means
             head_mean = beta_bar[:, None] * eps_bos + (1 - beta_bar[:, None]) * m[:n_heads]
@@ -289,19 +330,13 @@ def predict_domain_shifts(
             g = ratio[..., None] * (eps - m[:, None])  # (c / S)(eps - m), zero where p = 0
             mixed = torch.einsum("pk,ptj->ktj", root, g)
             variances[k].append(torch.einsum("t,ktj->j", p_s, mixed**2))
-    means = [torch.cat(parts, dim=1) for parts in means]
-    variances = [torch.cat(parts) for parts in variances]
+    means = [torch.cat(parts, dim=1).to(dtype) for parts in means]
+    variances = [torch.cat(parts).to(dtype) for parts in variances]
     means_t = torch.stack(means)  # [domain, path, neuron]
     n_dom = len(domains)
     rest = (means_t.sum(0, keepdim=True) - means_t) / (n_dom - 1)
     shifts = means_t - rest
-    return DomainShiftPrediction(
-        domains=domains,
-        heads=sorted(int(h) for h in context_heads),
-        shift_context=shifts[:, is_context].sum(1).float().cpu(),
-        shift_other=shifts[:, ~is_context].sum(1).float().cpu(),
-        variance=torch.stack(variances).float().cpu(),
-    )
+    return PathShifts(domains, shifts.float().cpu(), torch.stack(variances).float().cpu())
 
 
 def pieces_as(pieces: PathPieces, dtype: torch.dtype) -> PathPieces:

@@ -22,16 +22,16 @@ README = PACKAGE.parents[1] / "README.md"
 #: Layer of each top-level module or subpackage: a module imports only from layers <= its own
 #: (the same layer only without a cycle, which the cycle test checks).
 LAYERS: dict[str, int] = {
-    "config": 0, "checks": 0, "hooks": 0, "caching": 0,
+    "config": 0, "checks": 0, "hooks": 0, "caching": 0, "printing": 0,
     "text": 1,
     "models": 2,
     "decomposition": 3,
     "taxonomy": 4, "stability": 4,
     "circuit": 5, "position_schemes": 5,
-    "discovery": 6,
+    "discovery": 6, "domain_shift": 6,
     "evaluation": 7,
     "casestudies": 8, "lookups": 8, "activations": 8, "training": 8,
-    "respelling": 9, "sweeps": 9, "clusters": 9, "recovery": 9,
+    "respelling": 9, "sweeps": 9, "clusters": 9, "recovery": 9, "verdict": 9,
     "plotting": 10,
     "gallery": 11, "interactive": 11,
     "reproduce": 12, "book": 12, "__main__": 13, "__init__": 13,

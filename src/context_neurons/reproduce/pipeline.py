@@ -34,7 +34,8 @@ from context_neurons.lookups import NotFiring, token_prediction_scores
 from context_neurons.models import LoadedModel, load_model
 from context_neurons.models.planted import PlantedTruth
 from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
-from context_neurons.reproduce.table import Row
+from context_neurons.reproduce.table import SKIPPED_PREFIXES, Row
+from context_neurons.reproduce.verdict_rows import verdict_rows
 from context_neurons.stability import bootstrap_standard_error, coefficient_of_variation
 from context_neurons.stability import denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy, classify_heads
@@ -280,6 +281,29 @@ def lookup_rows(model: HookedTransformer, truth: PlantedTruth | None, progress: 
     ]
 
 
+#: Quantities computed from the model's outputs that are finite for any usable model: NaN or
+#: infinity there means a broken model or run (other rows may be NaN when undefined, labelled).
+FINITE_KEYS = ("tv_distance_median", "median_pearson_r", "median_fvu")
+
+
+def check_finite(rows: list[Row]) -> None:
+    """A :class:`DataError` naming the rows whose values are infinite, or NaN in
+    :data:`FINITE_KEYS` without a not-computed note: such results are not printed."""
+
+    def bad(row: Row) -> bool:
+        if isinstance(row.value, bool) or not isinstance(row.value, (int, float)):
+            return False
+        if math.isinf(row.value):
+            return True
+        return (math.isnan(row.value) and row.key in FINITE_KEYS
+                and not row.label.startswith(SKIPPED_PREFIXES))
+
+    keys = [row.key for row in rows if bad(row)]
+    if keys:
+        raise DataError(f"The run produced non-finite results for {', '.join(keys)}: the model's "
+                        "outputs overflow or are undefined (check its weights and --device).")
+
+
 def reproduce(
     model: str = "planted",
     n_texts: int = 20,
@@ -328,11 +352,13 @@ def reproduce(
         rows += discovery_rows(scores, circuit, theta, truth)
         if loaded.directory is not None:
             rows += activation_rows(loaded, scores, theta, heads, progress)
+            rows += verdict_rows(loaded)
         rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta), progress)
     else:
         rows.append(Row("neurons_found", 0, "no contextual head: there is no contextual circuit, "
                         "so no neuron can be discovered from it (nothing stands in for it)"))
     rows += lookup_rows(hooked, truth, progress)
+    check_finite(rows)
     results: dict[str, Any] = {
         "model": loaded.name,
         "model_source": loaded.source,

@@ -11,7 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from context_neurons.printing import fixed
 from context_neurons.reproduce.paper import PAPER
+from context_neurons.verdict import verdict_sentences
 
 
 @dataclass
@@ -31,8 +33,8 @@ class Row:
 
 def fmt(value: Any) -> str:
     """A value as a table cell (long lists and dicts are summarised: the JSON has them)."""
-    if isinstance(value, float):
-        return f"{value:.4f}"
+    if isinstance(value, float):  # fixed decimals: a value near zero prints alike everywhere
+        return fixed(value, 4)
     if isinstance(value, (list, tuple)) and (
         len(value) > 12 or any(isinstance(v, dict) for v in value)
     ):
@@ -59,7 +61,7 @@ def format_table(results: dict[str, Any]) -> str:
         + ([fmt(r.truth) if r.truth is not None else "-"] if planted else [])
         for r in rows
     ]
-    body.append(["seconds", "-", f"{results['seconds']:.1f}"] + (["-"] if planted else []))
+    body.append(["seconds", "-", fixed(results["seconds"], 1)] + (["-"] if planted else []))
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
 
     def line(cells: list[str]) -> str:
@@ -69,6 +71,9 @@ def format_table(results: dict[str, Any]) -> str:
     out += [line(r) for r in body]
     # What was not computed, and why, under the table (the JSON's labels hold it too).
     out += [f"note: {r.key}: {r.label}" for r in rows if r.label.startswith(SKIPPED_PREFIXES)]
+    evaluation = results.get("discovery_evaluation")
+    if isinstance(evaluation, dict):  # the pre-registered verdicts, in words (chapter 8)
+        out += [f"verdict: {sentence}" for sentence in verdict_sentences(evaluation)]
     return "\n".join(out)
 
 

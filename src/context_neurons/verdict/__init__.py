@@ -1,0 +1,14 @@
+"""The pre-registered evaluation of discovery on a model nobody wrote (chapter 8; issue 22).
+
+The protocol (``assets/protocol/discovery-verdict.json``) was committed before any verdict was
+computed: the data (CAL and EVAL halves of the held-out documents), the additive truth, the
+statistics with their cluster-bootstrap intervals, the controls and the verdict rule.
+:mod:`.data` reads the documents, :mod:`.statistics` holds the pure statistics and the rule,
+:mod:`.evaluate` runs it all on a model.
+"""
+
+from context_neurons.verdict.data import load_protocol, protocol_data
+from context_neurons.verdict.evaluate import evaluate, head_sets, truth_summary, verdict_sentences
+
+__all__ = ["evaluate", "head_sets", "load_protocol", "protocol_data", "truth_summary",
+           "verdict_sentences"]

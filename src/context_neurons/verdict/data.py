@@ -1,0 +1,150 @@
+"""The pre-registered protocol's data: the trained model's held-out documents split into CAL and
+EVAL halves, unigram distributions from CAL, and EVAL windows that remember their document."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from context_neurons.checks import DataError
+from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA, default_corpora_dir
+from context_neurons.training.corpus import Doc, is_heldout, iter_documents
+from context_neurons.training.heldout import domain_of_corpus
+from context_neurons.training.stream import pack_windows, tokenize_documents
+
+#: The protocol file, committed before any verdict was computed.
+PROTOCOL_FILE = "discovery-verdict.json"
+
+
+def load_protocol() -> dict:
+    """The pre-registered protocol (``assets/protocol/discovery-verdict.json``)."""
+    path = resources.files("context_neurons") / "assets" / "protocol" / PROTOCOL_FILE
+    return json.loads(path.read_text())
+
+
+def cal_fraction_value(key: str) -> float:
+    """The document's position in ``[0, 1)`` for the CAL/EVAL split (independent of the
+    training split's hash: a different prefix)."""
+    digest = hashlib.sha256(f"cal-eval:{key}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def is_cal(key: str) -> bool:
+    return cal_fraction_value(key) < 0.5
+
+
+@dataclass
+class DomainData:
+    """One domain's CAL tokens and EVAL windows.
+
+    Attributes:
+        cal_tokens: the CAL documents' tokens (no separators), one tensor.
+        cal_windows: up to ``cal_windows_per_domain`` CAL windows (ablation means).
+        eval_windows: EVAL windows, ``n_ctx`` tokens, BOS first.
+        eval_documents: each EVAL window's document key.
+    """
+
+    cal_tokens: Int[Tensor, " n"]
+    cal_windows: list[Int[Tensor, " n_ctx"]] = field(default_factory=list)
+    eval_windows: list[Int[Tensor, " n_ctx"]] = field(default_factory=list)
+    eval_documents: list[str] = field(default_factory=list)
+
+
+def _units(corpus: str, docs: list[Doc], tokenizer, eot_id: int, n_ctx: int):
+    """``(key, tokens)`` per document; short-item corpora grouped in key order into units of at
+    least ``n_ctx`` tokens (the unit's key is its first document's)."""
+    docs = sorted(docs, key=lambda d: d.key)
+    encoded = tokenize_documents(docs, tokenizer, eot_id)
+    if corpus not in SHORT_DOCUMENT_CORPORA:
+        return [(d.key, e) for d, e in zip(docs, encoded)]
+    units, current, key = [], [], None
+    for doc, tokens in zip(docs, encoded):
+        key = key or doc.key
+        current.append(tokens)
+        if sum(len(t) for t in current) >= n_ctx:
+            units.append((key, np.concatenate(current)))
+            current, key = [], None
+    return units
+
+
+def protocol_data(
+    tokenizer,
+    record: dict,
+    protocol: dict | None = None,
+    corpora_dir: str | Path | None = None,
+    domains: dict[str, tuple[str, ...]] = DOMAINS,
+) -> dict[str, DomainData]:
+    """Every domain's CAL tokens and windows and EVAL windows (the protocol's ``data``)."""
+    protocol = protocol or load_protocol()
+    spec = protocol["data"]
+    config = record["config"]
+    corpora_dir = Path(corpora_dir) if corpora_dir else default_corpora_dir()
+    if not corpora_dir.is_dir():
+        raise DataError(f"The held-out documents are read from the offline corpora, not found at "
+                        f"{corpora_dir}.")
+    n_ctx = config["n_ctx"]
+    eot_id = tokenizer.convert_tokens_to_ids(EOT)
+    trained_on = set(config["corpus_weights"])
+    by_domain: dict[str, list[str]] = {}
+    for corpus, domain in domain_of_corpus(domains).items():
+        if corpus in trained_on:
+            by_domain.setdefault(domain, []).append(corpus)
+    out: dict[str, DomainData] = {}
+    for domain, corpora in sorted(by_domain.items()):
+        cal_parts, cal_windows, eval_units = [], [], []
+        for corpus in sorted(corpora):
+            held = [d for d in iter_documents(corpus, corpora_dir)
+                    if is_heldout(d.key, config["heldout_fraction"])]
+            for key, tokens in _units(corpus, held, tokenizer, eot_id, n_ctx):
+                if is_cal(key):
+                    cal_parts.append(tokens[1:])  # without the separator
+                    cal_windows.append(tokens)
+                else:
+                    eval_units.append((cal_fraction_value(key), key, tokens))
+        if not cal_parts or not eval_units:
+            continue
+        data = DomainData(cal_tokens=torch.from_numpy(np.concatenate(cal_parts).astype("int64")))
+        cal_packed = pack_windows(np.concatenate(cal_windows), n_ctx, eot_id)
+        data.cal_windows = [torch.from_numpy(w.astype("int64"))
+                            for w in cal_packed[: spec["cal_windows_per_domain"]]]
+        for _, key, tokens in sorted(eval_units, key=lambda u: (u[0], u[1])):  # by the hash
+            packed = pack_windows(tokens, n_ctx, eot_id)[: spec["eval_windows_per_document"]]
+            for window in packed:
+                if len(data.eval_windows) >= spec["eval_windows_per_domain"]:
+                    break
+                data.eval_windows.append(torch.from_numpy(window.astype("int64")))
+                data.eval_documents.append(key)
+        if data.eval_windows:
+            out[domain] = data
+    if len(out) < 2:
+        raise DataError(f"EVAL windows of fewer than two domains found in {corpora_dir}.")
+    return out
+
+
+def unigram_distributions(
+    data: dict[str, DomainData], d_vocab: int
+) -> dict[str, Float[Tensor, " d_vocab"]]:
+    """``p_D``: each domain's token frequencies in its CAL documents."""
+    out = {}
+    for domain, item in data.items():
+        counts = torch.bincount(item.cal_tokens, minlength=d_vocab).double()
+        out[domain] = counts / counts.sum()
+    return out
+
+
+def eval_arrays(data: dict[str, DomainData]) -> tuple[list[Tensor], list[str], list[str]]:
+    """All EVAL windows, their domains and their documents, domain by domain."""
+    windows, labels, documents = [], [], []
+    for domain, item in data.items():
+        windows += item.eval_windows
+        labels += [domain] * len(item.eval_windows)
+        documents += item.eval_documents
+    return windows, labels, documents

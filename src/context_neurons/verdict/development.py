@@ -1,0 +1,72 @@
+"""The developmental view under the protocol: previous-token heads, contextual heads and the
+additive truth at each checkpoint of a training run (added to its ``development.json``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+from transformer_lens import HookedTransformer
+
+from context_neurons.activations import PREVIOUS_TOKEN_MIN, previous_token_attention
+from context_neurons.models.loading import hooked_from_hf, load_checkpoint
+from context_neurons.training.development import DEVELOPMENT_FILE
+from context_neurons.training.heldout import read_record
+from context_neurons.training.tokenizer import load_tokenizer
+from context_neurons.verdict import statistics as st
+from context_neurons.verdict.data import eval_arrays, load_protocol, protocol_data
+from context_neurons.verdict.evaluate import head_sets, measure
+
+#: EVAL windows per domain for the previous-token measure (a cheap, fixed subset).
+PREVIOUS_WINDOWS = 8
+
+
+def structure(model: HookedTransformer, data, protocol: dict) -> dict:
+    """Previous-token attention, head sets and the additive truth count of one model."""
+    start = protocol["data"]["window_mean_start"]
+    subset = [w for item in data.values() for w in item.eval_windows[:PREVIOUS_WINDOWS]]
+    previous = previous_token_attention(model, subset, start)
+    sets = head_sets(model)
+    out = {
+        "previous_token_attention": [round(float(x), 4) for x in previous],
+        "previous_token_heads": [int(h) for h in np.flatnonzero(previous >= PREVIOUS_TOKEN_MIN)],
+        "contextual_heads": sets["primary"],
+        "non_local_heads": sets["secondary"],
+        "additive_truth": None,
+    }
+    if sets["primary"]:
+        measured = measure(model, data, {"primary": sets["primary"]}, start, resample=False)
+        n_dom = len(measured.domains)
+        truth = st.additive_truth(
+            st.domain_shifts(measured.full, measured.domain_index, n_dom),
+            st.domain_shifts(measured.ablated["primary"], measured.domain_index, n_dom),
+            protocol["truth"]["min_cohens_d"], protocol["truth"]["min_context_part"])
+        out["additive_truth"] = int(truth.mask.sum())
+    return out
+
+
+def add_development_view(run_dir: str | Path, progress: bool = True) -> Path:
+    """Add :func:`structure` to every checkpoint row of ``run_dir/development.json`` (the last
+    step's row reads the run's saved model when no checkpoint directory holds it)."""
+    run_dir = Path(run_dir)
+    protocol = load_protocol()
+    record = read_record(run_dir)
+    tokenizer = load_tokenizer(run_dir)
+    data = protocol_data(tokenizer, record, protocol)
+    path = run_dir / DEVELOPMENT_FILE
+    summary = json.loads(path.read_text())
+    rows = {int(row["step"]): row for row in summary["checkpoints"]}
+    for step in tqdm(sorted(rows), desc="checkpoints", disable=not progress):
+        directory = run_dir / "checkpoints" / f"step-{step}"
+        if not directory.is_dir() and step == record["steps_done"]:
+            directory = run_dir
+        model = hooked_from_hf(load_checkpoint(directory), tokenizer, "checkpoint", device="cpu")
+        rows[step].update(structure(model, data, protocol))
+    summary["protocol"] = protocol["name"]
+    summary["eval_windows"] = len(eval_arrays(data)[0])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=1) + "\n")
+    tmp.replace(path)
+    return path

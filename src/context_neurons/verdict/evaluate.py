@@ -1,0 +1,300 @@
+"""Run the pre-registered evaluation (``assets/protocol/discovery-verdict.json``) on a model.
+
+:func:`measure` does the forward passes (window means, with and without ablations) once;
+:func:`evaluate` turns them and the two scores into statistics, bootstrap intervals, controls and
+verdicts. Both scores are computed from the weights, the calibration text and (the
+frequency-aware score) CAL unigram counts; the truth only from EVAL activations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+from transformer_lens import HookedTransformer
+
+from context_neurons.activations import mean_head_z, window_means
+from context_neurons.circuit import build_circuit
+from context_neurons.discovery import read_vectors, score_neurons, scoring_vocabulary
+from context_neurons.discovery import top_of_read_vectors
+from context_neurons.domain_shift import path_pieces, permuted_vocabulary, predict_path_shifts
+from context_neurons.hooks import run_until
+from context_neurons.taxonomy import classify_heads
+from context_neurons.text.windows import pad_windows
+from context_neurons.verdict import statistics as st
+from context_neurons.verdict.data import eval_arrays, load_protocol, protocol_data
+from context_neurons.verdict.data import unigram_distributions
+
+
+@dataclass
+class Measurements:
+    """EVAL window means of every neuron: unablated, and with each head set ablated."""
+
+    domains: list[str]
+    domain_index: np.ndarray
+    documents: list[str]
+    full: np.ndarray
+    ablated: dict[str, np.ndarray]  # head-set name -> [window, neuron]
+    resampled: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def head_sets(model: HookedTransformer) -> dict[str, list[int]]:
+    """The protocol's head sets: the taxonomy's contextual heads, and every non-local head."""
+    taxonomy = classify_heads(model)
+    return {
+        "primary": list(taxonomy.groups["contextual"]),
+        "secondary": [h for h in taxonomy.heads if taxonomy.shapes[h] != "local"],
+    }
+
+
+@torch.no_grad()
+def resample_window_means(
+    model: HookedTransformer, windows: list[Tensor], labels: list[str], heads: list[int],
+    start: int, batch_size: int = 16,
+) -> Tensor:
+    """Window means with ``heads``' ``hook_z`` taken from a window of another domain (window
+    ``i`` takes it from window ``(i + offset) mod n``, the first offset that leaves its domain)."""
+    n = len(windows)
+    donors = []
+    for i in range(n):
+        j = next((i + k) % n for k in range(1, n) if labels[(i + k) % n] != labels[i])
+        donors.append(j)
+    stop, name = "blocks.0.mlp.hook_pre", "blocks.0.attn.hook_z"
+    out = []
+    for b in range(0, n, batch_size):
+        tokens, _ = pad_windows(windows[b : b + batch_size])
+        donor, _ = pad_windows([windows[j] for j in donors[b : b + batch_size]])
+        z = run_until(model, donor.to(model.cfg.device), name)[name]
+
+        def patch(value: Tensor, hook) -> Tensor:
+            value[:, :, heads] = z[:, :, heads]
+            return value
+
+        pre = run_until(model, tokens.to(model.cfg.device), stop, extra_hooks=[(name, patch)])[stop]
+        out.append(pre[:, start:].mean(1).cpu())
+    return torch.cat(out)
+
+
+def measure(model: HookedTransformer, data, sets: dict[str, list[int]], start: int,
+            progress: bool = False, resample: bool = True,
+            batch_size: int = 32) -> Measurements:
+    """The forward passes of the evaluation (EVAL windows are all ``n_ctx`` long); ``resample``:
+    also the primary set's resample ablation."""
+    windows, labels, documents = eval_arrays(data)
+    domains = list(data)
+    cal = [w for item in data.values() for w in item.cal_windows]
+    mean_z = mean_head_z(model, cal, batch_size)
+    full = window_means(model, windows, start, batch_size=batch_size,
+                        progress=progress).double().numpy()
+    ablated, resampled = {}, {}
+    for name, heads in sets.items():
+        if heads:
+            ablated[name] = window_means(model, windows, start, heads, mean_z, batch_size,
+                                         progress).double().numpy()
+            if name == "primary" and resample:  # the sensitivity check of the protocol's truth
+                resampled[name] = resample_window_means(model, windows, labels, heads, start,
+                                                        batch_size).double().numpy()
+    index = np.array([domains.index(label) for label in labels])
+    return Measurements(domains, index, documents, full, ablated, resampled)
+
+
+def _score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: float,
+                 rho_boot: np.ndarray, neuron_draws: np.ndarray, permutation_rho: float,
+                 protocol: dict) -> dict:
+    level = protocol["bootstrap"]["level"]
+    rule = protocol["verdict"]
+    n_truth = int(truth.mask.sum())
+    d_mlp = len(score)
+    auc_point = float(st.auc(score, truth.mask))
+    auc_boot = st.auc(score[neuron_draws], np.take_along_axis(boot_truth.mask, neuron_draws, 1))
+    auc_ci = st.percentile_interval(auc_boot, level)
+    rho_ci = st.percentile_interval(rho_boot, level)
+    precision = st.precision_at_truth_size(score, truth.mask)
+    base = n_truth / d_mlp
+    entry = {
+        "auc": auc_point, "auc_ci95": auc_ci, "spearman": float(rho), "spearman_ci95": rho_ci,
+        "precision": precision, "base_rate": base, "n_truth": n_truth,
+        "verdict": st.verdict(n_truth, auc_ci, precision, base, rho_ci, permutation_rho, rule),
+    }
+    entry["criteria"] = st.criteria(auc_ci, precision, base, rho_ci, permutation_rho, rule)
+    if entry["verdict"] == "inconclusive":
+        entry["deciding_truth_size"] = (st.deciding_size(n_truth, auc_point, auc_ci, rule)
+                                        if entry["criteria"]["precision_reachable"] else None)
+    return entry
+
+
+def _frequency_rho(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Median over domains of the Spearman correlation across neurons (``[..., domain, neuron]``)."""
+    return np.nanmedian(st.spearman(predicted, measured), axis=-1)
+
+
+def _top_rho(top: np.ndarray, truth: st.Truth, sd: np.ndarray) -> np.ndarray:
+    best = np.take_along_axis(truth.context_shift, truth.best[..., None, :], axis=-2)[..., 0, :]
+    return st.spearman(np.broadcast_to(top, best.shape), np.abs(best) / np.maximum(sd, 1e-30))
+
+
+def evaluate(
+    model: HookedTransformer,
+    record: dict,
+    protocol: dict | None = None,
+    corpora_dir=None,
+    n_resamples: int | None = None,
+    controls: bool = True,
+    progress: bool = False,
+) -> dict:
+    """The whole pre-registered evaluation on one model; JSON-ready."""
+    protocol = protocol or load_protocol()
+    spec, truth_spec = protocol["data"], protocol["truth"]
+    start = spec["window_mean_start"]
+    n_resamples = n_resamples or protocol["bootstrap"]["resamples"]
+    seed = protocol["bootstrap"]["seed"]
+    data = protocol_data(model.tokenizer, record, protocol, corpora_dir)
+    sets = head_sets(model)
+    result: dict = {"protocol": protocol["name"], "head_sets": sets, "domains": list(data),
+                    "eval_windows": {d: len(v.eval_windows) for d, v in data.items()},
+                    "eval_documents": {d: len(set(v.eval_documents)) for d, v in data.items()},
+                    "n_resamples": n_resamples}
+    if not sets["primary"]:
+        result["stopped"] = "the taxonomy finds no contextual head: the method stops"
+        return result
+    measured = measure(model, data, sets, start, progress)
+    distributions = unigram_distributions(data, model.cfg.d_vocab)
+    n_dom = len(data)
+    weights = st.cluster_weights(measured.domain_index, measured.documents, n_resamples, seed)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    d_mlp = model.cfg.d_mlp
+    neuron_draws = rng.integers(0, d_mlp, size=(n_resamples, d_mlp))
+    permutation = np.random.Generator(np.random.PCG64(seed + 1)).permutation(d_mlp)
+    full = st.domain_shifts(measured.full, measured.domain_index, n_dom)
+    full_boot = st.domain_shifts(measured.full, measured.domain_index, n_dom, weights)
+    vocabulary = scoring_vocabulary(model)
+    circuits = {name: build_circuit(model, heads=heads) for name, heads in sets.items() if heads}
+    first = circuits["primary"]  # the read vectors depend on the calibration text only
+    pieces = path_pieces(model, first.calibration.tokens[1:])
+    read = read_vectors(first, model)
+    paths = predict_path_shifts(pieces, read, distributions, start)
+    shuffled = predict_path_shifts(pieces, read, permuted_vocabulary(distributions, seed), start)
+    generator = torch.Generator().manual_seed(seed)
+    random = torch.randn(read.shape, generator=generator, dtype=read.dtype)
+    random = random / random.norm(dim=0, keepdim=True) * read.norm(dim=0, keepdim=True).cpu()
+    random = random.to(read.device)
+    random_paths = predict_path_shifts(pieces, random, distributions, start)
+    for set_name, circuit in circuits.items():
+        heads = sets[set_name]
+        ablated = st.domain_shifts(measured.ablated[set_name], measured.domain_index, n_dom)
+        ablated_boot = st.domain_shifts(measured.ablated[set_name], measured.domain_index, n_dom,
+                                        weights)
+        truth = st.additive_truth(full, ablated, truth_spec["min_cohens_d"],
+                                  truth_spec["min_context_part"])
+        boot = st.additive_truth(full_boot, ablated_boot, truth_spec["min_cohens_d"],
+                                 truth_spec["min_context_part"])
+        resampled = None
+        if set_name in measured.resampled:
+            resampled = st.additive_truth(
+                full, st.domain_shifts(measured.resampled[set_name], measured.domain_index,
+                                       n_dom),
+                truth_spec["min_cohens_d"], truth_spec["min_context_part"])
+        prediction = paths.split(heads)
+        predicted_context = prediction.shift_context.double().numpy()
+        frequency = prediction.score().double().numpy()
+        top = score_neurons(circuit, model).top.double().cpu().numpy()
+        measured_context = truth.context_shift
+        rho_f = float(_frequency_rho(predicted_context, measured_context))
+        rho_f_boot = _frequency_rho(predicted_context[None], boot.context_shift)
+        rho_partial = float(np.nanmedian(st.partial_spearman(
+            predicted_context, measured_context, prediction.shift_other.double().numpy())))
+        perm_rho = float(_frequency_rho(predicted_context[:, permutation], measured_context))
+        rho_t = float(_top_rho(top, truth, full.sd))
+        rho_t_boot = _top_rho(top, boot, full_boot.sd)
+        perm_rho_t = float(_top_rho(top[permutation], truth, full.sd))
+        scores = {
+            "frequency_aware": _score_entry(frequency, truth, boot, rho_f, rho_f_boot,
+                                            neuron_draws, perm_rho, protocol),
+            "top": _score_entry(top, truth, boot, rho_t, rho_t_boot, neuron_draws, perm_rho_t,
+                                protocol),
+        }
+        scores["frequency_aware"]["spearman_partial"] = rho_partial
+        scores["frequency_aware"]["permutation_spearman"] = perm_rho
+        scores["top"]["permutation_spearman"] = perm_rho_t
+        entry = {
+            "heads": heads,
+            "truth_neurons": np.flatnonzero(truth.mask).tolist(),
+            "truth_domains": {int(j): measured.domains[int(truth.best[j])]
+                              for j in np.flatnonzero(truth.mask)},
+            "truth_count_resample_ablation": (None if resampled is None
+                                              else int(resampled.mask.sum())),
+            "truth_count_ci95": st.percentile_interval(boot.mask.sum(-1), 0.95),
+            "scores": scores,
+        }
+        if controls:
+            entry["controls"] = _controls(circuit, shuffled.split(heads), random,
+                                          random_paths.split(heads), truth, boot, neuron_draws,
+                                          frequency, top, vocabulary, protocol)
+        result[set_name] = entry
+    return result
+
+
+def _controls(circuit, shuffled, random, random_prediction, truth, boot, neuron_draws,
+              frequency, top, vocabulary, protocol) -> dict:
+    """The protocol's controls that live on the same model (step 0 and planted: elsewhere)."""
+    out = {}
+    shuffled_context = shuffled.shift_context.double().numpy()
+    rho = float(_frequency_rho(shuffled_context, truth.context_shift))
+    rho_boot = _frequency_rho(shuffled_context[None], boot.context_shift)
+    out["frequency_aware_vocabulary_permuted"] = _score_entry(
+        shuffled.score().double().numpy(), truth, boot, rho, rho_boot, neuron_draws, 0.0,
+        protocol)
+    random_frequency = random_prediction.score().double().numpy()
+    random_top = top_of_read_vectors(circuit, random, vocabulary).double().cpu().numpy()
+    for name, real, null in (("frequency_aware", frequency, random_frequency),
+                             ("top", top, random_top)):
+        cut = float(np.percentile(null, 99))
+        out[f"{name}_random_directions"] = {
+            "random_99th_percentile": cut,
+            "honest_found": int((real > cut).sum()),
+            "honest_found_share": float((real > cut).mean()),
+        }
+    return out
+
+
+def truth_summary(result: dict, set_name: str = "primary") -> str:
+    """One sentence: how many context neurons by activation, and where."""
+    entry = result.get(set_name)
+    if entry is None:
+        return result.get("stopped", "not computed")
+    domains = list(entry["truth_domains"].values())
+    counts = {d: domains.count(d) for d in sorted(set(domains))}
+    listed = ", ".join(f"{d} {n}" for d, n in sorted(counts.items(), key=lambda x: -x[1]))
+    return f"{len(entry['truth_neurons'])} context neurons by activation ({listed or 'none'})"
+
+
+__all__ = ["Measurements", "evaluate", "score_sentence", "verdict_sentences", "head_sets", "measure",
+           "resample_window_means", "truth_summary"]
+
+
+def score_sentence(name: str, entry: dict) -> str:
+    """One score's verdict and numbers in words (two decimals: stable across machines)."""
+    auc_lo, auc_hi = entry["auc_ci95"]
+    rho_lo, rho_hi = entry["spearman_ci95"]
+    text = (f"{name}: {entry['verdict'].upper()}: AUC {entry['auc']:.2f} [{auc_lo:.2f}, "
+            f"{auc_hi:.2f}], Spearman {entry['spearman']:.2f} [{rho_lo:.2f}, {rho_hi:.2f}], "
+            f"precision {entry['precision']:.2f} at |T| = {entry['n_truth']} (base rate "
+            f"{entry['base_rate']:.2f})")
+    met = entry.get("criteria", {})
+    if entry["verdict"] == "inconclusive" and not met.get("precision_reachable", True):
+        text += (f"; 'positive' is out of reach: precision cannot be 3x a base rate of "
+                 f"{entry['base_rate']:.2f}")
+    elif entry.get("deciding_truth_size"):
+        text += f"; about {entry['deciding_truth_size']} truth neurons would decide it"
+    return text
+
+
+def verdict_sentences(result: dict) -> list[str]:
+    """The verdicts of the primary head set, the paper's score after the frequency-aware one."""
+    if "primary" not in result:
+        return [f"not testable: {result.get('stopped', 'not computed')}"]
+    scores = result["primary"]["scores"]
+    return [score_sentence("frequency-aware score (primary)", scores["frequency_aware"]),
+            score_sentence("the paper's top[j]", scores["top"])]

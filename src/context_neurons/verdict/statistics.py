@@ -1,0 +1,228 @@
+"""The protocol's statistics: the additive truth, rank statistics, the cluster bootstrap and the
+verdict rule. Pure functions of arrays (numpy, float64); SciPy's ranks are the reference.
+
+Window means arrive as ``[window, neuron]`` arrays with each window's domain and document; a
+bootstrap resample is a vector of window *weights* (how many times its document was drawn), so
+every domain mean and pooled variance of all resamples is a few matrix products.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import rankdata
+
+from context_neurons.checks import InputError
+
+
+# ----------------------------------------------------------------------------------------------
+# Domain shifts and the truth
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Shifts:
+    """Measured shifts of every neuron on every domain (for one or many resamples).
+
+    Attributes:
+        shift: domain mean minus the equal-weight mean of the other domains' means,
+            ``[..., domain, neuron]``.
+        sd: the within-domain standard deviation pooled over domains, ``[..., neuron]``.
+    """
+
+    shift: np.ndarray
+    sd: np.ndarray
+
+
+def domain_shifts(values: np.ndarray, domain_index: np.ndarray, n_domains: int,
+                  weights: np.ndarray | None = None) -> Shifts:
+    """Shifts and pooled spread from window means ``values [window, neuron]``.
+
+    ``weights [resample, window]`` (default: one resample, every window once) weights each window;
+    the pooled variance is ``sum_D sum_w weight (x - mean_D)^2 / (sum weight - n_domains)``.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    single = weights is None
+    weights = np.ones((1, len(values))) if single else np.asarray(weights, dtype=np.float64)
+    means, within, total = [], 0.0, 0.0
+    for d in range(n_domains):
+        w = weights * (domain_index == d)[None]  # [resample, window]
+        n = w.sum(1, keepdims=True)
+        if np.any(n == 0):
+            raise InputError(f"Domain {d} has no window in some resample.")
+        m = (w @ values) / n
+        second = (w @ values**2) / n
+        within = within + (second - m**2) * n
+        total = total + n
+        means.append(m)
+    mean = np.stack(means, axis=1)  # [resample, domain, neuron]
+    pooled = np.sqrt(np.maximum(within / (total - n_domains), 0.0))
+    rest = (mean.sum(1, keepdims=True) - mean) / (n_domains - 1)
+    out = Shifts(mean - rest, pooled)
+    return Shifts(out.shift[0], out.sd[0]) if single else out
+
+
+@dataclass
+class Truth:
+    """The additive truth (protocol ``truth``) and what it is made of.
+
+    Attributes:
+        mask: context neurons by activation, ``[..., neuron]``.
+        best: each neuron's best domain (largest ``|d|``).
+        d: Cohen's d at the best domain.
+        context_part: the heads' share of the shift at the best domain.
+        context_shift: shift minus the ablated shift, every domain, ``[..., domain, neuron]``.
+    """
+
+    mask: np.ndarray
+    best: np.ndarray
+    d: np.ndarray
+    context_part: np.ndarray
+    context_shift: np.ndarray
+
+
+def additive_truth(full: Shifts, ablated: Shifts, min_d: float, min_part: float) -> Truth:
+    """``|d(D*)| >= min_d`` and ``(shift - ablated shift) / shift >= min_part`` at ``D*``."""
+    d_all = full.shift / np.maximum(full.sd, 1e-30)[..., None, :]
+    best = np.abs(d_all).argmax(-2)
+    take = lambda x: np.take_along_axis(x, best[..., None, :], axis=-2)[..., 0, :]  # noqa: E731
+    d = take(d_all)
+    context_shift = full.shift - ablated.shift
+    shift_best = take(full.shift)
+    safe = np.where(shift_best == 0, 1.0, shift_best)
+    part = np.where(shift_best == 0, 0.0, take(context_shift) / safe)
+    mask = (np.abs(d) >= min_d) & (part >= min_part)
+    return Truth(mask, best, d, part, context_shift)
+
+
+# ----------------------------------------------------------------------------------------------
+# Rank statistics
+# ----------------------------------------------------------------------------------------------
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
+    """Rank-based AUC along the last axis (ties one half), NaN without positives or negatives.
+
+    The same number as ``sklearn.metrics.roc_auc_score(positive, scores)`` (tested)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    positive = np.asarray(positive, dtype=bool)
+    ranks = rankdata(scores, axis=-1, method="average")
+    n1 = positive.sum(-1)
+    n0 = positive.shape[-1] - n1
+    rank_sum = (ranks * positive).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((n1 > 0) & (n0 > 0), (rank_sum - n1 * (n1 + 1) / 2) / (n1 * n0), np.nan)
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's correlation along the last axis (average ranks; ``scipy.stats.spearmanr``)."""
+    rx = rankdata(x, axis=-1, method="average")
+    ry = rankdata(y, axis=-1, method="average")
+    rx = rx - rx.mean(-1, keepdims=True)
+    ry = ry - ry.mean(-1, keepdims=True)
+    denominator = np.sqrt((rx**2).sum(-1) * (ry**2).sum(-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, (rx * ry).sum(-1) / denominator, np.nan)
+
+
+def partial_spearman(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Spearman correlation of ``x`` and ``y`` partial on ``z``: the partial correlation of ranks."""
+    rxy, rxz, ryz = spearman(x, y), spearman(x, z), spearman(y, z)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray((rxy - rxz * ryz) / np.sqrt((1 - rxz**2) * (1 - ryz**2)))
+
+
+def precision_at_truth_size(scores: np.ndarray, truth: np.ndarray) -> float:
+    """Share of truth neurons among the ``|T|`` highest-scoring (NaN when ``T`` is empty)."""
+    truth = np.asarray(truth, dtype=bool)
+    k = int(truth.sum())
+    if k == 0:
+        return float("nan")
+    top = np.argsort(-np.asarray(scores), kind="stable")[:k]
+    return float(truth[top].mean())
+
+
+# ----------------------------------------------------------------------------------------------
+# The cluster bootstrap
+# ----------------------------------------------------------------------------------------------
+
+
+def cluster_weights(domain_index: np.ndarray, documents: list[str], n_resamples: int,
+                    seed: int) -> np.ndarray:
+    """``[resample, window]`` weights: documents drawn with replacement within each domain, a
+    window weighted by how often its document was drawn."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    documents = np.asarray(documents)
+    weights = np.zeros((n_resamples, len(documents)))
+    for d in np.unique(domain_index):
+        inside = np.flatnonzero(domain_index == d)
+        names, which = np.unique(documents[inside], return_inverse=True)
+        draws = rng.integers(0, len(names), size=(n_resamples, len(names)))
+        counts = np.stack([np.bincount(row, minlength=len(names)) for row in draws])
+        weights[:, inside] = counts[:, which]
+    return weights
+
+
+def percentile_interval(samples: np.ndarray, level: float) -> list[float]:
+    """The percentile interval of the finite bootstrap samples (NaNs when none is finite)."""
+    samples = np.asarray(samples, dtype=np.float64)
+    samples = samples[np.isfinite(samples)]
+    if len(samples) == 0:
+        return [float("nan"), float("nan")]
+    tail = (1 - level) / 2 * 100
+    return [float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))]
+
+
+# ----------------------------------------------------------------------------------------------
+# The verdict
+# ----------------------------------------------------------------------------------------------
+
+
+def verdict(n_truth: int, auc_ci: list[float], precision: float, base_rate: float,
+            rho_ci: list[float], permutation_rho: float, rule: dict) -> str:
+    """The protocol's verdict for one score (``rule`` is the protocol's ``verdict`` section)."""
+    if n_truth < rule["min_truth"]:
+        return "not testable"
+    pos, neg, anti = rule["positive"], rule["negative"], rule["anti_ranking"]
+    if (auc_ci[0] >= pos["auc_lower_at_least"]
+            and precision >= pos["precision_over_base_at_least"] * base_rate
+            and rho_ci[0] >= pos["rho_lower_at_least"]
+            and abs(permutation_rho) <= pos["permutation_control_abs_at_most"]):
+        return "positive"
+    lo, hi = neg["auc_interval_inside"]
+    rlo, rhi = neg["rho_interval_inside"]
+    if lo <= auc_ci[0] and auc_ci[1] <= hi and rlo <= rho_ci[0] and rho_ci[1] <= rhi:
+        return "negative"
+    if auc_ci[1] < anti["auc_upper_below"]:
+        return "anti-ranking"
+    return "inconclusive"
+
+
+def criteria(auc_ci: list[float], precision: float, base_rate: float, rho_ci: list[float],
+             permutation_rho: float, rule: dict) -> dict[str, bool]:
+    """Each condition of the positive and negative verdicts, met or not (for the report)."""
+    pos, neg = rule["positive"], rule["negative"]
+    lo, hi = neg["auc_interval_inside"]
+    rlo, rhi = neg["rho_interval_inside"]
+    return {
+        "auc_lower_at_least": auc_ci[0] >= pos["auc_lower_at_least"],
+        "precision_over_base_at_least": precision >= pos["precision_over_base_at_least"] * base_rate,
+        "precision_reachable": pos["precision_over_base_at_least"] * base_rate <= 1.0,
+        "rho_lower_at_least": rho_ci[0] >= pos["rho_lower_at_least"],
+        "permutation_control": abs(permutation_rho) <= pos["permutation_control_abs_at_most"],
+        "auc_interval_inside_negative": lo <= auc_ci[0] and auc_ci[1] <= hi,
+        "rho_interval_inside_negative": rlo <= rho_ci[0] and rho_ci[1] <= rhi,
+    }
+
+
+def deciding_size(n_truth: int, auc_point: float, auc_ci: list[float], rule: dict) -> int | None:
+    """For an inconclusive AUC: the truth-set size at which the interval (shrinking like
+    ``1 / sqrt(n)``) would clear the nearest decision boundary (None when it cannot)."""
+    half = (auc_ci[1] - auc_ci[0]) / 2
+    bounds = [rule["positive"]["auc_lower_at_least"], rule["anti_ranking"]["auc_upper_below"],
+              *rule["negative"]["auc_interval_inside"]]
+    gap = min(abs(auc_point - b) for b in bounds)
+    if not np.isfinite(half) or gap <= 0 or n_truth <= 0:
+        return None
+    return int(np.ceil(n_truth * (half / gap) ** 2))

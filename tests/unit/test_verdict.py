@@ -1,0 +1,218 @@
+"""The pre-registered evaluation (issue 22): the frequency-aware score's algebra on hand-built
+cases, its token outputs against the model's hooks, and the statistics against SciPy and
+scikit-learn, with the verdict rule's boundaries."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+from sklearn.metrics import roc_auc_score
+
+from context_neurons.domain_shift import (
+    DomainShiftPrediction,
+    PathPieces,
+    path_pieces,
+    permuted_vocabulary,
+    predict_domain_shifts,
+    unigram_distribution,
+)
+from context_neurons.verdict import statistics as st
+from context_neurons.verdict.data import cal_fraction_value, is_cal, load_protocol
+
+RULE = load_protocol()["verdict"]
+
+
+# ----------------------------------------------------------------------------------------------
+# The algebra on hand-built pieces
+# ----------------------------------------------------------------------------------------------
+
+
+def one_head_pieces(log_c, outputs, n_ctx=4, bos_log=-math.inf):
+    """One head with a uniform kernel over its keys and a direct path; BOS weight exp(bos_log)."""
+    kernels = torch.tril(torch.ones(n_ctx, n_ctx, dtype=torch.float64))
+    kernels = (kernels / kernels.sum(-1, keepdim=True))[None]
+    return PathPieces(
+        log_content=torch.tensor([log_c, [0.0] * len(log_c)], dtype=torch.float64),
+        kernels=kernels,
+        log_bos=torch.full((1, n_ctx), bos_log, dtype=torch.float64),
+        outputs=torch.tensor(outputs, dtype=torch.float64),
+        bos_outputs=torch.zeros(1, 1, dtype=torch.float64),
+    )
+
+
+def test_mean_is_the_content_weighted_average_and_the_kernel_drops_out():
+    # vocabulary {0, 1, 2}; head: c = (1, 2, 4), eps_h = (1, 0, -1) (d_model 1, read vector 1);
+    # direct path eps_dir = (10, 20, 30).
+    pieces = one_head_pieces([0.0, math.log(2), math.log(4)], [[[1.0], [0.0], [-1.0]],
+                                                                  [[10.0], [20.0], [30.0]]])
+    read = torch.ones(1, 1, dtype=torch.float64)
+    p_a = torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64)
+    p_b = torch.tensor([0.0, 0.5, 0.5], dtype=torch.float64)
+    out = predict_domain_shifts(pieces, read, {"a": p_a, "b": p_b}, [0], start=1, length=4)
+    # head means: a: (0.5*1*1 + 0.5*2*0) / (0.5*1 + 0.5*2) = 1/3; b: (0 + 0.5*4*(-1)) / 3 = -2/3
+    # shift of a = 1/3 - (-2/3) = 1, of b = -1 (two domains: the rest is the other one)
+    assert out.shift_context[:, 0].tolist() == pytest.approx([1.0, -1.0], abs=1e-6)
+    # direct path: a 15, b 25: shifts -10 and +10
+    assert out.shift_other[:, 0].tolist() == pytest.approx([-10.0, 10.0], abs=1e-5)
+
+
+def test_bos_share_scales_the_shift():
+    # BOS weight b = 1 at every position; uniform kernel over n + 1 keys, so kappa_n = 1/(n+1)
+    # and with c = 1 everywhere, E D_n = 1 + (1 - kappa_n) = 1 + n/(n+1); beta_n = 1 / E D_n.
+    n_ctx = 4
+    pieces = one_head_pieces([0.0, 0.0], [[[1.0], [-1.0]], [[0.0], [0.0]]], n_ctx, bos_log=0.0)
+    pieces.log_bos[:] = torch.log(pieces.kernels[0, :, 0])  # b_n = pos_n(0) c(BOS), c(BOS) = 1
+    read = torch.ones(1, 1, dtype=torch.float64)
+    dists = {"a": torch.tensor([1.0, 0.0]), "b": torch.tensor([0.0, 1.0])}
+    out = predict_domain_shifts(pieces, read, dists, [0], start=2, length=4)
+    # kappa_n = 1/(n+1), b_n = kappa_n, E D_n = kappa_n + (1 - kappa_n) = 1: beta_n = kappa_n.
+    beta_bar = (1 / 3 + 1 / 4) / 2  # positions 2 and 3
+    # means: a: (1 - beta_bar) * 1, b: -(1 - beta_bar); shift of a = 2 (1 - beta_bar)
+    assert float(out.shift_context[0, 0]) == pytest.approx(2 * (1 - beta_bar), abs=1e-6)
+
+
+def test_variance_of_the_direct_path_is_the_token_variance_over_the_window():
+    # the direct path alone (no head counted, head outputs zero): window mean of N iid tokens
+    # has variance Var_p(eps_dir) / N. p = (1/2, 1/2), eps_dir = (0, 2): Var = 1; N = 2.
+    pieces = one_head_pieces([0.0, 0.0], [[[0.0], [0.0]], [[0.0], [2.0]]], n_ctx=4)
+    read = torch.ones(1, 1, dtype=torch.float64)
+    dists = {"a": torch.tensor([0.5, 0.5]), "b": torch.tensor([0.5, 0.5])}
+    out = predict_domain_shifts(pieces, read, dists, [0], start=2, length=4)
+    assert out.variance[:, 0].tolist() == pytest.approx([0.5, 0.5], abs=1e-6)
+    assert out.shift[:, 0].tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
+
+
+def test_score_is_standardized_shift_times_clipped_share():
+    pred = DomainShiftPrediction(
+        domains=["a", "b"], heads=[0],
+        shift_context=torch.tensor([[2.0, -1.0, 0.0], [-2.0, 1.0, 0.0]]),
+        shift_other=torch.tensor([[2.0, 1.0, 0.0], [-2.0, -1.0, 0.0]]),
+        variance=torch.tensor([[4.0, 1.0, 1.0], [4.0, 1.0, 1.0]]),
+    )
+    # neuron 0: shift 4 / sd 2 = 2, share 1/2 -> 1; neuron 1: shift 0 -> share 0 -> 0;
+    # neuron 2: nothing moves -> 0
+    assert pred.score().tolist() == pytest.approx([1.0, 0.0, 0.0])
+
+
+def test_unigram_distribution_skips_bos_and_sums_to_one():
+    windows = [torch.tensor([9, 1, 1, 2]), torch.tensor([9, 2])]
+    p = unigram_distribution(windows, d_vocab=10)
+    assert p[9] == 0 and p[1] == pytest.approx(0.5) and p[2] == pytest.approx(0.5)
+    shuffled = permuted_vocabulary({"a": p}, seed=0)["a"]
+    assert sorted(shuffled.tolist()) == sorted(p.tolist()) and not torch.equal(shuffled, p)
+
+
+def test_token_outputs_match_the_model_hooks(small_model):
+    """u_h(t) = value of t at the reference position times W_O, against hook_v; and the BOS
+    output at position 0."""
+    model = small_model
+    n_ref = model.cfg.n_ctx // 2
+    reference = torch.arange(1, 20)
+    pieces = path_pieces(model, reference, dest_token=5, n_ref=n_ref, bos_token=0)
+    tokens = torch.full((1, n_ref + 1), 5)
+    tokens[0, 0] = 0
+    for t in (3, 7):
+        tokens[0, n_ref] = t
+        _, cache = model.run_with_cache(tokens, names_filter="blocks.0.attn.hook_v")
+        v = cache["blocks.0.attn.hook_v"][0, n_ref]  # [head, d_head]
+        expected = torch.einsum("he,hed->hd", v, model.blocks[0].attn.W_O)
+        assert torch.allclose(pieces.outputs[:-1, t], expected, atol=1e-5)
+        bos = torch.einsum("he,hed->hd", cache["blocks.0.attn.hook_v"][0, 0],
+                           model.blocks[0].attn.W_O)
+        assert torch.allclose(pieces.bos_outputs, bos, atol=1e-5)
+    assert torch.equal(pieces.outputs[-1], model.W_E)
+
+
+# ----------------------------------------------------------------------------------------------
+# Statistics against the libraries, and by hand
+# ----------------------------------------------------------------------------------------------
+
+
+def test_auc_matches_scikit_learn_with_ties():
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 5, size=(4, 50)).astype(float)  # many ties
+    truth = rng.random((4, 50)) < 0.3
+    ours = st.auc(scores, truth)
+    for row in range(4):
+        assert ours[row] == pytest.approx(roc_auc_score(truth[row], scores[row]), abs=1e-12)
+    assert math.isnan(float(st.auc(scores[0], np.zeros(50, bool))))
+
+
+def test_spearman_matches_scipy():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(3, 40)), rng.normal(size=(3, 40))
+    for row in range(3):
+        assert st.spearman(x[row], y[row]) == pytest.approx(spearmanr(x[row], y[row])[0])
+
+
+def test_partial_spearman_removes_a_shared_cause():
+    rng = np.random.default_rng(2)
+    z = rng.normal(size=400)
+    x, y = z + 0.5 * rng.normal(size=400), z + 0.5 * rng.normal(size=400)  # both follow z only
+    assert float(st.spearman(x, y)) > 0.6
+    assert abs(float(st.partial_spearman(x, y, z))) < 0.15
+
+
+def test_domain_shifts_by_hand():
+    # two domains, one neuron: a = (1, 3), b = (5, 7); means 2 and 6: shifts -4, +4;
+    # pooled within variance = ((1-2)^2 + (3-2)^2 + (5-6)^2 + (7-6)^2) / (4 - 2) = 2
+    values = np.array([[1.0], [3.0], [5.0], [7.0]])
+    index = np.array([0, 0, 1, 1])
+    out = st.domain_shifts(values, index, 2)
+    assert out.shift[:, 0].tolist() == pytest.approx([-4.0, 4.0])
+    assert float(out.sd[0]) == pytest.approx(math.sqrt(2))
+    # a resample that draws the first window twice and drops the second: a = (1, 1), mean 1
+    weights = np.array([[2.0, 0.0, 1.0, 1.0]])
+    boot = st.domain_shifts(values, index, 2, weights)
+    assert boot.shift[0, :, 0].tolist() == pytest.approx([-5.0, 5.0])
+    assert float(boot.sd[0, 0]) == pytest.approx(1.0)  # (0 + 0 + 1 + 1) / (4 - 2)
+
+
+def test_additive_truth_includes_its_boundaries():
+    # d exactly 1 and the heads' part exactly one half: a context neuron; just below: not.
+    full = st.Shifts(shift=np.array([[1.0, 0.999, 1.0], [-1.0, -0.999, -1.0]]),
+                     sd=np.array([1.0, 1.0, 1.0]))
+    ablated = st.Shifts(shift=np.array([[0.5, 0.0, 0.5001], [-0.5, 0.0, -0.5001]]),
+                        sd=np.array([1.0, 1.0, 1.0]))
+    truth = st.additive_truth(full, ablated, min_d=1.0, min_part=0.5)
+    assert truth.mask.tolist() == [True, False, False]
+
+
+def test_cluster_weights_draw_documents_not_windows():
+    index = np.array([0, 0, 0, 1, 1])
+    documents = ["x", "x", "y", "z", "w"]
+    weights = st.cluster_weights(index, documents, n_resamples=50, seed=0)
+    assert np.all(weights[:, 0] == weights[:, 1])  # windows of one document move together
+    assert np.all(weights[:, :3].sum(1) == weights[:, 0] + weights[:, 2] + weights[:, 1])
+    # each domain draws as many documents as it has: x (2 windows) and y -> 2 draws
+    assert set(np.unique(weights[:, 0] / 1 + weights[:, 2])) <= {2.0}
+
+
+def test_precision_at_truth_size_and_percentile_interval():
+    assert st.precision_at_truth_size(np.array([3.0, 2.0, 1.0, 0.0]),
+                                      np.array([True, False, True, False])) == 0.5
+    assert st.percentile_interval(np.arange(101.0), 0.9) == pytest.approx([5.0, 95.0])
+
+
+@pytest.mark.parametrize("n_truth, auc_ci, precision, rho_ci, perm, expected", [
+    (29, [0.9, 1.0], 1.0, [0.9, 1.0], 0.0, "not testable"),
+    (30, [0.65, 0.9], 0.375, [0.3, 0.5], 0.1, "positive"),  # every bound met with equality
+    (30, [0.65, 0.9], 0.375, [0.3, 0.5], 0.1001, "inconclusive"),  # the void control
+    (30, [0.65, 0.9], 0.37, [0.3, 0.5], 0.0, "inconclusive"),  # precision just below 3x
+    (30, [0.42, 0.58], 0.125, [-0.1, 0.1], 0.0, "negative"),
+    (30, [0.30, 0.4499], 0.0, [-0.5, 0.0], 0.0, "anti-ranking"),
+    (30, [0.5, 0.7], 0.2, [0.0, 0.2], 0.0, "inconclusive"),
+])
+def test_verdict_rule(n_truth, auc_ci, precision, rho_ci, perm, expected):
+    assert st.verdict(n_truth, auc_ci, precision, 0.125, rho_ci, perm, RULE) == expected
+
+
+def test_cal_eval_split_is_a_fixed_half():
+    keys = [f"corpus:{i}" for i in range(2000)]
+    share = np.mean([is_cal(k) for k in keys])
+    assert 0.45 < share < 0.55
+    assert cal_fraction_value("corpus:1") == cal_fraction_value("corpus:1")
