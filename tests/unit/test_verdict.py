@@ -216,3 +216,13 @@ def test_cal_eval_split_is_a_fixed_half():
     share = np.mean([is_cal(k) for k in keys])
     assert 0.45 < share < 0.55
     assert cal_fraction_value("corpus:1") == cal_fraction_value("corpus:1")
+
+
+def test_protocol_data_without_the_corpora_is_a_clear_error(monkeypatch):
+    """Online (Colab) there are no held-out documents: say so before reading anything."""
+    from context_neurons.checks import DataError
+    from context_neurons.verdict import protocol_data
+
+    monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
+    with pytest.raises(DataError, match="offline corpora"):
+        protocol_data(None, {"config": {"n_ctx": 256}})

@@ -14,8 +14,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from context_neurons import config as settings
 from context_neurons.checks import DataError
-from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA, default_corpora_dir
+from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA
 from context_neurons.training.corpus import Doc, is_heldout, iter_documents
 from context_neurons.training.heldout import domain_of_corpus
 from context_neurons.training.stream import pack_windows, tokenize_documents
@@ -86,10 +87,12 @@ def protocol_data(
     protocol = protocol or load_protocol()
     spec = protocol["data"]
     config = record["config"]
-    corpora_dir = Path(corpora_dir) if corpora_dir else default_corpora_dir()
-    if not corpora_dir.is_dir():
-        raise DataError(f"The held-out documents are read from the offline corpora, not found at "
-                        f"{corpora_dir}.")
+    corpora_dir = Path(corpora_dir) if corpora_dir else settings.corpora_root()
+    if corpora_dir is None or not corpora_dir.is_dir():
+        raise DataError(
+            "The pre-registered evaluation reads the trained model's held-out documents from the "
+            f"offline corpora, not found here (set {settings.CORPORA.name}); online there are none."
+        )
     n_ctx = config["n_ctx"]
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
     trained_on = set(config["corpus_weights"])
