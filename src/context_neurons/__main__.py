@@ -16,8 +16,12 @@ import torch
 
 from context_neurons import config
 from context_neurons.checks import ContextNeuronsError, InputError, ModelLoadError
+from context_neurons.checks import writable_directory
 from context_neurons.models.loading import MODEL_NAMES, load_tokenizer, resolve_model_name
 from context_neurons.models.planted import VARIANTS, build_planted_state
+from context_neurons.training.cli import DefaultsHelpFormatter, seed_int
+from context_neurons.training.config import MAX_SEED
+from context_neurons.training.cli import main as train
 
 DESCRIPTION = (
     "Reproduce Gibson's 'Decomposing Attention To Find Context-Sensitive Neurons' on GPT-2 Small, "
@@ -29,21 +33,6 @@ DESCRIPTION = (
 EXIT_INPUT = 2
 #: Exit status of an interrupted command (128 + SIGINT).
 EXIT_INTERRUPTED = 130
-#: The largest seed: NumPy's and torch's seeds are 32-bit for the planted model's generators.
-MAX_SEED = 2**32 - 1
-
-
-class _HelpFormatter(argparse.HelpFormatter):
-    """Each option's default after its help, unless the help already says it or there is none
-    (as ``argparse.ArgumentDefaultsHelpFormatter``, without ``default: None``)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if ("default" in text or not action.option_strings
-                or action.default is None or action.default is False
-                or action.default in ("", [], argparse.SUPPRESS)):
-            return text
-        return text + " (default: %(default)s)"
 
 
 def positive_int(text: str) -> int:
@@ -54,17 +43,6 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def seed_int(text: str) -> int:
-    """An argparse type: a seed in 0..2**32-1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_SEED}, got {value}")
     return value
 
 
@@ -97,21 +75,6 @@ def check_output_file(path: Path, flag: str = "--out") -> Path:
                          "path.")
     if path.exists() and not os.access(path, os.W_OK):
         raise InputError(f"{flag} {path} exists and is not writable; choose another path.")
-    return path
-
-
-def check_output_dir(path: Path, flag: str = "--out") -> Path:
-    """``path`` as a writable directory (created now, before any computation)."""
-    path = path.expanduser()
-    if path.exists() and not path.is_dir():
-        raise InputError(f"{flag} {path} is a file, not a directory; choose another path.")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"{flag} {path} cannot be created ({err.strerror}); choose another "
-                         "path.") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise InputError(f"{flag} {path} is not writable; choose another path.")
     return path
 
 
@@ -176,14 +139,14 @@ def check_planted_seed() -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m context_neurons", description=DESCRIPTION,
-                                     formatter_class=_HelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("train", add_help=False,
                    help="train the GPT-2-architecture model shipped as 'trained' "
                         "(options: python -m context_neurons train --help)")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter)
+        return sub.add_parser(name, help=help, description=help, formatter_class=DefaultsHelpFormatter)
 
     rep = command("reproduce", "reproduce the paper's numbers and print the table")
     rep.add_argument("--model", type=model_choice, default="gpt2",
@@ -271,7 +234,7 @@ def _run_chapters(args: argparse.Namespace) -> int:
     from context_neurons.book.notebooks import run_chapters
 
     chapters = _chapters(args.chapters)
-    out = check_output_dir(args.out)
+    out = writable_directory(args.out)
     timings = run_chapters(chapters, {config.MODEL.name: args.model}, out)
     write_atomic(out / "timings.json", json.dumps(timings, indent=1) + "\n")
     return 0
@@ -319,8 +282,6 @@ def report_errors(run: Callable[[], int]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["train"]:  # its own parser: python -m context_neurons train --help
-        from context_neurons.training.cli import main as train
-
         return train(argv)
     args = build_parser().parse_args(argv)
     return report_errors(lambda: _dispatch(args))

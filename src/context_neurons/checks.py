@@ -20,6 +20,8 @@ Every message says what to do.
 from __future__ import annotations
 
 import operator
+import os
+from pathlib import Path
 from typing import Any, Iterable
 
 import torch
@@ -220,3 +222,19 @@ def check_upstream_head(model, layer: Any, head: Any, max_layer: int) -> tuple[i
             f"0..{max_layer}."
         )
     return index, check_head(model, head, index)
+
+
+def writable_directory(path: Path, flag: str = "--out") -> Path:
+    """``path`` as a writable directory, created now (before any computation), or an
+    :class:`InputError` naming the command-line ``flag`` that gave it."""
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{flag} {path} is a file, not a directory; choose another path.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{flag} {path} cannot be created ({err.strerror}); choose another "
+                         "path.") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {path} is not writable; choose another path.")
+    return path

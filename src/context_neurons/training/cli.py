@@ -51,7 +51,7 @@ FIELD_HELP: dict[str, str] = {
 }
 
 
-class _HelpFormatter(argparse.HelpFormatter):
+class DefaultsHelpFormatter(argparse.HelpFormatter):
     """Each option's default after its help, unless the help already says it or there is none
     (as ``argparse.ArgumentDefaultsHelpFormatter``, without ``default: None``)."""
 
@@ -77,7 +77,8 @@ def _positive(kind):
     return parse
 
 
-def _seed(text: str) -> int:
+def seed_int(text: str) -> int:
+    """An argparse type: a seed in 0..MAX_SEED (NumPy's and torch's generators are 32-bit)."""
     try:
         value = int(text)
     except ValueError:
@@ -105,7 +106,7 @@ def _weights(text: str) -> dict[str, float]:
 def build_parser() -> argparse.ArgumentParser:
     size = SIZES["default"]
     parser = argparse.ArgumentParser(
-        prog="python -m context_neurons train", formatter_class=_HelpFormatter,
+        prog="python -m context_neurons train", formatter_class=DefaultsHelpFormatter,
         description="Train a small GPT-2-architecture model (and its own 8k byte-level BPE) from "
                     "scratch on the offline corpora. The default size trains "
                     f"{size.tokens / 1e6:g}M tokens, about 18 minutes on 2 CPU cores. An "
@@ -125,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--size", choices=sorted(SIZES), default=defaults.size,
                         help=f"default: {size.tokens / 1e6:g}M tokens, about 18 minutes on 2 CPU "
                              f"cores; large: {SIZES['large'].tokens / 1e6:g}M tokens, for a GPU")
-    parser.add_argument("--seed", type=_seed, default=defaults.seed,
+    parser.add_argument("--seed", type=seed_int, default=defaults.seed,
                         help=f"seed of the initialisation and the data order, 0..{MAX_SEED}")
     parser.add_argument("--threads", type=_positive(int), default=defaults.threads,
                         help="torch threads (the loss log is reproducible for a thread count)")

@@ -36,7 +36,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging as hf_logging
 
 from context_neurons import config as settings
-from context_neurons.checks import DataError, InputError
+from context_neurons.checks import DataError, InputError, writable_directory
 from context_neurons.training.config import (
     EOT,
     SHORT_DOCUMENT_CORPORA,
@@ -287,13 +287,7 @@ def prepare_output(out: Path, resume: bool, overwrite: bool) -> dict | None:
         for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"--out {out} cannot be created ({err.strerror}): choose another "
-                         "directory.") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise InputError(f"--out {out} is not writable: choose another directory.")
+    writable_directory(out, "--out")
     return state
 
 
