@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 
-from context_neurons.activations import PREVIOUS_TOKEN_MIN, previous_token_attention
+from context_neurons.activations import PREVIOUS_TOKEN_MIN
 from context_neurons.checks import DataError
 from context_neurons.models.loading import LoadedModel
 from context_neurons.reproduce.table import Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
-from context_neurons.verdict.development import PREVIOUS_WINDOWS
+from context_neurons.verdict.evaluate import previous_token_heads
 
 KEYS = ("previous_token_heads", "activation_truth_neurons", "discovery_scores",
         "discovery_primary_score", "discovery_verdict")
@@ -36,13 +36,11 @@ def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None) -> list[Ro
     except DataError as error:  # online: the training split's documents are not here
         return [Row(key, math.nan, f"not computed: {error}") for key in KEYS]
     start = protocol["data"]["window_mean_start"]
-    subset = [w for item in data.values() for w in item.eval_windows[:PREVIOUS_WINDOWS]]
-    previous = previous_token_attention(model, subset, start)
-    result = evaluate(model, record, protocol, n_resamples=n_resamples)
+    previous, previous_heads = previous_token_heads(model, data, start)
+    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data)
     primary_name = protocol["scores"]["primary"]
     rows = [
-        Row("previous_token_heads", [h for h in range(len(previous))
-                                     if previous[h] >= PREVIOUS_TOKEN_MIN],
+        Row("previous_token_heads", previous_heads,
             f"layer-0 heads whose mean attention to the previous token is >= "
             f"{PREVIOUS_TOKEN_MIN} on EVAL windows (positions >= {start})"),
         Row("previous_token_attention", [round(float(x), 3) for x in previous],

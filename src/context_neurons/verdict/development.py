@@ -6,32 +6,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 from tqdm.auto import tqdm
 from transformer_lens import HookedTransformer
 
-from context_neurons.activations import PREVIOUS_TOKEN_MIN, previous_token_attention
 from context_neurons.models.loading import hooked_from_hf, load_checkpoint
 from context_neurons.training.development import DEVELOPMENT_FILE
 from context_neurons.training.heldout import read_record
 from context_neurons.training.tokenizer import load_tokenizer
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import eval_arrays, load_protocol, protocol_data
-from context_neurons.verdict.evaluate import head_sets, measure
-
-#: EVAL windows per domain for the previous-token measure (a cheap, fixed subset).
-PREVIOUS_WINDOWS = 8
+from context_neurons.verdict.evaluate import head_sets, measure, previous_token_heads
 
 
 def structure(model: HookedTransformer, data, protocol: dict) -> dict:
     """Previous-token attention, head sets and the additive truth count of one model."""
     start = protocol["data"]["window_mean_start"]
-    subset = [w for item in data.values() for w in item.eval_windows[:PREVIOUS_WINDOWS]]
-    previous = previous_token_attention(model, subset, start)
+    previous, previous_heads = previous_token_heads(model, data, start)
     sets = head_sets(model)
     out = {
         "previous_token_attention": [round(float(x), 4) for x in previous],
-        "previous_token_heads": [int(h) for h in np.flatnonzero(previous >= PREVIOUS_TOKEN_MIN)],
+        "previous_token_heads": previous_heads,
         "contextual_heads": sets["primary"],
         "non_local_heads": sets["secondary"],
         "additive_truth": None,

@@ -15,7 +15,8 @@ import torch
 from torch import Tensor
 from transformer_lens import HookedTransformer
 
-from context_neurons.activations import mean_head_z, window_means
+from context_neurons.activations import PREVIOUS_TOKEN_MIN, mean_head_z, previous_token_attention
+from context_neurons.activations import window_means
 from context_neurons.circuit import build_circuit
 from context_neurons.discovery import read_vectors, score_neurons, scoring_vocabulary
 from context_neurons.discovery import top_of_read_vectors
@@ -38,6 +39,19 @@ class Measurements:
     full: np.ndarray
     ablated: dict[str, np.ndarray]  # head-set name -> [window, neuron]
     resampled: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+#: EVAL windows per domain for the previous-token measure (a cheap, fixed subset).
+PREVIOUS_WINDOWS = 8
+
+
+def previous_token_heads(model: HookedTransformer, data, start: int) -> tuple[Tensor, list[int]]:
+    """Each layer-0 head's mean attention to the previous token on the first
+    :data:`PREVIOUS_WINDOWS` EVAL windows of every domain, and the heads at or above
+    :data:`~context_neurons.activations.PREVIOUS_TOKEN_MIN`."""
+    subset = [w for item in data.values() for w in item.eval_windows[:PREVIOUS_WINDOWS]]
+    previous = previous_token_attention(model, subset, start)
+    return previous, [h for h in range(len(previous)) if previous[h] >= PREVIOUS_TOKEN_MIN]
 
 
 def head_sets(model: HookedTransformer) -> dict[str, list[int]]:
@@ -143,14 +157,17 @@ def evaluate(
     n_resamples: int | None = None,
     controls: bool = True,
     progress: bool = False,
+    data: dict | None = None,
 ) -> dict:
-    """The whole pre-registered evaluation on one model; JSON-ready."""
+    """The whole pre-registered evaluation on one model; JSON-ready. ``data``: the protocol's
+    documents (:func:`~context_neurons.verdict.data.protocol_data`), when already read."""
     protocol = protocol or load_protocol()
     spec, truth_spec = protocol["data"], protocol["truth"]
     start = spec["window_mean_start"]
     n_resamples = n_resamples or protocol["bootstrap"]["resamples"]
     seed = protocol["bootstrap"]["seed"]
-    data = protocol_data(model.tokenizer, record, protocol, corpora_dir)
+    if data is None:
+        data = protocol_data(model.tokenizer, record, protocol, corpora_dir)
     sets = head_sets(model)
     result: dict = {"protocol": protocol["name"], "head_sets": sets, "domains": list(data),
                     "eval_windows": {d: len(v.eval_windows) for d, v in data.items()},
@@ -270,7 +287,7 @@ def truth_summary(result: dict, set_name: str = "primary") -> str:
     return f"{len(entry['truth_neurons'])} context neurons by activation ({listed or 'none'})"
 
 
-__all__ = ["Measurements", "evaluate", "score_sentence", "verdict_sentences", "head_sets", "measure",
+__all__ = ["Measurements", "PREVIOUS_WINDOWS", "evaluate", "previous_token_heads", "score_sentence", "verdict_sentences", "head_sets", "measure",
            "resample_window_means", "truth_summary"]
 
 
