@@ -112,7 +112,7 @@ def planted_model(device: str, layers: int = 2):
         raise SystemExit(f"--layers must be at least 2 (the planted model's depth), got {layers}.")
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from context_neurons.models import hooked_from_hf
+    from context_neurons.models import bridge_from_hf
     from context_neurons.models.planted import build_planted_gpt2
 
     tokenizer = load_tokenizer()
@@ -129,7 +129,7 @@ def planted_model(device: str, layers: int = 2):
     missing = [name for name, p in deep.named_parameters() if p.is_meta]
     if missing:
         raise SystemExit(f"deep model: parameters not loaded from the planted state: {missing[:5]}")
-    return hooked_from_hf(deep.eval(), tokenizer, "planted", device=device)
+    return bridge_from_hf(deep.eval(), tokenizer, "planted", device=device)
 
 
 def evaluation_windows(tokenizer, n: int) -> tuple[list, str]:

@@ -36,7 +36,7 @@
 # ```
 #
 # **Prerequisites:** the attention computation of a transformer (queries, keys, softmax) and
-# TransformerLens's `HookedTransformer`.
+# TransformerLens's `TransformerBridge`.
 
 # %% tags=["remove-cell"]
 # Colab only: install this book's package and use the GPU (elsewhere this cell does nothing).

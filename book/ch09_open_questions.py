@@ -630,11 +630,13 @@ print("check passed: profiles are the calibration's denominators; no calibration
 # dimensions that are not rotated, and for content in pairs that rotate slowly over the distances
 # the kernel reaches ($\omega_p (n - i) \ll 1$), where a RoPE head behaves like a learned-position
 # contextual head. `context_neurons.position_schemes` computes the three scores of any
-# TransformerLens rotary or ALiBi model from its own hooks (`hook_q`, `hook_k`,
-# `hook_attn_scores`) and its own rotation (`attn.apply_rotary`).
+# TransformerLens rotary or ALiBi model from its unrotated queries and keys (hooks `hook_q`,
+# `hook_k`) and its own rotation tables or ALiBi slopes, and refuses a model whose own attention
+# pattern they do not reproduce.
 #
-# We measure this on small one-layer models set up by hand (`ps.rotary_toy_model`,
-# `ps.alibi_toy_model`; no tokenizer, texts of random tokens), so the mechanism is known and its
+# We measure this on small one-layer models set up by hand (`ps.rotary_toy_model`, TransformerLens's
+# own model; `ps.alibi_toy_model`, a Hugging Face BLOOM model; no real tokenizer, texts of random
+# tokens), so the mechanism is known and its
 # size can be read off. The numbers are these models', not a claim about any trained RoPE or ALiBi
 # model. In the rotary model each head uses one rotated pair: queries are constant, a constant
 # key component (the *carrier*) makes a positional pattern $\propto \exp(6 \cos \omega_p d)$, and
@@ -751,10 +753,11 @@ figure = plot_alibi_kernels(
 # model (grouped keys are repeated per query head):
 #
 # ```python
-# from transformer_lens import HookedTransformer
+# from transformer_lens.model_bridge import TransformerBridge
 # from context_neurons import position_schemes as ps
 #
-# model = HookedTransformer.from_pretrained("pythia-70m")   # not run in this book
+# model = TransformerBridge.boot_transformers("EleutherAI/pythia-70m")   # not run in this book
+# model.enable_compatibility_mode()
 # tokens = model.to_tokens(["some text ...", "another text ..."])  # same length, or cut
 # fit = ps.factorise_attention(model, tokens)
 # print(ps.head_table(fit))                 # widths, shapes, content spread, TV per head

@@ -30,7 +30,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import InputError, check_heads
 from context_neurons.evaluation import position_mask
@@ -47,7 +47,7 @@ START = 32
 
 @torch.no_grad()
 def window_means(
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     start: int = START,
     ablate: list[int] | None = None,
@@ -89,7 +89,7 @@ def window_means(
 
 @torch.no_grad()
 def mean_head_z(
-    model: HookedTransformer, windows: list[Int[Tensor, " _pos"]], batch_size: int = 8
+    model: TransformerBridge, windows: list[Int[Tensor, " _pos"]], batch_size: int = 8
 ) -> Float[Tensor, "head_index d_head"]:
     """The mean ``blocks.0.attn.hook_z`` of every layer-0 head over all real positions."""
     name, total, count = "blocks.0.attn.hook_z", 0.0, 0
@@ -210,7 +210,7 @@ class ActivationTruth:
 
 @torch.no_grad()
 def activation_truth(
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     labels: list[str],
     heads: list[int],
@@ -285,7 +285,7 @@ PREVIOUS_TOKEN_MIN = 0.4
 
 @torch.no_grad()
 def previous_token_attention(
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     start: int = START,
     batch_size: int = 8,

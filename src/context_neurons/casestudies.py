@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import DataError, InputError, check_neurons
 from context_neurons.circuit import ContextualCircuit
@@ -135,7 +135,7 @@ class TextActivations:
 @torch.no_grad()
 def token_marks(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     neurons,
     tokens: Int[Tensor, "batch pos"],
     scores: NeuronScores,
@@ -159,7 +159,7 @@ def token_marks(
 @torch.no_grad()
 def text_activations(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     neurons,
     texts: DomainTexts,
     scores: NeuronScores,
@@ -300,7 +300,7 @@ def domain_evidence(acts: TextActivations, cases) -> pd.DataFrame:
 @torch.no_grad()
 def term_spreads(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     neuron,
     tokens: Int[Tensor, " pos"],
     start: int = START,
@@ -387,7 +387,7 @@ class TokenDensities:
 @torch.no_grad()
 def token_densities(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     neurons,
     texts: DomainTexts,
     scores: NeuronScores,
@@ -561,7 +561,7 @@ def case_studies(loaded, densities: TokenDensities, neurons) -> pd.DataFrame:
 @torch.no_grad()
 def frequent_driving_tokens(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     neuron,
     texts: DomainTexts,
     domain: str,

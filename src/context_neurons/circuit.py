@@ -61,7 +61,6 @@ import torch
 from einops import rearrange
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
 from context_neurons import decomposition as dec
 from context_neurons.caching import IdentityCache
@@ -75,6 +74,8 @@ from context_neurons.checks import (
     check_tokens,
     token_id,
 )
+from context_neurons.hooks import run_until
+from context_neurons.models.weights import Model, TransformerBridge, as_weights
 from context_neurons.taxonomy import classify_heads
 from context_neurons.text.windows import calibration_tokens
 
@@ -225,7 +226,7 @@ class ContextualCircuit:
 # ----------------------------------------------------------------------------------------------
 
 
-def _all_heads(score_fn, model: HookedTransformer, *args) -> Tensor:
+def _all_heads(score_fn, model: Model, *args) -> Tensor:
     """Call a score function of :mod:`decomposition` for all heads (select heads afterwards).
 
     Its shape annotations name the head axis of the queries and of the result alike, so a call
@@ -236,7 +237,7 @@ def _all_heads(score_fn, model: HookedTransformer, *args) -> Tensor:
 
 @torch.no_grad()
 def head_kernels(
-    model: HookedTransformer,
+    model: Model,
     heads,
     mean_keys: Float[Tensor, "n_ctx head_index d_head"],
     dest_token: int,
@@ -267,7 +268,7 @@ def median_kernel(
 
 @torch.no_grad()
 def calibration_log_denominators(
-    model: HookedTransformer,
+    model: Model,
     tokens: Int[Tensor, " pos"],
     heads,
     mean_keys: Float[Tensor, "n_ctx head_index d_head"],
@@ -299,20 +300,19 @@ def calibration_log_denominators(
 
 @torch.no_grad()
 def ln2_inverse_scales(
-    model: HookedTransformer, tokens: Int[Tensor, " pos"]
+    model: TransformerBridge, tokens: Int[Tensor, " pos"]
 ) -> Float[Tensor, " pos"]:
-    """``1 / std`` of the input of ``blocks.0.ln2`` (``resid_mid``) at each position of a text."""
+    """``1 / std`` of the input of ``blocks.0.ln2`` (``resid_mid``) at each position of a text,
+    measured through the model's hooks (the one measurement on a text the circuit needs)."""
     tokens = check_sequence(model, tokens)
-    _, cache = model.run_with_cache(
-        tokens[None], stop_at_layer=1, names_filter="blocks.0.hook_resid_mid"
-    )
-    resid = dec.centred(cache["blocks.0.hook_resid_mid"][0])
+    resid_mid = run_until(model, tokens[None], "blocks.0.hook_resid_mid")["blocks.0.hook_resid_mid"]
+    resid = dec.centred(resid_mid[0])
     return torch.rsqrt((resid**2).mean(-1) + model.cfg.eps)
 
 
 @torch.no_grad()
 def token_values(
-    model: HookedTransformer,
+    model: Model,
     heads,
     position: int,
     token_ids: Int[Tensor, " n_tokens"] | None = None,
@@ -326,12 +326,12 @@ def token_values(
     position = check_position(model, position)
     if token_ids is None:
         token_ids = torch.arange(model.cfg.d_vocab, device=model.cfg.device)
-    attn = model.blocks[0].attn
-    w_v, b_v = attn.W_V[heads], attn.b_V[heads]
+    w = as_weights(model)
+    w_v, b_v = w.W_V[heads], w.b_V[heads]
     out = []
     for start in range(0, len(token_ids), chunk):
         ids = token_ids[start : start + chunk]
-        ln = dec.ln1_apply(model, model.W_E[ids] + model.W_pos[position])
+        ln = dec.ln1_apply(w, w.W_E[ids] + w.W_pos[position])
         out.append(torch.einsum("td,hde->the", ln, w_v) + b_v)
     return torch.cat(out)
 
@@ -343,7 +343,7 @@ def token_values(
 
 @torch.no_grad()
 def build_circuit(
-    model: HookedTransformer,
+    model: TransformerBridge,
     calibration: str | Tensor = "prose",
     heads=None,
     dest_token: str | int = dec.DEFAULT_DESTINATION,
@@ -354,7 +354,7 @@ def build_circuit(
     """Build the contextual circuit from the weights and one calibration text.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture TransformerBridge.
         calibration: a calibration text's name (``text.corpora.CALIBRATION_TEXTS``) or its
             tokens (``[BOS, ...]``, at most ``n_ctx``).
         heads: the contextual heads (default: those the model's own taxonomy finds,
@@ -410,7 +410,7 @@ def build_circuit(
     # 3. Extended embeddings at n_ref, and the positional part with each head's own kernel.
     log_content = dec.content_log_weights(model, n_ref, dest)[heads]  # [head, vocab]
     mean_values = mean_values_all[:, heads]  # [pos, head, d_head]
-    w_o = model.blocks[0].attn.W_O[heads]  # [head, d_head, d_model]
+    w_o = as_weights(model).W_O[heads]  # [head, d_head, d_model]
     weights = torch.exp(log_content - log_dhat[:, None])  # c_h(t) / Dhat_h
     values = token_values(model, heads, n_ref) - mean_values[n_ref]  # [d_vocab, head, d_head]
     weighted = values * rearrange(weights, "h t -> t h 1")  # (c_h(t) / Dhat_h) v_h(t)
@@ -437,7 +437,7 @@ _CIRCUITS = IdentityCache(size=6)
 _HEADS = IdentityCache(size=4)
 
 
-def contextual_heads(model: HookedTransformer) -> list[int]:
+def contextual_heads(model: Model) -> list[int]:
     """The heads chapter 2's taxonomy classifies as contextual (computed, cached per model).
 
     Raises:
@@ -456,7 +456,7 @@ def contextual_heads(model: HookedTransformer) -> list[int]:
 
 
 def get_circuit(
-    model: HookedTransformer, calibration: str = "prose", heads=None
+    model: TransformerBridge, calibration: str = "prose", heads=None
 ) -> ContextualCircuit:
     """:func:`build_circuit` with default options, cached per model, calibration text and heads.
 
@@ -475,14 +475,13 @@ def get_circuit(
 
 @torch.no_grad()
 def true_head_output(
-    model: HookedTransformer, tokens: Int[Tensor, "*batch pos"], heads
+    model: TransformerBridge, tokens: Int[Tensor, "*batch pos"], heads
 ) -> Float[Tensor, "batch pos d_model"]:
     """The true combined output ``sum_h z_h W_O^h`` of ``heads`` (hook ``blocks.0.attn.hook_z``)."""
     tokens = check_tokens(model, tokens)
     heads = check_heads(model, heads)
-    _, cache = model.run_with_cache(tokens, stop_at_layer=1, names_filter="blocks.0.attn.hook_z")
-    z = cache["blocks.0.attn.hook_z"][:, :, heads]  # [batch, pos, head, d_head]
-    return torch.einsum("bphe,hed->bpd", z, model.blocks[0].attn.W_O[heads])
+    z = run_until(model, tokens, "blocks.0.attn.hook_z")["blocks.0.attn.hook_z"][:, :, heads]
+    return torch.einsum("bphe,hed->bpd", z, as_weights(model).W_O[heads])  # z: [batch pos head e]
 
 
 @dataclass
@@ -512,7 +511,7 @@ class CircuitFit:
 @torch.no_grad()
 def circuit_error(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens: Int[Tensor, "*batch pos"],
     denominators: str = "median",
     true: Float[Tensor, "batch pos d_model"] | None = None,

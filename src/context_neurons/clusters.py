@@ -17,7 +17,7 @@ import torch
 from einops import rearrange
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons import circuit as cc
 from context_neurons import decomposition as dec
@@ -42,7 +42,7 @@ def profile_positions(length: int, count: int = 6, n_min: int = cc.N_MIN) -> Int
 
 @torch.no_grad()
 def denominator_profiles(
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     heads,
     positions: Int[Tensor, " n_positions"],
@@ -191,7 +191,7 @@ def cluster_calibrations(
 @torch.no_grad()
 def recalibrate(
     circuit: cc.ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens: Int[Tensor, " pos"],
     name: str = "custom",
     mean_keys: Float[Tensor, "n_ctx head_index d_head"] | None = None,
@@ -228,7 +228,7 @@ def recalibrate(
 @torch.no_grad()
 def compare_calibrations(
     circuit: cc.ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     clusters: ClusterCalibration,
     neurons,

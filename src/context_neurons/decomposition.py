@@ -31,12 +31,10 @@ import pandas as pd
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
 from context_neurons.checks import check_heads, check_position, check_sequence, token_id
-from context_neurons.text.windows import calibration_tokens
+from context_neurons.models.weights import LAYER, Model, ModelWeights, as_weights
 
-LAYER = 0
 #: The destination token the method fixes (a stop word), looked up in each model's tokenizer.
 DEFAULT_DESTINATION = " the"
 
@@ -46,29 +44,15 @@ DEFAULT_DESTINATION = " the"
 # ----------------------------------------------------------------------------------------------
 
 
-def ln_affine(ln_module, d_model: int) -> tuple[Float[Tensor, " d_model"], Float[Tensor, " d_model"]]:
-    """``(gamma, beta)`` of a TransformerLens LayerNorm; ones and zeros for a folded ``LNPre``.
-
-    A folded ``LayerNormPre`` has no parameters, so its ones and zeros are made on the device of
-    the module's config (the model's device), never on the CPU by default.
-    """
-    parameter = next(iter(ln_module.parameters()), None)
-    device = parameter.device if parameter is not None else torch.device(ln_module.cfg.device)
-    gamma = getattr(ln_module, "w", None)
-    beta = getattr(ln_module, "b", None)
-    ones = torch.ones(d_model, device=device)
-    return (ones if gamma is None else gamma.detach()), (ones * 0 if beta is None else beta.detach())
-
-
 def centred(x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
     return x - x.mean(-1, keepdim=True)
 
 
-def ln1_apply(model: HookedTransformer, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+def ln1_apply(model: Model, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
     """Layer 0's LN1 applied exactly to residual vectors, through the model's own affine map."""
-    gamma, beta = ln_affine(model.blocks[LAYER].ln1, model.cfg.d_model)
+    w = as_weights(model)
     x = centred(x)
-    return gamma * x * torch.rsqrt((x**2).mean(-1, keepdim=True) + model.cfg.eps) + beta
+    return w.ln1_w * x * torch.rsqrt((x**2).mean(-1, keepdim=True) + w.cfg.eps) + w.ln1_b
 
 
 @dataclass
@@ -82,19 +66,19 @@ class LNParts:
 
 @torch.no_grad()
 def ln1_inverse_scale(
-    model: HookedTransformer, token_ids: Int[Tensor, " n_tokens"], positions: Int[Tensor, " pos"]
+    model: Model, token_ids: Int[Tensor, " n_tokens"], positions: Int[Tensor, " pos"]
 ) -> Float[Tensor, "n_tokens pos"]:
     """``1 / sigma(t, i)``: LN1's exact scale for every (token, position) pair."""
-    e = centred(model.W_E[token_ids])
-    p = centred(model.W_pos[positions])
-    d = model.cfg.d_model
+    w = as_weights(model)
+    e = centred(w.W_E[token_ids])
+    p = centred(w.W_pos[positions])
     sq = (e**2).sum(-1)[:, None] + 2 * e @ p.T + (p**2).sum(-1)[None, :]
-    return torch.rsqrt(sq / d + model.cfg.eps)
+    return torch.rsqrt(sq / w.cfg.d_model + w.cfg.eps)
 
 
 @torch.no_grad()
 def ln1_parts(
-    model: HookedTransformer,
+    model: Model,
     which: str,
     token_ids: Int[Tensor, " n_tokens"],
     positions: Int[Tensor, " pos"],
@@ -103,7 +87,7 @@ def ln1_parts(
     """Split ``LN1(W_E[t] + W_pos[i]) W + b`` into token part, position part and bias.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`ModelWeights`.
         which: ``"Q"``, ``"K"`` or ``"V"``: the layer-0 projection ``W``.
         token_ids: the tokens whose parts are wanted.
         positions: the positions whose parts are wanted.
@@ -112,25 +96,24 @@ def ln1_parts(
     Returns:
         :class:`LNParts` with the ``head_index`` axis running over ``heads``.
     """
-    attn = model.blocks[LAYER].attn
-    weight = {"Q": attn.W_Q, "K": attn.W_K, "V": attn.W_V}[which]  # [head, d_model, d_head]
-    bias = {"Q": attn.b_Q, "K": attn.b_K, "V": attn.b_V}[which]  # [head, d_head]
+    w = as_weights(model)
+    weight, bias = w.projection(which)  # [head, d_model, d_head], [head, d_head]
     if heads is not None:
         weight, bias = weight[heads], bias[heads]
-    gamma, beta = ln_affine(model.blocks[LAYER].ln1, model.cfg.d_model)
-    token_part = torch.einsum("td,hde->the", gamma * centred(model.W_E[token_ids]), weight)
-    position_part = torch.einsum("pd,hde->phe", gamma * centred(model.W_pos[positions]), weight)
+    gamma, beta = w.ln1_w, w.ln1_b
+    token_part = torch.einsum("td,hde->the", gamma * centred(w.W_E[token_ids]), weight)
+    position_part = torch.einsum("pd,hde->phe", gamma * centred(w.W_pos[positions]), weight)
     return LNParts(token_part, position_part, torch.einsum("d,hde->he", beta, weight) + bias)
 
 
 @torch.no_grad()
 def project_exact(
-    model: HookedTransformer, which: str, tokens: Int[Tensor, " pos"]
+    model: Model, which: str, tokens: Int[Tensor, " pos"]
 ) -> Float[Tensor, "pos head_index d_head"]:
     """Exact layer-0 queries, keys or values of a sequence (tokens at positions 0..len-1).
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`ModelWeights`.
         which: ``"Q"``, ``"K"`` or ``"V"``.
         tokens: the sequence, BOS first.
 
@@ -146,7 +129,7 @@ def project_exact(
 
 @torch.no_grad()
 def mean_positional_keys(
-    model: HookedTransformer,
+    model: Model,
     reference_tokens: Int[Tensor, " n_ref"],
     n_positions: int | None = None,
     which: str = "K",
@@ -154,7 +137,7 @@ def mean_positional_keys(
     """``M[i]``: the key (or value) at position ``i`` averaged over a reference token distribution.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`ModelWeights`.
         reference_tokens: token ids whose empirical distribution defines the average.
         n_positions: positions ``0..n_positions-1`` (default the whole context).
         which: ``"K"`` (keys, for ``P[n, i] = M[i] - M[n]``) or ``"V"`` (values).
@@ -174,11 +157,10 @@ def mean_positional_keys(
     return token_avg + pos_avg + parts.bias
 
 
-def default_reference_tokens(model: HookedTransformer) -> Int[Tensor, " n_ref"]:
+def default_reference_tokens(model: Model) -> Int[Tensor, " n_ref"]:
     """The token distribution of the mean keys ``M``: the calibration text's tokens, BOS left out
-    (:func:`~context_neurons.text.windows.calibration_tokens`, shared by every chapter)."""
-    tokens = calibration_tokens(model.tokenizer, n_ctx=model.cfg.n_ctx)
-    return tokens[1:].to(model.cfg.device)
+    (read once per model: :attr:`~context_neurons.models.weights.ModelWeights.reference_tokens`)."""
+    return as_weights(model).reference_tokens
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,7 +219,7 @@ def tv_distance(
 
 
 def content_scores(
-    model: HookedTransformer,
+    model: Model,
     queries: Float[Tensor, "query_pos head_index d_head"],
     query_positions: Int[Tensor, " query_pos"],
     key_tokens: Int[Tensor, " key_pos"],
@@ -256,7 +238,7 @@ def content_scores(
 
 
 def positional_scores(
-    model: HookedTransformer,
+    model: Model,
     queries: Float[Tensor, "query_pos head_index d_head"],
     query_positions: Int[Tensor, " query_pos"],
     n_keys: int,
@@ -286,7 +268,7 @@ def _sequence_inputs(model, tokens, heads, reference_tokens, mean_keys):
 
 @torch.no_grad()
 def decompose_attention(
-    model: HookedTransformer,
+    model: Model,
     tokens: Int[Tensor, " pos"],
     heads=None,
     reference_tokens: Int[Tensor, " n_ref"] | None = None,
@@ -295,7 +277,7 @@ def decompose_attention(
     """Exact, positional and content scores of layer-0 attention on one sequence.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`ModelWeights`.
         tokens: one sequence (BOS first, as ``model.to_tokens`` gives), at most ``n_ctx`` long.
         heads: layer-0 heads to keep (default all).
         reference_tokens: token distribution defining ``M`` (default: the calibration text).
@@ -319,7 +301,7 @@ def decompose_attention(
 
 @torch.no_grad()
 def destination_queries(
-    model: HookedTransformer, dest_token: int, positions: Int[Tensor, " pos"]
+    model: Model, dest_token: int, positions: Int[Tensor, " pos"]
 ) -> Float[Tensor, "pos head_index d_head"]:
     """Queries of ``dest_token`` placed at each of ``positions``."""
     parts = ln1_parts(model, "Q", torch.tensor([dest_token], device=positions.device), positions)
@@ -329,7 +311,7 @@ def destination_queries(
 
 @torch.no_grad()
 def positional_pattern(
-    model: HookedTransformer,
+    model: Model,
     n: int,
     dest_token: str | int = DEFAULT_DESTINATION,
     heads=None,
@@ -339,7 +321,7 @@ def positional_pattern(
     """``pos_n(i)`` for ``i = 0..n`` with ``dest_token`` at position ``n`` (Figure 2).
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`ModelWeights`.
         n: the destination position.
         dest_token: the destination token (string of one token, or id).
         heads: layer-0 heads (default all).
@@ -365,7 +347,7 @@ def positional_pattern(
 
 @torch.no_grad()
 def content_log_weights(
-    model: HookedTransformer,
+    model: Model,
     n: int,
     dest_token: str | int = DEFAULT_DESTINATION,
     token_ids: Int[Tensor, " n_tokens"] | None = None,
@@ -374,7 +356,7 @@ def content_log_weights(
     """``log c_n(t) = q_n . E[n, t] / sqrt(d)`` for ``dest_token`` at ``n``.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`ModelWeights`.
         n: the destination position (the source token is placed there too).
         dest_token: the destination token (string of one token, or id).
         token_ids: source tokens (default the whole vocabulary).
@@ -400,7 +382,7 @@ def content_log_weights(
 
 @torch.no_grad()
 def scale_change(
-    model: HookedTransformer, token_ids: Int[Tensor, " n_tokens"], n: int
+    model: Model, token_ids: Int[Tensor, " n_tokens"], n: int
 ) -> Float[Tensor, "n_tokens key_pos"]:
     """``|1 - sigma(t, n) / sigma(t, i)|`` for each token and each source position ``i = 0..n``.
 
@@ -409,7 +391,7 @@ def scale_change(
     division for one token moved from ``n`` to ``i`` (zero at ``i = n``).
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`ModelWeights`.
         token_ids: the tokens (with repetitions, so frequent tokens count more).
         n: the destination position.
     """
@@ -420,7 +402,7 @@ def scale_change(
 
 
 def scale_change_by_distance(
-    model: HookedTransformer,
+    model: Model,
     token_ids: Int[Tensor, " n_tokens"],
     n: int,
     distances: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500),
@@ -466,7 +448,7 @@ class ScoreErrorParts:
 
 @torch.no_grad()
 def score_error_parts(
-    model: HookedTransformer,
+    model: Model,
     tokens: Int[Tensor, " pos"],
     heads=None,
     reference_tokens: Int[Tensor, " n_ref"] | None = None,
@@ -478,7 +460,7 @@ def score_error_parts(
     :func:`decompose_attention`), so the two can be checked against each other.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`ModelWeights`.
         tokens: one sequence, BOS first.
         heads: layer-0 heads (default all).
         reference_tokens: token distribution defining ``M`` (default: the calibration text).

@@ -51,12 +51,12 @@ import pandas as pd
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
 from context_neurons import decomposition as dec
 from context_neurons.caching import IdentityCache
 from context_neurons.checks import InputError, check_neuron, check_neurons
 from context_neurons.circuit import ContextualCircuit
+from context_neurons.models.weights import Model, as_weights
 
 #: Default number of extreme tokens averaged by the score.
 TOP_K = 20
@@ -76,19 +76,19 @@ MAX_NEURONS = 200
 
 @torch.no_grad()
 def read_vectors(
-    circuit: ContextualCircuit, model: HookedTransformer, neurons=None
+    circuit: ContextualCircuit, model: Model, neurons=None
 ) -> Float[Tensor, "d_model n_neurons"]:
     """``w_j = s2 * centred(gamma2 * W_in[:, j])``: what neuron ``j`` reads through a linear LN2."""
     neurons = check_neurons(model, neurons)
-    gamma, _ = dec.ln_affine(model.blocks[0].ln2, model.cfg.d_model)
-    w = gamma[:, None] * model.blocks[0].mlp.W_in[:, neurons]
+    weights = as_weights(model)
+    w = weights.ln2_w[:, None] * weights.W_in[:, neurons]
     return circuit.ln2_scale * (w - w.mean(0, keepdim=True))
 
 
 @torch.no_grad()
 def contributions(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: Model,
     neurons=None,
     token_ids: Int[Tensor, " n_tokens"] | None = None,
 ) -> Float[Tensor, "n_neurons n_tokens"]:
@@ -112,7 +112,7 @@ def contributions(
     return (circuit.extended @ w)[token_ids].T  # most of the vocabulary: never copy e
 
 
-def scoring_vocabulary(model: HookedTransformer, exclude=(None,)) -> Bool[Tensor, " d_vocab"]:
+def scoring_vocabulary(model: Model, exclude=(None,)) -> Bool[Tensor, " d_vocab"]:
     """The tokens the score ranges over: every token but ``<|endoftext|>`` (module docstring)."""
     keep = torch.ones(model.cfg.d_vocab, dtype=torch.bool, device=model.cfg.device)
     bos = model.tokenizer.bos_token_id if model.tokenizer is not None else None
@@ -199,7 +199,7 @@ def selection_note(chosen, found) -> str:
 @torch.no_grad()
 def score_neurons(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: Model,
     k: int = TOP_K,
     vocabulary: Bool[Tensor, " d_vocab"] | None = None,
     chunk: int = 512,
@@ -317,7 +317,7 @@ def loud_token_share(
 _SCORES = IdentityCache(size=4)
 
 
-def get_scores(circuit: ContextualCircuit, model: HookedTransformer) -> NeuronScores:
+def get_scores(circuit: ContextualCircuit, model: Model) -> NeuronScores:
     """:func:`score_neurons` with default options, cached per circuit and model (by identity)."""
     return _SCORES.get((circuit, model), (), lambda: score_neurons(circuit, model))
 
@@ -327,7 +327,7 @@ def get_scores(circuit: ContextualCircuit, model: HookedTransformer) -> NeuronSc
 # ----------------------------------------------------------------------------------------------
 
 
-def token_str(model: HookedTransformer, token: int | Tensor) -> str:
+def token_str(model: Model, token: int | Tensor) -> str:
     """A token as a quoted string (``repr`` of its text), so spaces and newlines show."""
     return repr(model.tokenizer.decode([int(token)]))
 
@@ -335,7 +335,7 @@ def token_str(model: HookedTransformer, token: int | Tensor) -> str:
 @torch.no_grad()
 def token_tables(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: Model,
     neurons,
     k: int = 12,
     scores: NeuronScores | None = None,
@@ -386,7 +386,7 @@ def token_tables(
 
 def token_table(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: Model,
     neuron,
     k: int = 12,
     scores: NeuronScores | None = None,
@@ -399,7 +399,7 @@ def token_table(
 @torch.no_grad()
 def top_tokens(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: Model,
     neuron,
     k: int = 20,
     side: str = "top",
@@ -456,7 +456,7 @@ def spherical_kmeans(
 @torch.no_grad()
 def sub_latents(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: Model,
     neuron,
     k: int = 60,
     n_clusters: int = 2,

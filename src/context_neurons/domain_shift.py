@@ -50,11 +50,11 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
 from context_neurons import decomposition as dec
 from context_neurons.checks import InputError, check_position, token_id
 from context_neurons.circuit import _all_heads
+from context_neurons.models.weights import Model, as_weights
 
 #: First position of a window mean (as in :data:`context_neurons.activations.START`).
 START = 32
@@ -149,7 +149,7 @@ class PathPieces:
 
 @torch.no_grad()
 def path_pieces(
-    model: HookedTransformer,
+    model: Model,
     reference_tokens: Int[Tensor, " n_ref"],
     dest_token: str | int = dec.DEFAULT_DESTINATION,
     n_ref: int | None = None,
@@ -178,14 +178,14 @@ def path_pieces(
     log_bos = log_pos0 + log_c0  # [head, n]
 
     log_content = dec.content_log_weights(model, n_ref, dest)  # [head, vocab]
-    attn = model.blocks[0].attn
-    ln = dec.ln1_apply(model, model.W_E + model.W_pos[n_ref])  # [vocab, d_model]
-    values = torch.einsum("td,hde->hte", ln, attn.W_V) + attn.b_V[:, None]
-    outputs = torch.einsum("hte,hed->htd", values, attn.W_O)
-    ln_bos = dec.ln1_apply(model, model.W_E[bos] + model.W_pos[0])
-    bos_values = torch.einsum("d,hde->he", ln_bos, attn.W_V) + attn.b_V
-    bos_outputs = torch.einsum("he,hed->hd", bos_values, attn.W_O)
-    direct = model.W_E[None]
+    w = as_weights(model)
+    ln = dec.ln1_apply(w, w.W_E + w.W_pos[n_ref])  # [vocab, d_model]
+    values = torch.einsum("td,hde->hte", ln, w.W_V) + w.b_V[:, None]
+    outputs = torch.einsum("hte,hed->htd", values, w.W_O)
+    ln_bos = dec.ln1_apply(w, w.W_E[bos] + w.W_pos[0])
+    bos_values = torch.einsum("d,hde->he", ln_bos, w.W_V) + w.b_V
+    bos_outputs = torch.einsum("he,hed->hd", bos_values, w.W_O)
+    direct = w.W_E[None]
     return PathPieces(
         log_content=torch.cat([log_content, torch.zeros_like(log_content[:1])]),
         kernels=kernels,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pandas as pd
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.casestudies import TextActivations
 from context_neurons.checks import check_neurons
@@ -26,7 +26,7 @@ from context_neurons.discovery import (
 
 def gallery_table(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     neurons,
     scores: NeuronScores,
     truth=None,

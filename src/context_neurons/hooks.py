@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 from jaxtyping import Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 
 class StopForward(Exception):
@@ -21,7 +21,7 @@ class StopForward(Exception):
 
 
 def run_until(
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens: Int[Tensor, "batch pos"],
     stop: str,
     names: Iterable[str] = (),
@@ -41,14 +41,21 @@ def run_until(
     """
     store: dict[str, Tensor] = {}
 
-    def save(activation: Tensor, hook) -> None:
-        store[hook.name] = activation
+    def saver(name: str, stop_here: bool):
+        # Stored under the name asked for: TransformerBridge reports an alias such as
+        # ``blocks.1.hook_resid_post`` by its canonical name (``blocks.1.hook_out``).
+        def save(activation: Tensor, hook) -> None:
+            store[name] = activation
+            if stop_here:
+                raise StopForward
 
-    def save_and_stop(activation: Tensor, hook) -> None:
-        store[hook.name] = activation
-        raise StopForward
+        return save
 
-    hooks = [*extra_hooks, *[(name, save) for name in names if name != stop], (stop, save_and_stop)]
+    hooks = [
+        *extra_hooks,
+        *[(name, saver(name, False)) for name in names if name != stop],
+        (stop, saver(stop, True)),
+    ]
     try:
         model.run_with_hooks(tokens, fwd_hooks=hooks)
     except StopForward:

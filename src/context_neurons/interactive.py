@@ -38,7 +38,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from jaxtyping import Float
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons import config
 from context_neurons import decomposition as dec
@@ -245,12 +245,12 @@ class HeadKernels:
     """Positional patterns of a model's layer-0 heads, with the mean keys computed once.
 
     Args:
-        model: the HookedTransformer.
+        model: the TransformerBridge.
         reference_tokens: the token distribution of the mean keys ``M[i]`` (default: the
             calibration text, as in chapter 1).
     """
 
-    def __init__(self, model: HookedTransformer, reference_tokens=None):
+    def __init__(self, model: TransformerBridge, reference_tokens=None):
         self.model = model
         self.n_heads = model.cfg.n_heads
         self.n_ctx = model.cfg.n_ctx
@@ -304,7 +304,7 @@ def token_widget(dest_token: str | int):
 
 
 def head_explorer(
-    model: HookedTransformer | None = None,
+    model: TransformerBridge | None = None,
     kernels: Callable[[int, int, Any], np.ndarray] | None = None,
     head: int = 0,
     n: int | None = None,
@@ -315,7 +315,7 @@ def head_explorer(
     """Pick a head, a destination position and a destination token; see the positional kernel.
 
     Args:
-        model: the HookedTransformer (needed unless ``kernels`` is given).
+        model: the TransformerBridge (needed unless ``kernels`` is given).
         kernels: ``kernels(head, n, dest_token) -> pos_n(i) for i = 0..n``; default
             :class:`HeadKernels` of ``model``.
         head, n, dest_token: the selection shown first (and the static one); ``n`` defaults to
@@ -439,7 +439,7 @@ def model_activations_fn(
     """Build ``activations_fn(text, neuron)`` for :func:`activation_explorer` from model functions.
 
     Args:
-        model: the HookedTransformer (its tokenizer; ``to_tokens`` prepends BOS).
+        model: the TransformerBridge (its tokenizer; ``to_tokens`` prepends BOS).
         true_fn: ``true_fn(tokens [1, pos], neurons) -> [1, pos, n_neurons]``, e.g.
             ``lambda t, js: evaluation.true_pre_activations(model, t, js)``.
         approx_fn: the same for the approximation, e.g.
@@ -551,7 +551,7 @@ def model_contributions_fn(
     """Build ``contributions_fn(neuron)`` for :func:`contribution_explorer`.
 
     Args:
-        model: the HookedTransformer (its tokenizer names the tokens).
+        model: the TransformerBridge (its tokenizer names the tokens).
         contributions: ``contributions(neurons) -> [n_neurons, n_tokens]`` over ``token_ids``, e.g.
             ``lambda js: discovery.contributions(circuit, model, js, ids)``.
         token_ids: the token ids the columns stand for (default every token).

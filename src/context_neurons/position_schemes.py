@@ -24,33 +24,45 @@ the token only, ``q(t)`` and ``k(t)``, and the position enters the score itself.
   reaches) factorises almost exactly, as in a learned-position contextual head; content in fast
   pairs does not.
 
-:func:`factorise_attention` computes exact, positional and content scores of any TransformerLens
-rotary or ALiBi model through its own hooks and rotation (``hook_q``, ``hook_k``,
-``attn.apply_rotary``), so it applies to Pythia- or Llama-family models as well as to
-:func:`rotary_toy_model` and :func:`alibi_toy_model`, the small models the chapter sets up by hand.
+:func:`factorise_attention` takes a TransformerLens 4 ``TransformerBridge``. It reads the unrotated
+queries and keys from the hooks ``hook_q`` and ``hook_k`` and rebuilds the exact scores itself:
+with the model's own rotary tables (the ``cos``/``sin`` buffers of TransformerLens's native
+model, or the bridge's ``rotary_emb`` component for Hugging Face models) or with the ALiBi slopes.
+It does not read ``hook_attn_scores``: TransformerLens 4 fires that hook with the post-softmax
+pattern on bridges that delegate attention to the wrapped module (the native models among them).
+Every rebuilt pattern is checked against the model's own ``hook_pattern``, and a model whose
+scores are not rebuilt (another rotary variant, a soft cap, other slopes) is refused. Tested on
+:func:`rotary_toy_model` (TransformerLens's native rotary model), :func:`alibi_toy_model` (Hugging
+Face's Bloom through TransformerLens's Bloom bridge) and small random GPT-NeoX (Pythia) and Llama
+(grouped-query) models booted with ``TransformerBridge.boot_transformers``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer, HookedTransformerConfig
-from transformer_lens.components import AbstractAttention
+from transformer_lens.model_bridge import TransformerBridge
+from transformer_lens.model_bridge.generalized_components.alibi_utils import build_alibi_slopes
+from transformer_lens.model_bridge.sources.native import NativeAttention
+from transformers import BloomConfig, BloomForCausalLM
 
 from context_neurons.checks import InputError, as_token_batch
 from context_neurons.decomposition import causal_mask, masked_softmax, tv_distance
 from context_neurons.hooks import run_until
+from context_neurons.models.loading import placeholder_tokenizer, quiet_bridge
 from context_neurons.printing import Format, frame, significant
 from context_neurons.taxonomy import assign_group, classify_kernel, kernel_width
 
 #: Position schemes :func:`factorise_attention` handles (``cfg.positional_embedding_type``).
 SCHEMES = ("rotary", "alibi")
 _HOOKS = ("blocks.0.attn.hook_q", "blocks.0.attn.hook_k")
-_SCORES = "blocks.0.attn.hook_attn_scores"
+_PATTERN = "blocks.0.attn.hook_pattern"
 
 
 @dataclass
@@ -60,11 +72,16 @@ class AttentionFactorisation:
     Attributes:
         scheme: ``"rotary"`` or ``"alibi"``.
         tokens: the texts.
-        exact_scores: the model's own scores (hook ``hook_attn_scores``; 0 above the diagonal).
+        exact_scores: the model's scores, ``(R_n q) . (R_i k) / sqrt(d)`` with the model's own
+            rotation (RoPE) or ``q . k / sqrt(d) - m_h (n - i)`` (ALiBi), 0 above the diagonal;
+            their softmax is checked against the model's ``hook_pattern``. (Bloom adds
+            ``m_h i``, which differs by a constant per destination that the softmax removes.)
         positional_scores: ``q . (R_{i-n} - I) kbar`` (RoPE) or ``-m_h (n - i)`` (ALiBi).
         content_scores: ``q(t_n) . k(t_i)``, the key placed at the destination.
         queries, keys: the unrotated layer-0 queries and keys (hooks ``hook_q``, ``hook_k``).
         mean_key: ``kbar``, the key averaged over the reference tokens.
+        pattern_gap: the largest difference between :meth:`exact_pattern` and the model's own
+            ``hook_pattern`` (:func:`factorise_attention` refuses more than 1e-3 in float32).
     """
 
     scheme: str
@@ -75,6 +92,7 @@ class AttentionFactorisation:
     queries: Float[Tensor, "batch pos head_index d_head"]
     keys: Float[Tensor, "batch pos head_index d_head"]
     mean_key: Float[Tensor, "head_index d_head"]
+    pattern_gap: float = float("nan")
 
     @property
     def mask(self) -> Bool[Tensor, "query_pos key_pos"]:
@@ -101,7 +119,78 @@ class AttentionFactorisation:
         return error.masked_fill(~self.mask, 0.0)
 
 
-def _check_scheme(model: HookedTransformer) -> str:
+class _Rotation(NamedTuple):
+    """A model's rotary embedding: the pairs of dimensions it rotates, and each pair's cosine and
+    sine at each position."""
+
+    pairs: Int[Tensor, "n_pairs 2"]
+    cos: Float[Tensor, "pos n_pairs"]
+    sin: Float[Tensor, "pos n_pairs"]
+
+    def apply(
+        self, x: Float[Tensor, "*batch pos head d_head"]
+    ) -> Float[Tensor, "*batch pos head d_head"]:
+        """``R_j x`` at each position ``j``, in the arithmetic of the model's
+        ``x cos + rot(x) sin``."""
+        a, b = self.pairs[:, 0], self.pairs[:, 1]
+        cos, sin = (t.to(x.dtype)[:, None, :] for t in (self.cos, self.sin))  # [pos, 1, pair]
+        out = x.clone()
+        out[..., a] = x[..., a] * cos - x[..., b] * sin
+        out[..., b] = x[..., b] * cos + x[..., a] * sin
+        return out
+
+
+def _rotation(model: TransformerBridge, n: int) -> _Rotation:
+    """Layer 0's rotary tables for positions ``0..n-1``, read from the model.
+
+    TransformerLens's native model keeps ``cos``/``sin`` buffers with each angle twice and rotates
+    adjacent pairs ``(2p, 2p + 1)``. A Hugging Face model's bridge has a ``rotary_emb`` component
+    returning tables ``[cos(j omega), cos(j omega)]`` for ``rotate_half`` (pairs ``(p, p + r/2)``,
+    GPT-NeoX layout) unless its config says adjacent pairs (``rotary_adjacent_pairs``, tables as
+    Hugging Face gives them; ``rotary_interleaved_cos_sin``, each angle twice): those two layouts
+    are untested here, and like any other the pattern check of :func:`factorise_attention` guards
+    them.
+    """
+    if model.cfg.positional_embedding_type != "rotary":
+        raise InputError("The model has no rotary embeddings.")
+    attn = model.blocks[0].attn.original_component
+    native = getattr(attn, "rotary", None) if isinstance(attn, NativeAttention) else None
+    if native is not None:
+        cos, sin, interleaved, adjacent = native.cos_cached[:n], native.sin_cached[:n], True, True
+    elif hasattr(model, "rotary_emb"):
+        dtype = next(model.parameters()).dtype
+        device = model.cfg.device
+        positions = torch.arange(n, device=device)[None]
+        cos, sin = model.rotary_emb(torch.zeros(1, n, 1, dtype=dtype, device=device), positions)
+        cos, sin = cos.reshape(n, -1), sin.reshape(n, -1)
+        interleaved = bool(getattr(model.cfg, "rotary_interleaved_cos_sin", False))
+        adjacent = interleaved or bool(getattr(model.cfg, "rotary_adjacent_pairs", False))
+    else:
+        raise InputError(
+            "No rotary tables found: factorise_attention reads them from TransformerLens's native "
+            "models and from the rotary_emb component of Hugging Face models' bridges."
+        )
+    r = cos.shape[-1]
+    p = torch.arange(r // 2, device=cos.device)
+    pairs = torch.stack([2 * p, 2 * p + 1] if adjacent else [p, p + r // 2], dim=1)
+    columns = 2 * p if interleaved else p
+    return _Rotation(pairs, cos[:, columns], sin[:, columns])
+
+
+def _attn_scale(model: TransformerBridge) -> float:
+    """What layer 0 divides ``q . k`` by: the native model's ``scale``, the Hugging Face module's
+    ``1 / scaling`` (``1 / inv_norm_factor`` for Bloom), else ``sqrt(d_head)``."""
+    attn = model.blocks[0].attn.original_component
+    if isinstance(attn, NativeAttention):
+        return float(attn.scale)
+    for name in ("scaling", "inv_norm_factor"):
+        value = getattr(attn, name, None)
+        if isinstance(value, (int, float)) and value > 0:
+            return 1.0 / float(value)
+    return math.sqrt(model.cfg.d_head)
+
+
+def _check_scheme(model: TransformerBridge) -> str:
     cfg = model.cfg
     scheme = cfg.positional_embedding_type
     if scheme not in SCHEMES:
@@ -109,94 +198,122 @@ def _check_scheme(model: HookedTransformer) -> str:
             f"This model's positions are {scheme!r}; factorise_attention handles {SCHEMES}. For "
             "learned absolute positions use context_neurons.decomposition.decompose_attention."
         )
-    if cfg.attn_scores_soft_cap > 0 or cfg.use_attention_sinks or cfg.use_logn_attn:
+    attn = model.blocks[0].attn.original_component
+    if (
+        getattr(cfg, "attn_scores_soft_cap", -1.0) > 0
+        or getattr(attn, "attn_logit_softcapping", None) is not None
+        or getattr(cfg, "use_attention_sinks", False)
+        or getattr(cfg, "use_logn_attn", False)
+    ):
         raise InputError("Soft-capped, sink or log-n scaled attention scores are not factorised.")
     return scheme
 
 
-def _expand_kv(model: HookedTransformer, x: Tensor) -> Tensor:
+def _expand_kv(model: TransformerBridge, x: Tensor) -> Tensor:
     """Grouped-query keys repeated to one per query head."""
     groups = model.cfg.n_heads // x.shape[2]
     return x.repeat_interleave(groups, dim=2) if groups > 1 else x
 
 
+def _check_pattern(scheme: str, exact: Tensor, pattern: Tensor, mask: Tensor) -> float:
+    """The largest difference between the softmax of ``exact`` and the model's own pattern
+    (``hook_pattern``); scores that do not give that pattern are refused."""
+    tolerance = 1e-3 if exact.dtype in (torch.float32, torch.float64) else 3e-2
+    gap = float((masked_softmax(exact.float(), mask) - pattern.float()).abs().max())
+    if not gap <= tolerance:
+        raise InputError(
+            f"The {scheme} scores rebuilt from hook_q, hook_k and the model's "
+            f"{'rotary tables' if scheme == 'rotary' else 'ALiBi slopes'} do not give the model's "
+            f"own hook_pattern (largest difference {gap:.2g}): this variant of {scheme} attention "
+            "(other tables or slopes, another scale, per-layer rotations) is not factorised."
+        )
+    return gap
+
+
 @torch.no_grad()
 def factorise_attention(
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens: Int[Tensor, "*batch pos"],
     reference_tokens: Int[Tensor, "*ref_batch ref_pos"] | None = None,
 ) -> AttentionFactorisation:
     """Layer-0 attention of a rotary or ALiBi model split into positional and content scores.
 
     Args:
-        model: a TransformerLens model with ``positional_embedding_type`` ``"rotary"`` or
-            ``"alibi"`` (nothing positional in its residual stream).
-        tokens: texts.
+        model: a TransformerLens 4 ``TransformerBridge`` with ``positional_embedding_type``
+            ``"rotary"`` or ``"alibi"`` (nothing positional in its residual stream), from
+            ``boot_native`` or ``boot_transformers`` (module docstring: what is tested).
+        tokens: texts (no padding: position ``j`` is the ``j``-th token).
         reference_tokens: texts whose keys define the mean key ``kbar`` (default ``tokens``).
 
     Returns:
         An :class:`AttentionFactorisation` (module docstring).
+
+    Raises:
+        InputError: for other position schemes, and when the rebuilt scores do not reproduce the
+            model's own attention pattern.
     """
     scheme = _check_scheme(model)
     tokens = as_token_batch(tokens).to(model.cfg.device)
-    store = run_until(model, tokens, _SCORES, names=_HOOKS)
+    store = run_until(model, tokens, _PATTERN, names=_HOOKS)
     q, k = store[_HOOKS[0]], _expand_kv(model, store[_HOOKS[1]])
     n = tokens.shape[1]
-    exact = store[_SCORES].masked_fill(~causal_mask(n, tokens.device), 0.0)
+    mask = causal_mask(n, tokens.device)
     if reference_tokens is None:
         reference_keys = k
     else:
         reference = as_token_batch(reference_tokens).to(model.cfg.device)
         reference_keys = _expand_kv(model, run_until(model, reference, _HOOKS[1])[_HOOKS[1]])
     mean_key = reference_keys.mean((0, 1))  # [head, d_head]
-    attn = model.blocks[0].attn
-    scale = attn.attn_scale
+    scale = _attn_scale(model)
     content = torch.einsum("bnhe,bihe->bhni", q, k) / scale
     if scheme == "rotary":
-        rq = attn.apply_rotary(q)  # R_n q, TransformerLens's own rotation
-        rotated_mean = attn.apply_rotary(mean_key.expand(1, n, -1, -1))[0]  # R_i kbar
+        rotation = _rotation(model, n)  # the model's own tables
+        rq = rotation.apply(q)  # R_n q
+        exact = torch.einsum("bnhe,bihe->bhni", rq, rotation.apply(k)) / scale
+        rotated_mean = rotation.apply(mean_key.expand(n, -1, -1))  # R_i kbar
         to_mean = torch.einsum("bnhe,ihe->bhni", rq, rotated_mean)
         at_zero = torch.einsum("bnhe,he->bhn", q, mean_key)[..., None]  # q . kbar (i = n)
         positional = (to_mean - at_zero) / scale
     else:
-        positional = alibi_bias(model, n).expand(len(tokens), -1, -1, -1)
-    return AttentionFactorisation(scheme, tokens, exact, positional, content, q, k, mean_key)
+        positional = alibi_bias(model, n).to(content.dtype).expand(len(tokens), -1, -1, -1)
+        exact = content + positional
+    exact = exact.masked_fill(~mask, 0.0)
+    gap = _check_pattern(scheme, exact, store[_PATTERN], mask)
+    return AttentionFactorisation(scheme, tokens, exact, positional, content, q, k, mean_key, gap)
 
 
-def alibi_slopes(model: HookedTransformer) -> Float[Tensor, " head_index"]:
-    """``m_h``, the slope of each head's ALiBi bias (TransformerLens's multipliers)."""
-    return AbstractAttention.create_alibi_multipliers(model.cfg.n_heads, model.cfg.device)
+def alibi_slopes(model: TransformerBridge) -> Float[Tensor, " head_index"]:
+    """``m_h``, the slope of each head's ALiBi bias: TransformerLens's ``build_alibi_slopes`` (its
+    Bloom and Falcon bridges; Hugging Face's slopes), ``2^{-8h/H}``, ``h = 1..H``, for a power of
+    two heads ``H``."""
+    return build_alibi_slopes(model.cfg.n_heads, torch.device(model.cfg.device))
 
 
-def alibi_bias(model: HookedTransformer, n: int) -> Float[Tensor, "head_index query_pos key_pos"]:
+def alibi_bias(
+    model: TransformerBridge, n: int
+) -> Float[Tensor, "head_index query_pos key_pos"]:
     """``-m_h (n - i)`` for ``i <= n`` (zero above the diagonal, which the causal mask removes)."""
     positions = torch.arange(n, device=model.cfg.device)
     distance = (positions[:, None] - positions[None, :]).clamp(min=0).float()
     return -alibi_slopes(model)[:, None, None] * distance
 
 
-def rotary_pairs(model: HookedTransformer) -> Int[Tensor, "n_pairs 2"]:
-    """The dimensions each rotation acts on: ``(2p, 2p + 1)`` (GPT-J layout) or ``(p, p + r/2)``
-    (GPT-NeoX layout, TransformerLens's default), ``r`` the rotary dimension."""
-    r = model.cfg.rotary_dim
-    p = torch.arange(r // 2)
-    if model.cfg.rotary_adjacent_pairs:
-        return torch.stack([2 * p, 2 * p + 1], dim=1)
-    return torch.stack([p, p + r // 2], dim=1)
+def rotary_pairs(model: TransformerBridge) -> Int[Tensor, "n_pairs 2"]:
+    """The dimensions each rotation acts on: ``(2p, 2p + 1)`` (adjacent pairs: TransformerLens's
+    native models, Hugging Face models flagged ``rotary_adjacent_pairs``) or ``(p, p + r/2)``
+    (GPT-NeoX layout, ``rotate_half``: Pythia, Llama), ``r`` the rotary dimension."""
+    return _rotation(model, 1).pairs.cpu()
 
 
-def rotary_frequencies(model: HookedTransformer) -> Float[Tensor, " n_pairs"]:
+def rotary_frequencies(model: TransformerBridge) -> Float[Tensor, " n_pairs"]:
     """``omega_p``, each pair's rotation angle per position, read from the model's own sine and
-    cosine tables (layer 0).
+    cosine tables (layer 0, all ``n_ctx`` positions).
 
     Raises:
         InputError: when the tables are not rotations by ``j omega_p`` (a scaled variant).
     """
-    if model.cfg.positional_embedding_type != "rotary":
-        raise InputError("The model has no rotary embeddings.")
-    attn = model.blocks[0].attn
-    first = rotary_pairs(model)[:, 0].to(attn.rotary_sin.device)
-    sin, cos = attn.rotary_sin[:, first].double(), attn.rotary_cos[:, first].double()
+    rotation = _rotation(model, model.cfg.n_ctx)
+    sin, cos = rotation.sin.double(), rotation.cos.double()
     omega = torch.atan2(sin[1], cos[1])
     positions = torch.arange(len(sin), dtype=torch.float64, device=sin.device)[:, None]
     # float32 tables: angles j * omega are rounded by about j * 1e-7
@@ -210,7 +327,7 @@ def rotary_frequencies(model: HookedTransformer) -> Float[Tensor, " n_pairs"]:
 
 @torch.no_grad()
 def rotary_error_bound(
-    model: HookedTransformer, factorisation: AttentionFactorisation
+    model: TransformerBridge, factorisation: AttentionFactorisation
 ) -> Float[Tensor, "batch head_index query_pos key_pos"]:
     """``sum_p |q_p(n)| |k_p(t_i) - kbar_p| 2 |sin(omega_p (n - i) / 2)| / sqrt(d)``: a bound on
     the factorisation's score error at every pair of positions (module docstring)."""
@@ -226,7 +343,7 @@ def rotary_error_bound(
     distance = (positions[:, None] - positions[None, :]).clamp(min=0).to(omega.dtype)
     chord = 2 * torch.sin(distance[..., None] * omega / 2).abs()  # [pos, pos, pair]
     bound = torch.einsum("bnhp,bihp,nip->bhni", q_norm, deviation, chord)
-    return bound.masked_fill(~factorisation.mask, 0.0) / model.blocks[0].attn.attn_scale
+    return bound.masked_fill(~factorisation.mask, 0.0) / _attn_scale(model)
 
 
 def by_distance(
@@ -309,25 +426,6 @@ def format_head_table(table: pd.DataFrame, formats: dict[str, Format] | None = N
 # ----------------------------------------------------------------------------------------------
 
 
-def _toy_config(scheme: str, seed: int, n_ctx: int, d_vocab: int) -> HookedTransformerConfig:
-    extra = {"rotary_dim": 12} if scheme == "rotary" else {}
-    return HookedTransformerConfig(
-        n_layers=1,
-        d_model=64,
-        n_ctx=n_ctx,
-        d_head=16,
-        n_heads=8,
-        d_vocab=d_vocab,
-        attn_only=True,
-        normalization_type="LN",
-        positional_embedding_type=scheme,
-        seed=seed,
-        default_prepend_bos=False,
-        device="cpu",  # tiny: the CPU is fastest
-        **extra,
-    )
-
-
 def _unit_directions(n: int, d: int, gen: torch.Generator) -> Tensor:
     return torch.nn.functional.normalize(torch.randn(n, d, generator=gen), dim=-1)
 
@@ -339,26 +437,37 @@ def rotary_toy_model(
     d_vocab: int = 512,
     amplitude: float = 6.0,
     content_sd: float = 1.0,
-) -> tuple[HookedTransformer, pd.DataFrame]:
+) -> tuple[TransformerBridge, pd.DataFrame]:
     """A one-layer rotary model whose heads each use one rotation frequency (set by hand).
 
-    Twelve of the sixteen dimensions of each head rotate (six pairs, ``omega_p = 10000^{-p/6}``,
-    from 1 down to about 5e-4 per position); four do not. Queries are constant (``b_Q``: the
-    destination token does not matter). Head ``p < 6`` puts a constant key ``b_K`` (the carrier
-    of its positional pattern, ``amplitude * cos(omega_p d)`` in score units) and the token content
-    of its keys (standard deviation ``content_sd`` in score units) in pair ``p``. Head 6 has its
-    carrier in pair 2 but its content in an unrotated dimension; head 7 has no rotated component
-    at all (a uniform kernel). For both the factorisation is exact.
+    TransformerLens's native model (``TransformerBridge.boot_native``: attention only, LayerNorm,
+    d_model 64, 8 heads of 16 dimensions; on the CPU), which rotates adjacent pairs of
+    dimensions. Twelve of the sixteen dimensions of each head rotate (six pairs ``(2p, 2p + 1)``,
+    ``omega_p = 10000^{-p/6}``, from 1 down to about 5e-4 per position); four do not (12 to 15).
+    Queries are constant (``b_Q``: the destination token does not matter). Head ``p < 6`` puts a
+    constant key ``b_K`` (the carrier of its positional pattern, ``amplitude * cos(omega_p d)`` in
+    score units) and the token content of its keys (standard deviation ``content_sd`` in score
+    units) in pair ``p``. Head 6 has its carrier in pair 2 but its content in an unrotated
+    dimension; head 7 has no rotated component at all (a uniform kernel). For both the
+    factorisation is exact.
 
     Returns:
         The model and a table: each head's pair, ``omega``, and where its content lives.
     """
-    model = HookedTransformer(_toy_config("rotary", seed, n_ctx, d_vocab))
+    cfg = dict(
+        n_layers=1, d_model=64, n_ctx=n_ctx, d_head=16, n_heads=8, d_vocab=d_vocab,
+        attn_only=True, normalization_type="LN", positional_embedding_type="rotary",
+        rotary_dim=12, seed=seed, default_prepend_bos=False,
+    )
+    with quiet_bridge():  # tiny: the CPU is fastest
+        model = TransformerBridge.boot_native(cfg, tokenizer=placeholder_tokenizer(d_vocab),
+                                              device="cpu", model_name="rotary-toy")
+        model.enable_compatibility_mode(disable_warnings=True, no_processing=True)
     model.eval()
     gen = torch.Generator().manual_seed(seed)
-    model.embed.W_E.copy_(torch.randn(d_vocab, 64, generator=gen))
+    model.W_E.copy_(torch.randn(d_vocab, 64, generator=gen))
     attn, half = model.blocks[0].attn, 6
-    for param in (attn.W_Q, attn.b_Q, attn.W_K, attn.b_K):
+    for param in (attn.W_Q, attn.b_Q, attn.W_K, attn.b_K):  # views: writes reach the model
         param.zero_()
     attn.W_V.copy_(0.3 * torch.randn(attn.W_V.shape, generator=gen))
     attn.W_O.copy_(0.3 * torch.randn(attn.W_O.shape, generator=gen))
@@ -366,19 +475,23 @@ def rotary_toy_model(
     # amplitude * cos(omega d); a unit-variance LN output read along a unit direction, times
     # content_sd, gives content scores of standard deviation content_sd.
     read = _unit_directions(16, 64, gen).T  # [d_model, 16]: unit directions to read content
-    omega = rotary_frequencies(model)
+    pairs, omega = rotary_pairs(model).tolist(), rotary_frequencies(model)
     rows = []
     for h in range(8):
         carrier = h if h < half else (2 if h == 6 else None)
-        # content: both dimensions of the head's own pair, or one unrotated dimension (12, 13)
-        content_dims = [h, h + half] if h < half else [12 + (h - half)]
+        # content: both dimensions of the head's own pair (read along directions h and h + 6),
+        # or one unrotated dimension (12, 13)
+        if h < half:
+            content_dims, directions = pairs[h], [h, h + half]
+        else:
+            content_dims = directions = [12 + (h - half)]
         if carrier is not None:
-            attn.b_Q[h, carrier] = 4.0
-            attn.b_K[h, carrier] = amplitude
+            attn.b_Q[h, pairs[carrier][0]] = 4.0
+            attn.b_K[h, pairs[carrier][0]] = amplitude
         if h >= half:
             attn.b_Q[h, content_dims[0]] = 4.0  # the query reads the unrotated content
-        for dim in content_dims:
-            attn.W_K[h, :, dim] = content_sd * read[:, dim]
+        for dim, direction in zip(content_dims, directions):
+            attn.W_K[h, :, dim] = content_sd * read[:, direction]
         rows.append(
             {
                 "head": h,
@@ -393,25 +506,47 @@ def rotary_toy_model(
 @torch.no_grad()
 def alibi_toy_model(
     seed: int = 0, n_ctx: int = 256, d_vocab: int = 512, content_sd: float = 1.0
-) -> HookedTransformer:
+) -> TransformerBridge:
     """A one-layer ALiBi model with random queries and keys (content scores of standard deviation
-    about ``content_sd``); its eight heads have TransformerLens's slopes ``2^{-1}..2^{-8}``."""
-    model = HookedTransformer(_toy_config("alibi", seed, n_ctx, d_vocab))
-    model.eval()
+    about ``content_sd``); its eight heads have the slopes ``2^{-1}..2^{-8}``.
+
+    Hugging Face's Bloom (d_model 64, 8 heads of 8 dimensions, one layer; on the CPU) through
+    TransformerLens's Bloom bridge (``boot_transformers``): TransformerLens 4 builds no ALiBi model
+    of its own. Bloom normalises the embeddings (``embed_ln``) before the block's LayerNorm; with
+    unit gains and zero biases the second LayerNorm changes them only through its epsilon.
+    Embeddings, ``W_Q`` and ``W_K`` are drawn from ``seed`` (``b_Q = b_K = 0``); the values and
+    the MLP (Bloom has no attention-only form) keep Hugging Face's initialisation under ``seed``
+    and play no part in layer-0 attention.
+    """
+    d_model, n_heads, d_head = 64, 8, 8
+    with torch.random.fork_rng(devices=[]):  # Hugging Face initialises from the global generator
+        torch.manual_seed(seed)
+        hf_config = BloomConfig(vocab_size=d_vocab, hidden_size=d_model, n_layer=1,
+                                n_head=n_heads, seq_length=n_ctx)
+        hf_model = BloomForCausalLM(hf_config).float().eval()
     gen = torch.Generator().manual_seed(seed)
-    model.embed.W_E.copy_(torch.randn(d_vocab, 64, generator=gen))
-    attn = model.blocks[0].attn
-    attn.W_Q.copy_(torch.randn(attn.W_Q.shape, generator=gen) / 8)
-    attn.W_K.copy_(content_sd * torch.randn(attn.W_K.shape, generator=gen) / 8)
-    for param in (attn.b_Q, attn.b_K):
-        param.zero_()
+    hf_model.transformer.word_embeddings.weight.copy_(torch.randn(d_vocab, d_model, generator=gen))
+    w_q = torch.randn(n_heads, d_model, d_head, generator=gen) / 8
+    w_k = content_sd * torch.randn(n_heads, d_model, d_head, generator=gen) / 8
+    # Bloom's fused projection: rows ordered (head, query/key/value, d_head). Written before the
+    # bridge splits it, so the Hugging Face module and the bridge hold the same weights.
+    qkv = hf_model.transformer.h[0].self_attention.query_key_value
+    qkv.weight.view(n_heads, 3, d_head, d_model)[:, 0] = w_q.transpose(1, 2)
+    qkv.weight.view(n_heads, 3, d_head, d_model)[:, 1] = w_k.transpose(1, 2)
+    qkv.bias.view(n_heads, 3, d_head)[:, :2] = 0.0
+    with quiet_bridge():
+        model = TransformerBridge.boot_transformers(
+            "alibi-toy", hf_model=hf_model, tokenizer=placeholder_tokenizer(d_vocab), device="cpu"
+        )
+        model.enable_compatibility_mode(disable_warnings=True, no_processing=True)
+    model.eval()
     return model
 
 
 def random_texts(
-    model: HookedTransformer, n_texts: int, seed: int = 0, length: int | None = None
+    model: TransformerBridge, n_texts: int, seed: int = 0, length: int | None = None
 ) -> Int[Tensor, "n_texts pos"]:
-    """Texts of uniformly random tokens (the toy models have no tokenizer)."""
+    """Texts of uniformly random tokens (the toy models are only fed token ids)."""
     length = model.cfg.n_ctx if length is None else length
     gen = torch.Generator().manual_seed(seed)
     return torch.randint(0, model.cfg.d_vocab, (n_texts, length), generator=gen)

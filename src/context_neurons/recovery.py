@@ -24,7 +24,8 @@ from context_neurons import discovery, evaluation
 from context_neurons import taxonomy as tx
 from context_neurons.checks import NoContextualHeadsError, token_id
 from context_neurons.circuit import build_circuit
-from context_neurons.models import hooked_from_hf
+from context_neurons.hooks import run_until
+from context_neurons.models import bridge_from_hf
 from context_neurons.models.planted import build_planted_gpt2
 from context_neurons.text.windows import calibration_tokens
 
@@ -40,7 +41,7 @@ def recover(tokenizer, seed: int, windows, variant: str = "standard", n_tv: int 
     start = time.time()
     hf_model, truth = build_planted_gpt2(tokenizer, seed=seed, variant=variant)
     build_s = time.time() - start
-    model = hooked_from_hf(hf_model, tokenizer, "planted")
+    model = bridge_from_hf(hf_model, tokenizer, "planted")
     taxonomy = tx.classify_heads(model)
     heads = sorted(taxonomy.groups["contextual"])
     planted_heads = sorted(truth.head_groups.get("contextual", []))
@@ -214,9 +215,8 @@ def previous_token_measurements(model, truth, text_tokens=None) -> dict:
     out: dict = {}
     if text_tokens is None:
         text_tokens = calibration_tokens(model.tokenizer)
-    _, cache = model.run_with_cache(text_tokens[None], stop_at_layer=1,
-                                    names_filter="blocks.0.attn.hook_pattern")
-    pattern = cache["blocks.0.attn.hook_pattern"][0].double()  # [head, q, k]
+    hook = "blocks.0.attn.hook_pattern"
+    pattern = run_until(model, text_tokens[None], hook)[hook][0].double()  # [head, q, k]
     n = pattern.shape[-1]
     rows = torch.arange(2, n)
     for h in truth.head_groups.get("detokenization", []):

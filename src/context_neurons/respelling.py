@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.casestudies import START, verdict
 from context_neurons.checks import DataError, InputError, check_neurons
@@ -302,7 +302,7 @@ class RespellingEffect:
 @torch.no_grad()
 def respelling_effect(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     neurons,
     respelling: Respelling,
     start: int = START,

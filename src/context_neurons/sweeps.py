@@ -32,7 +32,7 @@ from einops import rearrange
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons import circuit as cc
 from context_neurons import decomposition as dec
@@ -74,7 +74,7 @@ def token_counts(windows: list[Int[Tensor, " _pos"]], d_vocab: int) -> Int[Tenso
     return counts
 
 
-def word_token(model: HookedTransformer, token: int, min_letters: int = 1) -> str | None:
+def word_token(model: TransformerBridge, token: int, min_letters: int = 1) -> str | None:
     """The token's text when it is a word token (:data:`WORD`) that is one token of the model's
     tokenizer (checked with :func:`~context_neurons.checks.token_id`), else ``None``."""
     text = model.tokenizer.decode([int(token)])
@@ -108,7 +108,7 @@ class DestinationClasses:
 
 
 def destination_classes(
-    model: HookedTransformer,
+    model: TransformerBridge,
     general: list[Int[Tensor, " _pos"]],
     domains: DomainTexts,
     per_class: int = 3,
@@ -203,7 +203,7 @@ def _topic_words(model, general_counts, domains: DomainTexts, per_class, taken) 
 
 @torch.no_grad()
 def circuit_mean_keys(
-    circuit: cc.ContextualCircuit, model: HookedTransformer
+    circuit: cc.ContextualCircuit, model: TransformerBridge
 ) -> Float[Tensor, "n_ctx head_index d_head"]:
     """The mean keys ``M`` of a circuit, recomputed from its calibration text's tokens (BOS left
     out), as :func:`~context_neurons.circuit.build_circuit` takes them by default.
@@ -235,7 +235,7 @@ class DestinationSweep:
     """
 
     @torch.no_grad()
-    def __init__(self, circuit: cc.ContextualCircuit, model: HookedTransformer):
+    def __init__(self, circuit: cc.ContextualCircuit, model: TransformerBridge):
         self.base, self.model = circuit, model
         self.mean_keys = circuit_mean_keys(circuit, model)
         heads, n_ref = circuit.heads, circuit.n_ref
@@ -280,7 +280,7 @@ class DestinationSweep:
 
 
 def sample_vocabulary(
-    model: HookedTransformer, fraction: float, seed: int = 0
+    model: TransformerBridge, fraction: float, seed: int = 0
 ) -> Bool[Tensor, " d_vocab"]:
     """A fixed random share of the scoring vocabulary (:func:`~context_neurons.discovery.
     scoring_vocabulary`), to score many circuits quickly."""
@@ -318,7 +318,7 @@ class SweepResult:
 @torch.no_grad()
 def sweep_destinations(
     circuit: cc.ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     classes: DestinationClasses,
     windows: list[Int[Tensor, " _pos"]],
     neurons,
@@ -395,7 +395,7 @@ def _mean_cosine(a: Float[Tensor, "n d"], b: Float[Tensor, "n d"], weight: Float
 @torch.no_grad()
 def actual_destination_terms(
     circuit: cc.ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens: Int[Tensor, "batch pos"],
     neurons,
     destinations: Int[Tensor, "batch pos"] | None = None,
@@ -507,7 +507,7 @@ class DestinationRules:
 @torch.no_grad()
 def compare_destination_rules(
     circuit: cc.ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     neurons,
     start: int = ev.START,
@@ -585,7 +585,7 @@ def closest_to_contextual(taxonomy: tx.HeadTaxonomy) -> int:
 @torch.no_grad()
 def circuit_attention_tv(
     circuit: cc.ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens: Int[Tensor, "batch pos"],
     denominators: str = "per_position",
 ) -> Float[Tensor, "ctx_head batch pos"]:

@@ -35,8 +35,8 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
+from context_neurons.models.weights import Model
 from context_neurons.checks import HEAD_GROUPS, OutOfRangeError, TokenError, check_heads
 from context_neurons.checks import check_position, token_id
 from context_neurons.decomposition import (
@@ -68,13 +68,13 @@ CONTEXTUAL_MAX_CONTENT_SD = 1.5
 GROUPS = HEAD_GROUPS  # the group names, defined with the input checks (both layers use them)
 
 
-def default_position(model: HookedTransformer) -> int:
+def default_position(model: Model) -> int:
     """The destination position of the taxonomy: the paper's 500 where the context allows it,
     else the model's last position."""
     return min(PAPER_POSITION, model.cfg.n_ctx - 1)
 
 
-def single_tokens(model: HookedTransformer, candidates) -> list[str]:
+def single_tokens(model: Model, candidates) -> list[str]:
     """The strings of ``candidates`` that are one token of the model's tokenizer, in order.
 
     Tokenizers differ (GPT-2's 50k tokens, a small trained model's 8k), so a chapter that names
@@ -90,7 +90,7 @@ def single_tokens(model: HookedTransformer, candidates) -> list[str]:
     return kept
 
 
-def destinations_for(model: HookedTransformer, candidates=DESTINATIONS) -> tuple[str, ...]:
+def destinations_for(model: Model, candidates=DESTINATIONS) -> tuple[str, ...]:
     """The destination tokens of ``candidates`` that are one token of the model's tokenizer
     (``' the'`` first: it defines the kernels)."""
     kept = single_tokens(model, candidates)
@@ -209,7 +209,7 @@ def classify_kernel(n_eff: float, n_keys: int) -> str:
 
 @torch.no_grad()
 def layer0_patterns(
-    model: HookedTransformer,
+    model: Model,
     n: int | None = None,
     destinations: tuple[str | int, ...] = (DEFAULT_DESTINATION,),
     heads: Sequence[int] | None = None,
@@ -218,7 +218,7 @@ def layer0_patterns(
     """Positional patterns ``pos_n(i)`` of layer-0 heads for several destination tokens.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
         n: destination position (default :func:`default_position`).
         destinations: destination tokens (strings of one token, or ids).
         heads: heads to keep (default all).
@@ -243,7 +243,7 @@ def layer0_patterns(
 
 @torch.no_grad()
 def content_statistics(
-    model: HookedTransformer,
+    model: Model,
     n: int | None = None,
     destinations: tuple[str | int, ...] | None = None,
     reference_tokens: Int[Tensor, " n_ref"] | None = None,
@@ -255,7 +255,7 @@ def content_statistics(
     the destination token itself is left out of it.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
         n: destination position (default :func:`default_position`).
         destinations: destination tokens (default :func:`destinations_for` the model).
         reference_tokens: the token distribution (default: the calibration text's tokens).
@@ -463,7 +463,7 @@ def assign_group(shape: str, content_sd: float, self_z: float) -> str:
 
 @torch.no_grad()
 def classify_heads(
-    model: HookedTransformer,
+    model: Model,
     n: int | None = None,
     destinations: tuple[str | int, ...] | None = None,
     heads: Sequence[int] | None = None,
@@ -475,7 +475,7 @@ def classify_heads(
     test and the content spread take the median over all destination tokens.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
         n: destination position (default :func:`default_position`: 500, the paper's, where the
             context allows).
         destinations: destination tokens, the first one defining the kernels (default

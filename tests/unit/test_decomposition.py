@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from context_neurons.models.weights import layer_norm_affine, read_weights
 from context_neurons import decomposition as dec
 from context_neurons.checks import InputError
 from context_neurons.models.toy import make_small_model
@@ -166,16 +167,19 @@ def test_content_weights_equal_hook_queries_dot_keys(fold_ln):
     torch.testing.assert_close(log_c, expected / model.cfg.d_head**0.5, atol=1e-4, rtol=1e-4)
 
 
-def test_ln_affine_of_a_folded_layernorm_lives_on_the_model_device():
-    """A folded LayerNormPre has no parameters: its ones and zeros follow the config's device."""
+def test_folded_layernorm_reads_as_ones_and_zeros_on_the_model_device():
+    """Folded LayerNorms read as ones and zeros (the weights carry them), on the model's device;
+    a LayerNorm with no parameters at all (``w`` and ``b`` absent) reads the same way."""
     model, _ = make_small_model(seed=0, fold_ln=True)
-    ln = model.blocks[0].ln1
-    assert not list(ln.parameters())
-    gamma, beta = dec.ln_affine(ln, model.cfg.d_model)
-    assert gamma.device == model.W_E.device and torch.equal(gamma, torch.ones(model.cfg.d_model))
-    ln.cfg = type("Cfg", (), {"device": "meta"})()  # a stand-in for a model on another device
-    gamma, beta = dec.ln_affine(ln, model.cfg.d_model)
-    assert gamma.device.type == "meta" and beta.device.type == "meta"
+    weights = read_weights(model)
+    assert weights is read_weights(model)  # read once per model
+    for gamma, beta in [(weights.ln1_w, weights.ln1_b), (weights.ln2_w, weights.ln2_b)]:
+        assert gamma.device == model.W_E.device
+        assert torch.equal(gamma, torch.ones(model.cfg.d_model))
+        assert torch.equal(beta, torch.zeros(model.cfg.d_model))
+    bare = torch.nn.Module()  # a LayerNorm folded away entirely, on another device
+    gamma, beta = layer_norm_affine(bare, 8, torch.device("meta"))
+    assert gamma.device.type == "meta" and beta.device.type == "meta" and gamma.shape == (8,)
 
 
 def brute_force_key(model, token: int, position: int) -> torch.Tensor:
@@ -206,7 +210,7 @@ def test_score_error_parts_against_the_definitions(fold_ln):
     torch.testing.assert_close(parts.total(), difference * decomposed.mask, atol=1e-4, rtol=1e-4)
     assert parts.token_scale[:, torch.arange(len(tokens)), torch.arange(len(tokens))].abs().max() == 0
     queries = dec.project_exact(model, "Q", tokens)[:, heads]
-    gamma, _ = dec.ln_affine(model.blocks[0].ln1, model.cfg.d_model)
+    gamma = read_weights(model).ln1_w
     scale = model.cfg.d_head**0.5
     for n, i in [(5, 0), (model.cfg.n_ctx - 1, 3), (17, 16)]:
         t = int(tokens[i])

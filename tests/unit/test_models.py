@@ -52,9 +52,9 @@ def test_gpt2_loader_matches_hugging_face_logits(tmp_path, processing):
     assert loaded.name == "gpt2" and not loaded.is_planted
     assert (cfg.d_model, cfg.n_heads, cfg.d_mlp, cfg.n_layers) == (768, 12, 3072, 12)
     assert (cfg.d_vocab, cfg.n_ctx) == (50257, 1024)
-    # The processing asked for is the processing done: folded LayerNorms have no parameters.
-    ln_kind = type(loaded.model.blocks[0].ln1).__name__
-    assert ln_kind == ("LayerNormPre" if processing.fold_ln else "LayerNorm")
+    # The processing asked for is the processing done: writing weights centred or not.
+    centred = bool(loaded.model.W_E.mean(-1).abs().max() < 1e-6)
+    assert centred == processing.center_writing_weights
     hf_model = GPT2LMHeadModel.from_pretrained(path).eval()
     tokens = loaded.model.to_tokens("The quick brown fox jumps over the lazy dog.")
     assert tokens[0, 0].item() == 50256  # BOS prepended

@@ -17,7 +17,7 @@ from context_neurons import circuit as C
 from context_neurons import discovery as N
 from context_neurons import recovery
 from context_neurons.checks import NoContextualHeadsError
-from context_neurons.models import hooked_from_hf, load_tokenizer
+from context_neurons.models import bridge_from_hf, load_tokenizer
 from context_neurons.models import planted as P
 from context_neurons.models.planted_topics import split_word, topic_word_halves
 from context_neurons.taxonomy import classify_heads
@@ -209,7 +209,7 @@ def test_negative_control_has_no_contextual_head(tokenizer):
     hf_model, truth = P.build_planted_gpt2(tokenizer, seed=0, variant="shuffled-kernels")
     assert truth.variant == "shuffled-kernels"
     assert truth.head_groups["contextual"] == [] and truth.context_neurons == {}
-    model = hooked_from_hf(hf_model, tokenizer, "planted")
+    model = bridge_from_hf(hf_model, tokenizer, "planted")
     taxonomy = classify_heads(model)
     assert taxonomy.groups["contextual"] == []
     assert not any(math.isnan(v) for v in taxonomy.n_eff.flatten().tolist())

@@ -10,7 +10,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import check_neurons, check_tokens
 from context_neurons.circuit import ContextualCircuit, true_head_output
@@ -121,7 +121,7 @@ class Evaluation:
 @torch.no_grad()
 def evaluate(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     neurons,
     labels: list[str] | None = None,
@@ -159,7 +159,7 @@ def evaluate(
 @torch.no_grad()
 def evaluate_sets(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     window_sets: dict[str, list[Int[Tensor, " _pos"]]],
     neurons,
     batch_size: int = 8,
@@ -195,7 +195,7 @@ def _check_windows(windows: list[Int[Tensor, " _pos"]], start: int) -> None:
 
 def _evaluate_with(
     approx_fn: NeuronApproximator,
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     labels: list[str] | None,
     batch_size: int,
@@ -267,7 +267,7 @@ def _measures(
 @torch.no_grad()
 def activation_curves(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens: Int[Tensor, " pos"],
     neuron,
     denominators: str = DENOMINATORS,
@@ -310,7 +310,7 @@ PAIR_MEASURES = ("median r", "median FVU", "context share", "context r", "contex
 @torch.no_grad()
 def contextual_heads_accuracy(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     neurons,
     denominators: tuple[str, ...] = (DENOMINATORS,),

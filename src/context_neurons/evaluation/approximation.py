@@ -47,13 +47,14 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons import decomposition as dec
 from context_neurons.checks import InputError, check_neurons, check_tokens
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.discovery import read_vectors
 from context_neurons.hooks import run_until
+from context_neurons.models.weights import Model, as_weights
 
 #: First position evaluated (position 0 holds BOS in every text).
 START = 1
@@ -136,7 +137,7 @@ class NeuronApproximator:
 @torch.no_grad()
 def approximator(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: Model,
     neurons,
     denominators: str = DENOMINATORS,
 ) -> NeuronApproximator:
@@ -152,25 +153,27 @@ def approximator(
     """
     neurons = check_neurons(model, neurons)
     circuit.inverse_denominators(1, denominators)  # validates the name
-    attn, n_heads = model.blocks[0].attn, model.cfg.n_heads
-    w = read_vectors(circuit, model, neurons)  # [d_model, J], LN2 scale and gamma2 included
+    weights = as_weights(model)
+    n_heads = weights.cfg.n_heads
+    w = read_vectors(circuit, weights, neurons)  # [d_model, J], LN2 scale and gamma2 included
     other = [h for h in range(n_heads) if h not in circuit.heads]
-    gamma1, beta1 = dec.ln_affine(model.blocks[0].ln1, model.cfg.d_model)
-    gamma2, beta2 = dec.ln_affine(model.blocks[0].ln2, model.cfg.d_model)
+    gamma1, beta1 = weights.ln1_w, weights.ln1_b
     if other:
-        w_vo = torch.einsum("hde,hef->df", attn.W_V[other], attn.W_O[other])  # [d_model, d_model]
+        w_vo = torch.einsum("hde,hef->df", weights.W_V[other], weights.W_O[other])  # [d, d]
         read_other = w_vo @ w  # [d_model, J]
-        other_token = (gamma1 * dec.centred(model.W_E)) @ read_other
-        other_position = (gamma1 * dec.centred(model.W_pos)) @ read_other
-        value_bias = torch.einsum("d,hde->he", beta1, attn.W_V[other]) + attn.b_V[other]
-        other_constant = torch.einsum("he,hef->f", value_bias, attn.W_O[other]) @ w
+        other_token = (gamma1 * dec.centred(weights.W_E)) @ read_other
+        other_position = (gamma1 * dec.centred(weights.W_pos)) @ read_other
+        value_bias = torch.einsum("d,hde->he", beta1, weights.W_V[other]) + weights.b_V[other]
+        other_constant = torch.einsum("he,hef->f", value_bias, weights.W_O[other]) @ w
     else:
         zeros = torch.zeros(len(neurons), device=w.device)
         other_token = torch.zeros(model.cfg.d_vocab, len(neurons), device=w.device)
         other_position = torch.zeros(model.cfg.n_ctx, len(neurons), device=w.device)
         other_constant = zeros
-    mlp = model.blocks[0].mlp
-    constant = other_constant + attn.b_O @ w + beta2 @ mlp.W_in[:, neurons] + mlp.b_in[neurons]
+    constant = (
+        other_constant + weights.b_O @ w + weights.ln2_b @ weights.W_in[:, neurons]
+        + weights.b_in[neurons]
+    )
     return NeuronApproximator(
         circuit=circuit,
         neurons=neurons,
@@ -181,20 +184,20 @@ def approximator(
             None if denominators == "median" else circuit.head_contributions(w, circuit.w_o)
         ),
         positional=circuit.positional_part @ w,
-        direct_token=model.W_E @ w,
-        direct_position=model.W_pos @ w,
+        direct_token=weights.W_E @ w,
+        direct_position=weights.W_pos @ w,
         other_token=other_token,
         other_position=other_position,
         constant=constant,
-        eps=model.cfg.eps,
-        w_e=model.W_E,
-        w_pos=model.W_pos,
+        eps=weights.cfg.eps,
+        w_e=weights.W_E,
+        w_pos=weights.W_pos,
     )
 
 
 @torch.no_grad()
 def true_pre_activations(
-    model: HookedTransformer, tokens: Int[Tensor, "batch pos"], neurons
+    model: TransformerBridge, tokens: Int[Tensor, "batch pos"], neurons
 ) -> Float[Tensor, "batch pos n_neurons"]:
     """The model's layer-0 MLP pre-activations of ``neurons``, running layer 0 only.
 
@@ -205,20 +208,21 @@ def true_pre_activations(
     """
     tokens = check_tokens(model, tokens)
     neurons = check_neurons(model, neurons)
-    mlp = model.blocks[0].mlp
-    resid_mid = layer0_resid_mid(model, tokens)
-    return model.blocks[0].ln2(resid_mid) @ mlp.W_in[:, neurons] + mlp.b_in[neurons]
+    w = as_weights(model)
+    resid_mid = dec.centred(layer0_resid_mid(model, tokens))
+    ln2 = w.ln2_w * resid_mid * torch.rsqrt((resid_mid**2).mean(-1, keepdim=True) + w.cfg.eps)
+    return (ln2 + w.ln2_b) @ w.W_in[:, neurons] + w.b_in[neurons]
 
 
-def _fused_attention_applies(model: HookedTransformer) -> bool:
+def _fused_attention_applies(model: TransformerBridge) -> bool:
     """Whether layer 0 is plain GPT-2 attention with no hooks attached (see layer0_resid_mid)."""
     cfg = model.cfg
     plain = (
-        cfg.original_architecture == "GPT2LMHeadModel"
+        getattr(cfg, "architecture", None) == "GPT2LMHeadModel"
         and cfg.positional_embedding_type == "standard"
         and cfg.attention_dir == "causal"
         and cfg.attn_scores_soft_cap <= 0
-        and not (cfg.use_split_qkv_input or cfg.use_attn_in or cfg.use_logn_attn)
+        and not (cfg.use_split_qkv_input or cfg.use_attn_in or getattr(cfg, "use_logn_attn", False))
         and cfg.n_key_value_heads is None
         and cfg.attn_types is None
     )
@@ -231,7 +235,7 @@ def _fused_attention_applies(model: HookedTransformer) -> bool:
 
 @torch.no_grad()
 def layer0_resid_mid(
-    model: HookedTransformer, tokens: Int[Tensor, "batch pos"]
+    model: TransformerBridge, tokens: Int[Tensor, "batch pos"]
 ) -> Float[Tensor, "batch pos d_model"]:
     """The residual stream after layer 0's attention (hook ``blocks.0.hook_resid_mid``).
 
@@ -243,18 +247,17 @@ def layer0_resid_mid(
     """
     if not _fused_attention_applies(model):
         return _resid_mid_through_hooks(model, tokens)
-    attn = model.blocks[0].attn
-    resid_pre = model.embed(tokens) + model.pos_embed(tokens)
-    x = model.blocks[0].ln1(resid_pre)
-    w_qkv = torch.stack([attn.W_Q, attn.W_K, attn.W_V])  # [3, head, d_model, d_head], one GEMM
-    b_qkv = torch.stack([attn.b_Q, attn.b_K, attn.b_V])  # [3, head, d_head]
+    w = as_weights(model)
+    resid_pre = w.W_E[tokens] + w.W_pos[: tokens.shape[-1]]
+    x = dec.ln1_apply(w, resid_pre)
+    w_qkv = torch.stack([w.W_Q, w.W_K, w.W_V])  # [3, head, d_model, d_head], one GEMM
+    b_qkv = torch.stack([w.b_Q, w.b_K, w.b_V])  # [3, head, d_head]
     q, k, v = torch.einsum("bpd,shde->sbhpe", x, w_qkv) + b_qkv[:, None, :, None]
-    scale = 1.0 / attn.attn_scale if model.cfg.use_attn_scale else 1.0
-    z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-    return resid_pre + torch.einsum("bhpe,hef->bpf", z, attn.W_O) + attn.b_O
+    z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / w.cfg.attn_scale)
+    return resid_pre + torch.einsum("bhpe,hef->bpf", z, w.W_O) + w.b_O
 
 
 def _resid_mid_through_hooks(
-    model: HookedTransformer, tokens: Int[Tensor, "batch pos"]
+    model: TransformerBridge, tokens: Int[Tensor, "batch pos"]
 ) -> Float[Tensor, "batch pos d_model"]:
     return run_until(model, tokens, "blocks.0.hook_resid_mid")["blocks.0.hook_resid_mid"]

@@ -9,10 +9,11 @@ import pandas as pd
 import torch
 from jaxtyping import Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import check_neurons
 from context_neurons.circuit import ContextualCircuit, get_circuit
+from context_neurons.models.weights import as_weights
 from context_neurons.evaluation.accuracy import (
     PAIR_MEASURES,
     Evaluation,
@@ -30,7 +31,7 @@ from context_neurons.text.corpora import CALIBRATION_TEXTS
 
 @torch.no_grad()
 def calibration_sensitivity(
-    model: HookedTransformer,
+    model: TransformerBridge,
     window_sets: dict[str, list[Int[Tensor, " _pos"]]],
     neurons,
     calibrations=tuple(CALIBRATION_TEXTS),
@@ -101,7 +102,7 @@ STRONG_OUTPUT = 1.0
 @torch.no_grad()
 def silent_on_calibration(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     neurons,
     evaluations: dict[str, Evaluation] | None = None,
     quiet: float = QUIET_FRACTION,
@@ -150,7 +151,7 @@ def silent_on_calibration(
     per_set = table[[prefix + name for name in evaluations]]
     table["best set"] = per_set.idxmax(axis=1).str.removeprefix(prefix)
     table[prefix + "best set"] = per_set.max(axis=1)
-    act = model.blocks[0].mlp.act_fn
+    act = as_weights(model).activation
     calib_out = act(torch.tensor(table[calibration].to_numpy()))
     best_out = act(torch.tensor(table[prefix + "best set"].to_numpy()))
     table["max output, calibration text"] = calib_out.tolist()

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import InputError, check_layer_neuron, check_upstream_head
 from context_neurons.lookups.attribution import NeuronAttribution, attribute_neuron
@@ -52,7 +52,7 @@ class HeadActivity:
 
 
 def _train_threshold(
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Tensor],
     layer: int,
     neuron: int,
@@ -74,7 +74,7 @@ def _train_threshold(
 
 
 def explanation_dataset(
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     layer: int,
     neuron: int,

@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import (
     InputError,
@@ -19,7 +19,7 @@ from context_neurons.checks import (
     check_neurons,
     check_upstream_head,
 )
-from context_neurons.decomposition import ln_affine
+from context_neurons.models.weights import layer_norm_affine
 from context_neurons.hooks import run_until
 from context_neurons.lookups.prompts import Prompt, as_batch
 
@@ -76,7 +76,7 @@ class _Reader:
     constant: Float[Tensor, " neuron"]  # ln2's beta . W_in[:, j] + b_in[j]
 
 
-def _readers(model: HookedTransformer, neurons: Mapping[int, Sequence[int]]) -> list[_Reader]:
+def _readers(model: TransformerBridge, neurons: Mapping[int, Sequence[int]]) -> list[_Reader]:
     """One :class:`_Reader` per layer, shallowest first, columns numbered in that order."""
     readers, start = [], 0
     for layer in sorted(neurons):
@@ -84,7 +84,7 @@ def _readers(model: HookedTransformer, neurons: Mapping[int, Sequence[int]]) -> 
         index = torch.tensor(chosen, device=model.cfg.device)
         block = model.blocks[layer]
         w_in = model.W_in[layer][:, index]  # [d_model, neuron]
-        v = ln_affine(block.ln2, model.cfg.d_model)[0][:, None] * w_in
+        v = layer_norm_affine(block.ln2, model.cfg.d_model, w_in.device)[0][:, None] * w_in
         v = v - v.mean(0, keepdim=True)
         beta = getattr(block.ln2, "b", None)
         constant = model.b_in[layer][index] + (0.0 if beta is None else beta @ w_in)
@@ -97,7 +97,7 @@ def _readers(model: HookedTransformer, neurons: Mapping[int, Sequence[int]]) -> 
 
 @torch.no_grad()
 def attribute_layers(
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens,
     neurons: Mapping[int, Sequence[int]],
     batch_size: int = 32,
@@ -158,25 +158,29 @@ def attribute_layers(
         store: dict[str, Tensor] = {}
         rows = real[start : start + batch_size]
 
-        def project(act, hook):
-            store[hook.name] = act @ v_all
+        # Each hook stores under the name it was attached by (TransformerBridge reports aliases
+        # such as hook_embed or hook_mlp_out by their canonical names).
+        def project(name, act):
+            store[name] = act @ v_all
 
-        def project_after(act, hook):
-            store[hook.name] = act @ v_all[:, after[hook.layer()] :]
+        def project_after(name, act, layer):
+            store[name] = act @ v_all[:, after[layer] :]
 
-        def heads(z, hook):
-            l = hook.layer()
+        def heads(name, z, l):
             z_sum[l] += torch.einsum("bphe,bp->he", z, rows)
-            store[hook.name] = torch.einsum("bphe,hen->bpnh", z, read_heads[l])
+            store[name] = torch.einsum("bphe,hen->bpnh", z, read_heads[l])
 
-        def keep(act, hook):
-            store[hook.name] = act
+        def keep(name, act):
+            store[name] = act
 
-        hooks = [("hook_embed", project), ("hook_pos_embed", project)]
-        hooks += [(f"blocks.{l}.attn.hook_z", heads) for l in range(deepest + 1)]
-        hooks += [(f"blocks.{l}.hook_mlp_out", project_after) for l in range(deepest)]
-        hooks += [(f"blocks.{r.layer}.ln2.hook_scale", keep) for r in readers]
-        hooks += [(f"blocks.{r.layer}.mlp.hook_pre", keep) for r in readers[:-1]]
+        def attached(name, function, *args):
+            return name, lambda act, hook: function(name, act, *args)
+
+        hooks = [attached("hook_embed", project), attached("hook_pos_embed", project)]
+        hooks += [attached(f"blocks.{l}.attn.hook_z", heads, l) for l in range(deepest + 1)]
+        hooks += [attached(f"blocks.{l}.hook_mlp_out", project_after, l) for l in range(deepest)]
+        hooks += [attached(f"blocks.{r.layer}.ln2.hook_scale", keep) for r in readers]
+        hooks += [attached(f"blocks.{r.layer}.mlp.hook_pre", keep) for r in readers[:-1]]
         stop = f"blocks.{deepest}.mlp.hook_pre"
         store[stop] = run_until(model, batch[start : start + batch_size], stop, extra_hooks=hooks)[
             stop
@@ -221,7 +225,7 @@ def attribute_layers(
 
 
 def attribute_neurons(
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens,
     layer: int,
     neurons: Sequence[int],
@@ -240,7 +244,7 @@ def attribute_neurons(
 
 
 def attribute_neuron(
-    model: HookedTransformer, tokens, layer: int, neuron: int, batch_size: int = 32
+    model: TransformerBridge, tokens, layer: int, neuron: int, batch_size: int = 32
 ) -> NeuronAttribution:
     """:func:`attribute_neurons` for one neuron."""
     return attribute_neurons(model, tokens, layer, [neuron], batch_size)[0]
@@ -248,7 +252,7 @@ def attribute_neuron(
 
 @torch.no_grad()
 def mean_head_outputs(
-    model: HookedTransformer, tokens, max_layer: int, batch_size: int = 32
+    model: TransformerBridge, tokens, max_layer: int, batch_size: int = 32
 ) -> Float[Tensor, "layer head_index d_head"]:
     """Mean ``hook_z`` of every head of layers ``0..max_layer`` over all (unpadded) positions."""
     max_layer = check_layer(model, max_layer)
@@ -274,7 +278,7 @@ def _ablate_rows(z, hook, targets: list[tuple[int, int]], n_prompts: int, mean_z
 
 @torch.no_grad()
 def ablation_drops(
-    model: HookedTransformer,
+    model: TransformerBridge,
     prompts: Sequence[Prompt | Tensor],
     layer: int,
     neuron: int,
@@ -340,7 +344,7 @@ def ablation_drops(
 
 @torch.no_grad()
 def attended_tokens(
-    model: HookedTransformer, tokens: Int[Tensor, " pos"], layer: int, head: int, k: int = 5
+    model: TransformerBridge, tokens: Int[Tensor, " pos"], layer: int, head: int, k: int = 5
 ) -> list[tuple[int, str, float]]:
     """The ``k`` source tokens a head attends to most from the final token.
 

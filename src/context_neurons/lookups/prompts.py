@@ -9,7 +9,7 @@ from typing import Sequence
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import (
     InputError,
@@ -28,7 +28,7 @@ KEEP_FRACTION = 0.8  # truncation keeps at least this fraction of the activation
 PADDING_SLACK = 1.25
 
 
-def as_batch(model: HookedTransformer, tokens) -> tuple[Int[Tensor, "batch pos"], Tensor]:
+def as_batch(model: TransformerBridge, tokens) -> tuple[Int[Tensor, "batch pos"], Tensor]:
     """A padded batch and lengths from a 1-D tensor, a 2-D tensor or a list of 1-D tensors."""
     if isinstance(tokens, Tensor) and tokens.ndim == 1:
         tokens = [tokens]
@@ -42,7 +42,7 @@ def as_batch(model: HookedTransformer, tokens) -> tuple[Int[Tensor, "batch pos"]
 
 @torch.no_grad()
 def neuron_activations(
-    model: HookedTransformer,
+    model: TransformerBridge,
     tokens,
     layer: int,
     neurons: int | Sequence[int],
@@ -91,7 +91,7 @@ class Prompt:
 
 
 def top_activating_prompts(
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     layer: int,
     neuron: int,
@@ -138,7 +138,7 @@ TOKENS_PER_PASS = 4096  # padded tokens per forward pass of the batched final-to
 
 @torch.no_grad()
 def final_activations(
-    model: HookedTransformer,
+    model: TransformerBridge,
     sequences: Sequence[Int[Tensor, " _pos"]],
     layer: int,
     neuron: int,
@@ -183,7 +183,7 @@ def final_activations(
 
 
 def suffix_activations(
-    model: HookedTransformer, tokens: Int[Tensor, " pos"], layer: int, neuron: int
+    model: TransformerBridge, tokens: Int[Tensor, " pos"], layer: int, neuron: int
 ) -> Float[Tensor, " n_suffix"]:
     """The neuron's pre-activation at the final token for every suffix ``[BOS] + tokens[s:]``.
 
@@ -200,7 +200,7 @@ class NotFiring(InputError):
     """A prompt on which the neuron does not fire: there is no activation to keep a part of."""
 
 
-def check_prompt(model: HookedTransformer, tokens) -> Int[Tensor, " pos"]:
+def check_prompt(model: TransformerBridge, tokens) -> Int[Tensor, " pos"]:
     """A prompt: a 1-D tensor ``[BOS, token, ...]`` of at least two tokens."""
     tokens = torch.as_tensor(tokens)
     bos = getattr(model.tokenizer, "bos_token_id", None)
@@ -210,7 +210,7 @@ def check_prompt(model: HookedTransformer, tokens) -> Int[Tensor, " pos"]:
 
 
 def truncate_prompts(
-    model: HookedTransformer,
+    model: TransformerBridge,
     prompts: Sequence[Prompt | Tensor],
     layer: int,
     neuron: int,
@@ -296,7 +296,7 @@ def truncate_prompts(
 
 
 def truncate_prompt(
-    model: HookedTransformer,
+    model: TransformerBridge,
     prompt: Prompt | Tensor,
     layer: int,
     neuron: int,

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import check_layer_neuron
 from context_neurons.lookups.activity import HeadActivity, evaluate_explainer, explanation_dataset
@@ -57,7 +57,7 @@ class LookupPool:
 
 
 def scan_pool(
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     labels: list[str],
     neurons: Sequence[tuple[int, int]],
@@ -158,7 +158,7 @@ class NeuronLookup:
 
 
 def examine_neuron(
-    model: HookedTransformer,
+    model: TransformerBridge,
     layer: int,
     neuron: int,
     pool: LookupPool,

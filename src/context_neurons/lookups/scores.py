@@ -9,16 +9,17 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import OutOfRangeError, as_index, check_layer, check_layer_neuron
-from context_neurons.decomposition import ln_affine
+from context_neurons.hooks import run_until
+from context_neurons.models.weights import layer_norm_affine
 from context_neurons.text.windows import calibration_tokens
 
 
 @torch.no_grad()
 def typical_final_scale(
-    model: HookedTransformer, tokens: Int[Tensor, " pos"] | None = None
+    model: TransformerBridge, tokens: Int[Tensor, " pos"] | None = None
 ) -> float:
     """Median ``ln_final`` scale ``sqrt(var(x) + eps)`` of the final residual stream on real text.
 
@@ -31,7 +32,8 @@ def typical_final_scale(
     """
     if tokens is None:
         tokens = calibration_tokens(model.tokenizer, n_ctx=model.cfg.n_ctx)
-    resid = model(tokens.to(model.cfg.device)[None], stop_at_layer=model.cfg.n_layers)[0]
+    final = f"blocks.{model.cfg.n_layers - 1}.hook_resid_post"  # the input of ln_final
+    resid = run_until(model, tokens.to(model.cfg.device)[None], final)[final][0]
     centred = resid - resid.mean(-1, keepdim=True)
     scale = torch.sqrt(centred.pow(2).mean(-1) + model.cfg.eps)
     return float(scale[1:].median()) if len(scale) > 1 else float(scale[0])
@@ -39,7 +41,7 @@ def typical_final_scale(
 
 @torch.no_grad()
 def neuron_logit_effect(
-    model: HookedTransformer, layer: int, neuron: int, final_scale: float = 1.0
+    model: TransformerBridge, layer: int, neuron: int, final_scale: float = 1.0
 ) -> Float[Tensor, " d_vocab"]:
     """Direct effect on the logits of one unit of activation of a neuron (ln_final linearised).
 
@@ -54,11 +56,11 @@ def neuron_logit_effect(
 def _logit_effects(model, layer, neurons, final_scale) -> Float[Tensor, "n d_vocab"]:
     w_out = model.W_out[layer][neurons.to(model.cfg.device)]
     w_out = w_out - w_out.mean(-1, keepdim=True)
-    gamma, _ = ln_affine(model.ln_final, model.cfg.d_model)
+    gamma, _ = layer_norm_affine(model.ln_final, model.cfg.d_model, w_out.device)
     return (w_out * gamma) @ model.W_U / final_scale
 
 
-def later_layers(model: HookedTransformer, n_last_layers: SupportsIndex | None = None) -> list[int]:
+def later_layers(model: TransformerBridge, n_last_layers: SupportsIndex | None = None) -> list[int]:
     """The last ``n_last_layers`` MLP layers (default: the later half, at least one layer).
 
     Neo et al. score only late layers, where the best neuron of each token concentrates (their
@@ -78,7 +80,7 @@ def later_layers(model: HookedTransformer, n_last_layers: SupportsIndex | None =
 
 @torch.no_grad()
 def token_prediction_scores(
-    model: HookedTransformer,
+    model: TransformerBridge,
     layers: Iterable[int] | None = None,
     final_scale: float | None = None,
     chunk: int = 512,

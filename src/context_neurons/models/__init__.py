@@ -5,7 +5,7 @@ trained model and the planted model (:mod:`.loading`); the planted ground-truth 
 from context_neurons.models.loading import (  # noqa: F401  (the package's public loader)
     LoadedModel,
     WeightProcessing,
-    hooked_from_hf,
+    bridge_from_hf,
     load_model,
     load_tokenizer,
 )

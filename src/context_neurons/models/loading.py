@@ -10,11 +10,13 @@
 * ``planted``: the offline ground-truth model (:mod:`context_neurons.models.planted`), a Hugging
   Face GPT-2 checkpoint built from a seed.
 
-All become a TransformerLens ``HookedTransformer`` through :func:`hooked_from_hf`, which uses
-TransformerLens's own GPT-2 weight conversion and weight processing (the functions that
-``HookedTransformer.from_pretrained("gpt2")`` calls), so every model goes through exactly the
-loader that real GPT-2 uses. We pin TransformerLens 3.x (``HookedTransformer``) rather than the 4.x
-``TransformerBridge``; the README says why.
+All become a TransformerLens ``TransformerBridge`` (TransformerLens 4) through
+:func:`bridge_from_hf`, which boots the bridge on the Hugging Face module with
+``boot_transformers`` (the function ``TransformerBridge.boot_transformers("gpt2")`` calls) and turns
+on compatibility mode, so every model goes through exactly the loader that real GPT-2 uses, on the
+device asked for. This module and the hook-based measurements are the only parts of the package
+that know TransformerLens's API; the method reads the weights once through
+:func:`context_neurons.models.weights.read_weights`.
 
 Weight processing (:class:`WeightProcessing`) defaults to TransformerLens's defaults: LayerNorm
 weights folded into the next matrices (``fold_ln``), writing weights centred, unembedding centred,
@@ -25,19 +27,19 @@ arithmetic on the weights actually run, whatever the processing.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import SafetensorError
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformer_lens import HookedTransformer, HookedTransformerConfig
-from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
+from transformer_lens.model_bridge import TransformerBridge
 from transformers import (
     AutoTokenizer,
     GPT2Config,
@@ -76,11 +78,11 @@ class WeightProcessing:
 
 @dataclass
 class LoadedModel:
-    """A model ready for the chapters: the HookedTransformer, its name, where it came from and,
+    """A model ready for the chapters: the TransformerBridge, its name, where it came from and,
     for the planted model, its truth.
 
     Attributes:
-        model: the HookedTransformer.
+        model: the TransformerBridge (compatibility mode).
         name: ``gpt2``, ``gpt2-medium``, ..., ``planted``, ``trained`` or ``checkpoint``.
         source: where the weights came from (hub, cache, a directory, a seed).
         processing: the weight processing applied.
@@ -89,7 +91,7 @@ class LoadedModel:
             written by ``python -m context_neurons train``): the trained model, or another run.
     """
 
-    model: HookedTransformer
+    model: TransformerBridge
     name: str
     source: str
     processing: WeightProcessing = field(default_factory=WeightProcessing)
@@ -174,12 +176,7 @@ def build_offline_tokenizer(tokenizer_dir: str | Path) -> PreTrainedTokenizerBas
             unk_token="<|endoftext|>",
             model_max_length=1024,
         )
-        tmp = saved.with_name(saved.name + f".tmp{os.getpid()}")
-        fast.save_pretrained(tmp)
-        try:
-            os.replace(tmp, saved)  # atomic, so parallel test workers never see half a directory
-        except OSError:  # another process won the race
-            shutil.rmtree(tmp, ignore_errors=True)
+        _save_whole(fast, saved)
     return AutoTokenizer.from_pretrained(str(saved))
 
 
@@ -205,65 +202,93 @@ def checkpoint_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
 
 
 # ----------------------------------------------------------------------------------------------
-# Hugging Face GPT-2 -> HookedTransformer
+# Hugging Face GPT-2 -> TransformerBridge
 # ----------------------------------------------------------------------------------------------
 
 
-def config_from_hf(hf_config: Any, model_name: str) -> HookedTransformerConfig:
-    """The HookedTransformerConfig TransformerLens derives for a GPT-2 checkpoint."""
-    return HookedTransformerConfig(
-        model_name=model_name,
-        original_architecture="GPT2LMHeadModel",
-        d_model=hf_config.n_embd,
-        d_head=hf_config.n_embd // hf_config.n_head,
-        n_heads=hf_config.n_head,
-        d_mlp=hf_config.n_inner or 4 * hf_config.n_embd,
-        n_layers=hf_config.n_layer,
-        n_ctx=hf_config.n_positions,
-        eps=hf_config.layer_norm_epsilon,
-        d_vocab=hf_config.vocab_size,
-        act_fn=hf_config.activation_function,
-        use_attn_scale=getattr(hf_config, "scale_attn_weights", True),
-        scale_attn_by_inverse_layer_idx=hf_config.scale_attn_by_inverse_layer_idx,
-        normalization_type="LN",
-        positional_embedding_type="standard",
-        default_prepend_bos=True,
-    )
+def placeholder_tokenizer(d_vocab: int) -> PreTrainedTokenizerBase:
+    """A tokenizer of ``d_vocab`` placeholder tokens ``<0>``, ``<1>``, ..., for small test models
+    that are only fed token ids: TransformerBridge needs a tokenizer, and reloads it from its
+    directory, so it is saved once under the cache directory. It has no BOS token (models built with
+    it take any first token; :func:`bridge_from_hf` removes the one TransformerBridge adds)."""
+    saved = config.cache_dir() / f"placeholder-tokenizer-{d_vocab}"
+    if not (saved / "tokenizer.json").is_file():
+        word_level = Tokenizer(models.WordLevel({f"<{i}>": i for i in range(d_vocab)}, "<0>"))
+        word_level.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=word_level, unk_token="<0>"
+        )
+        _save_whole(fast, saved)
+    return AutoTokenizer.from_pretrained(str(saved))
 
 
-def hooked_from_hf(
+def _save_whole(tokenizer: PreTrainedTokenizerBase, saved: Path) -> None:
+    """Save a tokenizer into ``saved`` atomically (parallel test workers never see half of it)."""
+    tmp = saved.with_name(saved.name + f".tmp{os.getpid()}")
+    tokenizer.save_pretrained(tmp)
+    try:
+        os.replace(tmp, saved)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bridge_from_hf(
     hf_model: GPT2LMHeadModel,
     tokenizer: PreTrainedTokenizerBase | None,
     model_name: str,
     processing: WeightProcessing = WeightProcessing(),
     device: str | torch.device | None = "cpu",
-) -> HookedTransformer:
-    """Convert a Hugging Face GPT-2 model into a HookedTransformer, fully offline.
+) -> TransformerBridge:
+    """Wrap a Hugging Face GPT-2 model in a TransformerLens ``TransformerBridge``, fully offline.
 
-    ``tokenizer`` may be None for small test models that are only fed token ids; otherwise its
-    ``model_max_length`` is set to the model's context, which the windowing functions read.
+    The bridge runs in compatibility mode, with the weight processing of ``processing``
+    (HookedTransformer-equivalent numerics and hook names; ``tests/unit/test_raw_transformers.py``
+    checks every weight and hook the method reads against the Hugging Face module itself). The bridge
+    takes ``hf_model`` over (it processes its weights in place): pass a copy to keep the original.
+    ``tokenizer`` may be None for small test models that are only fed token ids (they get
+    :func:`placeholder_tokenizer`); its ``model_max_length`` is set to the model's context, which
+    the windowing functions read.
     """
     if not isinstance(getattr(hf_model, "config", None), GPT2Config):
         raise ModelLoadError(
             f"Expected a GPT-2-architecture model (GPT2LMHeadModel), got {type(hf_model).__name__}."
         )
-    hf_model = hf_model.float()  # checkpoints may be stored in half precision
-    cfg = config_from_hf(hf_model.config, model_name)
-    cfg.device = str(config.resolve_device(device))
-    if tokenizer is not None:
-        tokenizer.model_max_length = cfg.n_ctx
-    model = HookedTransformer(cfg, tokenizer=tokenizer, move_to_device=False)
-    state_dict = convert_gpt2_weights(hf_model, cfg)
-    model.load_and_process_state_dict(
-        state_dict,
-        fold_ln=processing.fold_ln,
-        center_writing_weights=processing.center_writing_weights,
-        center_unembed=processing.center_unembed,
-        fold_value_biases=processing.fold_value_biases,
-    )
-    model.to(cfg.device, print_details=False)
+    device = str(config.resolve_device(device))
+    hf_model = hf_model.float().eval()  # checkpoints may be stored in half precision
+    placeholder = tokenizer is None
+    if placeholder:
+        tokenizer = placeholder_tokenizer(hf_model.config.vocab_size)
+    with quiet_bridge():
+        model = TransformerBridge.boot_transformers(
+            model_name, hf_model=hf_model, tokenizer=tokenizer, device=device
+        )
+        model.enable_compatibility_mode(
+            disable_warnings=True,
+            fold_ln=processing.fold_ln,
+            center_writing_weights=processing.center_writing_weights,
+            center_unembed=processing.center_unembed,
+            fold_value_biases=processing.fold_value_biases,
+        )
+    if placeholder:
+        model.tokenizer.bos_token = None  # ids only: no token is a BOS the checks would ask for
+    model.tokenizer.model_max_length = model.cfg.n_ctx
     model.eval()
     return model
+
+
+@contextlib.contextmanager
+def quiet_bridge():
+    """TransformerBridge's boot messages (weight-loading bars, processing notices) silenced: the
+    chapters' pages show the model's banner instead."""
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 def _from_pretrained(name_or_path: str) -> GPT2LMHeadModel:
@@ -451,7 +476,7 @@ def _load_model_cached(
         if (Path(name) / "training.json").is_file():
             directory = Path(name)
         source, name = f"local directory {name}", "checkpoint"
-    model = hooked_from_hf(hf_model, tokenizer, name, processing, device)
+    model = bridge_from_hf(hf_model, tokenizer, name, processing, device)
     return LoadedModel(
         model=model, name=name, source=source, processing=processing, truth=truth,
         directory=directory,

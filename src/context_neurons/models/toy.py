@@ -8,20 +8,27 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import Tensor
-from transformer_lens import HookedTransformer, HookedTransformerConfig
+from transformer_lens.model_bridge import TransformerBridge
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from context_neurons.models.loading import WeightProcessing, hooked_from_hf
+from context_neurons.models.loading import (
+    WeightProcessing,
+    quiet_bridge,
+    bridge_from_hf,
+    placeholder_tokenizer,
+)
 
 
 def make_small_model(seed: int = 0, fold_ln: bool = False, d_vocab: int = 500, n_ctx: int = 64,
-                     n_layers: int = 1) -> tuple[HookedTransformer, GPT2LMHeadModel]:
-    """A small seeded GPT-2-architecture HookedTransformer with non-trivial LayerNorm weights.
+                     n_layers: int = 1) -> tuple[TransformerBridge, GPT2LMHeadModel]:
+    """A small seeded GPT-2-architecture TransformerBridge with non-trivial LayerNorm weights.
 
     Returns:
-        ``(model, hf_model)``: the HookedTransformer and the Hugging Face model it was made from.
+        ``(model, hf_model)``: the TransformerBridge and the Hugging Face model it was made from.
     """
     torch.manual_seed(seed)
     config = GPT2Config(n_layer=n_layers, n_embd=64, n_head=4, n_positions=n_ctx, vocab_size=d_vocab)
@@ -36,13 +43,13 @@ def make_small_model(seed: int = 0, fold_ln: bool = False, d_vocab: int = 500, n
                 param.mul_(8.0)
     processing = WeightProcessing(fold_ln=fold_ln, center_writing_weights=fold_ln,
                                   center_unembed=fold_ln, fold_value_biases=fold_ln)
-    return hooked_from_hf(hf_model, None, "small", processing), hf_model
+    return bridge_from_hf(copy.deepcopy(hf_model), None, "small", processing), hf_model
 
 
 @torch.no_grad()
 def exact_toy_model(
     seed: int = 0, d_vocab: int = 40, n_ctx: int = 24
-) -> tuple[HookedTransformer, list[int]]:
+) -> tuple[TransformerBridge, list[int]]:
     """A one-layer model on which the circuit's approximations are exact (tests, exercises).
 
     * Token embeddings live in the first half of the residual stream, position embeddings in the
@@ -59,7 +66,9 @@ def exact_toy_model(
         ``(model, contextual_heads)``.
     """
     d_model, half, d_head, n_heads = 32, 16, 16, 4
-    cfg = HookedTransformerConfig(
+    # TransformerLens's own model built from a configuration (GPT-2's Hugging Face module cannot
+    # hold 4 heads of 16 dimensions in a 32-dimensional residual stream).
+    cfg = dict(
         n_layers=1,
         d_model=d_model,
         n_ctx=n_ctx,
@@ -71,9 +80,12 @@ def exact_toy_model(
         normalization_type="LN",
         seed=seed,
         default_prepend_bos=False,
-        device="cpu",  # tiny: the CPU is fastest, and the CPU tensors below fit it
     )
-    model = HookedTransformer(cfg)
+    with quiet_bridge():  # tiny: the CPU is fastest, and the CPU tensors below fit it
+        model = TransformerBridge.boot_native(cfg, tokenizer=placeholder_tokenizer(d_vocab),
+                                              device="cpu", model_name="exact-toy")
+        model.enable_compatibility_mode(disable_warnings=True, no_processing=True)
+    model.tokenizer.bos_token = None  # ids only, as for every placeholder tokenizer
     model.eval()
     gen = torch.Generator().manual_seed(seed)
 
@@ -89,8 +101,8 @@ def exact_toy_model(
     w_pos[:, half:] = positions
     cosines = positions @ positions.T - 2 * torch.eye(n_ctx)
     assert cosines.max() < 0.95, "positions too similar for one-hot attention"
-    model.embed.W_E.copy_(w_e)
-    model.pos_embed.W_pos.copy_(w_pos)
+    model.W_E.copy_(w_e)
+    model.W_pos.copy_(w_pos)
     ln1, ln2 = model.blocks[0].ln1, model.blocks[0].ln2
     ln1.w.copy_(torch.ones(d_model))
     ln1.w[:half] = 0.5 + torch.rand(half, generator=gen)  # token dims: any gain works

@@ -19,7 +19,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 from tqdm.auto import tqdm
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import activation_truth, precision_recall_curve, score_auc
 from context_neurons.checks import DataError, InputError
@@ -76,7 +76,7 @@ def paper_heads_rows(loaded: LoadedModel, heads: list[int]) -> list[Row]:
 
 
 def decomposition_rows(
-    model: HookedTransformer, windows: list[Int[Tensor, " _pos"]], heads: list[int], progress: bool
+    model: TransformerBridge, windows: list[Int[Tensor, " _pos"]], heads: list[int], progress: bool
 ) -> list[Row]:
     """Chapter 1: TV distance between exact and reconstructed patterns of the contextual heads."""
     if not heads:
@@ -97,7 +97,7 @@ def decomposition_rows(
 
 
 def stability_rows(
-    model: HookedTransformer, windows: list[Int[Tensor, " _pos"]], labels: list[str]
+    model: TransformerBridge, windows: list[Int[Tensor, " _pos"]], labels: list[str]
 ) -> list[Row]:
     """Chapter 3: spread of the denominators at ``n = n_ctx / 2`` across the texts."""
     study = denominator_study(model, windows, labels=labels)
@@ -199,7 +199,7 @@ def activation_rows(
 
 def evaluation_rows(
     circuit: ContextualCircuit,
-    model: HookedTransformer,
+    model: TransformerBridge,
     windows: list[Int[Tensor, " _pos"]],
     labels: list[str],
     found: list[int],
@@ -247,7 +247,7 @@ def evaluation_rows(
     ]
 
 
-def lookup_rows(model: HookedTransformer, truth: PlantedTruth | None, progress: bool) -> list[Row]:
+def lookup_rows(model: TransformerBridge, truth: PlantedTruth | None, progress: bool) -> list[Row]:
     """Chapter 7: token-predicting neurons, their heads and the heads' explanations.
 
     Prompts come from the domain texts (:func:`~context_neurons.text.windows.lookup_windows`),

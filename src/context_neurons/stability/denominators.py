@@ -12,8 +12,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
-from transformer_lens import HookedTransformer
 
+from context_neurons.models.weights import Model, as_weights
 from context_neurons.checks import (
     OutOfRangeError,
     check_heads,
@@ -23,10 +23,8 @@ from context_neurons.checks import (
 )
 from context_neurons.decomposition import (
     DEFAULT_DESTINATION,
-    LAYER,
     centred,
     default_reference_tokens,
-    ln_affine,
     mean_positional_keys,
     positional_scores,
 )
@@ -34,7 +32,7 @@ from context_neurons.decomposition import (
 
 @torch.no_grad()
 def destination_queries_double(
-    model: HookedTransformer,
+    model: Model,
     dest_token: str | int,
     positions: Int[Tensor, " pos"],
     heads: Sequence[int] | None = None,
@@ -46,20 +44,19 @@ def destination_queries_double(
     independent of how many positions are computed together.
     """
     heads = check_heads(model, heads)
-    attn = model.blocks[LAYER].attn
-    gamma, beta = ln_affine(model.blocks[LAYER].ln1, model.cfg.d_model)
+    w = as_weights(model)
     x = centred(
-        model.W_E[token_id(model, dest_token)].double()[None]
-        + model.W_pos[positions.to(model.cfg.device)].double()
+        w.W_E[token_id(model, dest_token)].double()[None]
+        + w.W_pos[positions.to(w.cfg.device)].double()
     )
-    normed = x * torch.rsqrt((x**2).mean(-1, keepdim=True) + model.cfg.eps) * gamma.double()
-    normed = normed + beta.double()
-    return torch.einsum("pd,hde->phe", normed, attn.W_Q[heads].double()) + attn.b_Q[heads].double()
+    normed = x * torch.rsqrt((x**2).mean(-1, keepdim=True) + w.cfg.eps) * w.ln1_w.double()
+    normed = normed + w.ln1_b.double()
+    return torch.einsum("pd,hde->phe", normed, w.W_Q[heads].double()) + w.b_Q[heads].double()
 
 
 @torch.no_grad()
 def log_kernels(
-    model: HookedTransformer,
+    model: Model,
     n_positions: int,
     dest_token: str | int = DEFAULT_DESTINATION,
     heads: Sequence[int] | None = None,
@@ -105,7 +102,7 @@ class DestinationTerms:
 
 @torch.no_grad()
 def destination_terms(
-    model: HookedTransformer,
+    model: Model,
     positions: Int[Tensor, " query_pos"],
     dest_token: str | int = DEFAULT_DESTINATION,
     heads: Sequence[int] | None = None,
@@ -115,12 +112,12 @@ def destination_terms(
     positions = positions.to(model.cfg.device)
     dest = token_id(model, dest_token)
     queries = destination_queries_double(model, dest, positions, heads)
-    attn = model.blocks[LAYER].attn
-    w_k = attn.W_K[heads].double()
-    gamma, beta = (x.double() for x in ln_affine(model.blocks[LAYER].ln1, model.cfg.d_model))
-    p = centred(model.W_pos[positions].double())
+    w = as_weights(model)
+    w_k = w.W_K[heads].double()
+    gamma, beta = w.ln1_w.double(), w.ln1_b.double()
+    p = centred(w.W_pos[positions].double())
     position_keys = torch.einsum("qd,hde->qhe", gamma * p, w_k)  # K_P[n]
-    key_bias = torch.einsum("d,hde->he", beta, w_k) + attn.b_K[heads].double()  # K_b
+    key_bias = torch.einsum("d,hde->he", beta, w_k) + w.b_K[heads].double()  # K_b
     return DestinationTerms(
         heads=heads,
         positions=positions,
@@ -134,7 +131,7 @@ def destination_terms(
 
 @torch.no_grad()
 def log_content_table(
-    model: HookedTransformer,
+    model: Model,
     positions: Int[Tensor, " query_pos"],
     token_ids: Int[Tensor, " n_tokens"],
     dest_token: str | int = DEFAULT_DESTINATION,
@@ -147,7 +144,7 @@ def log_content_table(
     destination positions at once.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
         positions: destination positions.
         token_ids: source tokens.
         dest_token: the destination token.
@@ -158,11 +155,10 @@ def log_content_table(
     if terms is None:
         terms = destination_terms(model, positions, dest_token, heads)
     token_ids = token_ids.to(model.cfg.device)
-    attn = model.blocks[LAYER].attn
-    gamma, _ = ln_affine(model.blocks[LAYER].ln1, model.cfg.d_model)
+    w = as_weights(model)
     # Float64: the local heads' large query and key parts cancel in the score.
-    e = centred(model.W_E[token_ids].double())  # [token, d_model]
-    token_keys = torch.einsum("td,hde->the", gamma.double() * e, attn.W_K[terms.heads].double())
+    e = centred(w.W_E[token_ids].double())  # [token, d_model]
+    token_keys = torch.einsum("td,hde->the", w.ln1_w.double() * e, w.W_K[terms.heads].double())
     sq = (e**2).sum(-1)[None, :] + 2 * terms.centred_positions @ e.T + terms.position_sq[:, None]
     inv = torch.rsqrt(sq / model.cfg.d_model + model.cfg.eps)  # [query, token]
     token_term = torch.einsum("qhe,the->hqt", terms.queries, token_keys)
@@ -172,7 +168,7 @@ def log_content_table(
 
 @torch.no_grad()
 def log_denominators(
-    model: HookedTransformer,
+    model: Model,
     tokens: Int[Tensor, " pos"],
     dest_token: str | int = DEFAULT_DESTINATION,
     heads: Sequence[int] | None = None,
@@ -185,7 +181,7 @@ def log_denominators(
     ``D_n = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(dest)``.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
         tokens: one text, BOS first.
         dest_token: the destination token placed at every position.
         heads: heads to keep (default all).
@@ -263,7 +259,7 @@ TABLE_BUDGET = 1 << 24
 
 @torch.no_grad()
 def denominators_over_positions(
-    model: HookedTransformer,
+    model: Model,
     windows: list[Int[Tensor, " pos"]],
     dest_token: str | int = DEFAULT_DESTINATION,
     heads: Sequence[int] | None = None,

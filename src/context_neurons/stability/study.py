@@ -12,8 +12,8 @@ import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens import HookedTransformer
 
+from context_neurons.models.weights import Model
 from context_neurons.checks import OutOfRangeError, check_heads, check_position, check_sequence, token_id
 from context_neurons.decomposition import (
     DEFAULT_DESTINATION,
@@ -245,7 +245,7 @@ class DenominatorStudy:
 
 @torch.no_grad()
 def denominator_study(
-    model: HookedTransformer,
+    model: Model,
     windows: list[Int[Tensor, " pos"]],
     n: int | None = None,
     dest_token: str | int = DEFAULT_DESTINATION,
@@ -256,7 +256,7 @@ def denominator_study(
     """``D_n`` of each head on each text long enough, and the independent-token model beside it.
 
     Args:
-        model: a GPT-2-architecture HookedTransformer.
+        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
         windows: texts, BOS first; those shorter than ``n + 1`` tokens are skipped.
         n: destination position (default ``n_ctx / 2``, as in Figure 4).
         dest_token: the destination token placed at ``n``.

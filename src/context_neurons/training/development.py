@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from context_neurons.activations import activation_truth
 from context_neurons.circuit import build_circuit
 from context_neurons.discovery import THETA, score_neurons
-from context_neurons.models.loading import hooked_from_hf, load_checkpoint
+from context_neurons.models.loading import bridge_from_hf, load_checkpoint
 from context_neurons.taxonomy import classify_heads
 from context_neurons.training.heldout import labelled_windows, read_record
 from context_neurons.training.tokenizer import load_tokenizer
@@ -85,7 +85,7 @@ def summarize_run(run_dir: str | Path, progress: bool = True) -> Path:
         raise FileNotFoundError(f"No checkpoints in {run_dir / 'checkpoints'}: train with them.")
     rows = []
     for path in tqdm(checkpoints, desc="checkpoints", disable=not progress):
-        model = hooked_from_hf(load_checkpoint(path), tokenizer, "checkpoint", device="cpu")
+        model = bridge_from_hf(load_checkpoint(path), tokenizer, "checkpoint", device="cpu")
         step = _step(path)
         rows.append({"step": step, "tokens": step * record["tokens_per_step"],
                      "heldout_loss": losses.get(step),

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from tqdm.auto import tqdm
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
-from context_neurons.models.loading import hooked_from_hf, load_checkpoint
+from context_neurons.models.loading import bridge_from_hf, load_checkpoint
 from context_neurons.training.development import DEVELOPMENT_FILE
 from context_neurons.training.heldout import read_record
 from context_neurons.training.tokenizer import load_tokenizer
@@ -18,7 +18,7 @@ from context_neurons.verdict.data import eval_arrays, load_protocol, protocol_da
 from context_neurons.verdict.evaluate import head_sets, measure, previous_token_heads
 
 
-def structure(model: HookedTransformer, data, protocol: dict) -> dict:
+def structure(model: TransformerBridge, data, protocol: dict) -> dict:
     """Previous-token attention, head sets and the additive truth count of one model."""
     start = protocol["data"]["window_mean_start"]
     previous, previous_heads = previous_token_heads(model, data, start)
@@ -56,7 +56,7 @@ def add_development_view(run_dir: str | Path, progress: bool = True) -> Path:
         directory = run_dir / "checkpoints" / f"step-{step}"
         if not directory.is_dir() and step == record["steps_done"]:
             directory = run_dir
-        model = hooked_from_hf(load_checkpoint(directory), tokenizer, "checkpoint", device="cpu")
+        model = bridge_from_hf(load_checkpoint(directory), tokenizer, "checkpoint", device="cpu")
         rows[step].update(structure(model, data, protocol))
     summary["protocol"] = protocol["name"]
     summary["eval_windows"] = len(eval_arrays(data)[0])

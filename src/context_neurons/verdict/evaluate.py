@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import Tensor
-from transformer_lens import HookedTransformer
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, mean_head_z, previous_token_attention
 from context_neurons.activations import window_means
@@ -45,7 +45,7 @@ class Measurements:
 PREVIOUS_WINDOWS = 8
 
 
-def previous_token_heads(model: HookedTransformer, data, start: int) -> tuple[Tensor, list[int]]:
+def previous_token_heads(model: TransformerBridge, data, start: int) -> tuple[Tensor, list[int]]:
     """Each layer-0 head's mean attention to the previous token on the first
     :data:`PREVIOUS_WINDOWS` EVAL windows of every domain, and the heads at or above
     :data:`~context_neurons.activations.PREVIOUS_TOKEN_MIN`."""
@@ -54,7 +54,7 @@ def previous_token_heads(model: HookedTransformer, data, start: int) -> tuple[Te
     return previous, [h for h in range(len(previous)) if previous[h] >= PREVIOUS_TOKEN_MIN]
 
 
-def head_sets(model: HookedTransformer) -> dict[str, list[int]]:
+def head_sets(model: TransformerBridge) -> dict[str, list[int]]:
     """The protocol's head sets: the taxonomy's contextual heads, and every non-local head."""
     taxonomy = classify_heads(model)
     return {
@@ -65,7 +65,7 @@ def head_sets(model: HookedTransformer) -> dict[str, list[int]]:
 
 @torch.no_grad()
 def resample_window_means(
-    model: HookedTransformer, windows: list[Tensor], labels: list[str], heads: list[int],
+    model: TransformerBridge, windows: list[Tensor], labels: list[str], heads: list[int],
     start: int, batch_size: int = 16,
 ) -> Tensor:
     """Window means with ``heads``' ``hook_z`` taken from a window of another domain (window
@@ -91,7 +91,7 @@ def resample_window_means(
     return torch.cat(out)
 
 
-def measure(model: HookedTransformer, data, sets: dict[str, list[int]], start: int,
+def measure(model: TransformerBridge, data, sets: dict[str, list[int]], start: int,
             progress: bool = False, resample: bool = True,
             batch_size: int = 32) -> Measurements:
     """The forward passes of the evaluation (EVAL windows are all ``n_ctx`` long); ``resample``:
@@ -150,7 +150,7 @@ def _top_rho(top: np.ndarray, truth: st.Truth, sd: np.ndarray) -> np.ndarray:
 
 
 def evaluate(
-    model: HookedTransformer,
+    model: TransformerBridge,
     record: dict,
     protocol: dict | None = None,
     corpora_dir=None,
