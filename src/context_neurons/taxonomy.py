@@ -36,7 +36,6 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from context_neurons.models.weights import Model
 from context_neurons.checks import HEAD_GROUPS, OutOfRangeError, TokenError, check_heads
 from context_neurons.checks import check_position, token_id
 from context_neurons.decomposition import (
@@ -46,6 +45,7 @@ from context_neurons.decomposition import (
     mean_positional_keys,
     positional_pattern,
 )
+from context_neurons.models.weights import Model
 
 #: Destination position of Figure 2 on GPT-2 Small (about half its context of 1024).
 PAPER_POSITION = 500

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from context_neurons.models.weights import layer_norm_affine, read_weights
 from context_neurons import decomposition as dec
 from context_neurons.checks import InputError
 from context_neurons.models.toy import make_small_model
+from context_neurons.models.weights import layer_norm_affine, read_weights
 
 
 def hook_scores(model, tokens):

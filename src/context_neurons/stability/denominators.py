@@ -13,7 +13,6 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from context_neurons.models.weights import Model, as_weights
 from context_neurons.checks import (
     OutOfRangeError,
     check_heads,
@@ -28,6 +27,7 @@ from context_neurons.decomposition import (
     mean_positional_keys,
     positional_scores,
 )
+from context_neurons.models.weights import Model, as_weights
 
 
 @torch.no_grad()

@@ -13,13 +13,13 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from context_neurons.models.weights import Model
 from context_neurons.checks import OutOfRangeError, check_heads, check_position, check_sequence, token_id
 from context_neurons.decomposition import (
     DEFAULT_DESTINATION,
     default_reference_tokens,
     mean_positional_keys,
 )
+from context_neurons.models.weights import Model
 from context_neurons.stability.bounds import (
     bootstrap_standard_error,
     chebyshev_bound,
