@@ -420,6 +420,15 @@ print("check passed: the reconstruction is exact on the diagonal")
 # ```python
 # tv_to_hooks = ...  # TV distance between the hooked pattern and pos_m, per head
 # ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# Write out $q_m \cdot P[m, i]$ when every source token is the same token $t$: which token
+# distribution in $M[i] = \mathbb{E}_t\, k(t, i)$ makes it the true score minus a constant, which
+# the softmax ignores? `dec.token_id` gives the id to put in `reference_tokens`, and
+# `dec.tv_distance` compares the two patterns.
+# ```
 # ````
 #
 # ```{solution-start} ex-constant-text
@@ -470,6 +479,16 @@ print("check passed: on a constant text pos_m(i) is the attention pattern (max T
 #
 # **Checkable criterion:** the bound holds at every destination; your verdict rests on the
 # printed ratio of the median error to the median movement of the output.
+#
+# ```{hint}
+# :class: dropdown
+#
+# For step 2, `contextual_decomposition.exact_pattern()` and
+# `contextual_decomposition.reconstructed_pattern()` hold $A$ and $\hat A$ for the heads in
+# `shown`, so $\Delta_n$ at every destination is one matrix product with the $x_i$ stacked as rows.
+# The maximum over $i \le n$ in the bound is a running maximum along the positions
+# (`torch.cummax`).
+# ```
 # ````
 #
 # ```{solution-start} ex-ch01-good-enough

@@ -526,6 +526,16 @@ print("check passed: the rules written out give the groups of classify_heads for
 # **Checkable criterion:** the group you argue for is the group the rules give under the
 # majority of these settings, and you say whether the settings were unanimous; if they were
 # not, name the setting that moves the head and the threshold it crosses.
+#
+# ```{hint}
+# :class: dropdown
+#
+# The destination tokens need no new run: `taxonomy.n_eff` has one row per destination token, and
+# `tx.classify_kernel` (a width and the number of keys, $n + 1$) and `tx.assign_group` apply the
+# rules to any numbers you give them, with the content statistics as medians over the
+# destination tokens (`taxonomy.content_sd`, `taxonomy.self_z`). The other positions do need a fresh
+# `tx.classify_heads(model, n=..., heads=[head])`, whose `group_of` gives that setting's vote.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch02-close-call

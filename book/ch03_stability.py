@@ -532,6 +532,17 @@ figure = plot_density_effect(
 # sum_sq = ...       # sum of pos^2 over the random positions
 # cv_predicted = ... # sigma * sqrt(sum_sq) / E[D/mu], with E[D/mu] = study.predicted_mean(head)
 # ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# The content weights `study.values(head)` are in units of $\mu$, so their mean under
+# `study.probs` is 1 and $\sigma$ is a weighted standard deviation; the random positions are the
+# kernel row `study.kernel[study.row(head)]` without its first and last entries. For the
+# tolerance, `study.simulated_cv_standard_error(head, n_samples)` gives the standard error of a CV
+# estimated from `n_samples` synthetic texts, and `st.coefficient_of_variation` measures the
+# spread of any set of denominators.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch03-predict-spread
@@ -589,6 +600,16 @@ print("check passed: the prediction equals the package's and the i.i.d. texts' s
 # head = min(study.heads, key=study.n_eff)
 # draws = ...          # [20000, n - 1] token indices into study.values(head)
 # sums = ...           # one weighted sum per synthetic text
+# ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# Write the variance of the sum as a double sum of covariances $\mathrm{Cov}[X_j, X_k]$ and use
+# independence. For the tolerance, the standard error of a sample variance depends on the sum's
+# fourth cumulant, and cumulants of independent terms add like variances:
+# `st.weighted_sum_cumulants(kernel, values, probs)` computes them from the weight distribution
+# rather than from the draws.
 # ```
 # ````
 #
@@ -653,6 +674,15 @@ print("check passed: the variance formula and Chebyshev's bound hold on i.i.d. d
 #
 # **Checkable criterion:** your prediction of what cannot change holds exactly in the numbers,
 # and your verdict compares each change of CV with the printed bootstrap standard error.
+#
+# ```{hint}
+# :class: dropdown
+#
+# For the prediction, find where $M$ enters the definitions of chapter 1: in $P[n, i]$, in
+# $E[n, t]$, or in both? Then pass `mean_keys=` to `st.denominator_study`, compare the two studies'
+# `kernel` with `dec.tv_distance` and their `log_c` directly, and take each head's bootstrap
+# standard error from the column `"CV texts se"` of section 3.3's `table`.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch03-calibration
@@ -669,6 +699,7 @@ print("check passed: the variance formula and Chebyshev's bound hold on i.i.d. d
 
 # %%
 from context_neurons import decomposition as dec
+from context_neurons.printing import fixed
 from context_neurons.text.corpora import calibration_text, describe
 from context_neurons.text.windows import calibration_tokens
 
@@ -686,7 +717,8 @@ for k, head in enumerate(shown):
     se = table.loc[head, "CV texts se"]
     print(
         f"{head:4d}  {kernel_tv[k]:9.4f}  {cv_prose:8.4f}  {cv_news:7.4f}  "
-        f"{cv_news - cv_prose:+6.4f}  {se:12.4f}  {abs(cv_news - cv_prose) > 2 * se}"
+        f"{fixed(cv_news - cv_prose, 4, sign=True):>6}  {se:12.4f}  "
+        f"{abs(cv_news - cv_prose) > 2 * se}"
     )
 print("check passed: the content weights do not depend on the calibration text; the kernels do")
 

@@ -356,6 +356,16 @@ figure = plot_output_scatter(
 # toy_circuit = cc.build_circuit(toy, calibration_tokens, heads=toy_heads, dest_token=3, n_min=4)
 # error = ...
 # ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# `cc.circuit_error(toy_circuit, toy, texts)` returns a fit whose `relative_error` has one value
+# per text and position; random texts from `torch.randint` will do, and the circuit must be built
+# again after you change `W_Q`. For the last question, follow a nonzero query through
+# $A^h_{n,i} = \mathrm{pos}_{h,n}(i)\, c_h(t_i) / D_h(n)$: which quantities stop being the same
+# for every text?
+# ```
 # ````
 #
 # ```{solution-start} ex-ch04-exact-circuit
@@ -409,6 +419,16 @@ print("check passed: the circuit is exact when its assumptions hold, and only th
 # v = ...       # [ctx_head, d_head]: the contextual heads' values of the word
 # e_word = ...  # [d_model]
 # ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# The hook `blocks.0.attn.hook_v` has shape `[batch, pos, head, d_head]`, so index the word's
+# position and `circuit.heads`; `circuit.log_content` (`[ctx_head, d_vocab]`) and
+# `calib.log_dhat` are logarithms, so each head's factor is one exponential of a difference. For
+# the last question, ask which residual-stream vector the value at position $n_{\text{ref}}$ is
+# computed from.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch04-extended
@@ -457,6 +477,16 @@ print("check passed: the extended embedding equals its definition through the mo
 # **Checkable criterion:** the relation of part 1 holds to float precision, and your verdict
 # names the calibration text with the lower measured error and says whether the denominators
 # predicted it.
+#
+# ```{hint}
+# :class: dropdown
+#
+# Only `calibration.log_dhat` differs between the two circuits, so write each head's share of
+# $e(t)$ from `circuit.token_values`, `circuit.log_content` and `circuit.w_o`, and see what
+# another $\hat D_h$ does to it. For part 2, `cc.calibration_log_denominators` gives a text's own
+# $\log D_h(n)$ at every position (with the mean keys of `reference_tokens`), and
+# `cc.circuit_error(...).relative_error` the error to measure.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch04-calibration

@@ -836,6 +836,15 @@ print("check passed: the score rebuilt from its definition equals the package's"
 # ids = ...       # token ids over-represented in the astronomy texts
 # mean_z = ...    # one number per carried neuron
 # ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# `texts.indices("astronomy")` and `texts.others("astronomy")` pick the rows of
+# `casestudies.token_counts(texts.windows, model.cfg.d_vocab)` to pool into the two rates. Each
+# neuron's robust centre and scale are already in `scores.median` and `scores.spread`, so one call
+# of `disc.contributions` with the carried neurons and your token ids gives every z-score.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch05-word-list
@@ -903,6 +912,16 @@ print(f"check passed: the {len(ids)} z-scores of neuron {best} agree with a dire
 # ```python
 # predictions = {...}  # neuron -> (domain, +1 or -1), written down before measuring
 # measured = casestudies.domain_evidence(acts, [(j, d) for j, (d, _) in predictions.items()])
+# ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# Take the direction from the side that dominates the neuron's score (`scores.sign`), not from its
+# single largest token: a neuron that a domain's tokens push down should fall on that domain.
+# Section 5.4's `casestudies.domain_from_weights` makes the same kind of prediction mechanically, a
+# useful check once yours is written down; for a failure, read the up- and down-token densities in
+# the table that `casestudies.domain_evidence` returns.
 # ```
 # ````
 #

@@ -784,6 +784,15 @@ print("check passed: the denominators change the bag term only")
 # ```python
 # fitted_fvu = ...  # FVU of a * yhat + b, fitted, for one pair
 # ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# `torch.linalg.lstsq` fits $a$ and $b$ once $\hat y$ is stacked beside a column of ones; to see
+# why the result is $1 - r^2$, write the least-squares residual variance with $\mathrm{var}(y)$,
+# $\mathrm{var}(\hat y)$ and their covariance. `result.pearson` and `result.fvu` hold $r$ and the
+# FVU of every neuron-text pair.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch06-fitted-fvu
@@ -835,6 +844,15 @@ print("check passed: the fitted FVU equals 1 - r^2 and bounds the FVU from below
 # ```python
 # prediction = +1   # +1: the FVU goes up with C, -1: it goes down (written before measuring)
 # calibrated = ev.evaluate(cc.get_circuit(model, C), model, domain_sets[D], own_neurons[D], ...)
+# ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# For the prediction, combine the constants table of section 6.6 with its swap of ingredients: where
+# does a domain's common direction go when the mean keys and values come from a text of that
+# domain? `own_neurons[D]` and `domain_sets[D]` are already built, and `truth_cache=truth_cache`
+# in `ev.evaluate` reuses the true pre-activations instead of running the model again.
 # ```
 # ````
 #
@@ -911,6 +929,18 @@ print("check passed: the measured FVU equals the sensitivity table's (two comput
 #    numbers and the verdict, and, if it fails, which approximation of chapters 4 and 6 you would
 #    suspect first (kernel, denominators, LN2 scale, the reference distribution) and how you
 #    would test it.
+#
+# ```{hint}
+# :class: dropdown
+#
+# Steps 1 and 2 are already on this page (`circuit`, `carried`, `own_domain`); for step 3, turn
+# `casestudies.token_counts` into frequencies, take $c_j$ from
+# `disc.contributions(circuit, model, [j])` and $\bar m$ from `circuit.kernel`, and the prediction
+# is one dot product. For step 4, `ev.approximator(circuit, model, [j]).terms(tokens)` returns the
+# approximation's terms by name without a model run: the sum of those in `ev.LOCAL_TERMS`,
+# subtracted from the `true_mean` of `result` and of `domain_results[D]`, leaves what the
+# contextual heads add.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch06-capstone

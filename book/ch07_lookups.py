@@ -689,6 +689,16 @@ print(
 # ```python
 # head_term = ...  # (z_h @ W_O[h] - mean) . W_in[:, j] / scale
 # ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# LN2 subtracts the mean of its input before dividing by `ln2.hook_scale`, so centre the read-out
+# vector `model.W_in[layer][:, neuron]` once and dot every part with it; `lookups[0].top_heads[0]`
+# gives the top head's layer and index. For the full sum, remember that the neuron reads the
+# attention output of its own block (bias $b_O$ included) but only the MLP outputs of earlier
+# blocks.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch07-attribution
@@ -746,6 +756,15 @@ print("check passed: the hand-made head term and the sum of all parts match the 
 # ```python
 # predicted = ...  # delta * neuron_logit_effect(...) at the clean scale
 # frozen_change = ...  # logits with the hook and the frozen scale, minus the clean logits
+# ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# `model.run_with_hooks(tokens, fwd_hooks=[(name, function), ...])` calls each function with the
+# activation and uses what it returns instead: one function adds `delta` times the output weight
+# at the last block's `hook_resid_post`, another returns the clean scale read beforehand with
+# `model.run_with_cache`. Compare the logits of the last position only.
 # ```
 # ````
 #

@@ -429,6 +429,16 @@ figure = plot_added_head(
 # weights = ...   # K[n, i] c_h(t_i) / D_h(n)
 # tv_by_hand = 0.5 * (row - weights).abs().sum()
 # ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# Index the circuit's tensors by the head's place in `plus.heads`, not by its number: the text's
+# own tokens $t_0, \dots, t_n$ select the columns of `plus.log_content`, and since it and
+# `plus.calibration.log_denominators` are logarithms, each weight is the kernel times one
+# exponential of a difference. `taxonomy.width` ranks the old heads by kernel width for the
+# comparison.
+# ```
 # ````
 #
 # ```{solution-start} ex-ch09-tv
@@ -786,6 +796,15 @@ figure = plot_alibi_kernels(
 # half, _ = ps.rotary_toy_model(seed=0, content_sd=0.5)
 # half_fit = ...
 # ratio = ...  # error of half_fit / error of rope_fit, per head
+# ```
+#
+# ```{hint}
+# :class: dropdown
+#
+# `ps.factorise_attention(half, texts)` factorises the new model on the same texts, and each fit's
+# `score_error()` is indexed `[text, head, n, i]`: sum its absolute value over every axis but the
+# head before taking the ratio. For the TV, ask what the score error passes through before it
+# becomes a difference of attention weights.
 # ```
 # ````
 #

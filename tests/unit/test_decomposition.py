@@ -239,3 +239,23 @@ def test_scale_change_from_the_residual_std(small_model):
     table = dec.scale_change_by_distance(small_model, tokens, n, distances=(1, 5, 100))
     assert list(table.index) == [1, 5] and list(table.columns) == ["median", "90th percentile"]
     assert table.loc[5, "median"] == pytest.approx(float(change[:, n - 5].quantile(0.5)), abs=1e-6)
+
+
+def test_the_method_takes_the_model_or_its_weights_alike():
+    """The plain value read once (models.weights) gives the same numbers as the model itself, and
+    sees weights edited in place on the model (its tensors are the model's own)."""
+    model, _ = make_small_model(seed=3, fold_ln=False)
+    weights = read_weights(model)
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=gen)
+    reference = torch.randint(0, model.cfg.d_vocab, (40,), generator=gen)
+    from_model = dec.decompose_attention(model, tokens, reference_tokens=reference)
+    from_weights = dec.decompose_attention(weights, tokens, reference_tokens=reference)
+    for name in ("exact_scores", "positional_scores", "content_scores"):
+        assert torch.equal(getattr(from_model, name), getattr(from_weights, name))
+    with torch.no_grad():
+        model.blocks[0].attn.W_K[1] *= 2.0
+    assert torch.equal(weights.W_K[1], model.blocks[0].attn.W_K[1])
+    edited = dec.decompose_attention(weights, tokens, reference_tokens=reference)
+    assert not torch.equal(edited.exact_scores[1], from_model.exact_scores[1])
+    assert torch.equal(edited.exact_scores[0], from_model.exact_scores[0])
