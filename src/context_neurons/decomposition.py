@@ -163,6 +163,21 @@ def default_reference_tokens(model: Model) -> Int[Tensor, " n_ref"]:
     return as_weights(model).reference_tokens
 
 
+def default_mean_keys(
+    model: Model, n_positions: int | None = None, which: str = "K"
+) -> Float[Tensor, "pos head_index d_head"]:
+    """``M`` (or the mean values, ``which="V"``) over :func:`default_reference_tokens`, for
+    positions ``0..n_positions-1`` (default the whole context). Computed once per model, for the
+    whole context, and kept on its :class:`ModelWeights` (``M[i]`` does not depend on how many
+    positions are computed)."""
+    w = as_weights(model)
+    full = w.derived(
+        f"mean_positional_keys_{which}",
+        lambda: mean_positional_keys(w, w.reference_tokens, None, which),
+    )
+    return full if n_positions is None else full[:n_positions]
+
+
 # ----------------------------------------------------------------------------------------------
 # Scores, patterns and their decomposition
 # ----------------------------------------------------------------------------------------------
@@ -260,9 +275,10 @@ def _sequence_inputs(model, tokens, heads, reference_tokens, mean_keys):
     heads = check_heads(model, heads)
     positions = torch.arange(len(tokens), device=tokens.device)
     if mean_keys is None:
-        if reference_tokens is None:
-            reference_tokens = default_reference_tokens(model)
-        mean_keys = mean_positional_keys(model, reference_tokens, len(tokens))
+        mean_keys = (
+            default_mean_keys(model, len(tokens)) if reference_tokens is None
+            else mean_positional_keys(model, reference_tokens, len(tokens))
+        )
     return tokens, heads, positions, mean_keys
 
 
@@ -336,9 +352,10 @@ def positional_pattern(
     heads = check_heads(model, heads)
     dest = token_id(model, dest_token)
     if mean_keys is None:
-        if reference_tokens is None:
-            reference_tokens = default_reference_tokens(model)
-        mean_keys = mean_positional_keys(model, reference_tokens, n + 1)
+        mean_keys = (
+            default_mean_keys(model, n + 1) if reference_tokens is None
+            else mean_positional_keys(model, reference_tokens, n + 1)
+        )
     positions = torch.tensor([n], device=model.cfg.device)
     q = destination_queries(model, dest, positions)
     scores = positional_scores(model, q, positions, n + 1, mean_keys, heads)[:, 0]

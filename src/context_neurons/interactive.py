@@ -254,9 +254,10 @@ class HeadKernels:
         self.model = model
         self.n_heads = model.cfg.n_heads
         self.n_ctx = model.cfg.n_ctx
-        if reference_tokens is None:
-            reference_tokens = dec.default_reference_tokens(model)
-        self.mean_keys = dec.mean_positional_keys(model, reference_tokens, self.n_ctx)
+        self.mean_keys = (
+            dec.default_mean_keys(model) if reference_tokens is None
+            else dec.mean_positional_keys(model, reference_tokens, self.n_ctx)
+        )
 
     def __call__(
         self, head: int, n: int, dest_token: str | int = dec.DEFAULT_DESTINATION

@@ -92,7 +92,7 @@ def recover(tokenizer, seed: int, windows, variant: str = "standard", n_tv: int 
                 planted_cols = [k for k, j in enumerate(found) if j in truth.context_neurons]
                 row["median_fvu_planted_only"] = float(ev.fvu[:, planted_cols].nanmedian())
     tv = []
-    mean_keys = dec.mean_positional_keys(model, dec.default_reference_tokens(model))
+    mean_keys = dec.default_mean_keys(model)
     for tokens in windows[:n_tv]:
         decomposition = dec.decompose_attention(model, tokens, heads=heads, mean_keys=mean_keys)
         tv.append(decomposition.tv_distance()[:, 1:].flatten())
@@ -171,7 +171,7 @@ def kernel_measurements(model, truth) -> dict:
     out: dict = {}
     heads = truth.head_groups["contextual"]
     reference = dec.default_reference_tokens(model)
-    mean_keys = dec.mean_positional_keys(model, reference, model.cfg.n_ctx)
+    mean_keys = dec.default_mean_keys(model)
     if heads:
         patterns = tx.layer0_patterns(model, 500, tx.DESTINATIONS, heads, mean_keys[:501])
         n_eff = tx.kernel_width(patterns)  # [dest, head]

@@ -41,6 +41,7 @@ from context_neurons.checks import check_position, token_id
 from context_neurons.decomposition import (
     DEFAULT_DESTINATION,
     content_log_weights,
+    default_mean_keys,
     default_reference_tokens,
     mean_positional_keys,
     positional_pattern,
@@ -230,7 +231,7 @@ def layer0_patterns(
     n = check_position(model, default_position(model) if n is None else n)
     heads = check_heads(model, heads)
     if mean_keys is None:
-        mean_keys = mean_positional_keys(model, default_reference_tokens(model), n + 1)
+        mean_keys = default_mean_keys(model, n + 1)
     return torch.stack(
         [positional_pattern(model, n, d, heads=heads, mean_keys=mean_keys) for d in destinations]
     )
@@ -490,9 +491,10 @@ def classify_heads(
     n = check_position(model, default_position(model) if n is None else n)
     destinations = destinations_for(model) if destinations is None else destinations
     heads = check_heads(model, heads)
-    if reference_tokens is None:
-        reference_tokens = default_reference_tokens(model)
-    mean_keys = mean_positional_keys(model, reference_tokens, n + 1)
+    mean_keys = (
+        default_mean_keys(model, n + 1) if reference_tokens is None
+        else mean_positional_keys(model, reference_tokens, n + 1)
+    )
     patterns = layer0_patterns(model, n, destinations, heads, mean_keys).cpu()
     n_eff = kernel_width(patterns)
     spread, self_z = content_statistics(model, n, destinations, reference_tokens, heads)

@@ -24,8 +24,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from context_neurons.activations import activation_truth, precision_recall_curve, score_auc
 from context_neurons.checks import DataError, InputError
 from context_neurons.circuit import ContextualCircuit, build_circuit
-from context_neurons.decomposition import decompose_attention, default_reference_tokens
-from context_neurons.decomposition import mean_positional_keys
+from context_neurons.decomposition import decompose_attention, default_mean_keys
 from context_neurons.discovery import THETA, NeuronScores, loud_token_share, precision_recall
 from context_neurons.discovery import score_neurons
 from context_neurons.evaluation import contextual_heads_accuracy, evaluate
@@ -81,7 +80,7 @@ def decomposition_rows(
     """Chapter 1: TV distance between exact and reconstructed patterns of the contextual heads."""
     if not heads:
         return [Row("tv_distance_median", math.nan, "not computed: no contextual head was found")]
-    mean_keys = mean_positional_keys(model, default_reference_tokens(model))
+    mean_keys = default_mean_keys(model)
     tv = [
         decompose_attention(model, tokens, heads=heads, mean_keys=mean_keys).tv_distance().cpu()
         for tokens in tqdm(windows, desc="TV distance", disable=not progress)

@@ -23,8 +23,7 @@ from context_neurons.checks import (
 from context_neurons.decomposition import (
     DEFAULT_DESTINATION,
     centred,
-    default_reference_tokens,
-    mean_positional_keys,
+    default_mean_keys,
     positional_scores,
 )
 from context_neurons.models.weights import Model, as_weights
@@ -66,7 +65,7 @@ def log_kernels(
     heads = check_heads(model, heads)
     check_position(model, n_positions - 1)
     if mean_keys is None:
-        mean_keys = mean_positional_keys(model, default_reference_tokens(model), n_positions)
+        mean_keys = default_mean_keys(model, n_positions)
     positions = torch.arange(n_positions, device=model.cfg.device)
     queries = torch.zeros(
         n_positions,

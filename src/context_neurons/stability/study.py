@@ -16,8 +16,7 @@ from torch import Tensor
 from context_neurons.checks import OutOfRangeError, check_heads, check_position, check_sequence, token_id
 from context_neurons.decomposition import (
     DEFAULT_DESTINATION,
-    default_reference_tokens,
-    mean_positional_keys,
+    default_mean_keys,
 )
 from context_neurons.models.weights import Model
 from context_neurons.stability.bounds import (
@@ -273,7 +272,7 @@ def denominator_study(
     device = model.cfg.device
     texts = torch.stack([check_sequence(model, w)[:n] for w, _ in kept])  # [text, n]: t_0..t_{n-1}
     if mean_keys is None:
-        mean_keys = mean_positional_keys(model, default_reference_tokens(model), n + 1)
+        mean_keys = default_mean_keys(model, n + 1)
     kernel = log_kernels(model, n + 1, dest_token, heads, mean_keys)[:, n].exp()  # [head, n + 1]
     dest = token_id(model, dest_token)
     body = texts[:, 1:].reshape(-1)
