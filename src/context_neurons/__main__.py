@@ -167,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", type=Path, default=None,
                      help="write the results as JSON to this file (its folder must exist)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars or messages")
+    rep.add_argument("--explain", action="store_true",
+                     help="print a legend under the table: its columns, and what each row is")
 
     regen = command("regenerate-notebooks",
                     "execute chapters on the planted model and store their outputs in "
@@ -201,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from context_neurons.reproduce import format_table, reproduce, to_json
+    from context_neurons.reproduce import explain_table, format_table, reproduce, to_json
 
     check_device(args.device)
     if args.seed is None:
@@ -218,6 +220,8 @@ def _reproduce(args: argparse.Namespace) -> int:
                             progress=not args.no_progress, source=args.source, seed=args.seed,
                             variant=args.variant)
     print(format_table(results))
+    if args.explain:
+        print(explain_table(results))
     if out:
         write_atomic(out, strict_json(to_json(results)))
         print(f"wrote {out}", file=sys.stderr)

@@ -219,7 +219,8 @@ def layer0_patterns(
     """Positional patterns ``pos_n(i)`` of layer-0 heads for several destination tokens.
 
     Args:
-        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
+        model: a GPT-2-architecture model or its
+            :class:`~context_neurons.models.weights.ModelWeights`.
         n: destination position (default :func:`default_position`).
         destinations: destination tokens (strings of one token, or ids).
         heads: heads to keep (default all).
@@ -256,7 +257,8 @@ def content_statistics(
     the destination token itself is left out of it.
 
     Args:
-        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
+        model: a GPT-2-architecture model or its
+            :class:`~context_neurons.models.weights.ModelWeights`.
         n: destination position (default :func:`default_position`).
         destinations: destination tokens (default :func:`destinations_for` the model).
         reference_tokens: the token distribution (default: the calibration text's tokens).
@@ -476,7 +478,8 @@ def classify_heads(
     test and the content spread take the median over all destination tokens.
 
     Args:
-        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
+        model: a GPT-2-architecture model or its
+            :class:`~context_neurons.models.weights.ModelWeights`.
         n: destination position (default :func:`default_position`: 500, the paper's, where the
             context allows).
         destinations: destination tokens, the first one defining the kernels (default

@@ -21,9 +21,12 @@ REQUIRED_KEYS = {
 def test_reproduce_planted_writes_every_key_and_prints_the_table(tmp_path, capsys):
     out = tmp_path / "results.json"
     assert main(["reproduce", "--model", "planted", "--texts", "2", "--no-progress",
-                 "--out", str(out)]) == 0
+                 "--explain", "--out", str(out)]) == 0
     table = capsys.readouterr().out
     assert "| quantity" in table and "paper (GPT-2 Small)" in table and "planted truth" in table
+    legend = table[table.index("columns:"):]  # --explain: every row of the table is explained
+    assert "planted truth: what was planted" in legend
+    assert "  tv_distance_median: TV distance" in legend and "  seconds: " in legend
     results = json.loads(out.read_text())
     assert REQUIRED_KEYS <= set(results), REQUIRED_KEYS - set(results)
     assert results["model"] == "planted" and results["n_texts"] == 2 and results["seconds"] > 0

@@ -12,7 +12,7 @@
 
 All become a TransformerLens ``TransformerBridge`` (TransformerLens 4) through
 :func:`bridge_from_hf`, which boots the bridge on the Hugging Face module with
-``boot_transformers`` (the function ``TransformerBridge.boot_transformers("gpt2")`` calls) and turns
+``TransformerBridge.boot_transformers`` (given the module, so nothing is downloaded twice) and turns
 on compatibility mode, so every model goes through exactly the loader that real GPT-2 uses, on the
 device asked for. This module and the hook-based measurements are the only parts of the package
 that know TransformerLens's API; the method reads the weights once through
@@ -21,8 +21,8 @@ that know TransformerLens's API; the method reads the weights once through
 Weight processing (:class:`WeightProcessing`) defaults to TransformerLens's defaults: LayerNorm
 weights folded into the next matrices (``fold_ln``), writing weights centred, unembedding centred,
 value biases folded into the output bias. Each is an exact re-parametrisation: logits are unchanged
-(tested). The decomposition code reads LayerNorms through the model's own modules, so it is exact
-arithmetic on the weights actually run, whatever the processing.
+(tested). The method reads LayerNorm parameters with the other weights (ones and zeros once folded),
+so it is exact arithmetic on the weights actually run, whatever the processing.
 """
 
 from __future__ import annotations
@@ -215,9 +215,7 @@ def placeholder_tokenizer(d_vocab: int) -> PreTrainedTokenizerBase:
     if not (saved / "tokenizer.json").is_file():
         word_level = Tokenizer(models.WordLevel({f"<{i}>": i for i in range(d_vocab)}, "<0>"))
         word_level.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        fast = PreTrainedTokenizerFast(
-            tokenizer_object=word_level, unk_token="<0>"
-        )
+        fast = PreTrainedTokenizerFast(tokenizer_object=word_level, unk_token="<0>")
         _save_whole(fast, saved)
     return AutoTokenizer.from_pretrained(str(saved))
 
@@ -243,8 +241,8 @@ def bridge_from_hf(
 
     The bridge runs in compatibility mode, with the weight processing of ``processing``
     (HookedTransformer-equivalent numerics and hook names; ``tests/unit/test_raw_transformers.py``
-    checks every weight and hook the method reads against the Hugging Face module itself). The bridge
-    takes ``hf_model`` over (it processes its weights in place): pass a copy to keep the original.
+    checks every weight and hook the method reads against the Hugging Face module itself). The
+    bridge takes ``hf_model`` over (it processes its weights in place): pass a copy to keep it.
     ``tokenizer`` may be None for small test models that are only fed token ids (they get
     :func:`placeholder_tokenizer`); its ``model_max_length`` is set to the model's context, which
     the windowing functions read.

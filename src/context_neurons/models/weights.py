@@ -3,14 +3,15 @@
 The method (chapters 1-6: decomposition, taxonomy, stability, circuit, discovery) reads only
 layer 0 of a model: the embeddings, LN1 and LN2, the attention weights and the MLP's input
 weights, plus the model's sizes and tokenizer. :func:`read_weights` reads them from a
-TransformerLens model (a ``TransformerBridge`` in compatibility mode, whatever weight processing was
-applied) into a :class:`ModelWeights`, once per model; the method's functions take either the value
-or the model (:func:`as_weights`), so a reader who loaded GPT-2 with TransformerLens passes the model
-and the method never calls TransformerLens's API itself. Tensors are the model's own (views, not
-copies): weights edited in place on the model, as the exercises do, are seen here too.
+TransformerLens model (a ``TransformerBridge`` in compatibility mode, whatever weight processing
+was applied) into a :class:`ModelWeights`, once per model; the method's functions take either the
+value or the model (:func:`as_weights`), so a reader who loaded GPT-2 with TransformerLens passes
+the model and the method never calls TransformerLens's API itself. Tensors are the model's own
+(views, not copies): weights edited in place on the model, as the exercises do, are seen here too.
 
-Quantities derived from the weights that several functions need (the reference token distribution,
-the activation function) are computed once, lazily, and kept on the value.
+Quantities derived from the weights that several functions need (the reference token
+distribution, the mean keys over it, the activation function) are computed once, lazily, and kept
+on the value.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ def layer_norm_affine(
     ``ln_final``); ones and zeros, on ``device``, for a LayerNorm folded into the next weights."""
     gamma, beta = getattr(ln, "w", None), getattr(ln, "b", None)
     ones = torch.ones(d_model, device=device)
-    return (ones if gamma is None else gamma.detach()), (ones * 0 if beta is None else beta.detach())
+    gamma = ones if gamma is None else gamma.detach()
+    return gamma, (ones * 0 if beta is None else beta.detach())
 
 
 _READ: "weakref.WeakKeyDictionary[Any, ModelWeights]" = weakref.WeakKeyDictionary()

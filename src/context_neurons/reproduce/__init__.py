@@ -3,4 +3,9 @@
 the technique modules, none of which imports it."""
 
 from context_neurons.reproduce.pipeline import reproduce  # noqa: F401
-from context_neurons.reproduce.table import Row, format_table, to_json  # noqa: F401
+from context_neurons.reproduce.table import (  # noqa: F401
+    Row,
+    explain_table,
+    format_table,
+    to_json,
+)

@@ -77,6 +77,24 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def explain_table(results: dict[str, Any]) -> str:
+    """The table's legend (``reproduce --explain``): what its columns are, then what each row is."""
+    rows: list[Row] = results["_rows"]
+    out = [
+        "columns:",
+        "  quantity: the result's key in the JSON (--out)",
+        "  paper (GPT-2 Small): Gibson (2025)'s value or claim, for comparison only; never used "
+        "in the run ('-': the paper gives none)",
+        f"  this run ({results['model']}): computed in this run, on this model",
+    ]
+    if results["planted"]:
+        out.append("  planted truth: what was planted in the planted model (known by construction)")
+    out.append("rows:")
+    out += [f"  {r.key}: {r.label or '-'}" for r in rows]
+    out.append("  seconds: wall-clock time of the run")
+    return "\n".join(out)
+
+
 def to_json(results: dict[str, Any]) -> str:
     """The results as JSON: values by key, with ``labels``, ``paper`` and ``planted_truth``."""
     clean = {k: v for k, v in results.items() if not k.startswith("_")}

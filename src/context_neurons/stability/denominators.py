@@ -143,7 +143,8 @@ def log_content_table(
     destination positions at once.
 
     Args:
-        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
+        model: a GPT-2-architecture model or its
+            :class:`~context_neurons.models.weights.ModelWeights`.
         positions: destination positions.
         token_ids: source tokens.
         dest_token: the destination token.
@@ -180,7 +181,8 @@ def log_denominators(
     ``D_n = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(dest)``.
 
     Args:
-        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
+        model: a GPT-2-architecture model or its
+            :class:`~context_neurons.models.weights.ModelWeights`.
         tokens: one text, BOS first.
         dest_token: the destination token placed at every position.
         heads: heads to keep (default all).

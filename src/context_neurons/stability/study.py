@@ -255,7 +255,8 @@ def denominator_study(
     """``D_n`` of each head on each text long enough, and the independent-token model beside it.
 
     Args:
-        model: a GPT-2-architecture model or its :class:`~context_neurons.models.weights.ModelWeights`.
+        model: a GPT-2-architecture model or its
+            :class:`~context_neurons.models.weights.ModelWeights`.
         windows: texts, BOS first; those shorter than ``n + 1`` tokens are skipped.
         n: destination position (default ``n_ctx / 2``, as in Figure 4).
         dest_token: the destination token placed at ``n``.
