@@ -191,6 +191,12 @@ def token_id(model, token: str | int) -> int:
     if getattr(model, "tokenizer", None) is None:
         raise TokenError(f"This model has no tokenizer to look up {token!r}: pass a token id.")
     ids = model.tokenizer.encode(token, add_special_tokens=False)
+    unknown = getattr(model.tokenizer, "unk_token_id", None)
+    if ids == [unknown] and token != model.tokenizer.unk_token:
+        raise TokenError(
+            f"{token!r} is not in this model's vocabulary (its tokenizer maps it to the unknown "
+            "token); choose another token, or pass an id."
+        )
     if len(ids) != 1:
         raise TokenError(
             f"{token!r} is {len(ids)} tokens in this model's tokenizer, not one ({ids}); choose a "

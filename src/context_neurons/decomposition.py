@@ -33,7 +33,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from context_neurons.checks import check_heads, check_position, check_sequence, token_id
-from context_neurons.models.weights import LAYER, Model, ModelWeights, as_weights
+from context_neurons.models.weights import Model, as_weights
 
 #: The destination token the method fixes (a stop word), looked up in each model's tokenizer.
 DEFAULT_DESTINATION = " the"
@@ -168,8 +168,8 @@ def default_mean_keys(
 ) -> Float[Tensor, "pos head_index d_head"]:
     """``M`` (or the mean values, ``which="V"``) over :func:`default_reference_tokens`, for
     positions ``0..n_positions-1`` (default the whole context). Computed once per model, for the
-    whole context, and kept on its :class:`ModelWeights` (``M[i]`` does not depend on how many
-    positions are computed)."""
+    whole context, and kept on its :class:`ModelWeights` until the weights are edited (``M[i]``
+    does not depend on how many positions are computed, up to float rounding)."""
     w = as_weights(model)
     full = w.derived(
         f"mean_positional_keys_{which}",

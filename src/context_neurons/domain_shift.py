@@ -161,9 +161,9 @@ def path_pieces(
     n_ctx = model.cfg.n_ctx
     n_ref = check_position(model, n_ctx // 2 if n_ref is None else n_ref)
     dest = token_id(model, dest_token)
-    if bos_token is None and model.tokenizer is None:
-        raise InputError("The model has no tokenizer: give bos_token.")
-    bos = model.tokenizer.bos_token_id if bos_token is None else int(bos_token)
+    bos = getattr(model.tokenizer, "bos_token_id", None) if bos_token is None else int(bos_token)
+    if bos is None:
+        raise InputError("The model's tokenizer has no BOS token: give bos_token.")
     device = model.cfg.device
     mean_keys = dec.mean_positional_keys(model, reference_tokens.to(device), n_ctx, which="K")
     positions = torch.arange(n_ctx, device=device)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from context_neurons import decomposition as dec
-from context_neurons.checks import InputError
+from context_neurons.checks import InputError, TokenError
 from context_neurons.models.toy import make_small_model
 from context_neurons.models.weights import layer_norm_affine, read_weights
 
@@ -259,3 +259,28 @@ def test_the_method_takes_the_model_or_its_weights_alike():
     edited = dec.decompose_attention(weights, tokens, reference_tokens=reference)
     assert not torch.equal(edited.exact_scores[1], from_model.exact_scores[1])
     assert torch.equal(edited.exact_scores[0], from_model.exact_scores[0])
+
+
+def test_kept_mean_keys_follow_weights_edited_in_place():
+    """``M`` is computed once per model and kept, but not past an edit of the weights it reads."""
+    from transformers import AutoTokenizer
+
+    from context_neurons.models.loading import TRAINED_DIR, bridge_from_hf, load_checkpoint
+
+    # A copy of its own (the cached trained model of the other tests is left as it is).
+    tokenizer = AutoTokenizer.from_pretrained(str(TRAINED_DIR))
+    model = bridge_from_hf(load_checkpoint(TRAINED_DIR), tokenizer, "trained")
+    kept = dec.default_mean_keys(model)
+    assert dec.default_mean_keys(model) is kept  # computed once
+    with torch.no_grad():
+        model.blocks[0].attn.W_K[0] *= 2.0
+    fresh = dec.mean_positional_keys(model, dec.default_reference_tokens(model), None)
+    assert torch.equal(dec.default_mean_keys(model), fresh)
+    assert not torch.equal(fresh, kept)
+
+
+def test_a_word_outside_a_placeholder_vocabulary_is_refused():
+    """Small id-only models have a placeholder tokenizer: a word is not silently its unknown id."""
+    model, _ = make_small_model(seed=0)
+    with pytest.raises(TokenError, match="not in this model's vocabulary"):
+        dec.positional_pattern(model, 5, " the")

@@ -183,3 +183,13 @@ def test_gpt2_medium_shape_runs_the_layer0_method(tmp_path):
     windows = [calibration_tokens(model.tokenizer)[:300]]
     result = ev.evaluate(circuit, model, windows, [0, 4095])
     assert result.pearson.shape == (1, 2) and bool(torch.isfinite(result.pearson).all())
+
+
+def test_a_checkpoint_that_does_not_scale_its_scores_is_refused(tmp_path):
+    """TransformerLens 4's bridge ignores scale_attn_weights=False: such a checkpoint would run
+    with the wrong scores, so the loader refuses it by name."""
+    path = save_gpt2_shaped_checkpoint(tmp_path / "unscaled", seed=0, n_layer=1, n_embd=32,
+                                       n_head=2, n_positions=16, vocab_size=100,
+                                       scale_attn_weights=False)
+    with pytest.raises(ModelLoadError, match="scale_attn_weights=False"):
+        load_model(str(path))

@@ -244,12 +244,18 @@ def bridge_from_hf(
     checks every weight and hook the method reads against the Hugging Face module itself). The
     bridge takes ``hf_model`` over (it processes its weights in place): pass a copy to keep it.
     ``tokenizer`` may be None for small test models that are only fed token ids (they get
-    :func:`placeholder_tokenizer`); its ``model_max_length`` is set to the model's context, which
-    the windowing functions read.
+    :func:`placeholder_tokenizer`); the bridge's tokenizer (its own copy) gets the model's context
+    as ``model_max_length``, which the windowing functions read.
     """
     if not isinstance(getattr(hf_model, "config", None), GPT2Config):
         raise ModelLoadError(
             f"Expected a GPT-2-architecture model (GPT2LMHeadModel), got {type(hf_model).__name__}."
+        )
+    if not getattr(hf_model.config, "scale_attn_weights", True):
+        raise ModelLoadError(
+            "This checkpoint does not scale its attention scores (scale_attn_weights=False), "
+            "which TransformerLens 4's bridge ignores: it would run the model with scores divided "
+            "by sqrt(d_head). Use a checkpoint with GPT-2's default (scale_attn_weights=True)."
         )
     device = str(config.resolve_device(device))
     hf_model = hf_model.float().eval()  # checkpoints may be stored in half precision

@@ -6,12 +6,14 @@ weights, plus the model's sizes and tokenizer. :func:`read_weights` reads them f
 TransformerLens model (a ``TransformerBridge`` in compatibility mode, whatever weight processing
 was applied) into a :class:`ModelWeights`, once per model; the method's functions take either the
 value or the model (:func:`as_weights`), so a reader who loaded GPT-2 with TransformerLens passes
-the model and the method never calls TransformerLens's API itself. Tensors are the model's own
-(views, not copies): weights edited in place on the model, as the exercises do, are seen here too.
+the model; the weights-only functions never call TransformerLens's API themselves (the circuit's
+measurement of LN2's scale on the calibration text runs the model through its hooks). Tensors are
+the model's own (views, not copies): weights edited in place on the model are seen here too, and
+a model moved, cast or given new weight tensors is read again.
 
 Quantities derived from the weights that several functions need (the reference token
-distribution, the mean keys over it, the activation function) are computed once, lazily, and kept
-on the value.
+distribution, the mean keys over it) are computed once, lazily, and kept on the value until the
+weights they read are edited (:meth:`ModelWeights.derived`).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class ModelWeights:
     ln2_b: Float[Tensor, " d_model"]
     W_in: Float[Tensor, "d_model d_mlp"]
     b_in: Float[Tensor, " d_mlp"]
-    _derived: dict = field(default_factory=dict, repr=False)
+    _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def projection(self, which: str) -> tuple[
         Float[Tensor, "head_index d_model d_head"], Float[Tensor, "head_index d_head"]
@@ -91,12 +93,23 @@ class ModelWeights:
         """The MLP's activation function (Hugging Face's implementation of ``cfg.act_fn``)."""
         return ACT2FN[self.cfg.act_fn]
 
+    def fingerprint(self) -> tuple:
+        """Where the weights live and how often they were edited in place: a derived quantity
+        kept from before an edit (``W_K[h] *= 2`` on the model) is computed again."""
+        return tuple(
+            (t.data_ptr(), t._version, t.dtype)
+            for t in (self.W_E, self.W_pos, self.ln1_w, self.ln1_b, self.W_Q, self.W_K, self.W_V,
+                      self.b_Q, self.b_K, self.b_V)
+        )
+
     def derived(self, key: str, compute: Callable[[], Any]) -> Any:
-        """A quantity derived from the weights, computed on first use and kept (``key`` names
-        it, with whatever arguments it depends on)."""
-        if key not in self._derived:
-            self._derived[key] = compute()
-        return self._derived[key]
+        """A quantity derived from the weights, computed on first use and kept until the weights
+        change (``key`` names it, with whatever arguments it depends on)."""
+        stamp = self.fingerprint()
+        kept = self._derived.get(key)
+        if kept is None or kept[0] != stamp:
+            self._derived[key] = (stamp, compute())
+        return self._derived[key][1]
 
     @property
     def reference_tokens(self) -> Int[Tensor, " n_ref"]:
@@ -132,8 +145,11 @@ def read_weights(model: TransformerBridge) -> ModelWeights:
             model, or a model with the same attribute names.
     """
     parameter = next(iter(model.parameters()))
-    if model in _READ and _READ[model].W_E.device == parameter.device:  # re-read if moved
-        return _READ[model]
+    kept = _READ.get(model)
+    if kept is not None and _same_storage(kept.W_E, model.W_E) and _same_storage(
+        kept.W_K, model.blocks[LAYER].attn.W_K
+    ):
+        return kept  # else the model was moved, cast or given new weights: read it again
     cfg, block = model.cfg, model.blocks[LAYER]
     attn = block.attn
     d_model = cfg.d_model
@@ -158,6 +174,12 @@ def read_weights(model: TransformerBridge) -> ModelWeights:
     )
     _READ[model] = weights
     return weights
+
+
+def _same_storage(kept: Tensor, current: Tensor) -> bool:
+    return (kept.data_ptr(), kept.device, kept.dtype) == (
+        current.data_ptr(), current.device, current.dtype
+    )
 
 
 #: What the method's functions take: the plain value, or a model to read it from.
