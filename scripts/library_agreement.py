@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.metadata
+import sys
 from pathlib import Path
 
 import torch
@@ -42,6 +43,16 @@ from torch import Tensor
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "unit"))  # the raw-transformers reference the tests use
+from gpt2_reference import (  # noqa: E402
+    LAYER_HOOKS,
+    centred,
+    expected_hook,
+    hf_activations,
+    hf_weights,
+    hook_activations,
+)
+
 TRAINED_DIR = ROOT / "src" / "context_neurons" / "assets" / "trained-model"
 DEFAULT_CHECKPOINT = Path("/tmp/library-agreement/gpt2-small-shaped-seed0")
 N_TOKENS = 64
@@ -58,122 +69,10 @@ PROCESSING = {
     "default": dict(fold_ln=True, center_writing_weights=True, center_unembed=True,
                     fold_value_biases=True),
 }
-LAYER_HOOKS = (
-    "hook_resid_pre", "ln1.hook_scale", "ln1.hook_normalized",
-    "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern",
-    "attn.hook_z", "hook_attn_out", "hook_resid_mid", "ln2.hook_scale", "ln2.hook_normalized",
-    "mlp.hook_pre", "mlp.hook_post", "hook_mlp_out",
-)
 HOOKS = ("hook_embed", "hook_pos_embed", *(f"blocks.{l}.{h}" for l in LAYERS for h in LAYER_HOOKS))
-RESIDUAL = {"hook_embed", "hook_pos_embed", "hook_resid_pre", "hook_attn_out", "hook_resid_mid",
-            "hook_mlp_out"}
-VALUES = {"attn.hook_v", "attn.hook_z"}
 LAYER_WEIGHTS = ("attn.W_Q", "attn.b_Q", "attn.W_K", "attn.b_K", "attn.W_V", "attn.b_V",
                  "attn.W_O", "attn.b_O", "ln1.w", "ln1.b", "ln2.w", "ln2.b", "mlp.W_in", "mlp.b_in")
 WEIGHTS = ("W_E", "W_pos", "W_U", *(f"blocks.{l}.{w}" for l in LAYERS for w in LAYER_WEIGHTS))
-
-
-def centred(x: Tensor) -> Tensor:
-    return x - x.mean(-1, keepdim=True)
-
-
-# ----------------------------------------------------------------------------------------------
-# Raw transformers: the reference
-# ----------------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def hf_activations(hf: GPT2LMHeadModel, tokens: Tensor) -> dict[str, Tensor]:
-    """Hugging Face's tensors at the points TransformerLens names (eager attention, which returns
-    the pattern; LayerNorm scale and normalised input by ``nn.LayerNorm``'s definition on the
-    module's input; scores ``q k^T * attn.scaling`` from ``c_attn``'s output)."""
-    hf = copy.deepcopy(hf).float().eval()
-    hf.set_attn_implementation("eager")
-    n_heads, out, handles = hf.config.n_head, {}, []
-    t = hf.transformer
-
-    def heads(x: Tensor) -> Tensor:  # [b p d] -> [b p head d_head]
-        return x.reshape(*x.shape[:-1], n_heads, -1)
-
-    def layer_norm(name: str, eps: float):
-        def hook(module, args, output):
-            c = centred(args[0])
-            scale = (c.pow(2).mean(-1, keepdim=True) + eps).sqrt()
-            out[f"{name}.hook_scale"], out[f"{name}.hook_normalized"] = scale, c / scale
-        return hook
-
-    def on(module, hook, pre=False, **kw):
-        register = module.register_forward_pre_hook if pre else module.register_forward_hook
-        handles.append(register(hook, **kw))
-
-    def store(name, pick=lambda o: o):
-        return lambda module, args, output: out.__setitem__(name, pick(output))
-
-    for l, block in enumerate(t.h):  # before any hook: the value bias [head, d_head]
-        out[f"blocks.{l}.value_bias"] = block.attn.c_attn(block.ln_1.bias).view(3, n_heads, -1)[2]
-    on(t.wte, store("hook_embed"))
-    on(t.wpe, store("hook_pos_embed", lambda o: o.expand(len(tokens), -1, -1)))
-    for l in LAYERS:
-        block, p = t.h[l], f"blocks.{l}."
-        attn, mlp = block.attn, block.mlp
-
-        def resid_pre(module, args, kwargs, p=p):
-            out[p + "hook_resid_pre"] = args[0] if args else kwargs["hidden_states"]
-
-        def qkv(module, args, output, p=p, scaling=attn.scaling):
-            q, k, v = (heads(x) for x in output.split(hf.config.n_embd, dim=-1))
-            out[p + "attn.hook_q"], out[p + "attn.hook_k"], out[p + "attn.hook_v"] = q, k, v
-            out[p + "attn.hook_attn_scores"] = torch.einsum("bqhe,bkhe->bhqk", q, k) * scaling
-
-        on(block, resid_pre, pre=True, with_kwargs=True)
-        on(block.ln_1, layer_norm(p + "ln1", block.ln_1.eps))
-        on(attn.c_attn, qkv)
-        on(attn, store(p + "hook_attn_out", lambda o: o[0]))
-        on(attn, store(p + "attn.hook_pattern", lambda o: o[1]))
-        on(attn.c_proj, lambda m, args, p=p: out.__setitem__(p + "attn.hook_z", heads(args[0])),
-           pre=True)
-        on(block.ln_2, layer_norm(p + "ln2", block.ln_2.eps))
-        on(block.ln_2, lambda m, args, p=p: out.__setitem__(p + "hook_resid_mid", args[0]),
-           pre=True)
-        on(mlp.c_fc, store(p + "mlp.hook_pre"))
-        on(mlp.act, store(p + "mlp.hook_post"))
-        on(mlp, store(p + "hook_mlp_out"))
-    on(t.ln_f, layer_norm("ln_final", t.ln_f.eps))
-    try:
-        out["logits"] = hf(tokens).logits
-    finally:
-        for handle in handles:
-            handle.remove()
-    return out
-
-
-def hf_weights(hf: GPT2LMHeadModel) -> dict[str, Tensor]:
-    """Hugging Face's weights rearranged into TransformerLens's shapes (no processing)."""
-    t, n_heads, d = hf.transformer, hf.config.n_head, hf.config.n_embd
-    w = {"W_E": t.wte.weight, "W_pos": t.wpe.weight, "W_U": hf.lm_head.weight.T}
-    for l in LAYERS:
-        block, p = t.h[l], f"blocks.{l}."
-        c_attn_w = block.attn.c_attn.weight.view(d, 3, n_heads, -1)  # [d_model, qkv, head, d_head]
-        c_attn_b = block.attn.c_attn.bias.view(3, n_heads, -1)
-        for i, x in enumerate("QKV"):
-            w[p + f"attn.W_{x}"] = c_attn_w[:, i].permute(1, 0, 2)  # [head, d_model, d_head]
-            w[p + f"attn.b_{x}"] = c_attn_b[i]
-        w[p + "attn.W_O"] = block.attn.c_proj.weight.view(n_heads, -1, d)  # [head, d_head, d_model]
-        w[p + "attn.b_O"] = block.attn.c_proj.bias
-        w[p + "ln1.w"], w[p + "ln1.b"] = block.ln_1.weight, block.ln_1.bias
-        w[p + "ln2.w"], w[p + "ln2.b"] = block.ln_2.weight, block.ln_2.bias
-        w[p + "mlp.W_in"], w[p + "mlp.b_in"] = block.mlp.c_fc.weight, block.mlp.c_fc.bias
-    return {name: x.detach().float() for name, x in w.items()}
-
-
-def expected_hook(name: str, ref: dict[str, Tensor], processed: bool) -> Tensor:
-    x = ref[name]
-    short = name.split(".", 2)[2] if name.startswith("blocks.") else name
-    if processed and short in RESIDUAL:
-        return centred(x)
-    if processed and short in VALUES:
-        return x - ref[name.rsplit(".", 2)[0] + ".value_bias"]
-    return x
 
 
 # ----------------------------------------------------------------------------------------------
@@ -225,15 +124,9 @@ def get(model, name: str) -> Tensor:
 @torch.no_grad()
 def tl_hooks(model, tokens: Tensor) -> tuple[dict[str, Tensor], dict[str, int]]:
     """Each hook's activation (under the name asked for) and how often it fired, and logits."""
-    fired: dict[str, list[Tensor]] = {name: [] for name in HOOKS}
-
-    def recorder(name: str):
-        return lambda x, hook: fired[name].append(x.detach().clone())
-
-    logits = model.run_with_hooks(tokens, fwd_hooks=[(n, recorder(n)) for n in HOOKS])
+    fired = hook_activations(model, tokens, HOOKS)
     acts = {name: xs[-1] for name, xs in fired.items() if xs}
-    acts["logits"] = logits
-    return acts, {name: len(xs) for name, xs in fired.items()}
+    return acts, {name: len(xs) for name, xs in fired.items() if name != "logits"}
 
 
 # ----------------------------------------------------------------------------------------------
