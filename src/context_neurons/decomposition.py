@@ -48,11 +48,21 @@ def centred(x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
     return x - x.mean(-1, keepdim=True)
 
 
+def layer_norm(
+    x: Float[Tensor, "... d_model"],
+    gamma: Float[Tensor, " d_model"],
+    beta: Float[Tensor, " d_model"],
+    eps: float,
+) -> Float[Tensor, "... d_model"]:
+    """LayerNorm with affine map ``(gamma, beta)``, exactly as GPT-2 computes it."""
+    x = centred(x)
+    return gamma * x * torch.rsqrt((x**2).mean(-1, keepdim=True) + eps) + beta
+
+
 def ln1_apply(model: Model, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
     """Layer 0's LN1 applied exactly to residual vectors, through the model's own affine map."""
     w = as_weights(model)
-    x = centred(x)
-    return w.ln1_w * x * torch.rsqrt((x**2).mean(-1, keepdim=True) + w.cfg.eps) + w.ln1_b
+    return layer_norm(x, w.ln1_w, w.ln1_b, w.cfg.eps)
 
 
 @dataclass

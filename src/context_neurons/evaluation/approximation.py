@@ -209,9 +209,8 @@ def true_pre_activations(
     tokens = check_tokens(model, tokens)
     neurons = check_neurons(model, neurons)
     w = as_weights(model)
-    resid_mid = dec.centred(layer0_resid_mid(model, tokens))
-    ln2 = w.ln2_w * resid_mid * torch.rsqrt((resid_mid**2).mean(-1, keepdim=True) + w.cfg.eps)
-    return (ln2 + w.ln2_b) @ w.W_in[:, neurons] + w.b_in[neurons]
+    ln2 = dec.layer_norm(layer0_resid_mid(model, tokens), w.ln2_w, w.ln2_b, w.cfg.eps)
+    return ln2 @ w.W_in[:, neurons] + w.b_in[neurons]
 
 
 def _fused_attention_applies(model: TransformerBridge) -> bool:
