@@ -37,7 +37,7 @@ def main() -> int:
     t0 = time.perf_counter()
     data = protocol_data(model.tokenizer, record, protocol)
     t_data = time.perf_counter() - t0
-    sets = head_sets(model)
+    sets, _ = head_sets(model)
     t0 = time.perf_counter()
     measured = measure(model, data, sets, protocol["data"]["window_mean_start"])
     t_measure = time.perf_counter() - t0

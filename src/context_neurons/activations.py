@@ -66,6 +66,21 @@ def window_means(
         batch_size: windows per forward pass (each pass stops at ``blocks.0.mlp.hook_pre``).
         progress: show a progress bar.
     """
+    return window_moments(model, windows, start, ablate, mean_z, batch_size, progress)[0]
+
+
+@torch.no_grad()
+def window_moments(
+    model: TransformerBridge,
+    windows: list[Int[Tensor, " _pos"]],
+    start: int = START,
+    ablate: list[int] | None = None,
+    mean_z: Float[Tensor, "head_index d_head"] | None = None,
+    batch_size: int = 8,
+    progress: bool = False,
+) -> tuple[Float[Tensor, "n_windows d_mlp"], Float[Tensor, "n_windows d_mlp"]]:
+    """:func:`window_means` and each window's mean of *squared* pre-activations (same positions),
+    from the same forward passes: the single-position spread of protocol v2."""
     if ablate and mean_z is None:
         raise InputError("Mean-ablation needs mean_z (see mean_head_z).")
     heads = check_heads(model, ablate) if ablate else []
@@ -77,14 +92,15 @@ def window_means(
 
         hooks = [("blocks.0.attn.hook_z", replace)]
     stop = "blocks.0.mlp.hook_pre"
-    out = []
+    means, squares = [], []
     for b in tqdm(range(0, len(windows), batch_size), desc="windows", disable=not progress):
         tokens, lengths = pad_windows(windows[b : b + batch_size])
         tokens = tokens.to(model.cfg.device)
         pre = run_until(model, tokens, stop, extra_hooks=hooks)[stop]  # [batch, pos, d_mlp]
         mask = position_mask(tokens, lengths, start)[..., None].to(pre.dtype)
-        out.append(((pre * mask).sum(1) / mask.sum(1)).cpu())
-    return torch.cat(out)
+        means.append(((pre * mask).sum(1) / mask.sum(1)).cpu())
+        squares.append(((pre.square() * mask).sum(1) / mask.sum(1)).cpu())
+    return torch.cat(means), torch.cat(squares)
 
 
 @torch.no_grad()

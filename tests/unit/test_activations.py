@@ -69,6 +69,19 @@ def test_window_means_equal_the_hooks_and_ablation_replaces_the_heads():
     assert not torch.allclose(ablated, means)  # the ablation changed something
 
 
+def test_window_moments_give_the_mean_square_of_single_positions():
+    model, _ = make_small_model(seed=4, n_ctx=64, n_layers=1)
+    gen = torch.Generator().manual_seed(2)
+    windows = [torch.randint(0, 500, (n,), generator=gen) for n in (33, 64, 47)]
+    means, squares = act.window_moments(model, windows, start=7, batch_size=2)
+    torch.testing.assert_close(means, act.window_means(model, windows, start=7, batch_size=3))
+    for w, tokens in enumerate(windows):
+        _, cache = model.run_with_cache(tokens[None], names_filter="blocks.0.mlp.hook_pre")
+        pre = cache["blocks.0.mlp.hook_pre"][0, 7:]
+        torch.testing.assert_close(squares[w], pre.square().mean(0), atol=1e-5, rtol=1e-5)
+    assert bool((squares >= means.square() - 1e-5).all())  # a mean square bounds the squared mean
+
+
 def test_truth_separates_the_context_path_from_the_direct_path():
     """A neuron fed by a head's bag of tokens loses its separation under ablation; a neuron fed
     by the current token's embedding keeps it."""

@@ -20,6 +20,7 @@ from context_neurons.domain_shift import (
     predict_domain_shifts,
     unigram_distribution,
 )
+from context_neurons.checks import InputError
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import cal_fraction_value, is_cal, load_protocol
 
@@ -172,6 +173,48 @@ def test_domain_shifts_by_hand():
     assert float(boot.sd[0, 0]) == pytest.approx(1.0)  # (0 + 0 + 1 + 1) / (4 - 2)
 
 
+def test_single_position_spread_pools_every_position_of_every_domain():
+    # Windows of 5 positions; the spread of single positions is the within-domain variance of
+    # all positions pooled (population variance, weights = windows drawn), not of window means.
+    rng = np.random.default_rng(3)
+    positions = rng.normal(size=(6, 5, 2)) * np.array([1.0, 3.0]) + np.arange(6)[:, None, None]
+    index = np.array([0, 0, 0, 1, 1, 1])
+    means, squares = positions.mean(1), (positions**2).mean(1)
+    out = st.domain_shifts(means, index, 2, squares=squares)
+    within = [positions[index == d].reshape(-1, 2) for d in (0, 1)]
+    pooled = sum(((x - x.mean(0)) ** 2).sum(0) for x in within) / sum(len(x) for x in within)
+    np.testing.assert_allclose(out.sd, np.sqrt(pooled), rtol=1e-12)
+    np.testing.assert_allclose(out.shift, st.domain_shifts(means, index, 2).shift, rtol=1e-12)
+    # a resample drawing window 0 twice and dropping window 1 equals that resample's positions
+    weights = np.array([[2.0, 0.0, 1.0, 1.0, 1.0, 1.0]])
+    boot = st.domain_shifts(means, index, 2, weights, squares)
+    drawn = [np.concatenate([positions[0], positions[0], positions[2]]), positions[3:].reshape(-1, 2)]
+    pooled = sum(((x - x.mean(0)) ** 2).sum(0) for x in drawn) / sum(len(x) for x in drawn)
+    np.testing.assert_allclose(boot.sd[0], np.sqrt(pooled), rtol=1e-12)
+    assert bool((out.sd > st.domain_shifts(means, index, 2).sd).all())  # wider than window means
+
+
+@pytest.mark.parametrize(
+    ("sizes", "expected", "tried"),
+    [
+        ({1.0: 100}, 1.0, [1.0]),  # in range at once
+        ({1.0: 30, 2.0: 0}, 1.0, [1.0]),  # the lower boundary counts as in range
+        ({1.0: 10, 0.5: 40, 0.25: 400}, 0.5, [1.0, 0.5]),  # step down once
+        ({1.0: 10, 0.5: 500, 0.25: 900}, 0.5, [1.0, 0.5]),  # overshoot: stop, the last tried
+        ({1.0: 5, 0.5: 10, 0.25: 20}, 0.25, [1.0, 0.5, 0.25]),  # never enough: the last tried
+        ({1.0: 800, 2.0: 400, 4.0: 200}, 4.0, [1.0, 2.0, 4.0]),  # step up twice
+        ({1.0: 800, 2.0: 300}, 2.0, [1.0, 2.0]),  # max_size 1024 / 3: 341 is in range
+        ({1.0: 800, 2.0: 10, 4.0: 0}, 2.0, [1.0, 2.0]),  # overshoot upwards: the last tried
+    ],
+)
+def test_ladder_threshold_reads_the_truth_size_in_one_direction(sizes, expected, tried):
+    threshold, steps = st.ladder_threshold(sizes.__getitem__, 1.0, [0.5, 0.25], [2.0, 4.0],
+                                           30, 1024 / 3)
+    assert threshold == expected
+    assert [t for t, _ in steps] == tried
+    assert [n for _, n in steps] == [sizes[t] for t in tried]
+
+
 def test_additive_truth_includes_its_boundaries():
     # d exactly 1 and the heads' part exactly one half: a context neuron; just below: not.
     full = st.Shifts(shift=np.array([[1.0, 0.999, 1.0], [-1.0, -0.999, -1.0]]),
@@ -226,3 +269,38 @@ def test_protocol_data_without_the_corpora_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
     with pytest.raises(DataError, match="offline corpora"):
         protocol_data(None, {"config": {"n_ctx": 256}})
+
+
+def test_protocol_v2_changes_only_what_it_says_it_changes():
+    v1, v2 = load_protocol("v1"), load_protocol("v2")
+    assert v2["verdict"] == v1["verdict"] and v2["bootstrap"] == v1["bootstrap"]
+    assert v2["data"] == v1["data"] and v2["controls"] == v1["controls"]
+    assert v2["truth"]["min_context_part"] == v1["truth"]["min_context_part"]
+    assert v2["truth"]["spread"] == "single_position" and "spread" not in v1["truth"]
+    assert "add_stable_broad_heads" in v2["head_sets"] and "add_stable_broad_heads" not in v1[
+        "head_sets"]
+    with pytest.raises(InputError, match="Unknown protocol"):
+        load_protocol("v3")
+
+
+def test_stable_broad_heads_add_exactly_the_heads_as_stable_as_the_contextual_ones():
+    from context_neurons.models import load_model
+    from context_neurons.stability import denominator_study
+    from context_neurons.stability.bounds import coefficient_of_variation
+    from context_neurons.verdict.evaluate import stable_broad_heads
+
+    model = load_model("trained").model  # small, with a tokenizer that has a BOS
+    gen = torch.Generator().manual_seed(0)
+    bos, n_ctx = model.tokenizer.bos_token_id, model.cfg.n_ctx
+    windows = [torch.randint(0, model.cfg.d_vocab, (n_ctx,), generator=gen) for _ in range(16)]
+    for w in windows:
+        w[w == bos] = (bos + 1) % model.cfg.d_vocab
+        w[0] = bos  # BOS first, as the protocol's windows
+    out = stable_broad_heads(model, windows, contextual=[1], candidates=[0, 1, 2, 3])
+    study = denominator_study(model, windows, n=n_ctx // 2)
+    cv = {h: coefficient_of_variation(study.measured(h)) for h in range(model.cfg.n_heads)}
+    assert out["cv_texts"] == pytest.approx(cv) and out["n"] == n_ctx // 2
+    assert out["largest_contextual_cv"] == pytest.approx(cv[1])
+    assert out["added"] == [h for h in (0, 2, 3) if cv[h] <= cv[1]]
+    everything = stable_broad_heads(model, windows, contextual=[0, 1, 2, 3], candidates=[0, 1])
+    assert everything["added"] == []  # a contextual head is never "added"

@@ -3,6 +3,8 @@
 Keys: ``previous_token_heads``, ``contextual_heads_taxonomy``, ``activation_truth_neurons``,
 ``discovery_scores`` (per score, controls included), ``discovery_primary_score`` and
 ``discovery_verdict``; the protocol's whole result goes to the JSON as ``discovery_evaluation``.
+Protocol v2 (registered after v1's verdicts) adds the same with the suffix ``_v2`` and its primary
+heads, ``primary_heads_v2``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None) -> list[Ro
         return [Row(key, math.nan, f"not computed: {error}") for key in KEYS]
     start = protocol["data"]["window_mean_start"]
     previous, previous_heads = previous_token_heads(model, data, start)
-    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data)
+    cache: dict = {}  # the forward passes both protocols share
+    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache)
     primary_name = protocol["scores"]["primary"]
     rows = [
         Row("previous_token_heads", previous_heads,
@@ -70,4 +73,31 @@ def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None) -> list[Ro
             "anti-ranking, inconclusive or not testable)"),
         Row("discovery_evaluation", result, "the protocol's whole result"),
     ]
-    return rows
+    return rows + _v2_rows(model, record, data, n_resamples, cache)
+
+
+def _v2_rows(model, record: dict, data: dict, n_resamples: int | None, cache: dict) -> list[Row]:
+    """Protocol v2 (registered after v1's verdicts; chapter 8), on the same forward passes."""
+    protocol = load_protocol("v2")
+    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache)
+    if "primary" not in result:
+        return [Row("discovery_verdict_v2", "not testable", result.get("stopped", ""))]
+    primary = result["primary"]
+    name = protocol["scores"]["primary"]
+    scores = {k: _score_summary(e) for k, e in primary["scores"].items()}
+    if "secondary" in result:
+        for k, e in result["secondary"]["scores"].items():
+            scores[f"{k} (secondary: all non-local heads)"] = _score_summary(e)
+    threshold = result["truth_threshold"]["min_cohens_d"]
+    return [
+        Row("primary_heads_v2", primary["heads"],
+            "protocol v2's primary heads: the taxonomy's contextual heads and the broad heads "
+            "whose denominators are as stable as theirs (chapter 3's CV across texts)"),
+        Row("activation_truth_neurons_v2", len(primary["truth_neurons"]),
+            f"context neurons by activation under protocol v2: Cohen's d >= {threshold:g} in "
+            "units of the single-position spread, the primary heads' part >= half"),
+        Row("discovery_scores_v2", scores, "each score against protocol v2's truth (as above)"),
+        Row("discovery_verdict_v2", primary["scores"][name]["verdict"],
+            "protocol v2's verdict of the frequency-aware score (registered after v1's)"),
+        Row("discovery_evaluation_v2", result, "protocol v2's whole result"),
+    ]

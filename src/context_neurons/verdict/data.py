@@ -15,7 +15,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from context_neurons import config as settings
-from context_neurons.checks import DataError
+from context_neurons.checks import DataError, InputError
 from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA
 from context_neurons.training.corpus import Doc, is_heldout, iter_documents
 from context_neurons.training.heldout import domain_of_corpus
@@ -23,11 +23,16 @@ from context_neurons.training.stream import pack_windows, tokenize_documents
 
 #: The protocol file, committed before any verdict was computed.
 PROTOCOL_FILE = "discovery-verdict.json"
+#: The protocols, in the order they were registered: v1 (before any verdict), v2 (after v1's).
+PROTOCOL_FILES = {"v1": PROTOCOL_FILE, "v2": "discovery-verdict-v2.json"}
 
 
-def load_protocol() -> dict:
-    """The pre-registered protocol (``assets/protocol/discovery-verdict.json``)."""
-    path = resources.files("context_neurons") / "assets" / "protocol" / PROTOCOL_FILE
+def load_protocol(version: str = "v1") -> dict:
+    """A pre-registered protocol (``assets/protocol/``): ``"v1"`` (``discovery-verdict.json``,
+    registered before any verdict) or ``"v2"`` (registered after v1's verdicts)."""
+    if version not in PROTOCOL_FILES:
+        raise InputError(f"Unknown protocol {version!r}; there are {list(PROTOCOL_FILES)}.")
+    path = resources.files("context_neurons") / "assets" / "protocol" / PROTOCOL_FILES[version]
     return json.loads(path.read_text())
 
 

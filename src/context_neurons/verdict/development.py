@@ -22,7 +22,7 @@ def structure(model: TransformerBridge, data, protocol: dict) -> dict:
     """Previous-token attention, head sets and the additive truth count of one model."""
     start = protocol["data"]["window_mean_start"]
     previous, previous_heads = previous_token_heads(model, data, start)
-    sets = head_sets(model)
+    sets, _ = head_sets(model)
     out = {
         "previous_token_attention": [round(float(x), 4) for x in previous],
         "previous_token_heads": previous_heads,

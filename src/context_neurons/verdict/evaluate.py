@@ -16,12 +16,14 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, mean_head_z, previous_token_attention
-from context_neurons.activations import window_means
+from context_neurons.activations import window_means, window_moments
 from context_neurons.circuit import build_circuit
 from context_neurons.discovery import read_vectors, score_neurons, scoring_vocabulary
 from context_neurons.discovery import top_of_read_vectors
 from context_neurons.domain_shift import path_pieces, permuted_vocabulary, predict_path_shifts
 from context_neurons.hooks import run_until
+from context_neurons.stability import denominator_study
+from context_neurons.stability.bounds import coefficient_of_variation
 from context_neurons.taxonomy import classify_heads
 from context_neurons.text.windows import pad_windows
 from context_neurons.verdict import statistics as st
@@ -39,6 +41,7 @@ class Measurements:
     full: np.ndarray
     ablated: dict[str, np.ndarray]  # head-set name -> [window, neuron]
     resampled: dict[str, np.ndarray] = field(default_factory=dict)
+    full_squares: np.ndarray | None = None  # each window's mean of squared values (protocol v2)
 
 
 #: EVAL windows per domain for the previous-token measure (a cheap, fixed subset).
@@ -54,13 +57,41 @@ def previous_token_heads(model: TransformerBridge, data, start: int) -> tuple[Te
     return previous, [h for h in range(len(previous)) if previous[h] >= PREVIOUS_TOKEN_MIN]
 
 
-def head_sets(model: TransformerBridge) -> dict[str, list[int]]:
-    """The protocol's head sets: the taxonomy's contextual heads, and every non-local head."""
+def head_sets(model: TransformerBridge, protocol: dict | None = None,
+              data: dict | None = None) -> tuple[dict[str, list[int]], dict]:
+    """The protocol's head sets: the taxonomy's contextual heads (primary) and every non-local
+    head (secondary). Under protocol v2 (``head_sets.add_stable_broad_heads``) the primary set
+    adds the non-local heads whose denominators are as stable as the contextual heads'
+    (:func:`stable_broad_heads` on the CAL windows of ``data``).
+
+    Returns:
+        ``(sets, stability)``; ``stability`` is empty unless the rule applies.
+    """
     taxonomy = classify_heads(model)
-    return {
-        "primary": list(taxonomy.groups["contextual"]),
+    contextual = list(taxonomy.groups["contextual"])
+    sets = {
+        "primary": contextual,
         "secondary": [h for h in taxonomy.heads if taxonomy.shapes[h] != "local"],
     }
+    rule = (protocol or {}).get("head_sets", {}).get("add_stable_broad_heads")
+    if not rule or not contextual:
+        return sets, {}
+    cal = [w for item in data.values() for w in item.cal_windows]
+    stability = stable_broad_heads(model, cal, contextual, sets["secondary"])
+    sets["primary"] = sorted(contextual + stability["added"])
+    return sets, stability
+
+
+def stable_broad_heads(model: TransformerBridge, windows: list[Tensor], contextual: list[int],
+                       candidates: list[int]) -> dict:
+    """Chapter 3's "CV texts" of every head (destination ``n_ctx // 2``, token ``' the'``) and the
+    ``candidates`` outside ``contextual`` whose CV is at most the largest among ``contextual``."""
+    study = denominator_study(model, windows, n=model.cfg.n_ctx // 2)
+    cv = {h: coefficient_of_variation(study.measured(h)) for h in study.heads}
+    bar = max(cv[h] for h in contextual)
+    added = [h for h in candidates if h not in contextual and cv[h] <= bar]
+    return {"cv_texts": cv, "largest_contextual_cv": bar, "added": added,
+            "texts": len(study.labels), "n": study.n}
 
 
 @torch.no_grad()
@@ -93,25 +124,34 @@ def resample_window_means(
 
 def measure(model: TransformerBridge, data, sets: dict[str, list[int]], start: int,
             progress: bool = False, resample: bool = True,
-            batch_size: int = 32) -> Measurements:
+            batch_size: int = 32, cache: dict | None = None) -> Measurements:
     """The forward passes of the evaluation (EVAL windows are all ``n_ctx`` long); ``resample``:
-    also the primary set's resample ablation."""
+    also the primary set's resample ablation. ``cache``: a dict kept between calls on the same
+    model and data (two protocols share every pass of the same head set)."""
+    cache = {} if cache is None else cache
     windows, labels, documents = eval_arrays(data)
     domains = list(data)
+
+    def once(key, compute):
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
+
     cal = [w for item in data.values() for w in item.cal_windows]
-    mean_z = mean_head_z(model, cal, batch_size)
-    full = window_means(model, windows, start, batch_size=batch_size,
-                        progress=progress).double().numpy()
+    mean_z = once(("mean_z",), lambda: mean_head_z(model, cal, batch_size))
+    full, squares = once(("full",), lambda: tuple(
+        x.double().numpy() for x in window_moments(model, windows, start, batch_size=batch_size,
+                                                   progress=progress)))
     ablated, resampled = {}, {}
     for name, heads in sets.items():
         if heads:
-            ablated[name] = window_means(model, windows, start, heads, mean_z, batch_size,
-                                         progress).double().numpy()
+            ablated[name] = once(("ablated", tuple(heads)), lambda: window_means(
+                model, windows, start, heads, mean_z, batch_size, progress).double().numpy())
             if name == "primary" and resample:  # the sensitivity check of the protocol's truth
-                resampled[name] = resample_window_means(model, windows, labels, heads, start,
-                                                        batch_size).double().numpy()
+                resampled[name] = once(("resampled", tuple(heads)), lambda: resample_window_means(
+                    model, windows, labels, heads, start, batch_size).double().numpy())
     index = np.array([domains.index(label) for label in labels])
-    return Measurements(domains, index, documents, full, ablated, resampled)
+    return Measurements(domains, index, documents, full, ablated, resampled, squares)
 
 
 def _score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: float,
@@ -158,9 +198,11 @@ def evaluate(
     controls: bool = True,
     progress: bool = False,
     data: dict | None = None,
+    cache: dict | None = None,
 ) -> dict:
     """The whole pre-registered evaluation on one model; JSON-ready. ``data``: the protocol's
-    documents (:func:`~context_neurons.verdict.data.protocol_data`), when already read."""
+    documents (:func:`~context_neurons.verdict.data.protocol_data`), when already read;
+    ``cache``: forward passes kept between protocols (:func:`measure`)."""
     protocol = protocol or load_protocol()
     spec, truth_spec = protocol["data"], protocol["truth"]
     start = spec["window_mean_start"]
@@ -168,7 +210,7 @@ def evaluate(
     seed = protocol["bootstrap"]["seed"]
     if data is None:
         data = protocol_data(model.tokenizer, record, protocol, corpora_dir)
-    sets = head_sets(model)
+    sets, stability = head_sets(model, protocol, data)
     result: dict = {"protocol": protocol["name"], "head_sets": sets, "domains": list(data),
                     "eval_windows": {d: len(v.eval_windows) for d, v in data.items()},
                     "eval_documents": {d: len(set(v.eval_documents)) for d, v in data.items()},
@@ -176,7 +218,12 @@ def evaluate(
     if not sets["primary"]:
         result["stopped"] = "the taxonomy finds no contextual head: the method stops"
         return result
-    measured = measure(model, data, sets, start, progress)
+    if stability:
+        result["denominator_stability"] = {**stability, "cv_texts": {
+            str(h): v for h, v in stability["cv_texts"].items()}}
+    measured = measure(model, data, sets, start, progress, cache=cache)
+    single = truth_spec.get("spread") == "single_position"
+    squares = measured.full_squares if single else None
     distributions = unigram_distributions(data, model.cfg.d_vocab)
     n_dom = len(data)
     weights = st.cluster_weights(measured.domain_index, measured.documents, n_resamples, seed)
@@ -184,8 +231,16 @@ def evaluate(
     d_mlp = model.cfg.d_mlp
     neuron_draws = rng.integers(0, d_mlp, size=(n_resamples, d_mlp))
     permutation = np.random.Generator(np.random.PCG64(seed + 1)).permutation(d_mlp)
-    full = st.domain_shifts(measured.full, measured.domain_index, n_dom)
-    full_boot = st.domain_shifts(measured.full, measured.domain_index, n_dom, weights)
+    full = st.domain_shifts(measured.full, measured.domain_index, n_dom, squares=squares)
+    full_boot = st.domain_shifts(measured.full, measured.domain_index, n_dom, weights, squares)
+    min_d, min_part = truth_spec["min_cohens_d"], truth_spec["min_context_part"]
+    ladder = truth_spec.get("min_cohens_d_ladder")
+    if ladder:  # protocol v2: the threshold reads the primary set's truth size only
+        ablated = st.domain_shifts(measured.ablated["primary"], measured.domain_index, n_dom)
+        min_d, tried = st.ladder_threshold(
+            lambda d: st.additive_truth(full, ablated, d, min_part).mask.sum(), min_d,
+            ladder["down"], ladder["up"], protocol["verdict"]["min_truth"], d_mlp / 3)
+        result["truth_threshold"] = {"min_cohens_d": min_d, "tried": tried}
     vocabulary = scoring_vocabulary(model)
     circuits = {name: build_circuit(model, heads=heads) for name, heads in sets.items() if heads}
     first = circuits["primary"]  # the read vectors depend on the calibration text only
@@ -203,16 +258,13 @@ def evaluate(
         ablated = st.domain_shifts(measured.ablated[set_name], measured.domain_index, n_dom)
         ablated_boot = st.domain_shifts(measured.ablated[set_name], measured.domain_index, n_dom,
                                         weights)
-        truth = st.additive_truth(full, ablated, truth_spec["min_cohens_d"],
-                                  truth_spec["min_context_part"])
-        boot = st.additive_truth(full_boot, ablated_boot, truth_spec["min_cohens_d"],
-                                 truth_spec["min_context_part"])
+        truth = st.additive_truth(full, ablated, min_d, min_part)
+        boot = st.additive_truth(full_boot, ablated_boot, min_d, min_part)
         resampled = None
         if set_name in measured.resampled:
             resampled = st.additive_truth(
                 full, st.domain_shifts(measured.resampled[set_name], measured.domain_index,
-                                       n_dom),
-                truth_spec["min_cohens_d"], truth_spec["min_context_part"])
+                                       n_dom), min_d, min_part)
         prediction = paths.split(heads)
         predicted_context = prediction.shift_context.double().numpy()
         frequency = prediction.score().double().numpy()
@@ -244,6 +296,7 @@ def evaluate(
                                               else int(resampled.mask.sum())),
             "truth_count_ci95": st.percentile_interval(boot.mask.sum(-1), 0.95),
             "scores": scores,
+            "frequency_aware_highest": highest_scoring(prediction, n=5),
         }
         if controls:
             entry["controls"] = _controls(circuit, shuffled.split(heads), random,
@@ -251,6 +304,15 @@ def evaluate(
                                           frequency, top, vocabulary, protocol)
         result[set_name] = entry
     return result
+
+
+def highest_scoring(prediction, n: int = 5) -> list[dict]:
+    """The ``n`` highest frequency-aware scores: neuron, score, predicted domain and the
+    contextual heads' predicted share of the shift there."""
+    score, best, share = prediction.score(), prediction.best_domain(), prediction.context_share()
+    return [{"neuron": j, "score": float(score[j]), "domain": prediction.domains[int(best[j])],
+             "share": float(share[best[j], j])}
+            for j in score.argsort(descending=True)[:n].tolist()]
 
 
 def _controls(circuit, shuffled, random, random_prediction, truth, boot, neuron_draws,
@@ -287,8 +349,9 @@ def truth_summary(result: dict, set_name: str = "primary") -> str:
     return f"{len(entry['truth_neurons'])} context neurons by activation ({listed or 'none'})"
 
 
-__all__ = ["Measurements", "PREVIOUS_WINDOWS", "evaluate", "previous_token_heads", "score_sentence", "verdict_sentences", "head_sets", "measure",
-           "resample_window_means", "truth_summary"]
+__all__ = ["Measurements", "PREVIOUS_WINDOWS", "evaluate", "head_sets", "measure",
+           "highest_scoring", "previous_token_heads", "resample_window_means", "score_sentence",
+           "stable_broad_heads", "truth_summary", "verdict_sentences"]
 
 
 def score_sentence(name: str, entry: dict) -> str:

@@ -36,15 +36,21 @@ class Shifts:
 
 
 def domain_shifts(values: np.ndarray, domain_index: np.ndarray, n_domains: int,
-                  weights: np.ndarray | None = None) -> Shifts:
+                  weights: np.ndarray | None = None,
+                  squares: np.ndarray | None = None) -> Shifts:
     """Shifts and pooled spread from window means ``values [window, neuron]``.
 
     ``weights [resample, window]`` (default: one resample, every window once) weights each window;
     the pooled variance is ``sum_D sum_w weight (x - mean_D)^2 / (sum weight - n_domains)``.
+
+    ``squares [window, neuron]``, each window's mean of squared single-position values (windows of
+    equal length), makes the spread that of single positions (protocol v2):
+    ``sum_D n_D (mean_D(x^2) - mean_D(x)^2) / sum_D n_D``, ``n_D`` the domain's weighted window count.
     """
     values = np.asarray(values, dtype=np.float64)
     single = weights is None
     weights = np.ones((1, len(values))) if single else np.asarray(weights, dtype=np.float64)
+    second_of = values**2 if squares is None else np.asarray(squares, dtype=np.float64)
     means, within, total = [], 0.0, 0.0
     for d in range(n_domains):
         w = weights * (domain_index == d)[None]  # [resample, window]
@@ -52,12 +58,13 @@ def domain_shifts(values: np.ndarray, domain_index: np.ndarray, n_domains: int,
         if np.any(n == 0):
             raise InputError(f"Domain {d} has no window in some resample.")
         m = (w @ values) / n
-        second = (w @ values**2) / n
+        second = (w @ second_of) / n
         within = within + (second - m**2) * n
         total = total + n
         means.append(m)
     mean = np.stack(means, axis=1)  # [resample, domain, neuron]
-    pooled = np.sqrt(np.maximum(within / (total - n_domains), 0.0))
+    dof = total - (n_domains if squares is None else 0)
+    pooled = np.sqrt(np.maximum(within / dof, 0.0))
     rest = (mean.sum(1, keepdims=True) - mean) / (n_domains - 1)
     out = Shifts(mean - rest, pooled)
     return Shifts(out.shift[0], out.sd[0]) if single else out
@@ -94,6 +101,32 @@ def additive_truth(full: Shifts, ablated: Shifts, min_d: float, min_part: float)
     part = np.where(shift_best == 0, 0.0, take(context_shift) / safe)
     mask = (np.abs(d) >= min_d) & (part >= min_part)
     return Truth(mask, best, d, part, context_shift)
+
+
+def ladder_threshold(truth_size, start: float, down: list[float], up: list[float],
+                     min_size: int, max_size: float) -> tuple[float, list[tuple[float, int]]]:
+    """Protocol v2's threshold on Cohen's d, read from the truth's size only.
+
+    Start at ``start``; while the truth holds fewer than ``min_size`` neurons step through
+    ``down``, while it holds more than ``max_size`` step through ``up``; the first threshold
+    with ``min_size <= |T| <= max_size`` is used, else the last one tried.
+
+    Args:
+        truth_size: ``threshold -> |T|``.
+
+    Returns:
+        ``(threshold, [(threshold tried, |T|), ...])``.
+    """
+    tried = [(start, int(truth_size(start)))]
+    too_few = tried[0][1] < min_size
+    steps = iter(down if too_few else up)
+    # Step only in the first direction, and only while the truth stays on the same wrong side.
+    while tried[-1][1] < min_size if too_few else tried[-1][1] > max_size:
+        threshold = next(steps, None)
+        if threshold is None:
+            break
+        tried.append((threshold, int(truth_size(threshold))))
+    return tried[-1][0], tried
 
 
 # ----------------------------------------------------------------------------------------------
