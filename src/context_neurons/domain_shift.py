@@ -123,6 +123,23 @@ def unigram_distribution(
     return counts / counts.sum()
 
 
+def uniform_distributions(
+    token_ids: dict[str, list[int]], d_vocab: int
+) -> dict[str, Float[Tensor, " d_vocab"]]:
+    """One ``p_D`` per named token list, uniform over its tokens (lists without tokens are left
+    out): domains given by word lists rather than by documents."""
+    out = {}
+    for name, ids in token_ids.items():
+        ids = sorted(set(int(i) for i in ids))
+        if ids and not 0 <= ids[0] <= ids[-1] < d_vocab:
+            raise InputError(f"Token ids of {name!r} must be in 0..{d_vocab - 1}.")
+        if ids:
+            p = torch.zeros(d_vocab, dtype=torch.float64)
+            p[ids] = 1.0 / len(ids)
+            out[name] = p
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # Per-path pieces
 # ----------------------------------------------------------------------------------------------

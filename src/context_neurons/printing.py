@@ -15,15 +15,22 @@ decimals, but not for a quantity that is float rounding itself (``3.506e-08`` on
   ``< 1e-5`` against a limit well above the rounding, and its value only if it exceeds it.
 - :func:`frame`: a DataFrame's text with :func:`fixed` for every float column, or a format per
   column.
+
+And one rule of layout: :func:`wrapped` breaks a printed sentence at :data:`TEXT_WIDTH`
+characters, so that it fits the website's text column without sideways scrolling.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import SupportsFloat, Union
 
 import pandas as pd
+
+#: Characters of printed output that fit the website's text column at 1280 px.
+TEXT_WIDTH = 88
 
 #: A column's format in :func:`frame`: a number of decimals for :func:`fixed`, or a function.
 Format = Union[int, Callable[[SupportsFloat], str]]
@@ -103,3 +110,10 @@ def frame(
         if column in formats or pd.api.types.is_float_dtype(table[column])
     }
     return table.to_string(formatters=by_column, **to_string)
+
+
+def wrapped(text: str, width: int = TEXT_WIDTH, indent: str = "  ") -> str:
+    """``text`` broken into lines of at most ``width`` characters (words are not split), the
+    continuation lines indented by ``indent``."""
+    return textwrap.fill(text, width=width, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)

@@ -1,10 +1,12 @@
 """The pre-registered evaluation of discovery on a model nobody wrote (chapter 8; issue 22).
 
-The protocol (``assets/protocol/discovery-verdict.json``) was committed before any verdict was
-computed: the data (CAL and EVAL halves of the held-out documents), the additive truth, the
-statistics with their cluster-bootstrap intervals, the controls and the verdict rule.
+The protocol (``assets/protocol/discovery-verdict.json``, v1) was committed before any verdict
+was computed: the data (CAL and EVAL halves of the held-out documents), the additive truth, the
+statistics with their cluster-bootstrap intervals, the controls and the verdict rule. Protocol v2
+(``discovery-verdict-v2.json``) was committed after v1's verdicts and before any of its own
+numbers: the truth's spread of single positions, and broad heads as stable as the contextual ones.
 :mod:`.data` reads the documents, :mod:`.statistics` holds the pure statistics and the rule,
-:mod:`.evaluate` runs it all on a model.
+:mod:`.evaluate` runs it all on a model, :mod:`.planted` is the planted control.
 """
 
 from context_neurons.verdict.data import load_protocol, protocol_data

@@ -22,6 +22,7 @@ from context_neurons.discovery import read_vectors, score_neurons, scoring_vocab
 from context_neurons.discovery import top_of_read_vectors
 from context_neurons.domain_shift import path_pieces, permuted_vocabulary, predict_path_shifts
 from context_neurons.hooks import run_until
+from context_neurons.printing import fixed
 from context_neurons.stability import denominator_study
 from context_neurons.stability.bounds import coefficient_of_variation
 from context_neurons.taxonomy import classify_heads
@@ -338,6 +339,26 @@ def _controls(circuit, shuffled, random, random_prediction, truth, boot, neuron_
     return out
 
 
+#: Short names of the scores and controls in :func:`score_table`.
+SHORT_NAMES = {"frequency_aware": "frequency-aware", "top": "top[j] (paper)",
+               "frequency_aware_vocabulary_permuted": "freq.-aware, p_D permuted"}
+
+
+def _interval(entry: dict, key: str) -> str:
+    low, high = entry[f"{key}_ci95"]
+    return f"{fixed(entry[key], 2)} [{fixed(low, 2)}, {fixed(high, 2)}]"
+
+
+def score_table(result: dict, set_name: str = "primary") -> list[dict]:
+    """One row per score and control with an AUC for one head set: the verdict, AUC and Spearman
+    with their 95% intervals, and precision against the base rate (two decimals)."""
+    entries = {**result[set_name]["scores"], **result[set_name].get("controls", {})}
+    return [{"score": SHORT_NAMES.get(name, name), "verdict": e["verdict"],
+             "AUC [95%]": _interval(e, "auc"), "rho [95%]": _interval(e, "spearman"),
+             "prec./base": f"{fixed(e['precision'], 2)}/{fixed(e['base_rate'], 2)}"}
+            for name, e in entries.items() if "auc" in e]
+
+
 def truth_summary(result: dict, set_name: str = "primary") -> str:
     """One sentence: how many context neurons by activation, and where."""
     entry = result.get(set_name)
@@ -349,25 +370,25 @@ def truth_summary(result: dict, set_name: str = "primary") -> str:
     return f"{len(entry['truth_neurons'])} context neurons by activation ({listed or 'none'})"
 
 
-__all__ = ["Measurements", "PREVIOUS_WINDOWS", "evaluate", "head_sets", "measure",
-           "highest_scoring", "previous_token_heads", "resample_window_means", "score_sentence",
-           "stable_broad_heads", "truth_summary", "verdict_sentences"]
+__all__ = ["Measurements", "PREVIOUS_WINDOWS", "evaluate", "head_sets", "highest_scoring",
+           "measure", "previous_token_heads", "resample_window_means", "score_sentence",
+           "score_table", "stable_broad_heads", "truth_summary", "verdict_sentences"]
 
 
 def score_sentence(name: str, entry: dict) -> str:
     """One score's verdict and numbers in words (two decimals: stable across machines)."""
-    auc_lo, auc_hi = entry["auc_ci95"]
-    rho_lo, rho_hi = entry["spearman_ci95"]
-    text = (f"{name}: {entry['verdict'].upper()}: AUC {entry['auc']:.2f} [{auc_lo:.2f}, "
-            f"{auc_hi:.2f}], Spearman {entry['spearman']:.2f} [{rho_lo:.2f}, {rho_hi:.2f}], "
-            f"precision {entry['precision']:.2f} at |T| = {entry['n_truth']} (base rate "
-            f"{entry['base_rate']:.2f})")
+    text = (f"{name}: {entry['verdict'].upper()}: AUC {_interval(entry, 'auc')}, Spearman "
+            f"{_interval(entry, 'spearman')}, precision {fixed(entry['precision'], 2)} at |T| = "
+            f"{entry['n_truth']} (base rate {fixed(entry['base_rate'], 2)})")
     met = entry.get("criteria", {})
     if entry["verdict"] == "inconclusive" and not met.get("precision_reachable", True):
         text += (f"; 'positive' is out of reach: precision cannot be 3x a base rate of "
                  f"{entry['base_rate']:.2f}")
     elif entry.get("deciding_truth_size"):
-        text += f"; about {entry['deciding_truth_size']} truth neurons would decide it"
+        size, d_mlp = entry["deciding_truth_size"], round(entry["n_truth"] / entry["base_rate"])
+        text += (f"; about {size} truth neurons would decide it" if size <= d_mlp else
+                 f"; deciding it would take about {size} truth neurons, more than the model's "
+                 f"{d_mlp}")
     return text
 
 
