@@ -104,9 +104,10 @@ device = colab_setup()
 # %%
 import pandas as pd
 
-from context_neurons.book.chapter import show_model_banner
+from context_neurons.book.chapter import sharp_figures, show_model_banner
 from context_neurons.models import load_model
 
+sharp_figures()
 loaded = load_model("planted", device=device)
 show_model_banner(loaded)
 model, truth = loaded.model, loaded.truth

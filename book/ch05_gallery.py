@@ -22,8 +22,9 @@
 # you see:
 #
 # - its **score**, its **own domain from the weights** (the domain whose texts use the tokens
-#   that drive it most, section 5.4, or none) and, on the planted model, what was planted there
-#   (planted truth);
+#   that drive it most, section 5.4, or none; *confirmed* when the held-out half of the texts
+#   gives the same domain, *weak* when it does not) and, on the planted model, what was planted
+#   there (planted truth);
 # - its **top and bottom tokens**: the ten tokens whose extended embeddings push its
 #   pre-activation up most and down most. A contribution is what the token would add if the
 #   kernel put all its weight on it; $z$ is the robust z-score of section 5.2;
@@ -67,6 +68,7 @@ model = loaded.model
 from context_neurons import circuit as cc
 from context_neurons import casestudies, gallery
 from context_neurons import discovery as disc
+from context_neurons.own_domain import held_out_domains
 from context_neurons.text.windows import domain_texts
 
 circuit = cc.get_circuit(model)
@@ -76,7 +78,7 @@ shown = disc.carried(found)
 tables = disc.token_tables(circuit, model, found, k=10, scores=scores)
 texts = domain_texts(model.tokenizer, n=4)
 densities = casestudies.token_densities(circuit, model, found, texts, scores)
-own = casestudies.domain_from_weights(densities, scores)
+own = held_out_domains(densities, scores)  # named on half the texts, checked on the other
 acts = casestudies.text_activations(circuit, model, shown, texts, scores)
 windows = {j: acts.best_window(j) for j in shown}
 print(f"{len(found)} neurons with top[j] >= theta = {disc.THETA:g}; sections and plots for "
@@ -97,7 +99,8 @@ from IPython.display import Markdown, display
 
 extra = {}
 for j in found:
-    extra[j] = {"own domain (weights)": own.loc[j, "domain"] or "-"}
+    extra[j] = {"own domain (weights)": own.loc[j, "domain"] or "-",
+                "held-out": own.loc[j, "held-out"] or "-"}
     extra[j]["plotted text"] = texts.domains[windows[j]] if j in windows else "(no section)"
     if loaded.is_planted:
         extra[j]["planted truth"] = disc.planted_description(loaded.truth, j)
@@ -117,7 +120,8 @@ for j in shown:
     domain = own.loc[j, "domain"]
     facts["own domain (weights)"] = (
         f"*{domain}* ({own.loc[j, 'density, domain']:.1f} of its driving tokens per 1000 tokens "
-        f"there, {own.loc[j, 'density, others']:.1f} elsewhere)"
+        f"there, {own.loc[j, 'density, others']:.1f} elsewhere; on held-out texts: "
+        f"{own.loc[j, 'held-out']})"
         if domain
         else "none: its driving tokens are not concentrated in any domain of these texts"
     )

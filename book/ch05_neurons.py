@@ -325,9 +325,10 @@ show(disc.token_table(circuit, model, religion))
 # chapter 6 beside it. Domains are chosen by corpus, not by topic, and not every one is a clean
 # match for a case study. Offline, the *british* texts are UK medicine leaflets and Australian
 # rural news, so they mix spelling with a medical topic; the *war* texts are State of the Union
-# addresses of 1945-46 and WikiText articles, not war histories; *american* is the Brown corpus
-# and State of the Union; programming text is the Python standard library. The texts of each
-# domain:
+# addresses of the 1940s and a WikiText article, not war histories; *american* is the Brown corpus
+# and State of the Union; programming text is the Python standard library. WikiText's markup (the
+# `<unk>` that stands for a rare word, `@-@` for a hyphen) is removed when the texts are read
+# (`data.strip_markup`), so that it never counts as a domain's token. The texts of each domain:
 
 # %%
 for domain in dict.fromkeys(texts.domains):
@@ -380,11 +381,17 @@ figure = plot_domain_profile(
 # push it down; its own domain is the domain whose texts use its driving tokens most often
 # relative to the other domains' texts, provided they use them at least twice as often and at
 # least one more time per 1000 tokens. Otherwise its tokens suggest none of these domains and it
-# gets none: no text of ours is a test of it. Then the activations test the choice: on its own
-# domain, a neuron driven up should rise and a neuron driven down should fall.
+# gets none: no text of ours is a test of it. The domain is named from half of each domain's
+# texts (the first and third) and checked on the other half (`own_domain.held_out_domains`): the
+# name is **confirmed** when the same domain passes the same rule on the held-out texts, and
+# **weak** when it does not (the table's densities are the naming half's). Then the activations
+# test the choice: on its own domain, a neuron driven up should rise and a neuron driven down
+# should fall.
 
 # %%
-own = casestudies.domain_from_weights(densities, scores)
+from context_neurons.own_domain import held_out_domains
+
+own = held_out_domains(densities, scores)
 measured = {}
 for j in carried:
     domain = own.loc[j, "domain"]
@@ -394,6 +401,7 @@ for j in carried:
     column = relative.loc[j]
     measured[j] = {
         "own domain": domain,
+        "held-out": own.loc[j, "held-out"],
         "side": own.loc[j, "side"],
         "density there /1000": own.loc[j, "density, domain"],
         "elsewhere /1000": own.loc[j, "density, others"],
@@ -418,6 +426,9 @@ if len(measured):
         f"{len(measured)} of {len(carried)} neurons get a domain from their weights; on {first} of "
         f"them it is also the domain that moves them most in the predicted direction"
     )
+    weak = [int(j) for j in measured.index if measured.loc[j, "held-out"] == "weak"]
+    print(f"the name holds on the held-out texts for {len(measured) - len(weak)} of them; weak "
+          f"({len(weak)}): {weak or 'none'}")
 print(f"no domain from the weights ({len(no_domain)}): {no_domain[:20] or 'none'}")
 
 # %% [markdown]

@@ -23,7 +23,7 @@ case-study domain's texts use most.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import pandas as pd
@@ -383,6 +383,12 @@ class TokenDensities:
         """Density in the domain's texts minus density in the other domains' texts."""
         return self.inside(domain, which) - self.outside(domain, which)
 
+    def subset(self, indices: list[int]) -> "TokenDensities":
+        """The same neurons on the texts at ``indices`` only (densities are per text)."""
+        return replace(
+            self, texts=self.texts.subset(indices), up=self.up[indices], down=self.down[indices]
+        )
+
 
 @torch.no_grad()
 def token_densities(
@@ -434,6 +440,16 @@ MIN_DENSITY_RATIO = 2.0
 MIN_DENSITY_GAP = 1.0
 
 
+def density_rule(
+    inside: float, outside: float, min_ratio: float = MIN_DENSITY_RATIO,
+    min_gap: float = MIN_DENSITY_GAP,
+) -> tuple[float, bool]:
+    """``inside / outside`` (infinite when only the domain's texts use the tokens, 0 when they do
+    not) and whether it is at least ``min_ratio`` with ``inside - outside`` at least ``min_gap``."""
+    ratio = (inside / outside if outside > 0 else float("inf")) if inside > 0 else 0.0
+    return ratio, inside - outside >= min_gap and ratio >= min_ratio
+
+
 def domain_from_weights(
     densities: TokenDensities,
     scores: NeuronScores,
@@ -447,8 +463,9 @@ def domain_from_weights(
     "not Spanish" neuron is driven down by Spanish tokens, so its domain is Spanish). Its own
     domain is the domain whose texts use its driving tokens most often relative to the other
     domains' texts (:meth:`TokenDensities.gap`), provided they use them at least ``min_ratio``
-    times as often and ``min_gap`` more per 1000 tokens; otherwise its tokens suggest none of the
-    domains and the domain is ``None``.
+    times as often and ``min_gap`` more per 1000 tokens (:func:`density_rule`); otherwise its
+    tokens suggest none of the domains and the domain is ``None``. To name it from half the texts
+    and check it on the other half: :func:`context_neurons.own_domain.held_out_domains`.
 
     Returns:
         One row per neuron: ``side`` (``"up"`` or ``"down"``), ``driving tokens`` (how many
@@ -463,9 +480,7 @@ def domain_from_weights(
         inside = {d: float(densities.inside(d, side)[col]) for d in domains}
         outside = {d: float(densities.outside(d, side)[col]) for d in domains}
         best = max(domains, key=lambda d: inside[d] - outside[d])
-        ratio = inside[best] / outside[best] if outside[best] > 0 else float("inf")
-        ratio = ratio if inside[best] > 0 else 0.0
-        qualifies = inside[best] - outside[best] >= min_gap and ratio >= min_ratio
+        ratio, qualifies = density_rule(inside[best], outside[best], min_ratio, min_gap)
         rows[j] = {
             "side": side,
             "driving tokens": int((densities.n_up if side == "up" else densities.n_down)[col]),

@@ -149,3 +149,33 @@ def test_openwebtext_falls_back_to_the_parquet_conversion(monkeypatch):
     with pytest.raises(DataError, match="(?s)no network.*CONTEXT_NEURONS_OPENWEBTEXT"):
         data.openwebtext_documents(2, seed=124)
     data._openwebtext_documents_cached.cache_clear()
+
+
+def test_strip_markup():
+    strip = data.strip_markup
+    assert strip("Robert <unk> is an English actor.") == "Robert is an English actor."
+    assert strip("<unk> starred in the <unk> <unk> Factory.") == "starred in the Factory."
+    assert strip("line\n<unk> Ward was born") == "line\nWard was born"
+    assert strip("the M @-@ 82, 1 @.@ 5 m, 5 @,@ 000 men in 1932 @,@\n") == (
+        "the M-82, 1.5 m, 5,000 men in 1932,\n"
+    )
+    assert strip("A plain text, with - and @ signs.") == "A plain text, with - and @ signs."
+
+
+@pytest.mark.skipif(corpora_dir(required=False) is None, reason="needs the offline corpora")
+def test_domain_texts_have_no_wikitext_markup(tokenizer):
+    """The domain texts (chapter 5) read WikiText without its markup; every other reader of the
+    corpus (the planted model's topics, training) keeps the raw text."""
+    from context_neurons.text.windows import domain_texts
+    from context_neurons.training.corpus import iter_documents as training_documents
+
+    texts = domain_texts(tokenizer, n=4)
+    assert any(label.startswith(data.MARKUP_CORPORA[0]) for label in texts.labels)
+    for window, label in zip(texts.windows, texts.labels):
+        text = tokenizer.decode(window[1:])
+        assert "<unk>" not in text and "@-@" not in text and "@,@" not in text, label
+    raw = next(data.iter_documents(data.MARKUP_CORPORA[0]))
+    assert "<unk>" in raw.text
+    assert next(training_documents(data.MARKUP_CORPORA[0], corpora_dir())).text == raw.text
+    stripped = next(data.domain_documents("encyclopedic"))
+    assert stripped.id == raw.id and stripped.text == data.strip_markup(raw.text)

@@ -173,6 +173,22 @@ def test_figures_render(visited, docname):
         assert any("_images/" in img["src"] for img in images), "chapter without figures"
 
 
+#: A figure has at least this many image pixels per CSS pixel it is drawn at (retina PNG: 2).
+MIN_PIXEL_DENSITY = 1.9
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_figures_are_sharp(visited, docname):
+    """Chapter figures are stored at twice the density they are drawn at (sharp on a laptop)."""
+    blurry = [
+        f"{img['src'].rsplit('/', 1)[-1]}: {img['width']} px drawn at {img['rendered']['w']:.0f}"
+        for img in visited[docname]["rendered"]["images"]
+        if img["inArticle"] and "_images/" in img["src"] and rendered(img)
+        and img["width"] < MIN_PIXEL_DENSITY * img["rendered"]["w"]
+    ]
+    assert not blurry, f"figures stored below {MIN_PIXEL_DENSITY}x their drawn width: {blurry}"
+
+
 @pytest.mark.parametrize("docname", PAGES)
 def test_math_renders_offline(visited, docname):
     page = visited[docname]

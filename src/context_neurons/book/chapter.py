@@ -21,10 +21,23 @@ def setup_chapter(
     torch.manual_seed(seed)
     torch.set_grad_enabled(False)
     torch.set_num_threads(config.threads())
+    sharp_figures()
     loaded = load_model(model, device="auto")
     if show_banner:
         show_model_banner(loaded)
     return loaded
+
+
+def sharp_figures() -> None:
+    """Inline figures at twice their pixel density (``retina`` PNG), shown at the same size, so
+    they stay sharp on a laptop screen; nothing outside IPython."""
+    try:  # optional: present in Jupyter and Colab only
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats  # (as IPython)
+    except ImportError:  # not in a notebook: no inline figures to set
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
 
 
 def show_model_banner(loaded: LoadedModel) -> None:

@@ -6,8 +6,9 @@ by default ``../shared/corpora`` beside the repository (:mod:`context_neurons.co
 or from a local copy named by ``$CONTEXT_NEURONS_OPENWEBTEXT``, read through the same calls).
 
 Domains (:func:`domain_documents`): the case studies read texts of a domain (Bible, Spanish,
-medical, ...). Offline they are corpus folders (:data:`DOMAIN_CORPORA`); programming text is the
-running Python's standard library everywhere. Online, without the corpora, a domain's documents are
+medical, ...). Offline they are corpus folders (:data:`DOMAIN_CORPORA`), WikiText without its
+``<unk>`` and ``@-@`` markup (:func:`strip_markup`); programming text is the running Python's
+standard library everywhere. Online, without the corpora, a domain's documents are
 the OpenWebText documents in which the domain's keywords (:mod:`context_neurons.text.topics`) are
 densest: a weak stand-in (OpenWebText is English-filtered, so its "Spanish" documents are English
 texts that mention Spanish words), and every such document's corpus reads ``openwebtext~<domain>``
@@ -24,7 +25,7 @@ import functools
 import json
 import re
 import sysconfig
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
@@ -78,6 +79,10 @@ DOMAIN_CORPORA: dict[str, list[str]] = {
     "war": ["nltk_state_union_us", "wikitext2_pytorch_examples"],
     "pokemon": ["pokemon_showdown"],
 }
+
+#: Corpora whose raw text carries WikiText's markup, which :func:`domain_documents` removes
+#: (:func:`strip_markup`); training and the other readers keep the raw text.
+MARKUP_CORPORA = ("wikitext2_pytorch_examples",)
 
 #: Offline evaluation corpora: long documents of varied English prose.
 EVAL_CORPORA = ("nltk_brown_us", "nltk_masc", "wikitext2_pytorch_examples", "nltk_state_union_us")
@@ -396,7 +401,9 @@ def domain_documents(
         interleave: alternate between the domain's corpora instead of reading them in turn.
 
     Returns:
-        An iterator of documents, in a fixed order.
+        An iterator of documents, in a fixed order; the text of a corpus in
+        :data:`MARKUP_CORPORA` (WikiText) without its markup (:func:`strip_markup`), so that
+        ``<unk>`` never counts as a domain's token.
 
     Raises:
         DataError: for an unknown domain, at the call (not at the first document).
@@ -411,7 +418,24 @@ def _domain_documents(domain: str, root, source: str, interleave: bool) -> Itera
     elif source == "openwebtext":
         yield from openwebtext_domain_documents(domain)
     else:
-        yield from corpora_documents(DOMAIN_CORPORA[domain], root, interleave)
+        for document in corpora_documents(DOMAIN_CORPORA[domain], root, interleave):
+            if document.corpus in MARKUP_CORPORA:
+                document = replace(document, text=strip_markup(document.text))
+            yield document
+
+
+_UNK_AFTER_TEXT = re.compile(r"(?<=\S)[ \t]*<unk>")
+_UNK_AT_LINE_START = re.compile(r"^[ \t]*<unk>[ \t]*", re.MULTILINE)
+_AT_MARKUP = re.compile(r"[ \t]?@([-,.])@[ \t]?")
+
+
+def strip_markup(text: str) -> str:
+    """``text`` without WikiText's markup: every ``<unk>`` (a rare word the dataset replaced)
+    deleted with the spaces before it (after it, at a line's start), and ``" @-@ "``,
+    ``" @,@ "``, ``" @.@ "`` turned back into ``-``, ``,``, ``.``."""
+    text = _AT_MARKUP.sub(r"\1", text)
+    text = _UNK_AFTER_TEXT.sub("", text)
+    return _UNK_AT_LINE_START.sub("", text)
 
 
 def calibration_text(name: str = DEFAULT_CALIBRATION, root: str | Path | None = None) -> Document:

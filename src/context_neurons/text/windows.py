@@ -315,6 +315,14 @@ class DomainTexts:
         own = {self.labels[i] for i in self.indices(domain)}
         return [i for i, label in enumerate(self.labels) if label not in own]
 
+    def subset(self, indices: Sequence[int]) -> "DomainTexts":
+        """The windows at ``indices``, in that order."""
+        return DomainTexts(
+            [self.windows[i] for i in indices],
+            [self.labels[i] for i in indices],
+            [self.domains[i] for i in indices],
+        )
+
     def indices(self, domain: str) -> list[int]:
         """The windows of ``domain``."""
         found = [i for i, d in enumerate(self.domains) if d == domain]
