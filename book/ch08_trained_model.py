@@ -477,7 +477,8 @@ print(f"planted model: the loudest 1% hold {float(planted_shares.mean()):.0%} of
 
 # %%
 protocol_v2 = load_protocol("v2")
-print(wrapped(f"{protocol_v2['name']}: {protocol_v2['registered']}."))
+registered = protocol_v2["registered"].split(" (issue")[0]  # the project's issue number dropped
+print(wrapped(f"{protocol_v2['name']}: registered {registered}."))
 for change in protocol_v2["changes_from_v1"]:
     print(wrapped(f"- {change}"))
 

@@ -304,6 +304,10 @@ return {
   checksOutsideSolutions: codeCells
       .filter(cell => CHECK.test(cell.querySelector(".cell_input").textContent))
       .filter(cell => !cell.closest(".solution")).length,
+  // printed output blocks: their first line, and how far they overflow their box (px)
+  outputs: Array.from(document.querySelectorAll("article div.cell_output pre")).filter(shown)
+      .map(pre => ({first: pre.textContent.split("\\n")[0].slice(0, 80),
+                    overflow: pre.scrollWidth - pre.clientWidth})),
 };
 """
 )

@@ -11,6 +11,8 @@ Which pages must show explorers and solutions is read from the pages' sources
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from site_helpers import (
     EXPAND_ALL,
@@ -171,6 +173,21 @@ def test_figures_render(visited, docname):
     assert not unseen, f"figures loaded but not drawn (zero size or hidden): {unseen}"
     if is_notebook_page(docname) and docname != "book/appendix_planted_model":
         assert any("_images/" in img["src"] for img in images), "chapter without figures"
+
+
+#: How a page's model banner starts (``book.chapter.show_model_banner``).
+BANNER = re.compile(r"^[A-Z0-9 .-]+ MODEL -- |^GPT-2")
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_model_banner_fits_the_text_column(visited, docname):
+    """The banner that names the page's model is read without sideways scrolling at 1280 px."""
+    banners = [o for o in visited[docname]["outputs"] if BANNER.search(o["first"])]
+    if is_notebook_page(docname):
+        assert banners, "a chapter without its model banner"
+    wide = [f"{o['first'][:40]}... ({o['overflow']} px too wide)" for o in banners
+            if o["overflow"] > 0]
+    assert not wide, f"banners wider than the text column: {wide}"
 
 
 #: A figure has at least this many image pixels per CSS pixel it is drawn at (retina PNG: 2).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from context_neurons import config
+from context_neurons.printing import wrapped
 from context_neurons.models import LoadedModel, load_model
 
 
@@ -42,4 +43,4 @@ def sharp_figures() -> None:
 
 def show_model_banner(loaded: LoadedModel) -> None:
     """Print the banner naming the model that produced this page's outputs."""
-    print(f"{loaded.title.upper()} -- {loaded.banner()}")
+    print(wrapped(f"{loaded.title.upper()} -- {loaded.banner()}", indent=""))
