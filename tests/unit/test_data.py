@@ -165,7 +165,7 @@ def test_strip_markup():
 @pytest.mark.skipif(corpora_dir(required=False) is None, reason="needs the offline corpora")
 def test_domain_texts_have_no_wikitext_markup(tokenizer):
     """The domain texts (chapter 5) read WikiText without its markup; every other reader of the
-    corpus (the planted model's topics, training) keeps the raw text."""
+    corpus (the planted model's topics, training, the look-ups) keeps the raw text."""
     from context_neurons.text.windows import domain_texts
     from context_neurons.training.corpus import iter_documents as training_documents
 
@@ -177,5 +177,6 @@ def test_domain_texts_have_no_wikitext_markup(tokenizer):
     raw = next(data.iter_documents(data.MARKUP_CORPORA[0]))
     assert "<unk>" in raw.text
     assert next(training_documents(data.MARKUP_CORPORA[0], corpora_dir())).text == raw.text
-    stripped = next(data.domain_documents("encyclopedic"))
+    stripped = next(data.domain_documents("encyclopedic", without_markup=True))
     assert stripped.id == raw.id and stripped.text == data.strip_markup(raw.text)
+    assert next(data.domain_documents("encyclopedic")).text == raw.text  # raw unless asked

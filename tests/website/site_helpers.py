@@ -338,7 +338,7 @@ const explorerCells = Array.from(document.querySelectorAll("article div.cell"))
 return {
   images: Array.from(document.images).map(img => ({
       src: img.currentSrc || img.src, complete: img.complete, width: img.naturalWidth,
-      rendered: size(img), shown: shown(img), inArticle: !!img.closest("article")})),
+      height: img.naturalHeight, rendered: size(img), shown: shown(img), inArticle: !!img.closest("article")})),
   explorers: explorerCells.map(cell => {
       const out = cell.querySelector(".cell_output");
       return {

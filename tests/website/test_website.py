@@ -204,6 +204,14 @@ def test_figures_are_sharp(visited, docname):
         and img["width"] < MIN_PIXEL_DENSITY * img["rendered"]["w"]
     ]
     assert not blurry, f"figures stored below {MIN_PIXEL_DENSITY}x their drawn width: {blurry}"
+    squashed = [
+        img["src"].rsplit("/", 1)[-1]
+        for img in visited[docname]["rendered"]["images"]
+        if img["inArticle"] and "_images/" in img["src"] and rendered(img) and img["height"]
+        and abs(img["rendered"]["h"] / img["rendered"]["w"] - img["height"] / img["width"])
+        > 0.02 * img["height"] / img["width"]
+    ]
+    assert not squashed, f"figures drawn with another aspect ratio than stored: {squashed}"
 
 
 @pytest.mark.parametrize("docname", PAGES)

@@ -6,8 +6,9 @@ by default ``../shared/corpora`` beside the repository (:mod:`context_neurons.co
 or from a local copy named by ``$CONTEXT_NEURONS_OPENWEBTEXT``, read through the same calls).
 
 Domains (:func:`domain_documents`): the case studies read texts of a domain (Bible, Spanish,
-medical, ...). Offline they are corpus folders (:data:`DOMAIN_CORPORA`), WikiText without its
-``<unk>`` and ``@-@`` markup (:func:`strip_markup`); programming text is the running Python's
+medical, ...). Offline they are corpus folders (:data:`DOMAIN_CORPORA`) (for naming a neuron's
+domain, WikiText without its ``<unk>`` and ``@-@`` markup: :func:`strip_markup`); programming
+text is the running Python's
 standard library everywhere. Online, without the corpora, a domain's documents are
 the OpenWebText documents in which the domain's keywords (:mod:`context_neurons.text.topics`) are
 densest: a weak stand-in (OpenWebText is English-filtered, so its "Spanish" documents are English
@@ -80,8 +81,8 @@ DOMAIN_CORPORA: dict[str, list[str]] = {
     "pokemon": ["pokemon_showdown"],
 }
 
-#: Corpora whose raw text carries WikiText's markup, which :func:`domain_documents` removes
-#: (:func:`strip_markup`); training and the other readers keep the raw text.
+#: Corpora whose raw text carries WikiText's markup, which :func:`domain_documents` removes when
+#: asked (:func:`strip_markup`; chapter 5's domain names); the other readers keep the raw text.
 MARKUP_CORPORA = ("wikitext2_pytorch_examples",)
 
 #: Offline evaluation corpora: long documents of varied English prose.
@@ -390,6 +391,7 @@ def domain_documents(
     root: str | Path | None = None,
     source: Source = "auto",
     interleave: bool = False,
+    without_markup: bool = False,
 ) -> Iterator[Document]:
     """The documents of a case-study domain (one of :data:`DOMAINS`).
 
@@ -399,17 +401,27 @@ def domain_documents(
         source: ``"corpora"``, ``"openwebtext"`` (keyword-selected stand-ins, online), or
             ``"auto"``: the corpora when they are found, else OpenWebText.
         interleave: alternate between the domain's corpora instead of reading them in turn.
+        without_markup: the text of a corpus in :data:`MARKUP_CORPORA` (WikiText) without its
+            markup (:func:`strip_markup`), so that ``<unk>`` never counts as a domain's token
+            (chapter 5 names domains from token counts). The planted model's topics were
+            associated on the raw text, so its experiments read the raw text.
 
     Returns:
-        An iterator of documents, in a fixed order; the text of a corpus in
-        :data:`MARKUP_CORPORA` (WikiText) without its markup (:func:`strip_markup`), so that
-        ``<unk>`` never counts as a domain's token.
+        An iterator of documents, in a fixed order.
 
     Raises:
         DataError: for an unknown domain, at the call (not at the first document).
     """
     check_domain(domain)
-    return _domain_documents(domain, root, resolve_source(source, root), interleave)
+    documents = _domain_documents(domain, root, resolve_source(source, root), interleave)
+    return _without_markup(documents) if without_markup else documents
+
+
+def _without_markup(documents: Iterator[Document]) -> Iterator[Document]:
+    for document in documents:
+        if document.corpus in MARKUP_CORPORA:
+            document = replace(document, text=strip_markup(document.text))
+        yield document
 
 
 def _domain_documents(domain: str, root, source: str, interleave: bool) -> Iterator[Document]:
@@ -418,10 +430,7 @@ def _domain_documents(domain: str, root, source: str, interleave: bool) -> Itera
     elif source == "openwebtext":
         yield from openwebtext_domain_documents(domain)
     else:
-        for document in corpora_documents(DOMAIN_CORPORA[domain], root, interleave):
-            if document.corpus in MARKUP_CORPORA:
-                document = replace(document, text=strip_markup(document.text))
-            yield document
+        yield from corpora_documents(DOMAIN_CORPORA[domain], root, interleave)
 
 
 _UNK_AFTER_TEXT = re.compile(r"(?<=\S)[ \t]*<unk>")

@@ -277,8 +277,10 @@ def domain_windows(
     min_tokens: int | None = None,
     interleave: bool = False,
     n_ctx: int | None = None,
+    without_markup: bool = False,
 ) -> tuple[list[Int[Tensor, " _pos"]], list[str]]:
-    """``n`` windows of a domain's texts (:func:`~context_neurons.text.corpora.domain_documents`).
+    """``n`` windows of a domain's texts (:func:`~context_neurons.text.corpora.domain_documents`,
+    with ``without_markup``).
 
     Documents shorter than ``min_tokens`` (default ``n_ctx - 1``) are concatenated, separated by
     BOS, so corpora of short items (Pokemon moves, abstracts, Bible chapters) give full windows.
@@ -287,7 +289,7 @@ def domain_windows(
     check_domain(domain)
     n_ctx = context_length(tokenizer, n_ctx)
     min_tokens = n_ctx - 1 if min_tokens is None else min_tokens
-    documents = domain_documents(domain, interleave=interleave)
+    documents = domain_documents(domain, interleave=interleave, without_markup=without_markup)
     windows, labels, _ = tokenize_windows(
         tokenizer, documents, n_ctx, min_tokens=min_tokens, short="concat", max_windows=n
     )
@@ -336,13 +338,15 @@ class DomainTexts:
 def domain_texts(
     tokenizer, domains=None, n: int = 4, interleave: bool = True, n_ctx: int | None = None
 ) -> DomainTexts:
-    """``n`` windows of up to ``n_ctx`` tokens from each domain (:func:`domain_windows`)."""
+    """``n`` windows of up to ``n_ctx`` tokens from each domain (:func:`domain_windows`), WikiText
+    without its markup: the texts chapter 5 names neurons' domains from."""
     domains = DOMAINS if domains is None else tuple(domains)
     if n < 1 or not domains:
         raise DataError(f"Ask for at least one window of at least one domain (n = {n}).")
     windows, labels, names = [], [], []
     for domain in domains:
-        got, got_labels = domain_windows(tokenizer, domain, n=n, interleave=interleave, n_ctx=n_ctx)
+        got, got_labels = domain_windows(tokenizer, domain, n=n, interleave=interleave,
+                                         n_ctx=n_ctx, without_markup=True)
         windows += got
         labels += got_labels
         names += [domain] * len(got)
