@@ -23,6 +23,9 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It does four thin
    executed) is written to ``_build/execution_times.md`` and ``.json``; the publishing workflow
    adds the table to its job summary, which is how chapter timings on GPT-2 are measured.
 
+6. **The book's style sheet** (``book/_static/book.css``): figures keep their aspect ratio when
+   the text column is narrower than their display width.
+
 It also removes duplicated inline scripts from pages (with these Sphinx and theme versions the
 inline ``const THEBE_JS_URL = ...`` of sphinx-thebe is emitted twice, a console error on every
 page), and sets ``CONTEXT_NEURONS_STATIC=1`` for the kernels the build starts, so the interactive
@@ -46,6 +49,7 @@ from context_neurons import config
 REPO = Path(__file__).resolve().parents[1]
 STORED = REPO / "tests" / "notebooks"
 STUDENTS = REPO / "book" / "students"
+STYLE = REPO / "book" / "_static" / "book.css"
 MATHJAX_ENV = config.MATHJAX.name
 MATHJAX_FILE = "tex-mml-chtml.js"
 DEFAULT_MATHJAX = REPO / "_build" / "mathjax" / "static" / "mathjax"
@@ -92,6 +96,8 @@ def configure(app: Sphinx, config) -> None:
         if model == "planted" and STORED.is_dir():
             added = seed_cache(cache_path, sorted(STORED.glob("*.ipynb")))
             LOGGER.info(f"[book_extension] stored outputs available for: {', '.join(added)}")
+    # The book's own style sheet (book/_static/book.css, added in setup()).
+    config.html_static_path = list(config.html_static_path) + [str(STYLE.parent)]
     local = mathjax_dir()
     if local is not None:
         # html_static_path copies a directory's contents into _static: add the parent so the files
@@ -202,6 +208,7 @@ def write_execution_times(app: Sphinx, exception) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    app.add_css_file(STYLE.name)
     app.connect("config-inited", configure)
     app.connect("builder-inited", record_start)
     app.connect("build-finished", write_execution_times)
