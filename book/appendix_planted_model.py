@@ -105,13 +105,14 @@ device = colab_setup()
 import pandas as pd
 
 from context_neurons.book.chapter import sharp_figures, show_model_banner
+from context_neurons.printing import wrapped
 from context_neurons.models import load_model
 
 sharp_figures()
 loaded = load_model("planted", device=device)
 show_model_banner(loaded)
 model, truth = loaded.model, loaded.truth
-print(f"seed {truth.seed}; British/American spellings from: {truth.gb_us_source}")
+print(wrapped(f"seed {truth.seed}; British/American spellings from: {truth.gb_us_source}"))
 print(f"identity subspace: {truth.identity_dimensions} dimensions")
 
 # %% [markdown]
