@@ -105,7 +105,7 @@ device = colab_setup()
 import pandas as pd
 
 from context_neurons.book.chapter import sharp_figures, show_model_banner
-from context_neurons.printing import wrapped
+from context_neurons.printing import show_table, wrapped
 from context_neurons.models import load_model
 
 sharp_figures()
@@ -143,7 +143,11 @@ heads = pd.DataFrame(
         for h, plan in sorted(truth.layer0_heads.items())
     ]
 ).set_index("head")
-print(heads.to_string())
+decimals = {"width w": 1, "stretch": 2, "tail": 2, "n_eff (planned)": 1, "content sd": 2}
+show_table(heads.iloc[:, :6], "the plan of the layer-0 heads: kernels", model=loaded.title,
+           decimals=1, formats=decimals)
+show_table(heads.iloc[:, 6:], "the plan of the layer-0 heads: content score (nats)",
+           model=loaded.title, decimals=1, formats=decimals)
 
 # %% [markdown]
 # ## GPT-2's difficulties, measured
@@ -203,7 +207,8 @@ difficulties = pd.DataFrame(
     ],
     columns=["difficulty", "measured here", "GPT-2 (described)"],
 ).set_index("difficulty")
-print(difficulties.to_string())
+show_table(difficulties, "planted difficulties, measured; GPT-2's column is described, not "
+           "measured", model=loaded.title)
 
 # %% [markdown]
 # A figure for the first two rows of kernels: the position norms, and the contextual heads'
@@ -246,7 +251,8 @@ topics = pd.DataFrame(
         for topic in truth.label_words
     ]
 ).set_index("topic")
-print(topics.to_string())
+show_table(topics, "topic word lists: planting half and label half", model=loaded.title,
+           decimals=1)
 
 # %% [markdown]
 # ## Layer-0 neurons: planted and distractors
@@ -270,7 +276,8 @@ neurons = pd.DataFrame(
         for j, plan in sorted(truth.distractor_neurons.items())
     ]
 ).set_index("neuron")
-print(neurons.to_string())
+show_table(neurons, "layer-0 neurons: planted context neurons and distractors (the plan)",
+           model=loaded.title, decimals=1)
 
 # %% [markdown]
 # ## Layer-1 context look-ups
@@ -287,7 +294,7 @@ lookups = pd.DataFrame(
         for d in truth.lookups
     ]
 )
-print(lookups.to_string(index=False))
+show_table(lookups, "layer-1 context look-ups (the plan)", model=loaded.title, index=False)
 
 # %% [markdown]
 # ## What the method recovers here
@@ -305,14 +312,16 @@ from context_neurons import taxonomy as tx
 from context_neurons.plotting.planted import plot_recovery_curve
 
 taxonomy = tx.classify_heads(model)
-print("contextual heads found:", sorted(taxonomy.groups["contextual"]),
-      "| planted:", truth.contextual_heads, "(agreement by construction)")
+print(wrapped(f"contextual heads found: {sorted(taxonomy.groups['contextual'])} | planted: "
+              f"{truth.contextual_heads} (agreement by construction)"))
 scores = disc.get_scores(circ.get_circuit(model), model)
 sweep = disc.theta_sweep(scores, recovery.THETAS, truth=sorted(truth.context_neurons))
 found = scores.found(disc.THETA)
-print(sweep.round(2).to_string())
-print(f"at theta = {disc.THETA:g}: distractors found {sorted(set(found) & set(truth.distractor_neurons))}, "
-      f"planted neurons missed {sorted(set(truth.context_neurons) - set(found))}")
+show_table(sweep, "neurons found against the planted ones over theta", model=loaded.title,
+           decimals=2, formats={"neurons found": 0})
+print(wrapped(f"at theta = {disc.THETA:g}: distractors found "
+              f"{sorted(set(found) & set(truth.distractor_neurons))}, "
+              f"planted neurons missed {sorted(set(truth.context_neurons) - set(found))}"))
 figure = plot_recovery_curve(sweep, disc.THETA, title=f"{loaded.title}: discovery against the plan")
 
 # %% [markdown]
@@ -323,7 +332,7 @@ figure = plot_recovery_curve(sweep, disc.THETA, title=f"{loaded.title}: discover
 control = recovery.recover(model.tokenizer, truth.seed, [], variant="shuffled-kernels")
 print("contextual heads found:", control["contextual_heads"])
 print("neurons found:", control["found"][disc.THETA])
-print("the method says:", control["stopped"])
+print(wrapped(f"the method says: {control['stopped']}"))
 
 # %% [markdown]
 # Over seeds, `python scripts/planted_recovery.py` reports the same quantities for seeds 0-4 (mean
@@ -357,7 +366,8 @@ label_hits = len(top_ids & set(truth.label_token_ids["war"]))
 planting_hits = len(top_ids & set(truth.planting_token_ids["war"]))
 print(f"neuron 1621's 50 top tokens: {planting_hits} planting-half, {label_hits} label-half war tokens")
 assert planting_hits > label_hits
-print("check passed: the word list that planted the neuron names more of its top tokens")
+print("check passed: the word list that planted the neuron names more of its\n"
+      "  top tokens")
 
 # %% [markdown]
 # ```{solution-end}

@@ -129,7 +129,7 @@ model = loaded.model
 import torch
 
 from context_neurons import decomposition as dec
-from context_neurons.printing import below
+from context_neurons.printing import below, show_table, wrapped
 from context_neurons.text.windows import evaluation_windows
 
 windows, labels, report = evaluation_windows(model.tokenizer, 1, n_ctx=model.cfg.n_ctx)
@@ -212,13 +212,16 @@ figure = plot_patterns(
 # $\log c_n(t)$ over the whole vocabulary, with destination `' the'` at $n$:
 
 # %%
+import pandas as pd
+
 log_c = dec.content_log_weights(model, n=n, dest_token=" the")
-spread = log_c.std(dim=-1)
-for h in range(model.cfg.n_heads):
-    print(
-        f"head {h:2d} ({taxonomy.group_of(h):14s}): std of log content weight over the "
-        f"vocabulary = {spread[h]:.2f}"
-    )
+spread = log_c.std(dim=-1).cpu()
+spreads = pd.DataFrame(
+    {"group": [taxonomy.group_of(h) for h in range(model.cfg.n_heads)], "std of log c": spread},
+    index=pd.Index(range(model.cfg.n_heads), name="head"),
+)
+show_table(spreads, f"std of log content weight over the vocabulary, ' the' at n = {n}",
+           model=loaded.title, decimals=2)
 
 # %% [markdown]
 # **Explore.** In a live notebook (Jupyter, Colab) the cell below shows sliders: pick a head, a
@@ -229,7 +232,7 @@ for h in range(model.cfg.n_heads):
 from context_neurons.interactive import head_explorer
 
 print(f"explorer on the {loaded.title}")
-explorer = head_explorer(model, head=head, n=n, dest_token=" the")
+explorer = head_explorer(model, head=head, n=n, dest_token=" the", model_title=loaded.title)
 
 # %% [markdown]
 # ## 1.4 How good is the reconstruction? (the paper's Figure 1)
@@ -257,24 +260,23 @@ figure = plot_tv_over_positions(
 # and the second half of the text: whether the error grows along the text can be read there.
 
 # %%
-import pandas as pd
-
 from context_neurons.reproduce.paper import PAPER_TV
 
 tv_host = tv.cpu()  # pandas reads host memory (the TV was computed on the model's device)
 middle = len(tokens) // 2
 summary = pd.DataFrame(
     {
-        "median TV": tv_host.median(dim=-1).values,
-        "90th percentile TV": tv_host.quantile(0.9, dim=-1),
-        "max TV": tv_host.max(dim=-1).values,
+        "median": tv_host.median(dim=-1).values,
+        "90th percentile": tv_host.quantile(0.9, dim=-1),
+        "max": tv_host.max(dim=-1).values,
         "median, first half": tv_host[:, 1:middle].median(dim=-1).values,
         "median, second half": tv_host[:, middle:].median(dim=-1).values,
     },
     index=pd.Index(shown, name="head"),
 )
-print(summary.round(3).to_string())
-print(f"\nmedian over heads and positions: {tv.median():.3f}   (paper, GPT-2 Small: ~{PAPER_TV})")
+show_table(summary, f"TV distance over destination positions, {labels[0]}", model=loaded.title,
+           decimals=3)
+print(f"median over heads and positions: {tv.median():.3f}   (paper, GPT-2 Small: ~{PAPER_TV})")
 
 # %% [markdown]
 # ## 1.5 What sets the error
@@ -322,12 +324,13 @@ error_parts = pd.DataFrame(
     },
     index=pd.Index(shown, name="head"),
 )
-print(error_parts.round(4).to_string())
+show_table(error_parts, "the score error's two parts where the head looks, median over n",
+           model=loaded.title, decimals=4)
 larger = (error_parts["token scale (nats)"] > error_parts["positional key (nats)"]).sum()
-print(
-    f"\nthe token-scale part is the larger one for {larger} of {len(shown)} heads, "
+print(wrapped(
+    f"the token-scale part is the larger one for {larger} of {len(shown)} heads, "
     f"the positional-key part for {len(shown) - larger}"
-)
+))
 
 # %% [markdown]
 # The token-scale part is set by how much $\sigma(t, i)$ differs from $\sigma(t, n)$ for one
@@ -338,7 +341,9 @@ print(
 
 # %%
 reference = dec.default_reference_tokens(model)
-print(dec.scale_change_by_distance(model, reference, n).round(4).to_string())
+show_table(dec.scale_change_by_distance(model, reference, n),
+           f"|1 - sigma(t, n)/sigma(t, i)| over the calibration tokens, n = {n}",
+           model=loaded.title, decimals=4)
 
 # %% [markdown]
 # The positional-key part is set by how much $1/\sigma$ differs between tokens at one position.
@@ -354,10 +359,10 @@ position = torch.tensor([n], device=model.cfg.device)
 inverse_scale = dec.ln1_inverse_scale(model, vocabulary, position).flatten().double().cpu()
 low, high = torch.quantile(inverse_scale, torch.tensor([0.05, 0.95], dtype=torch.float64))
 paper_low, paper_high = PAPER_LN_SCALE_RANGE
-print(
+print(wrapped(
     f"LN1 scale 1/sigma over the vocabulary at n = {n}: 5%-95% range {low:.3f} to {high:.3f} "
     f"(relative width {(high - low) / high:.2f})"
-)
+))
 print(
     f"the blog's comparison (GPT-2 Small): {paper_low} to {paper_high} "
     f"(relative width {(paper_high - paper_low) / paper_high:.2f})"
@@ -454,7 +459,7 @@ positional = dec.positional_pattern(
 )
 tv_to_hooks = dec.tv_distance(hooked, positional)
 assert tv_to_hooks.max() < 1e-4, tv_to_hooks
-print("check passed: on a constant text pos_m(i) is the attention pattern (max TV < 1e-4)")
+print("check passed: on a constant text pos_m(i) is the attention pattern\n  (max TV < 1e-4)")
 
 # %% [markdown]
 # ```{solution-end}
@@ -519,11 +524,11 @@ bound = 2 * tv[shown.index(head)] * farthest
 assert (delta <= bound * (1 + 1e-4) + 1e-6).all()
 movement = (output - output[1:].mean(dim=0)).norm(dim=-1)
 ratio = float(delta[1:].median() / movement[1:].median())
-print(
+print(wrapped(
     f"head {head}: median |Delta_n| {delta[1:].median():.4f}, "
     f"median bound {bound[1:].median():.4f}, "
     f"median movement of the output {movement[1:].median():.4f}"
-)
+))
 print(f"error / movement of the output (medians): {ratio:.3f}")
 print("check passed: |Delta_n| <= 2 TV_n max |x_i - c| at every destination")
 

@@ -82,9 +82,12 @@ model = loaded.model
 
 # %%
 from context_neurons import taxonomy as tx
+from context_neurons.printing import show_table, wrapped
 
 taxonomy = tx.classify_heads(model)  # at tx.default_position(model)
-print(f"destination position n = {taxonomy.n}, destination tokens: {taxonomy.destinations}")
+print(wrapped(
+    f"destination position n = {taxonomy.n}, destination tokens: {taxonomy.destinations}"
+))
 print(f"{len(taxonomy.heads)} heads in layer 0")
 
 # %%
@@ -135,7 +138,7 @@ figure = plot_kernel_shapes(
 table = taxonomy.table()
 print(
     f"local below n_eff = {tx.LOCAL_MAX_N_EFF:g}; uniform above n_eff = "
-    f"{tx.UNIFORM_MIN_FRACTION * (taxonomy.n + 1):g}\n"
+    f"{tx.UNIFORM_MIN_FRACTION * (taxonomy.n + 1):g}"
 )
 widths_table = table[["n_eff", "mean distance", "kernel"]].copy()
 if loaded.is_planted:
@@ -149,7 +152,9 @@ if loaded.is_planted:
             tx.exponential_width(decay[h], taxonomy.n + 1) for h in widths_table.index
         ]
     widths_table["planted shape"] = [loaded.truth.kernel_shapes[h] for h in widths_table.index]
-print(widths_table.round(1).to_string())
+planted_note = "; planted: as built (shapes equal by construction)" if loaded.is_planted else ""
+show_table(widths_table, f"kernel widths at n = {taxonomy.n}, destination ' the'{planted_note}",
+           model=loaded.title, decimals=1)
 
 # %% [markdown]
 # On the planted model (the planted columns, shown only there), compare each measured width with
@@ -175,7 +180,8 @@ print(widths_table.round(1).to_string())
 # of this model's tokenizer (printed in section 2.1); the table gives the median over them.
 
 # %%
-print(table[["content sd", "self z"]].round(2).to_string())
+show_table(table[["content sd", "self z"]], "content spread (nats) and self-preference, median "
+           "over the destination tokens", model=loaded.title, decimals=2)
 
 # %% [markdown]
 # ## 2.4 The four groups, and why the rules travel
@@ -210,8 +216,8 @@ print(table[["content sd", "self z"]].round(2).to_string())
 # %%
 import pandas as pd
 
-print(tx.threshold_rules(taxonomy.n)[["threshold", "unit"]].to_string())
-print()
+show_table(tx.threshold_rules(taxonomy.n)[["threshold", "unit"]], f"the rules at n = {taxonomy.n}",
+           model=loaded.title)
 for head in taxonomy.groups["miscellaneous"]:
     reason = (
         "uniform kernel"
@@ -222,11 +228,11 @@ for head in taxonomy.groups["miscellaneous"]:
 if not taxonomy.groups["miscellaneous"]:
     print("no head is miscellaneous")
 if not taxonomy.groups["contextual"]:
-    print(
-        "\nNO CONTEXTUAL HEAD: no head of this model has a slowly decaying kernel with weak "
+    print(wrapped(
+        "NO CONTEXTUAL HEAD: no head of this model has a slowly decaying kernel with weak "
         "content dependence. Chapter 3 still measures every head's denominators; the circuit of "
         "chapter 4 and the discovery of chapter 5 need contextual heads and stop there."
-    )
+    ))
 
 # %% [markdown]
 # The map below places every head by its width and its self-preference, with the three
@@ -266,16 +272,15 @@ figure = plot_head_map(
 
 # %%
 margins = taxonomy.margins()
-print(margins.round(2).to_string())
+show_table(margins, "each head's margin to every threshold", model=loaded.title, decimals=2)
 calls = taxonomy.closest_calls()
-print()
-print(calls.round(2).to_string())
+show_table(calls, "the closest call of each rule", model=loaded.title, decimals=2)
 slow = [h for h in taxonomy.heads if taxonomy.shapes[h] == "slowly decaying"]
 moved = [h for h in slow if h in taxonomy.groups["miscellaneous"]]
-print(
-    f"\nslowly decaying heads moved to miscellaneous by the content rule "
+print(wrapped(
+    f"slowly decaying heads moved to miscellaneous by the content rule "
     f"(content sd > {tx.CONTEXTUAL_MAX_CONTENT_SD:g}): {moved}"
-)
+))
 
 # %% [markdown]
 # Read the second table as: for each rule, the head nearest its threshold among the heads whose
@@ -286,7 +291,7 @@ print(
 # %%
 width_call = calls.loc["kernel width -> shape"]
 head = int(width_call["closest head"])
-print(
+print(wrapped(
     f"closest call on the width: head {head}, n_eff {taxonomy.width(head):.1f}, "
     f"{width_call['margin']:.2f} x the {margins.loc[head, 'width threshold']} threshold; "
     f"its group ({taxonomy.group_of(head)}) "
@@ -295,25 +300,25 @@ print(
         if taxonomy.group_of(head) == "duplicate"
         else "depends on it"
     )
-)
+))
 windows = taxonomy.width_windows()
-print("\nthe nearest widths on either side of each width threshold:")
-print(windows.round(1).to_string())
+show_table(windows, "the nearest widths on either side of each width threshold",
+           model=loaded.title, decimals=1, formats={"head below": 0, "head above": 0})
 if slow:
     largest_sd = table.loc[slow, "content sd"].max()
-    print(
+    print(wrapped(
         f"largest content sd of a slowly decaying head: {largest_sd:.2f} nats, "
         f"{tx.CONTEXTUAL_MAX_CONTENT_SD / largest_sd:.1f} x below the threshold "
         f"{tx.CONTEXTUAL_MAX_CONTENT_SD:g}"
-    )
+    ))
 local_window = windows.loc["local"]
 if local_window[["n_eff below", "n_eff above"]].notna().all():
-    print(
+    print(wrapped(
         f"the local threshold {tx.LOCAL_MAX_N_EFF:g} lies "
         f"{tx.LOCAL_MAX_N_EFF / local_window['n_eff below'] - 1:.0%} above the widest narrower "
         f"kernel and {local_window['n_eff above'] / tx.LOCAL_MAX_N_EFF - 1:.0%} below the "
         "narrowest wider one"
-    )
+    ))
 else:
     print(f"every head lies on one side of the local threshold {tx.LOCAL_MAX_N_EFF:g}")
 
@@ -342,36 +347,37 @@ comparison = tx.compare_groups(taxonomy.groups, PAPER_GROUPS)
 comparison = comparison.rename(columns={"expected": "GPT-2 Small (paper)"})
 if loaded.name == "gpt2":
     comparison = comparison.rename(columns={"agree": "agrees with the paper"})
-    print(comparison.to_string())
+    show_table(comparison, "computed groups and the paper's", model=loaded.title)
     differ = comparison.index[~comparison["agrees with the paper"]].tolist()
     if differ:
-        print(
-            f"\n!!! THE COMPUTED GROUPS DIFFER FROM THE PAPER'S for: {', '.join(differ)}.\n!!! "
+        print(wrapped(
+            f"!!! THE COMPUTED GROUPS DIFFER FROM THE PAPER'S for: {', '.join(differ)}. "
             f"Computed contextual heads {taxonomy.groups['contextual']}, the paper's "
             f"{PAPER_GROUPS['contextual']}. The circuit (chapter 4) and everything after it use the "
-            "COMPUTED heads; read the margins above to see which differences are close calls."
-        )
+            "COMPUTED heads; read the margins above to see which differences are close calls.",
+            indent="!!! ",
+        ))
     else:
-        print("\nThe computed groups are the paper's, group for group.")
+        print("The computed groups are the paper's, group for group.")
 elif loaded.is_planted:
     truth = tx.compare_groups(taxonomy.groups, loaded.truth.head_groups)
     comparison = comparison.drop(columns="agree")
     comparison["planted truth"] = truth["expected"]
     comparison["agrees with the planted truth (by construction)"] = truth["agree"]
-    print(comparison.to_string())
+    show_table(comparison, "computed groups, the paper's and the planted ones", model=loaded.title)
     shapes_agree = taxonomy.shapes == loaded.truth.kernel_shapes
-    print(f"\nkernel shapes agree with the planted shapes (by construction): {shapes_agree}")
-    print(
+    print(f"kernel shapes agree with the planted shapes (by construction): {shapes_agree}")
+    print(wrapped(
         "The planted model was built to this taxonomy, so agreement here shows that the code "
         "reads back what was planted; it is not evidence that the rules find GPT-2's groups."
-    )
+    ))
 else:
     comparison = comparison.drop(columns="agree")
-    print(comparison.to_string())
-    print(
-        f"\nThe last column is GPT-2 Small's taxonomy in the paper, for reference only: the "
+    show_table(comparison, "computed groups and GPT-2 Small's (paper)", model=loaded.title)
+    print(wrapped(
+        f"The last column is GPT-2 Small's taxonomy in the paper, for reference only: the "
         f"{loaded.title} is another model, whose groups nobody wrote down."
-    )
+    ))
 
 # %% [markdown]
 # ## 2.6 Does the kernel depend on the destination token?
@@ -383,9 +389,10 @@ else:
 
 # %%
 widths = taxonomy.destination_table()
-print(widths.round(1).to_string())
+show_table(widths.T, f"n_eff at n = {taxonomy.n} for each destination token (columns)",
+           model=loaded.title, decimals=1)
 spread = (widths.max() / widths.min() - 1).max()
-print(f"\nlargest relative change of a head's width across these tokens: {spread:.1%}")
+print(f"largest relative change of a head's width across these tokens: {spread:.1%}")
 same_shapes = all(
     tx.classify_kernel(float(taxonomy.n_eff[d, k]), taxonomy.n + 1) == taxonomy.shapes[head]
     for d in range(len(taxonomy.destinations))
@@ -503,8 +510,9 @@ mine = {
 }
 assert all(head in taxonomy.groups[group] for head, group in mine.items())
 assert sum(len(members) for members in taxonomy.groups.values()) == len(mine)
-print(f"my groups: { {g: [h for h, x in mine.items() if x == g] for g in tx.GROUPS} }")
-print("check passed: the rules written out give the groups of classify_heads for every head")
+print(wrapped(f"my groups: { {g: [h for h, x in mine.items() if x == g] for g in tx.GROUPS} }"))
+print("check passed: the rules written out give the groups of classify_heads\n"
+      "  for every head")
 
 # %% [markdown]
 # ```{solution-end}
@@ -575,7 +583,8 @@ print(
     + (", unanimous)" if unanimous else f"; the others: {dict(count)})")
 )
 assert argued == max(count, key=count.get) and sum(count.values()) == len(votes)
-print("check passed: the argued group is the majority of the settings, and the vote is reported")
+print("check passed: the argued group is the majority of the settings,\n"
+      "  and the vote is reported")
 
 # %% [markdown]
 # ```{solution-end}

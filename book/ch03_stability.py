@@ -93,6 +93,7 @@ import torch
 
 from context_neurons import stability as st
 from context_neurons import taxonomy as tx
+from context_neurons.printing import fixed, show_table, wrapped
 from context_neurons.reproduce.paper import PAPER_GROUPS
 from context_neurons.text.windows import corpus_windows, domain_windows
 
@@ -104,7 +105,7 @@ windows, labels, report = corpus_windows(
 full_length = [i for i, w in enumerate(windows) if len(w) == n_ctx]
 taxonomy = tx.classify_heads(model)
 contextual = taxonomy.groups["contextual"]
-print(f"{len(windows)} texts of at least {half + 1} tokens (the paper: 1000) ({report})")
+print(wrapped(f"{len(windows)} texts of at least {half + 1} tokens (the paper: 1000) ({report})"))
 print(f"{len(full_length)} of them of the full {n_ctx} tokens, all used for Figure 3.1")
 print(f"contextual heads (computed): {contextual}")
 print(f"GPT-2 Small's in the paper, for comparison: {PAPER_GROUPS['contextual']}")
@@ -112,10 +113,10 @@ if contextual:
     shown = contextual
 else:
     shown = taxonomy.heads
-    print(
+    print(wrapped(
         "This model has NO contextual head: the figures below show every head instead, so that "
         "the chapter still measures which denominators concentrate."
-    )
+    ))
 
 # %% [markdown]
 # Gibson's Figure 3 divides each text's denominator $D_{h,i}$ by its average $c_{h,i}$ over many
@@ -140,17 +141,23 @@ figure = plot_relative_denominators(
 )
 start = min(100, int(positions[-1]))  # every contextual kernel has tens of tokens from here
 drawn, late = positions >= 1, positions >= start
-print(
-    f"D/c over {relative.shape[0]} texts: the 5% and 95% quantiles over texts and positions\n"
-    f"head   positions {int(positions[drawn][0])}..{int(positions[-1])}"
-    f"   positions {int(positions[late][0])}..{int(positions[-1])}"
-)
+import pandas as pd
+
+intervals = {}
 for k, head in enumerate(shown):
     ranges = [
         relative[:, k, keep].quantile(torch.tensor([0.05, 0.95], dtype=relative.dtype))
         for keep in (drawn, late)
     ]
-    print(f"{head:4d}" + "".join(f"   [{low:.3f}, {high:.3f}]   " for low, high in ranges))
+    intervals[head] = [f"[{low:.3f}, {high:.3f}]" for low, high in ranges]
+intervals = pd.DataFrame.from_dict(
+    intervals,
+    orient="index",
+    columns=[f"positions {int(positions[keep][0])}..{int(positions[-1])}"
+             for keep in (drawn, late)],
+).rename_axis("head")
+show_table(intervals, f"D/c over {relative.shape[0]} texts: the 5% and 95% quantiles over texts "
+           "and positions", model=loaded.title)
 
 # %% [markdown]
 # *Figure 3.1 (reproduces the paper's Figure 3): $D_{h,i}/c_{h,i}$ against position $i$ for four
@@ -179,10 +186,10 @@ figure = plot_denominators_per_text(
     study, shown, title=f"{loaded.title}: D / mu at n = {study.n} on {len(study.labels)} texts"
 )
 cv = {head: st.coefficient_of_variation(study.measured(head)) for head in study.heads}
-print(
+print(wrapped(
     f"coefficient of variation of D at n = {study.n} over {len(study.labels)} texts, "
     f"heads shown: {min(cv[h] for h in shown):.3f} to {max(cv[h] for h in shown):.3f}"
-)
+))
 
 # %% [markdown]
 # *Figure 3.2 (reproduces the paper's Figure 4): $D_h/\mu$ at $n = n_{ctx}/2$ for every text
@@ -238,25 +245,19 @@ figure = plot_denominator_histograms(
 # $n_{\mathrm{eff}}^{\mathrm{rand}} = m^2 / \sum_{0<j<n} \mathrm{pos}_n(j)^2$, the number of
 # random tokens the denominator averages over. Without the fixed terms, $\rho = 1$ and
 # $n_{\mathrm{eff}}^{\mathrm{rand}} = n_{\mathrm{eff}}$, the formula above. The token distribution
-# is the pooled unigram distribution of our texts. The table gives every factor for every head,
-# and sets the prediction beside the spread measured on the texts (with its bootstrap standard
-# error) and on synthetic texts of independent tokens drawn from the same distribution.
+# is the pooled unigram distribution of our texts. The first table gives every factor for every
+# head; the second sets the prediction beside the spread measured on the texts (with its bootstrap
+# standard error) and on synthetic texts of independent tokens drawn from the same distribution.
 
 # %%
 table = study.table(prob=0.05)
 table["group"] = [taxonomy.group_of(h) for h in table.index]
-columns = [
-    "group",
-    "n_eff",
-    "n_eff random",
-    "random share",
-    "sigma/mu",
-    "CV predicted",
-    "CV texts",
-    "CV texts se",
-    "CV i.i.d.",
-]
-print(table[columns].round(3).to_string())
+factors = ["group", "n_eff", "n_eff random", "random share", "sigma/mu"]
+show_table(table[factors], f"the factors of the predicted CV of D at n = {study.n}",
+           model=loaded.title)
+show_table(table[["CV predicted", "CV texts", "CV texts se", "CV i.i.d."]],
+           f"CV of D at n = {study.n}: predicted, on the texts (se: bootstrap), on i.i.d. texts",
+           model=loaded.title)
 
 # %%
 from context_neurons.plotting.stability import plot_concentration
@@ -273,12 +274,20 @@ figure = plot_concentration(
 # circles).* The three factors of the prediction, per group:
 
 # %%
-summary = table.groupby("group")[
-    ["n_eff random", "random share", "sigma/mu", "CV predicted", "CV texts"]
-].agg(["min", "max"])
-print(summary.round(3).to_string())
+ranged = ["n_eff random", "random share", "sigma/mu", "CV predicted", "CV texts"]
+summary = table.groupby("group")[ranged].agg(["min", "max"])
+ranges = pd.DataFrame(
+    {
+        column: [f"{fixed(low, 3)} .. {fixed(high, 3)}" for low, high in summary[column].values]
+        for column in ranged
+    },
+    index=summary.index,
+)
+show_table(ranges, "min .. max over each group's heads", model=loaded.title)
 excess = table.index[table["CV texts"] - table["CV i.i.d."] > 3 * table["CV texts se"]].tolist()
-print(f"\nheads whose CV on texts exceeds the i.i.d. CV by more than 3 standard errors: {excess}")
+print(wrapped(
+    f"heads whose CV on texts exceeds the i.i.d. CV by more than 3 standard errors: {excess}"
+))
 
 # %% [markdown]
 # What to see (the ranges just printed give the numbers; a group this model lacks is absent):
@@ -340,8 +349,8 @@ figure = plot_tail_bounds(
 # since those texts satisfy the model's assumptions; on real texts they need not. Hoeffding only
 # knows the range $b - a$ of the weights, set by the most extreme token in the texts, while
 # Chebyshev uses their actual spread $\sigma$; Hoeffding's exponential decay wins only for large
-# enough $t$. The table gives, for every head, the half-width $t$ of an interval that holds
-# $D/\mu$ with probability 95%, from each bound and as measured, and whether each bound's
+# enough $t$. The first table gives, for every head, the half-width $t$ of an interval that holds
+# $D/\mu$ with probability 95%, from each bound and as measured; the second, whether each bound's
 # half-width covers the measured one.
 
 # %%
@@ -349,10 +358,13 @@ half_widths = table[["group", "t Chebyshev", "t Hoeffding", "t texts", "t i.i.d.
 for bound in ("Chebyshev", "Hoeffding"):
     half_widths[f"{bound} covers texts"] = half_widths[f"t {bound}"] >= half_widths["t texts"]
     half_widths[f"{bound} covers i.i.d."] = half_widths[f"t {bound}"] >= half_widths["t i.i.d."]
-print(half_widths.round(3).to_string())
+show_table(half_widths.iloc[:, :5], "half-width t of a 95% interval of D/mu: bounds, measured",
+           model=loaded.title)
+show_table(half_widths.iloc[:, 5:], "does each bound's half-width cover the measured one?",
+           model=loaded.title)
 tighter = (half_widths["t Chebyshev"] < half_widths["t Hoeffding"]).sum()
 print(
-    f"\nChebyshev's 95% half-width is the narrower of the two for {tighter} of "
+    f"Chebyshev's 95% half-width is the narrower of the two for {tighter} of "
     f"{len(half_widths)} heads"
 )
 for group in ("contextual", "detokenization"):
@@ -360,10 +372,10 @@ for group in ("contextual", "detokenization"):
     for bound in ("Chebyshev", "Hoeffding"):
         ratios = rows[f"t {bound}"] / rows["t texts"]
         if len(ratios):
-            print(
+            print(wrapped(
                 f"{group}: {bound}'s half-width is {ratios.min():.1f} to {ratios.max():.1f} "
                 "times the measured one"
-            )
+            ))
 
 # %% [markdown]
 # Under independence, each bound holds for *every* weight distribution with this variance (or
@@ -396,26 +408,32 @@ for group in ("contextual", "detokenization"):
 stops = study.most_frequent(50)
 stop_mass = float(study.probs[torch.isin(study.token_ids, stops)].sum())
 print(f"stop words: the 50 most frequent tokens, {stop_mass:.0%} of the texts' tokens")
-print("the first 20:", [model.tokenizer.decode([t]) for t in stops[:20].tolist()])
+first = ", ".join(repr(model.tokenizer.decode([t])) for t in stops[:20].tolist())
+# lines break between the tokens, never at a space inside one (kept as a no-break space)
+print(wrapped(f"the first 20: [{first.replace(' ', chr(160)).replace(',' + chr(160), ', ')}]")
+      .replace(chr(160), " "))
 if loaded.is_planted:
     planted_list = set(loaded.truth.stopword_ids)
     overlap = len(set(stops.tolist()) & planted_list)
-    print(
+    print(wrapped(
         f"on the planted model, {overlap} of these 50 are in the list that planted the preference: "
         "the two definitions overlap, so agreement with the planted heads below is still largely "
         "by construction"
-    )
+    ))
 preference = study.preference(stops)
-print("\nhead  stop-word preference (nats)")
-for head in shown:
-    print(f"{head:4d}  {preference[head]:+.2f}")
+signed = {"stop-word preference (nats)": lambda value: fixed(value, 2, sign=True)}
+show_table(pd.DataFrame({"stop-word preference (nats)": [preference[h] for h in shown]},
+                        index=pd.Index(shown, name="head")),
+           "preference of each head for the 50 stop words", model=loaded.title, formats=signed)
 keyword_head = min(shown, key=preference.get)
 stopword_head = max(shown, key=preference.get)
-print(f"\ncomputed: keyword head {keyword_head}, stop-word head {stopword_head}")
+print(f"computed: keyword head {keyword_head}, stop-word head {stopword_head}")
 if loaded.is_planted:
     weights = {h: loaded.truth.layer0_heads[h]["stopword_weight"] for h in shown}
     planted_signs = {h: w for h, w in weights.items() if w}
-    print(f"planted truth: stop-word score added per head {planted_signs} (by construction)")
+    print(wrapped(
+        f"planted truth: stop-word score added per head {planted_signs} (by construction)"
+    ))
 
 # %% [markdown]
 # A text dense in stop words then has a *smaller* denominator for the keyword head and a
@@ -436,8 +454,11 @@ mixed_study = st.denominator_study(model, mixed, n=half, labels=labels[:400] + b
 density = st.kernel_weighted_density(mixed_study, mixed, stops)
 corpus = ["Bible" if lab in bible_labels else "prose" for lab in mixed_study.labels]
 is_bible = torch.tensor([c != "prose" for c in corpus])
-print(f"{int((~is_bible).sum())} prose texts, {int(is_bible.sum())} Bible windows: {bible_labels[0]}, ...")
-print("head  preference  corr(share, log D)  slope of log D on share  mean D/mu: prose  Bible")
+print(wrapped(
+    f"{int((~is_bible).sum())} prose texts, {int(is_bible.sum())} Bible windows: "
+    f"{bible_labels[0]}, ..."
+))
+rows = {}
 for head in sorted(shown, key=preference.get):
     k = mixed_study.row(head)
     log_d_texts = mixed_study.measured(head).log()
@@ -446,10 +467,13 @@ for head in sorted(shown, key=preference.get):
     slope = float(r * log_d_texts.std() / share.std())
     prose_mean = mixed_study.measured(head)[~is_bible].mean()
     bible_mean = mixed_study.measured(head)[is_bible].mean()
-    print(
-        f"{head:4d}  {preference[head]:+10.2f}  {r:+18.2f}  {slope:+23.2f}  {prose_mean:16.3f}  "
-        f"{bible_mean:5.3f}"
-    )
+    rows[head] = [preference[head], float(r), slope, float(prose_mean), float(bible_mean)]
+names = ["preference", "corr(share, log D)", "slope of log D on share", "mean D/mu: prose",
+         "mean D/mu: Bible"]
+show_table(pd.DataFrame.from_dict(rows, orient="index", columns=names).rename_axis("head"),
+           f"log D at n = {mixed_study.n} against the stop-word share of the kernel",
+           model=loaded.title, decimals=3,
+           formats={name: lambda value: fixed(value, 2, sign=True) for name in names[:3]})
 
 # %% [markdown]
 # How much does the stop-word share itself vary between texts? For the stop-word head's kernel,
@@ -459,18 +483,19 @@ for head in sorted(shown, key=preference.get):
 # %%
 k = mixed_study.row(stopword_head)
 quantiles = torch.tensor([0.05, 0.5, 0.95], dtype=torch.float64)
+shares = {}
 for name, keep in (("prose", ~is_bible), ("Bible", is_bible), ("all", torch.ones_like(is_bible))):
     low, mid, high = torch.quantile(density[keep, k].double(), quantiles).tolist()
-    print(
-        f"{name:6s} stop-word share of head {stopword_head}'s kernel: median {mid:.2f}, "
-        f"5%-95% {low:.2f} to {high:.2f}"
-    )
+    shares[name] = [mid, low, high]
+show_table(pd.DataFrame.from_dict(shares, orient="index", columns=["median", "5%", "95%"]),
+           f"stop-word share of head {stopword_head}'s kernel over the texts", model=loaded.title,
+           decimals=2)
 log_d_stop = mixed_study.measured(stopword_head).log()
 r_stop = st.correlation(density[:, k], log_d_stop)
-print(
+print(wrapped(
     f"sd of log D over these texts {log_d_stop.std():.3f}; the share accounts for "
     f"{abs(r_stop) * log_d_stop.std():.3f} of it (r^2 = {r_stop**2:.2f})"
-)
+))
 
 # %%
 neutral = min(
@@ -573,13 +598,14 @@ print(
     f"head {head}: predicted CV {cv_predicted:.3f}, i.i.d. texts {cv_iid:.3f}, "
     f"real texts {cv_texts:.3f}"
 )
-print(
+print(wrapped(
     f"tolerance: 5 standard errors of a CV from {n_draws} draws = "
     f"{tolerance / cv_predicted:.1%} of the prediction"
-)
+))
 assert abs(cv_predicted - study.predicted_cv(head)) < 1e-9
 assert abs(cv_iid - cv_predicted) < tolerance
-print("check passed: the prediction equals the package's and the i.i.d. texts' spread")
+print("check passed: the prediction equals the package's and the i.i.d.\n"
+      "  texts' spread")
 
 # %% [markdown]
 # ```{solution-end}
@@ -640,17 +666,18 @@ predicted = var_x * float((kernel**2).sum())
 kappa4_sum = kappa4_x * float((kernel**4).sum())
 standard_error = ((kappa4_sum + 2 * predicted**2) / n_draws) ** 0.5
 variance = float(sums.var())
-print(
+print(wrapped(
     f"head {head} (n_eff {study.n_eff(head):.1f}): variance {variance:.4f}, "
     f"formula {predicted:.4f}, standard error of the estimate {standard_error:.4f}"
-)
+))
 assert abs(predicted - study.predicted_sd(head) ** 2) < 1e-9 * predicted
 assert abs(variance - predicted) < 5 * standard_error
 for k in (2.0, 3.0):
     tail = float(((sums - sums.mean()).abs() >= k * predicted**0.5).double().mean())
     assert tail <= 1 / k**2 + 0.01, (k, tail)
     print(f"P(|deviation| >= {k:.0f} sd) = {tail:.4f} <= Chebyshev {1 / k**2:.3f}")
-print("check passed: the variance formula and Chebyshev's bound hold on i.i.d. draws")
+print("check passed: the variance formula and Chebyshev's bound hold on\n"
+      "  i.i.d. draws")
 
 # %% [markdown]
 # ```{solution-end}
@@ -709,18 +736,22 @@ news_study = st.denominator_study(model, windows, n=half, heads=shown, mean_keys
 prose_rows = [study.row(h) for h in shown]
 assert torch.allclose(news_study.log_c, study.log_c[prose_rows], rtol=0, atol=1e-9)
 kernel_tv = dec.tv_distance(news_study.kernel, study.kernel[prose_rows])
-print(f"calibration text for M: {describe(calibration_text('news'))} instead of the prose text")
-print("head  kernel TV  CV prose  CV news  change  bootstrap se  change > 2 se")
+print(wrapped(
+    f"calibration text for M: {describe(calibration_text('news'))} instead of the prose text"
+))
+rows = {}
 for k, head in enumerate(shown):
     cv_prose = table.loc[head, "CV texts"]
     cv_news = st.coefficient_of_variation(news_study.measured(head))
     se = table.loc[head, "CV texts se"]
-    print(
-        f"{head:4d}  {kernel_tv[k]:9.4f}  {cv_prose:8.4f}  {cv_news:7.4f}  "
-        f"{fixed(cv_news - cv_prose, 4, sign=True):>6}  {se:12.4f}  "
-        f"{abs(cv_news - cv_prose) > 2 * se}"
-    )
-print("check passed: the content weights do not depend on the calibration text; the kernels do")
+    rows[head] = [float(kernel_tv[k]), cv_prose, cv_news, cv_news - cv_prose, se,
+                  abs(cv_news - cv_prose) > 2 * se]
+names = ["kernel TV", "CV prose", "CV news", "change", "bootstrap se", "change > 2 se"]
+show_table(pd.DataFrame.from_dict(rows, orient="index", columns=names).rename_axis("head"),
+           "the news text as calibration text instead of the prose text", model=loaded.title,
+           decimals=4, formats={"change": lambda value: fixed(value, 4, sign=True)})
+print("check passed: the content weights do not depend on the calibration text;\n"
+      "  the kernels do")
 
 # %% [markdown]
 # ```{solution-end}

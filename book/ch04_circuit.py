@@ -107,7 +107,7 @@ model = loaded.model
 # %%
 from context_neurons import circuit as cc
 from context_neurons.checks import NoContextualHeadsError
-from context_neurons.printing import below
+from context_neurons.printing import below, show_table, wrapped
 from context_neurons.reproduce.paper import PAPER_GROUPS
 
 try:
@@ -131,8 +131,8 @@ else:
 circuit = cc.get_circuit(model, "prose", heads=heads)
 d_in = len(heads) * model.cfg.d_head
 print(
-    f"extended embeddings: one ({model.cfg.d_vocab} x {d_in}) by ({d_in} x {model.cfg.d_model}) "
-    f"product, {tuple(circuit.extended.shape)}"
+    f"extended embeddings {tuple(circuit.extended.shape)}: one ({model.cfg.d_vocab} x {d_in}) "
+    f"by ({d_in} x {model.cfg.d_model}) product"
 )
 
 # %% [markdown]
@@ -150,7 +150,8 @@ from context_neurons.plotting.circuit import plot_calibration_denominators
 from context_neurons.text.corpora import calibration_text, describe
 
 calib = circuit.calibration
-print(f"calibration text: {describe(calibration_text('prose'))}, {len(calib.tokens)} tokens")
+calibration = describe(calibration_text("prose"))
+print(wrapped(f"calibration text: {calibration}, {len(calib.tokens)} tokens"))
 figure = plot_calibration_denominators(circuit, title=loaded.title)
 
 # %% [markdown]
@@ -174,8 +175,8 @@ table = pd.DataFrame(
     },
     index=pd.Index(circuit.heads, name="head"),
 )
-print(table.round(3).to_string())
-print(f"\nLN2 scale of the calibration text (median 1/std of resid_mid): {circuit.ln2_scale:.3f}")
+show_table(table, "calibrated denominators of the contextual heads", model=loaded.title)
+print(f"LN2 scale of the calibration text (median 1/std of resid_mid): {circuit.ln2_scale:.3f}")
 
 # %% [markdown]
 # Compare the spread of $\log D_h(n)$ beyond position 100, along one text, with the coefficients
@@ -206,10 +207,11 @@ figure = plot_kernels(circuit, n=n, window=150, title=loaded.title)
 
 # %%
 spread = cc.kernel_spread(circuit, n)
-for name, tv in spread.items():
-    print(f"{name:8s} TV distance from the median kernel: {tv:.3f}")
+tv_table = pd.Series(spread, name="TV distance from the median kernel").rename_axis("kernel")
+show_table(tv_table, f"each head's kernel against the median kernel at n = {n}",
+           model=loaded.title)
 n_eff = cc.effective_tokens(circuit.kernel[n])
-print(f"\nthe median kernel averages over n_eff = {n_eff:.1f} tokens")
+print(f"the median kernel averages over n_eff = {n_eff:.1f} tokens")
 
 # %% [markdown]
 # A TV distance of 0.1 means that 10% of a head's attention mass is placed differently by the
@@ -240,7 +242,8 @@ frame = pd.DataFrame(
     columns=[f"head {h}" for h in circuit.heads],
 )
 frame["|e(t)|"] = circuit.extended[ids].norm(dim=-1).cpu().numpy()
-print(frame.to_string(float_format="{:.2f}".format))
+show_table(frame, "weights c_h(t) / Dhat_h of the contextual heads, and the norm |e(t)|",
+           model=loaded.title, decimals=2)
 
 # %% [markdown]
 # Reading the table: a weight above 1 means the head attends to the token more than to the
@@ -285,8 +288,9 @@ for name, fit in fits.items():
         "rel. error, n >= 100": float(fit.relative_error[:, 100:].median()),
         "bag cosine, n >= 100": float(fit.bag_cosine[:, 100:].median()),
     }
-print(f"texts: {', '.join(labels)}")
-print(pd.DataFrame(rows).T.round(3).to_string())
+print(wrapped(f"texts: {', '.join(labels)}"))
+show_table(pd.DataFrame(rows).T, "median fit of the contextual heads' output on the four texts",
+           model=loaded.title)
 
 # %% [markdown]
 # Medians over the four texts and their positions (positions $n \ge 1$ for the cosine). The first
@@ -394,7 +398,7 @@ broken_error = cc.circuit_error(broken, toy, texts).relative_error.max()
 print(f"largest relative error, exact model:   {below(exact_error, 1e-5)}")
 print(f"largest relative error, content query: {broken_error:.2f}")
 assert exact_error < 1e-5 and broken_error > 1e-2
-print("check passed: the circuit is exact when its assumptions hold, and only then")
+print("check passed: the circuit is exact when its assumptions hold, only then")
 
 # %% [markdown]
 # ```{solution-end}
@@ -453,7 +457,7 @@ e_word = torch.einsum("h,he,hed->d", weights_word, v, w_o)
 error = float((e_word - circuit.extended[word_id]).norm() / circuit.extended[word_id].norm())
 print(f"relative difference from circuit.extended[{word!r}]: {below(error, 1e-5)}")
 assert error < 1e-3
-print("check passed: the extended embedding equals its definition through the model's hooks")
+print("check passed: the extended embedding equals its definition via the hooks")
 
 # %% [markdown]
 # ```{solution-end}
@@ -510,12 +514,19 @@ per_head = circuit.token_values * (circuit.log_content - calib.log_dhat[:, None]
 predicted = torch.einsum("the,h,hed->td", per_head, rescale, circuit.w_o)
 assert torch.allclose(predicted, news.extended, rtol=1e-4, atol=1e-6 * news.extended.abs().max())
 print(
-    f"calibration texts: {describe(calibration_text('prose'))} and "
-    f"{describe(calibration_text('news'))}"
+    wrapped(
+        f"calibration texts: {describe(calibration_text('prose'))} and "
+        f"{describe(calibration_text('news'))}"
+    )
 )
-print("head  log Dhat prose  log Dhat news")
-for k, head in enumerate(heads):
-    print(f"{head:4d}  {calib.log_dhat[k]:14.3f}  {news.calibration.log_dhat[k]:13.3f}")
+dhat = pd.DataFrame(
+    {
+        "log Dhat prose": calib.log_dhat.tolist(),
+        "log Dhat news": news.calibration.log_dhat.tolist(),
+    },
+    index=pd.Index(heads, name="head"),
+)
+show_table(dhat, "denominators of the two calibrations", model=loaded.title)
 
 mean_keys = dec.mean_positional_keys(model, reference, model.cfg.n_ctx)
 own = torch.stack(
@@ -536,16 +547,20 @@ errors = {
 }
 predicted_better = min(distance, key=distance.get)
 measured_better = min(errors, key=errors.get)
-for name in ("prose", "news"):
-    print(
-        f"{name:5s}: squared distance of log Dhat to the texts' own {distance[name]:.4f}, "
-        f"median relative error (n >= 100) {errors[name]:.4f}"
-    )
+verdicts = pd.DataFrame(
+    {"squared distance of log Dhat to the texts' own": distance,
+     "median rel. error, n >= 100": errors},
+).rename_axis("calibration")
+show_table(verdicts, "the two calibrations on the four evaluation texts", model=loaded.title,
+           decimals=4)
+right = "right" if predicted_better == measured_better else "wrong"
 print(
-    f"verdict: {measured_better} calibrates these texts better; the denominators predicted "
-    f"{predicted_better} ({'right' if predicted_better == measured_better else 'wrong'})"
+    wrapped(
+        f"verdict: {measured_better} calibrates these texts better; the denominators "
+        f"predicted {predicted_better} ({right})"
+    )
 )
-print("check passed: only the denominators changed, by exactly the ratio of the Dhat_h")
+print("check passed: only the denominators changed, by the ratio of the Dhat_h")
 
 # %% [markdown]
 # ```{solution-end}

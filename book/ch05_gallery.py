@@ -69,6 +69,7 @@ from context_neurons import circuit as cc
 from context_neurons import casestudies, gallery
 from context_neurons import discovery as disc
 from context_neurons.own_domain import held_out_domains
+from context_neurons.printing import wrapped
 from context_neurons.text.windows import domain_texts
 
 circuit = cc.get_circuit(model)
@@ -81,8 +82,8 @@ densities = casestudies.token_densities(circuit, model, found, texts, scores)
 own = held_out_domains(densities, scores)  # named on half the texts, checked on the other
 acts = casestudies.text_activations(circuit, model, shown, texts, scores)
 windows = {j: acts.best_window(j) for j in shown}
-print(f"{len(found)} neurons with top[j] >= theta = {disc.THETA:g}; sections and plots for "
-      f"{disc.selection_note(shown, found)}")
+print(wrapped(f"{len(found)} neurons with top[j] >= theta = {disc.THETA:g}; sections and plots "
+              f"for {disc.selection_note(shown, found)}"))
 print(
     f"activation plots: the best of {len(texts.windows)} texts of {len(set(texts.domains))} domains"
 )
@@ -104,7 +105,8 @@ for j in found:
     extra[j]["plotted text"] = texts.domains[windows[j]] if j in windows else "(no section)"
     if loaded.is_planted:
         extra[j]["planted truth"] = disc.planted_description(loaded.truth, j)
-display(Markdown(gallery.index_markdown(found, scores, tables, extra, linked=shown)))
+display(Markdown(gallery.index_markdown(found, scores, tables, extra, linked=shown,
+                                        model=loaded.title)))
 
 # %% [markdown]
 # ## The neurons
@@ -125,7 +127,7 @@ for j in shown:
         if domain
         else "none: its driving tokens are not concentrated in any domain of these texts"
     )
-    display(Markdown(gallery.neuron_markdown(j, tables[j], facts, k=10)))
+    display(Markdown(gallery.neuron_markdown(j, tables[j], facts, k=10, model=loaded.title)))
     panel = acts.panel(j, w, title=f"{loaded.title}: neuron {j} on {texts.labels[w][:48]}")
     figure = plot_activation_curves(**panel, figsize=(7.5, 2.3))
     display(figure)

@@ -90,14 +90,14 @@ model = loaded.model
 # %%
 from context_neurons import circuit as cc
 from context_neurons import discovery as disc
+from context_neurons import printing
+from context_neurons.printing import show_table, wrapped
 
 circuit = cc.get_circuit(model)
 cfg = model.cfg
 some = disc.contributions(circuit, model, neurons=[0, cfg.d_mlp - 1])
-print(
-    f"extended embeddings {tuple(circuit.extended.shape)} (d_vocab x d_model), read vectors "
-    f"({cfg.d_model}, {cfg.d_mlp}) (d_model x d_mlp)"
-)
+print(f"extended embeddings {tuple(circuit.extended.shape)} (d_vocab x d_model)")
+print(f"read vectors ({cfg.d_model}, {cfg.d_mlp}) (d_model x d_mlp)")
 print(f"contributions of two neurons: {tuple(some.shape)} (neurons x tokens)")
 scores = disc.get_scores(circuit, model)  # the full d_mlp x d_vocab product, chunked over neurons
 
@@ -139,23 +139,31 @@ null = scores.null()
 found = scores.found(disc.THETA)
 planted = sorted(loaded.truth.context_neurons) if loaded.is_planted else None
 print(
-    f"{scores.n_tokens} scored tokens: Gaussian null {null:.2f}; theta = {disc.THETA:g} "
-    f"({disc.THETA - null:.2f} above the null)"
+    wrapped(
+        f"{scores.n_tokens} scored tokens: Gaussian null {null:.2f}; theta = {disc.THETA:g} "
+        f"({disc.THETA - null:.2f} above the null)"
+    )
 )
 others = {n: disc.gaussian_null_score(n) for n in (8191, 50256, 200_000)}
 print(
-    "the null for other vocabularies: "
-    + ", ".join(f"{n} tokens {v:.2f}" for n, v in others.items())
+    wrapped(
+        "the null for other vocabularies: "
+        + ", ".join(f"{n} tokens {v:.2f}" for n, v in others.items())
+    )
 )
 median_score = float(scores.top.median())
 print(
-    f"neurons found: {len(found)} of {cfg.d_mlp} ({len(found) / cfg.d_mlp:.1%}); "
-    f"median score over all neurons: {median_score:.2f}"
+    wrapped(
+        f"neurons found: {len(found)} of {cfg.d_mlp} ({len(found) / cfg.d_mlp:.1%}); "
+        f"median score over all neurons: {median_score:.2f}"
+    )
 )
 if median_score >= disc.THETA:
     print(
-        "the typical neuron of this model scores above theta: the threshold separates little "
-        "here, and the bounded set below (the highest scores) decides what is studied"
+        wrapped(
+            "the typical neuron of this model scores above theta: the threshold separates "
+            "little here, and the bounded set below (the highest scores) decides what is studied"
+        )
     )
 figure = plot_scores(
     scores, disc.THETA, planted=planted, null=null, title=f"{loaded.title}: discovery scores"
@@ -175,7 +183,9 @@ figure = plot_scores(
 
 # %%
 sweep = disc.theta_sweep(scores, thetas=(4, 4.5, 5, 6, 8, 12, 20, 30, 50, 80), truth=planted)
-print(sweep.round(3).to_string())
+against = "; precision and recall against the planted neurons" if planted else ""
+show_table(sweep, f"neurons found at each threshold theta{against}", model=loaded.title,
+           formats={"recall": 2})
 figure = plot_sweep(sweep, disc.THETA, title=f"{loaded.title}: neurons found against theta")
 
 # %% [markdown]
@@ -204,10 +214,10 @@ if loaded.is_planted:
     print(f"precision {precision:.3f}, recall {recall:.3f}")
     for j in sorted(set(planted) - set(found)):
         what, score = disc.planted_description(truth, j), float(scores.top[j])
-        print(f"  planted, not found: {j} ({what}), score {score:.1f}")
+        print(wrapped(f"  planted, not found: {j} ({what}), score {score:.1f}", indent="    "))
     for j in sorted(set(found) - set(planted)):
         what, score = disc.planted_description(truth, j), float(scores.top[j])
-        print(f"  found, not planted: {j} ({what}), score {score:.1f}")
+        print(wrapped(f"  found, not planted: {j} ({what}), score {score:.1f}", indent="    "))
 
 # %% [markdown]
 # Every analysis below that costs time per neuron (activations on texts, sub-latents, the
@@ -248,8 +258,8 @@ pd.set_option("display.width", 140)
 texts = domain_texts(model.tokenizer, n=4)
 densities = casestudies.token_densities(circuit, model, carried, texts, scores)
 cases_table = casestudies.case_studies(loaded, densities, carried)
-with pd.option_context("display.max_colwidth", 80, "display.width", 250):
-    print(cases_table.to_string())
+show_table(cases_table, "the neuron of each case study, and how it was chosen",
+           model=loaded.title)
 role = cases_table["neuron"].to_dict()
 british, british_2 = role["British spelling"], role["British spelling, second"]
 war, religion = role["war"], role["religion"]
@@ -262,21 +272,37 @@ war, religion = role["war"], role["religion"]
 # %%
 
 
-def show(table, k=10):
-    """A token table without the id columns, at fixed precision."""
-    columns = [
-        "top token",
-        "top contribution",
-        "top z",
-        "bottom token",
-        "bottom contribution",
-        "bottom z",
-    ]
-    print(table[columns].head(k).to_string(float_format="{:.2f}".format))
+def show(table, neuron, k=10):
+    """A neuron's token table without the id columns, at fixed precision, naming the model."""
+    columns = {
+        "top token": "top token",
+        "top contribution": "top contr.",
+        "top z": "top z",
+        "bottom token": "bottom token",
+        "bottom contribution": "bottom contr.",
+        "bottom z": "bottom z",
+    }
+    shown = table[list(columns)].head(k).rename(columns=columns)
+    caption = f"top and bottom token contributions (contr.) of neuron {neuron}"
+    show_table(shown, caption, model=loaded.title, decimals=2)
+
+
+def packed(prefix, items, separator="", indent="  "):
+    """``prefix`` and the items on lines of at most ``printing.TEXT_WIDTH`` characters, an item
+    (a token, a text's name) never split across lines; ``separator`` follows each but the last."""
+    lines, line, items = [], prefix.rstrip(), list(items)
+    items = [f"{item}{separator}" for item in items[:-1]] + items[-1:]
+    for item in items:
+        if len(line) + 1 + len(item) > printing.TEXT_WIDTH and line.strip():
+            lines.append(line)
+            line = indent + item
+        else:
+            line = f"{line} {item}"
+    return "\n".join(lines + [line])
 
 
 print(f"British-spelling neuron: {british}")
-show(disc.token_table(circuit, model, british))
+show(disc.token_table(circuit, model, british), british)
 
 # %% [markdown]
 # On GPT-2 Small the paper finds British spellings among neuron 300's top tokens and their
@@ -296,7 +322,7 @@ output_cos = float(
 print(f"neurons {british} and {british_2}:")
 print(f"correlation of their token contributions: {input_r:.3f}")
 print(f"cosine of their output weights W_out[{british}], W_out[{british_2}]: {output_cos:.3f}")
-show(disc.token_table(circuit, model, british_2), k=5)
+show(disc.token_table(circuit, model, british_2), british_2, k=5)
 
 # %% [markdown]
 # A correlation near 1 says the two neurons read the same context; a cosine near $-1$ that they
@@ -305,7 +331,7 @@ show(disc.token_table(circuit, model, british_2), k=5)
 
 # %%
 print(f"war neuron: {war}")
-show(disc.token_table(circuit, model, war))
+show(disc.token_table(circuit, model, war), war)
 
 # %% [markdown]
 # The paper reads neuron 1621's top tokens as a "war" latent and its bottom tokens as a "21st
@@ -315,7 +341,7 @@ show(disc.token_table(circuit, model, war))
 
 # %%
 print(f"religion neuron: {religion}")
-show(disc.token_table(circuit, model, religion))
+show(disc.token_table(circuit, model, religion), religion)
 
 # %% [markdown]
 # ## 5.4 Domains, and activations on real text
@@ -330,10 +356,10 @@ show(disc.token_table(circuit, model, religion))
 # `<unk>` that stands for a rare word, `@-@` for a hyphen) is removed when the texts are read
 # (`data.strip_markup`), so that it never counts as a domain's token. The texts of each domain:
 
-# %%
+# %% tags=["hide-output"]
 for domain in dict.fromkeys(texts.domains):
     names = [texts.labels[i] for i in texts.indices(domain)]
-    print(f"{domain:>12s}: " + "; ".join(name[:36] for name in names))
+    print(packed(f"{domain:>12s}:", [name[:36] for name in names], ";", indent=" " * 14))
 CASE_DOMAINS = ("medical", "legal", "bible", "spanish", "astronomy", "code")
 domain_neurons = [casestudies.token_matched_neuron(densities, d, carried) for d in CASE_DOMAINS]
 computed = list(dict.fromkeys(carried + list(role.values()) + domain_neurons))
@@ -414,27 +440,35 @@ for j in carried:
             )
         ),
     }
-measured = pd.DataFrame(measured).T.rename_axis("neuron")
+measured = pd.DataFrame(measured).T.rename_axis("neuron").infer_objects()
 if loaded.is_planted:
     measured["planted truth"] = [disc.planted_description(loaded.truth, j) for j in measured.index]
-with pd.option_context("display.max_colwidth", 45, "display.width", 300):
-    print(measured.head(40).to_string(float_format="{:.2f}".format))
+listing = ["its tokens there (count)", "planted truth"]
+evidence_columns = [c for c in measured.columns if c not in listing]
+show_table(measured[evidence_columns].head(40), "each neuron's own domain (from its weights), "
+           "the densities of its driving tokens and its measured departure there",
+           model=loaded.title, decimals=2)
+show_table(measured.drop(columns=evidence_columns).head(40),
+           "the driving tokens its own domain's texts use most", model=loaded.title)
 no_domain = [j for j in carried if own.loc[j, "domain"] is None]
 if len(measured):
     first = int((measured["rank of that domain"] == 1).sum())
     print(
-        f"{len(measured)} of {len(carried)} neurons get a domain from their weights; on {first} of "
-        f"them it is also the domain that moves them most in the predicted direction"
+        wrapped(
+            f"{len(measured)} of {len(carried)} neurons get a domain from their weights; on "
+            f"{first} of them it is also the domain that moves them most in the predicted "
+            "direction"
+        )
     )
     weak = [int(j) for j in measured.index if measured.loc[j, "held-out"] == "weak"]
-    print(f"the name holds on the held-out texts for {len(measured) - len(weak)} of them; weak "
-          f"({len(weak)}): {weak or 'none'}")
-print(f"no domain from the weights ({len(no_domain)}): {no_domain[:20] or 'none'}")
+    print(wrapped(f"the name holds on the held-out texts for {len(measured) - len(weak)} of "
+                  f"them; weak ({len(weak)}): {weak or 'none'}"))
+print(wrapped(f"no domain from the weights ({len(no_domain)}): {no_domain[:20] or 'none'}"))
 
 # %% [markdown]
 # *Rank of that domain* ranks the domains by the measured departure in the predicted direction
 # (up for a neuron driven up, down for one driven down): 1 means that the domain the weights
-# chose moves the neuron most of all the domains. The last column shows what the choice rests
+# chose moves the neuron most of all the domains. The second table shows what the choice rests
 # on: the neuron's driving tokens that the domain's texts use most. The rule counts tokens, not
 # topics, so a domain that repeats one of a neuron's tokens wins even when its topic is another
 # (if a game's texts repeat the American spelling *Defense*, then for a neuron driven down by
@@ -455,7 +489,7 @@ print(f"no domain from the weights ({len(no_domain)}): {no_domain[:20] or 'none'
 # domain shares with another, such as a UK leaflet that is both *british* and *medical*, is not
 # counted among the others), the same for the circuit's approximation (*predicted excess*: what
 # the weights and the texts' tokens predict), and the typical standard deviation of the
-# pre-activation along one of the domain's texts. The last columns count the neuron's up-tokens
+# pre-activation along one of the domain's texts. The second table counts the neuron's up-tokens
 # and **down-tokens** (at least $\theta$ robust standard deviations below its median) per 1000
 # tokens of text.
 
@@ -465,22 +499,32 @@ cases += [(war, "war"), (religion, "bible")]
 cases += list(zip(domain_neurons, CASE_DOMAINS))
 cases = list(dict.fromkeys(cases))
 evidence = casestudies.domain_evidence(acts, cases)
-with pd.option_context("display.width", 250):
-    print(evidence.iloc[:, :7].to_string(float_format="{:+.2f}".format))
-    print()
-    print(evidence.iloc[:, 7:].to_string(float_format="{:.1f}".format))
+
+
+def signed(value):
+    """A number with its sign and two decimals."""
+    return printing.fixed(value, 2, sign=True)
+
+
+show_table(evidence.iloc[:, :7], "case studies against the texts: excess on the domain",
+           model=loaded.title, formats=dict.fromkeys(evidence.columns[:6], signed))
+show_table(evidence.iloc[:, 7:], "up- and down-token densities of the case studies",
+           model=loaded.title, decimals=1)
 for name in ("confirmed", "weak", "not shown", "contradicted"):
     chosen = evidence.index[evidence["verdict"] == name]
-    print(f"{name:>12s}: " + (", ".join(f"{j} on {d}" for j, d in chosen) or "-"))
+    listed = ", ".join(f"{j} on {d}" for j, d in chosen) or "-"
+    print(wrapped(f"{name:>12s}: {listed}", indent=" " * 14))
 gap = (evidence["excess"] - evidence["predicted excess"]).abs()
 worst = gap.idxmax()
 print(f"largest |excess - predicted excess|: {gap.max():.2f} (neuron {worst[0]} on {worst[1]})")
 for (j, domain), row in evidence.loc[[c for c in cases if c[0] in (british, british_2)]].iterrows():
     then = "tests it" if row["verdict"] != "confirmed" else "measures it"
     print(
-        f"{j} on {domain}: {row['verdict']} with {row['up-tokens /1000, domain']:.1f} up-tokens "
-        f"and {row['down-tokens /1000, domain']:.1f} down-tokens per 1000 tokens; "
-        f"the respelling experiment {then} at fixed text"
+        wrapped(
+            f"{j} on {domain}: {row['verdict']} with {row['up-tokens /1000, domain']:.1f} "
+            f"up-tokens and {row['down-tokens /1000, domain']:.1f} down-tokens per 1000 tokens; "
+            f"the respelling experiment {then} at fixed text"
+        )
     )
 
 # %% [markdown]
@@ -538,8 +582,9 @@ for j, domain in cases:
     w = acts.best_window(j, domain)
     spreads[(j, domain)] = casestudies.term_spreads(circuit, model, j, texts.windows[w])
 spreads = pd.DataFrame(spreads).T.rename_axis(["neuron", "domain"])
-print("standard deviation along the text of each term of the approximate pre-activation")
-print(spreads.drop(columns=["positional", "constant"]).to_string(float_format="{:.2f}".format))
+show_table(spreads.drop(columns=["positional", "constant"]),
+           "standard deviation along the text of each term of the approximate pre-activation",
+           model=loaded.title, decimals=2)
 
 # %% [markdown]
 # The *bag* column is the context signal; *direct* is the current token's own embedding read
@@ -548,11 +593,9 @@ print(spreads.drop(columns=["positional", "constant"]).to_string(float_format="{
 # is a shift of its level under token-by-token noise, and only the mean over many positions,
 # the excess above, reveals it. The top and bottom tokens of the domain neurons:
 
-# %%
+# %% tags=["hide-output"]
 for j, domain in zip(domain_neurons, CASE_DOMAINS):
-    print(f"neuron {j} ({domain}):")
-    show(disc.token_table(circuit, model, j, k=6, scores=scores), k=6)
-    print()
+    show(disc.token_table(circuit, model, j, k=6, scores=scores), f"{j} ({domain})", k=6)
 
 # %% [markdown]
 # (sec-ch05-respelling)=
@@ -584,12 +627,13 @@ american_documents = data.domain_documents("american")
 respelling = rs.respelled_texts(
     model.tokenizer, american_documents, aligned, n=8, pairs_source=pairs_source
 )
-print(f"spelling pairs: {len(pairs)} ({pairs_source}); {len(aligned)} keep the token count")
+print(wrapped(f"spelling pairs: {len(pairs)} ({pairs_source}); {len(aligned)} keep the token "
+              "count"))
 print(
     f"texts: {len(respelling.labels)}, from {respelling.n_examined} examined "
     f"({respelling.n_dropped} left out: not aligned)"
 )
-print("respelled words per text: " + ", ".join(map(str, respelling.words)))
+print(wrapped("respelled words per text: " + ", ".join(map(str, respelling.words))))
 print(f"respelled words per 1000 tokens: {respelling.per_1000():.1f}")
 both_versions = torch.cat([respelling.american, respelling.british])
 marks = casestudies.token_marks(circuit, model, [british], both_versions, scores)[..., 0]
@@ -604,8 +648,10 @@ tokens = float((respelling.lengths - 1).sum())
 up_density = 1000 * float((marks[n_texts:] > 0).sum()) / tokens
 table_density = evidence.loc[(british, "british"), "up-tokens /1000, domain"]
 print(
-    f"up-tokens of {british} per 1000 tokens: {up_density:.1f} in the respelled texts, "
-    f"{table_density:.1f} in the british texts of the table"
+    wrapped(
+        f"up-tokens of {british} per 1000 tokens: {up_density:.1f} in the respelled texts, "
+        f"{table_density:.1f} in the british texts of the table"
+    )
 )
 
 # %% [markdown]
@@ -622,11 +668,12 @@ print(
 
 # %%
 effect = rs.respelling_effect(circuit, model, [british, british_2], respelling)
-with pd.option_context("display.width", 250):
-    print("mean difference, British minus American")
-    print(effect.differences().to_string(float_format="{:+.2f}".format))
-    print()
-    print(effect.summary().to_string(float_format="{:+.2f}".format))
+differences = effect.differences()
+show_table(differences, "mean difference, British minus American", model=loaded.title,
+           formats=dict.fromkeys(differences.columns, signed))
+summary = effect.summary()
+show_table(summary, "the respelling's effect against the within-text SD", model=loaded.title,
+           formats=dict.fromkeys(summary.columns.drop("verdict"), signed))
 print(f"largest |true difference| before the first respelled word: {effect.before_first():.3f}")
 
 # %% [markdown]
@@ -663,14 +710,19 @@ respelled = effect.summary()
 for j in (british, british_2):
     texts_row, fixed = evidence.loc[(j, "british")], respelled.loc[j]
     print(
-        f"neuron {j}: british texts {texts_row['verdict']} ({texts_row['excess / SD']:+.2f} SD); "
-        f"respelling {fixed['verdict']} ({fixed['next 50 / SD']:+.2f} SD within 50 tokens of a "
-        f"respelled word, {fixed['all / SD']:+.2f} SD over the whole text)"
+        wrapped(
+            f"neuron {j}: british texts {texts_row['verdict']} "
+            f"({texts_row['excess / SD']:+.2f} SD); respelling {fixed['verdict']} "
+            f"({fixed['next 50 / SD']:+.2f} SD within 50 tokens of a respelled word, "
+            f"{fixed['all / SD']:+.2f} SD over the whole text)"
+        )
     )
 ratio = respelled.loc[british_2, "next 50, true"] / respelled.loc[british, "next 50, true"]
 print(
-    f"{british_2}'s effect near respelled words is {ratio:+.2f} times {british}'s; "
-    f"cosine of their output weights: {output_cos:+.3f}"
+    wrapped(
+        f"{british_2}'s effect near respelled words is {ratio:+.2f} times {british}'s; "
+        f"cosine of their output weights: {output_cos:+.3f}"
+    )
 )
 responds = {j: respelled.loc[j, "verdict"] in ("confirmed", "weak") for j in (british, british_2)}
 if all(responds.values()) and ratio > 0 and output_cos < -0.5:
@@ -711,18 +763,20 @@ split = {j: disc.sub_latents(circuit, model, j, k=60) for j in carried}
 cosines = pd.Series(
     {j: float(s.centroid_cosine[0, 1]) for j, s in split.items()}, name="centroid cosine"
 )
-print(f"sub-latents of {disc.selection_note(carried, found)}; the 8 most clearly split:")
-print(cosines.sort_values().head(8).to_string(float_format="{:.3f}".format))
+show_table(cosines.sort_values().head(8).rename_axis("neuron"),
+           f"sub-latents of {disc.selection_note(carried, found)}; the 8 most clearly split",
+           model=loaded.title)
 
 # %%
 two = int(cosines.idxmin())
 table = split[two].table
 for cluster in (0, 1):
     members = table[table["cluster"] == cluster]["token"]
-    print(f"neuron {two}, cluster {cluster} ({len(members)} tokens): {' '.join(members.head(12))}")
+    print(packed(f"neuron {two}, cluster {cluster} ({len(members)} tokens):", members.head(12)))
 if loaded.is_planted:
     topics = loaded.truth.context_neurons.get(two, {}).get("topics", {})
-    print(f"planted truth: {disc.planted_description(loaded.truth, two)} (topics {topics})")
+    print(wrapped(f"planted truth: {disc.planted_description(loaded.truth, two)} "
+              f"(topics {topics})"))
 
 # %% [markdown]
 # The neuron with the most clearly separated clusters, and the first tokens of each cluster.
@@ -749,9 +803,8 @@ from context_neurons.plotting.discovery import plot_gallery
 
 summary = gallery.gallery_table(circuit, model, carried, scores, loaded.truth, k=5)
 summary.insert(4, "own domain (weights)", [own.loc[j, "domain"] or "-" for j in summary.index])
-print(f"{disc.selection_note(carried, found)}:")
-with pd.option_context("display.max_colwidth", 70, "display.width", 250):
-    print(summary.to_string())
+show_table(summary, f"{disc.selection_note(carried, found)}, best score first",
+           model=loaded.title, formats={"score": 1, "label-word share": 2})
 
 # %%
 eight = disc.token_tables(circuit, model, carried[:8], k=5, scores=scores)
@@ -887,21 +940,21 @@ z = (c - scores.median[carried][:, None]) / scores.spread[carried][:, None]
 mean_z = z.mean(dim=1)
 best = carried[int(mean_z.argmax())]
 table = disc.token_table(circuit, model, best, k=8, scores=scores)
-examples = " ".join(disc.token_str(model, t) for t in ids[:12])
-print(f"{len(ids)} astronomy tokens, e.g. {examples}")
+examples = [disc.token_str(model, t) for t in ids[:12]]
+print(packed(f"{len(ids)} astronomy tokens, e.g.", examples))
 print(f"best neuron {best}, mean z = {float(mean_z.max()):.1f}")
-print("its top tokens:", " ".join(table["top token"]))
+print(packed("its top tokens:", list(table["top token"])))
 if loaded.is_planted:
     what = disc.planted_description(loaded.truth, best)
     on_astronomy = sorted(
         j for j, plan in loaded.truth.context_neurons.items() if "astronomy" in plan["topics"]
     )
-    print(f"planted truth at {best}: {what}; planted on astronomy: {on_astronomy}")
+    print(wrapped(f"planted truth at {best}: {what}; planted on astronomy: {on_astronomy}"))
 full = disc.contributions(circuit, model, [best], vocabulary_ids)[0]
 full_median = full.median()
 direct = (c[carried.index(best)] - full_median) / (1.4826 * (full - full_median).abs().median())
 assert torch.allclose(direct, z[carried.index(best)], rtol=1e-3, atol=1e-3)
-print(f"check passed: the {len(ids)} z-scores of neuron {best} agree with a direct computation")
+print(f"check passed: the {len(ids)} z-scores of neuron {best} match a direct computation")
 
 # %% [markdown]
 # ```{solution-end}
@@ -965,13 +1018,15 @@ for j, (domain, direction) in predictions.items():
     held = direction * row["excess / SD"] >= casestudies.WEAK
     hits += held
     print(
-        f"neuron {j}: predicted {domain} {'up' if direction > 0 else 'down'}; measured "
-        f"{row['excess / SD']:+.2f} SD ({row['up-tokens /1000, domain']:.1f} up-tokens and "
-        f"{row['down-tokens /1000, domain']:.1f} down-tokens per 1000 tokens there): "
-        f"{'holds' if held else 'fails'}"
+        wrapped(
+            f"neuron {j}: predicted {domain} {'up' if direction > 0 else 'down'}; measured "
+            f"{row['excess / SD']:+.2f} SD ({row['up-tokens /1000, domain']:.1f} up-tokens and "
+            f"{row['down-tokens /1000, domain']:.1f} down-tokens per 1000 tokens there): "
+            f"{'holds' if held else 'fails'}"
+        )
     )
 print(
-    f"check passed: {len(predictions)} measurements recomputed from the activations; "
+    f"check passed: {len(predictions)} measurements recomputed; "
     f"{hits} of {len(predictions)} predictions hold"
 )
 

@@ -35,8 +35,8 @@
 #   approximation there;
 # - explain the error of the first ~100 positions and the effect of the calibration text,
 #   measured on texts that never include a calibration text;
-# - show that the method finds neurons that are much quieter on the text used to calibrate it
-#   than on their own domain.
+# - test whether the method finds neurons that are much quieter on the text used to calibrate
+#   it than on their own domain.
 # ```
 #
 # **Prerequisites:** {ref}`ch-circuit` and {ref}`ch-neurons`. The symbols ($K[n,i]$, $e(t)$,
@@ -153,6 +153,7 @@ from context_neurons import casestudies
 from context_neurons import circuit as cc
 from context_neurons import discovery as disc
 from context_neurons import evaluation as ev
+from context_neurons.printing import show_table, wrapped
 from context_neurons.reproduce.paper import PAPER_MEDIAN_FVU, PAPER_MEDIAN_R
 
 from context_neurons.config import reduced_scale
@@ -172,9 +173,10 @@ constant = ev.evaluate(
     circuit, model, windows, carried, labels=labels, truth_cache=truth_cache, denominators="median"
 )
 corpora = pd.Series([label.split(":")[0] for label in labels]).value_counts()
-print(f"neurons: {disc.selection_note(carried, found)}; {len(windows)} general texts ({report})")
-print(f"calibration documents left out of them: {left_out or 'none was among them'}")
-print("texts per corpus: " + ", ".join(f"{name} {count}" for name, count in corpora.items()))
+note = disc.selection_note(carried, found)
+print(wrapped(f"neurons: {note}; {len(windows)} general texts ({report})"))
+print(wrapped(f"calibration documents left out of them: {left_out or 'none was among them'}"))
+print(wrapped("texts per corpus: " + ", ".join(f"{name} {n}" for name, n in corpora.items())))
 
 # %% [markdown]
 # Each neuron of chapter 5 also has a domain. To see the approximation where the context part
@@ -210,9 +212,9 @@ domain_constant = ev.evaluate_sets(
 matched, matched_medians = ev.matched_domains(domain_results, own_domain)
 _, matched_constant = ev.matched_domains(domain_constant, own_domain)
 without = [j for j in carried if own_domain[j] is None]
-print(f"{len(domain_texts.windows)} domain texts: " + ", ".join(domain_sets))
+print(wrapped(f"{len(domain_texts.windows)} domain texts: " + ", ".join(domain_sets)))
 print(f"own domain from the weights: {len(carried) - len(without)} of {len(carried)} neurons")
-print(f"no own domain (their tokens suggest none of these domains): {without or 'none'}")
+print(wrapped(f"no own domain (their tokens suggest none of these domains): {without or 'none'}"))
 
 # %%
 everything = torch.ones_like(result.pearson, dtype=torch.bool)
@@ -226,42 +228,43 @@ measures = {
     "median context FVU": ("context FVU", "not reported"),
 }
 columns = {
-    "paper (GPT-2 Small)": [paper for _, paper in measures.values()],
-    "this run: general, per-position D_h(n)": general_medians,
-    "this run: general, constant Dhat_h": general_constant,
-    "this run: own domain, per-position D_h(n)": matched_medians,
-    "this run: own domain, constant Dhat_h": matched_constant,
+    "GPT-2 Small (paper)": [paper for _, paper in measures.values()],
+    "general, D_h(n)": general_medians,
+    "general, Dhat_h": general_constant,
+    "own domain, D_h(n)": matched_medians,
+    "own domain, Dhat_h": matched_constant,
 }
 headline = pd.DataFrame(index=list(measures))
 for name, values in columns.items():
     if not isinstance(values, list):  # medians of this run, by measure
-        values = [f"{values[key]:.4f}" for key, _ in measures.values()]
+        values = [values[key] for key, _ in measures.values()]
     headline[name] = values
-print(
-    f"this run: {len(windows)} general texts; own domain: 4 texts of each neuron's own domain; "
-    f"paper: 1000 OpenWebText texts"
+show_table(
+    headline,
+    f"medians over neuron-text pairs of {len(windows)} general texts and of 4 texts of each "
+    "neuron's own domain, with per-position D_h(n) or constant Dhat_h denominators; the "
+    "paper's column: GPT-2 Small on 1000 OpenWebText texts",
+    model=loaded.title, decimals=4,
 )
-with pd.option_context("display.width", 250, "display.max_colwidth", 60):
-    print(headline.to_string())
 share = general_medians["context share"]
-print(
-    f"\nOn the general texts the context part carries a median {share:.1%} of a pair's variance: "
+print(wrapped(
+    f"On the general texts the context part carries a median {share:.1%} of a pair's variance: "
     + (
         "most of the headline r and FVU measures the local terms, and the context part alone "
         f"is predicted with median r = {general_medians['context r']:.3f}."
         if share < 0.5
         else "the headline r and FVU mostly measure the context part."
     )
-)
-print(
+))
+print(wrapped(
     f"On each neuron's own domain the context share is {matched_medians['context share']:.1%} "
     f"and the context part alone has median r = {matched_medians['context r']:.3f}, "
     f"FVU = {matched_medians['context FVU']:.3f} (per-position denominators)."
-)
+))
 
 # %% [markdown]
 # The medians are over neuron-text pairs: the general texts times the carried neurons, and each
-# neuron's 4 own-domain texts for the own-domain rows (neurons without an own domain left out).
+# neuron's 4 own-domain texts for the own-domain columns (neurons without an own domain left out).
 # The paper reports only median $r$ and FVU, on GPT-2 over OpenWebText; the context measures are
 # this book's addition. Compare the per-position and the constant denominators row by row:
 # section 6.5 shows where they differ. On the planted model all these numbers measure the method
@@ -276,8 +279,16 @@ if loaded.is_planted:
     per_neuron["planted truth"] = [
         disc.planted_description(loaded.truth, j) for j in per_neuron.index
     ]
-with pd.option_context("display.width", 250):
-    print(per_neuron.to_string(float_format="{:.3f}".format))
+short = {"median r": "r", "median FVU": "FVU", "context share": "ctx share",
+         "context r": "ctx r", "context FVU": "ctx FVU", "own domain (weights)": "own domain",
+         "own-domain context r": "own ctx r"}
+show_table(
+    per_neuron.drop(columns="max true pre-activation").rename(columns=short),
+    f"medians per neuron over {len(windows)} general texts (per-position denominators): r, FVU, "
+    "context (ctx) share, ctx r and ctx FVU; own domain from the weights, and the median ctx r "
+    "on its 4 texts (own ctx r)",
+    model=loaded.title, decimals=3,
+)
 
 # %% [markdown]
 # Read the columns together. A neuron whose domain is absent from general text (Spanish, the
@@ -326,12 +337,12 @@ t_layer0 = best_time(lambda: ev.true_pre_activations(model, batch, carried))
 t_hooks = best_time(
     lambda: model.run_with_cache(batch, stop_at_layer=1, names_filter="blocks.0.mlp.hook_pre")
 )
-print(
+print(wrapped(
     f"4 texts, {len(carried)} neurons: approximation {t_approx:.3f} s; first layer, fused "
     f"{t_layer0:.3f} s ({t_layer0 / t_approx:.1f}x); first layer through hooks {t_hooks:.3f} s "
     f"({t_hooks / t_approx:.1f}x): here the approximation is "
     f"{'faster' if t_approx < t_layer0 else 'slower'} than the fused first layer"
-)
+))
 
 # %% [markdown]
 # The ratios depend on the machine (a GPU changes them) and on the number of neurons: the bag
@@ -483,8 +494,11 @@ for name, denominators in (("per-position D_h(n)", "per_position"), ("constant D
             "median FVU": res.median_fvu,
             "median context FVU": res.median_context_fvu,
         }
-print(f"first {SUBSET} texts:")
-print(pd.DataFrame(rows).T.to_string(float_format="{:.4f}".format))
+show_table(
+    pd.DataFrame(rows).T,
+    f"first {SUBSET} general texts, by denominator and by the positions evaluated",
+    model=loaded.title, decimals=4,
+)
 
 # %% [markdown]
 # Read the FVU column: with the constant denominators, compare all positions with $n \ge 100$.
@@ -528,11 +542,18 @@ sensitivity = ev.calibration_sensitivity(
     own_neurons=own_neurons,
 )
 leaks = ev.calibration_leaks(model.tokenizer, sets)  # by content, not by name
-print(f"calibration texts found inside these sets: {leaks or 'none'}")
-print("own neurons: " + "; ".join(f"{d} {js}" for d, js in own_neurons.items()))
-for measure in ("median r", "median FVU", "own neurons' FVU"):
-    print(f"\n{measure}")
-    print(sensitivity[measure].to_string(float_format="{:.4f}".format))
+print(wrapped(f"calibration texts found inside these sets: {leaks or 'none'}"))
+print(wrapped("own neurons: " + "; ".join(f"{d} {js}" for d, js in own_neurons.items())))
+for measure, what in (
+    ("median r", "median r of the carried neurons"),
+    ("median FVU", "median FVU of the carried neurons"),
+    ("own neurons' FVU", "own neurons' FVU: median FVU of each set's own neurons (NaN: none)"),
+):
+    show_table(
+        sensitivity[measure],
+        f"{what}, by calibration text (rows) and set of texts (columns)",
+        model=loaded.title, decimals=4,
+    )
 
 # %%
 figure = plot_calibration_sensitivity(
@@ -553,24 +574,32 @@ import math
 fvu = sensitivity["median FVU"]
 own_fvu = sensitivity["own neurons' FVU"]
 helps = 0
+versus = {}
 for domain in ("bible", "spanish", "legal", "code"):
     matched_fvu, prose_fvu = fvu.loc[domain, domain], fvu.loc["prose", domain]
     helps += matched_fvu < prose_fvu
-    verdict = "better" if matched_fvu < prose_fvu else "worse"
-    own_text = (
-        f"; own neurons {own_fvu.loc[domain, domain]:.4f} vs {own_fvu.loc['prose', domain]:.4f}"
-        if own_neurons[domain]
-        else "; no own neurons"
-    )
-    print(
-        f"{domain:8s} texts: {domain} calibration FVU {matched_fvu:.4f} vs prose "
-        f"{prose_fvu:.4f} ({verdict}; best: {fvu[domain].idxmin()}){own_text}"
-    )
+    versus[domain] = {
+        "matched": matched_fvu,
+        "prose": prose_fvu,
+        "matched is": "better" if matched_fvu < prose_fvu else "worse",
+        "best": fvu[domain].idxmin(),
+        # own neurons' median FVU (NaN where the domain has no own neurons)
+        "own, matched": own_fvu.loc[domain, domain] if own_neurons[domain] else float("nan"),
+        "own, prose": own_fvu.loc["prose", domain] if own_neurons[domain] else float("nan"),
+    }
+show_table(
+    pd.DataFrame(versus).T.astype({c: float for c in ("matched", "prose", "own, matched",
+                                                       "own, prose")}),
+    "median FVU on each domain's texts with the matched calibration text against prose, "
+    "of all carried neurons and of the domain's own neurons (own; NaN: none); best: the "
+    "calibration text with the lowest median FVU",
+    model=loaded.title, decimals=4,
+)
 verdicts = {0: "never helps", 1: "rarely helps", 2: "helps on half the domains"}
-print(
+print(wrapped(
     f"The matched calibration text lowers the median FVU on {helps} of 4 domains: on this model "
     f"it {verdicts.get(helps, 'mostly helps')}."
-)
+))
 prose_calibration = cc.get_circuit(model, "prose").calibration
 constants = pd.DataFrame(
     {
@@ -584,15 +613,15 @@ constants = pd.DataFrame(
         for c in [cc.get_circuit(model, calib).calibration]
     }
 ).T
-print("\ncalibration constants relative to prose:")
-print(constants.to_string(float_format="{:.3f}".format))
+show_table(constants, "calibration constants relative to prose", model=loaded.title,
+           decimals=3)
 
 # %% [markdown]
-# The lines above answer the paper's question for this run, domain by domain; the verdict is
-# computed, so it holds for whichever model built this page. The calibration constants multiply
-# the bag, so their differences (the table just above) change the prediction most where the bag
-# is large: on a domain's own neurons, on that domain's texts. Compare the own-neurons' table
-# with the all-neurons one to see it.
+# The first table and the line below it answer the paper's question for this run, domain by
+# domain; the verdict is computed, so it holds for whichever model built this page. The
+# calibration constants multiply the bag, so their differences (the table just above) change the
+# prediction most where the bag is large: on a domain's own neurons, on that domain's texts.
+# Compare the own-neurons' table with the all-neurons one to see it.
 #
 # Which of the three things matters? Take the domain where the matched calibration text changes
 # its own neurons' FVU most, and swap one ingredient at a time: the calibration text (denominators
@@ -625,16 +654,20 @@ else:
             }
     swap = pd.DataFrame(rows).T
     swap.index.names = ["denominators and LN2 scale from", "mean keys and values from"]
-    print(f"{domain} texts, its own neurons {own_neurons[domain]}:")
-    print(swap.to_string(float_format="{:.4f}".format))
+    show_table(
+        swap,
+        f"{domain} texts, its own neurons {own_neurons[domain]}: median FVU and context r "
+        "with one ingredient of the circuit swapped at a time",
+        model=loaded.title, decimals=4,
+    )
     base = swap.loc[("prose", "prose"), "FVU"]
     by_reference = abs(swap.loc[("prose", domain), "FVU"] - base)
     by_calibration = abs(swap.loc[(domain, "prose"), "FVU"] - base)
-    print(
+    print(wrapped(
         "The reference distribution changes the FVU "
         + ("more" if by_reference > by_calibration else "less")
         + f" than the denominators and LN2 scale ({by_reference:.4f} vs {by_calibration:.4f})."
-    )
+    ))
 
 # %% [markdown]
 # The table separates the two. When the mean keys and values come from the domain's own text,
@@ -675,30 +708,34 @@ shown = quiet[columns].copy()
 if loaded.is_planted:
     shown["planted truth"] = [disc.planted_description(loaded.truth, j) for j in shown.index]
 calibration_name = describe(calibration_text(circuit.calibration.name))
-print(
+print(wrapped(
     f"{len(quiet)} of {len(carried)} carried neurons are quiet on the calibration text "
     f"({calibration_name}) and fire strongly in a domain:"
+))
+show_table(
+    shown.rename(columns=lambda c: c.replace("calibration text", "calibration")),
+    "neurons quiet on the calibration text: largest pre-activation (before GELU) and output "
+    "(after GELU) there and on the best set of domain texts",
+    model=loaded.title, decimals=2,
 )
-with pd.option_context("display.width", 250, "display.max_colwidth", 40):
-    print(shown.to_string(float_format="{:.2f}".format))
 if len(quiet):
     clear = list(quiet.index[quiet["fires clearly on calibration"]])
-    print(
+    print(wrapped(
         f"their largest output on the calibration text is at most "
         f"{quiet['output ratio'].max():.0%} of their largest on the best set; "
         f"{len(clear)} of them still reach an output of {ev.STRONG_OUTPUT:g} (clear firing) "
         f"somewhere in the calibration text: {clear or 'none'}"
-    )
+    ))
 
 # %% [markdown]
-# Each neuron in this table is far quieter on the calibration text than on some domain's texts
+# A neuron in this table is far quieter on the calibration text than on some domain's texts
 # (its largest output there is less than a tenth of its largest on that domain), and the circuit
-# found it. "Quiet" is relative, not silent: the last line says how many of them still reach the
-# level of a clear firing (an output of 1) somewhere in the calibration text, a few words of
-# their topic being enough in a text of another genre. What the table shows is that the
-# calibration text need not be rich in a neuron's context for the method to find the neuron:
-# finding such neurons from activations would need text of their domain, and the circuit needs
-# none.
+# found it. "Quiet" is relative, not silent: the last line, printed when the table has rows, says
+# how many still reach the level of a clear firing (an output of 1) somewhere in the calibration
+# text. Each row would show that the calibration text need not be rich in a neuron's context for
+# the method to find the neuron: finding it from activations would need text of its domain. An
+# empty table is a negative answer for this model and calibration text (every found neuron fires
+# there at more than a tenth of its best), not evidence against the method in general.
 
 # %% [markdown]
 # **Explore.** Type a text and pick a neuron to compare its true and approximate pre-activation
@@ -763,10 +800,10 @@ for d, c in curves.items():
     squared = (c["true"] - c["approximation"])[1:] ** 2
     early_share[d] = float(squared[:99].sum() / squared.sum())
     assert 0 <= early_share[d] <= 1
-print(
+print(wrapped(
     f"neuron {carried[0]} on {labels[0]}: share of the squared error in n < 100: "
     + ", ".join(f"{d} {share:.2f}" for d, share in early_share.items())
-)
+))
 print("check passed: the denominators change the bag term only")
 
 # %% [markdown]
@@ -817,10 +854,10 @@ assert abs(fitted_fvu - (1 - r**2)) < 1e-6 and fitted_fvu <= raw_fvu + 1e-9
 shape_error = float((1 - result.pearson**2).flatten().nanmedian())
 pointwise = (1 - result.pearson**2) <= result.fvu + 1e-4
 assert bool(pointwise.all()) and shape_error <= result.median_fvu + 1e-4
-print(
+print(wrapped(
     f"one pair: fitted FVU {fitted_fvu:.4f} = 1 - r^2 {1 - r**2:.4f} <= FVU {raw_fvu:.4f}; "
     f"all pairs: median 1 - r^2 {shape_error:.4f}, median FVU {result.median_fvu:.4f}"
-)
+))
 print("check passed: the fitted FVU equals 1 - r^2 and bounds the FVU from below")
 
 # %% [markdown]
@@ -885,12 +922,12 @@ if own_neurons[D]:
     table_value = sensitivity["own neurons' FVU"].loc[C, D]
     assert abs(median_fvu[C] - table_value) <= 1e-4 * max(1.0, abs(table_value))
 held = (change > 0) == (prediction > 0)
-print(
+print(wrapped(
     f"{D} texts, neurons {neurons_D}: median FVU {median_fvu['prose']:.4f} calibrated on "
     f"prose, {median_fvu[C]:.4f} on {C} (change {change:+.4f}); predicted "
     f"{'up' if prediction > 0 else 'down'}: {'holds' if held else 'fails'}"
-)
-print("check passed: the measured FVU equals the sensitivity table's (two computations)")
+))
+print("check passed: the measured FVU equals the sensitivity table's (two ways)")
 
 # %% [markdown]
 # ```{solution-end}
@@ -992,15 +1029,18 @@ direct = ev.true_pre_activations(model, general[0][None], [j])[0, 1:, 0].mean()
 assert abs(float(direct) - float(result.true_mean[0, k])) < 1e-3 * max(1.0, abs(float(direct)))
 ratio = measured / predicted if predicted else float("nan")
 passes = 0.5 <= ratio <= 2
-print(f"neuron {j} (score {float(scores.top[j]):.1f}), own domain {D}; heads {circuit.heads}")
-print(f"predicted from the weights: {predicted:+.3f} (mean kernel weight off BOS {m_bar:.3f})")
-print(f"measured (true minus local terms, {D} minus general): {measured:+.3f}; ratio {ratio:.2f}")
-print(
+print(wrapped(f"neuron {j} (score {float(scores.top[j]):.1f}), own domain {D}; "
+              f"heads {circuit.heads}"))
+print(wrapped(f"predicted from the weights: {predicted:+.3f} "
+              f"(mean kernel weight off BOS {m_bar:.3f})"))
+print(wrapped(f"measured (true minus local terms, {D} minus general): {measured:+.3f}; "
+              f"ratio {ratio:.2f}"))
+print(wrapped(
     f"approximation of neuron {j} on {D} texts: median r {matched.loc[j, 'median r']:.3f}, "
     f"context r {matched.loc[j, 'context r']:.3f}"
-)
+))
 print(f"criterion (same sign, within a factor of 2): {'passes' if passes else 'fails'}")
-print("check passed: the prediction used no model run, and true_mean matches a fresh run")
+print("check passed: the prediction ran no model; true_mean matches a fresh run")
 
 # %% [markdown]
 # ```{solution-end}
@@ -1027,8 +1067,9 @@ print("check passed: the prediction used no model run, and true_mean matches a f
 # - The calibration text sets the denominators, the LN2 scale and the reference distribution of
 #   the mean keys and values; its effect shows mostly in the FVU and on a domain's own neurons.
 #   Whether a matched calibration text helps a domain is computed, not assumed.
-# - The method finds neurons that are far quieter on the calibration text than on their
-#   domain's texts (a tenth of the output or less), though not always silent there.
+# - Whether the method finds neurons far quieter on the calibration text than on their domain's
+#   texts (a tenth of the output or less) is counted in section 6.7, on the model at hand; the
+#   circuit does not need such neurons to fire on the calibration text.
 #
 # **Next:** chapter 7 follows context into later layers: context look-ups, where a later-layer
 # neuron predicts a token when a head finds its context.

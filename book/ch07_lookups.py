@@ -109,8 +109,10 @@ model = loaded.model
 # `n_last_layers=...` or an explicit `layers=[...]` to choose otherwise.
 
 # %%
+import pandas as pd
+
 from context_neurons import lookups as lk
-from context_neurons.printing import frame
+from context_neurons.printing import show_table, wrapped
 
 final_scale = lk.typical_final_scale(model)
 print(f"typical final LayerNorm scale on the calibration text: {final_scale:.2f}")
@@ -122,7 +124,12 @@ print(f"scored {len(scores)} neurons in layers {scores.layer.min()}..{scores.lay
 best = lk.best_neurons(scores, per_layer=5)
 shown = best.assign(token=best.token.map(repr), runner_up=best.runner_up.map(repr))
 columns = ["layer", "neuron", "token", "score", "gap", "logit", "runner_up"]
-print(frame(shown[columns], 2, index=False))
+show_table(
+    shown[columns],
+    "the five best token-predicting neurons of each scored layer (score and gap in standard "
+    "deviations over the vocabulary, logit per unit of activation)",
+    model=loaded.title, decimals=2, index=False,
+)
 
 # %% [markdown]
 # For each token, the neuron that predicts it best is the population the paper plotted in its
@@ -134,7 +141,7 @@ from context_neurons.plotting.lookups import plot_token_scores
 chosen = lk.select_neurons(scores, n=4)
 per_token = lk.best_neuron_per_token(scores)
 print(f"{len(per_token)} distinct tokens are some neuron's top token")
-print("examined neurons (layer, neuron):", chosen)
+print(wrapped(f"examined neurons (layer, neuron): {chosen}"))
 figure = plot_token_scores(
     scores, marked=chosen, title=f"Figure 7.1. {loaded.title}: token-prediction scores"
 )
@@ -154,7 +161,7 @@ if loaded.is_planted:
         row = scores[(scores.layer == layer) & (scores.neuron == neuron)].iloc[0]
         found = f"predicts {row.token!r}"
         verdict = f"planted to predict {truth['target']!r}" if truth else "not planted"
-        print(f"neuron {layer}.{neuron}: {found}, {verdict}")
+        print(wrapped(f"neuron {layer}.{neuron}: {found}, {verdict}"))
     print("all planted look-up neurons found:", set(planted) == set(chosen))
 else:
     print("GPT-2: compare the examined neurons with the paper's examples (Appendix A).")
@@ -189,10 +196,17 @@ layer, neuron = chosen[0]
 top = lk.top_activating_prompts(
     model, windows, layer, neuron, k=6, labels=labels, acts=pool.attributions[(layer, neuron)].pre
 )
-print(f"\nmost activating prompts of neuron {layer}.{neuron}:")
-for prompt in top:
-    text = prompt.text(model.tokenizer)[-50:]
-    print(f"{prompt.activation:5.2f}  {prompt.source[:48]:48s}  ...{text!r}")
+prompts = pd.DataFrame(
+    {
+        "activation": [prompt.activation for prompt in top],
+        "source": [prompt.source for prompt in top],
+        "end of the prompt": ["..." + repr(prompt.text(model.tokenizer)[-50:]) for prompt in top],
+    }
+)
+show_table(
+    prompts, f"most activating prompts of neuron {layer}.{neuron}", model=loaded.title,
+    decimals=2, index=False,
+)
 
 # %% [markdown]
 # Each prompt ends at the token where its window activates the neuron most (one prompt per
@@ -211,11 +225,22 @@ from context_neurons.plotting.lookups import plot_truncation
 cuts = [lk.truncate_prompt(model, p, layer, neuron) for p in top]
 for cut in cuts:
     assert cut.activation >= 0.8 * cut.full_activation
-    print(
-        f"{cut.end:3d} -> {len(cut.tokens) - 1:3d} tokens, "
-        f"activation {cut.full_activation:.2f} -> {cut.activation:.2f}: "
-        f"{cut.text(model.tokenizer)[-60:]!r}"
-    )
+show_table(
+    pd.DataFrame(
+        {
+            "prompt tokens": [cut.end for cut in cuts],
+            "kept tokens": [len(cut.tokens) - 1 for cut in cuts],
+            "activation": [cut.full_activation for cut in cuts],
+            "kept activation": [cut.activation for cut in cuts],
+            "kept text (last 60 characters)": [
+                repr(cut.text(model.tokenizer)[-60:]) for cut in cuts
+            ],
+        }
+    ),
+    f"the six prompts of neuron {layer}.{neuron} truncated to the shortest suffix that keeps "
+    "80% of the activation",
+    model=loaded.title, decimals=2, index=False,
+)
 
 # %% [markdown]
 # A prompt whose last token is itself a word of the context keeps only that token: the neuron
@@ -228,7 +253,7 @@ prompt, truncated = top[longest], cuts[longest]
 suffixes = lk.suffix_activations(model, prompt.tokens, layer, neuron)
 print(f"full prompt: {len(prompt.tokens) - 1} tokens, activation {truncated.full_activation:.2f}")
 print(f"truncated:   {len(truncated.tokens) - 1} tokens, activation {truncated.activation:.2f}")
-print(f"kept text: {truncated.text(model.tokenizer)!r}")
+print(wrapped(f"kept text: {truncated.text(model.tokenizer)!r}"))
 figure = plot_truncation(
     suffixes,
     truncated.full_activation,
@@ -270,10 +295,10 @@ figure = plot_truncation(
 for key, attribution in pool.attributions.items():
     error = (attribution.total() - attribution.pre).abs().max()
     assert error < 1e-4 * max(1.0, float(attribution.pre.abs().max())), (key, error)
-print(
+print(wrapped(
     f"heads + embeddings + MLP outputs + biases = hook_pre, to float precision, for "
     f"{len(pool.attributions)} neurons at {sum(len(w) for w in windows)} positions"
-)
+))
 
 # %% [markdown]
 # Now the four steps for every examined neuron: the ten most activating prompts, truncated; the
@@ -282,14 +307,11 @@ print(
 # drop in pre-activation); and the explanation of section 7.4.
 
 # %%
-import pandas as pd
-
 lookups = [lk.examine_neuron(model, layer, neuron, pool, scores=scores) for layer, neuron in chosen]
 table = pd.DataFrame(
     [
         {
-            "neuron": f"{lookup.layer}.{lookup.neuron}",
-            "token": repr(lookup.token),
+            "neuron": f"{lookup.layer}.{lookup.neuron} {lookup.token!r}",
             "prompt length": sum(len(p.tokens) - 1 for p in lookup.prompts) / len(lookup.prompts),
             **{f"head {i + 1}": lk.head_name(l, h) for i, (l, h, _) in enumerate(lookup.top_heads)},
             "attribution 1": lookup.top_heads[0][2],
@@ -301,7 +323,12 @@ table = pd.DataFrame(
         for lookup in lookups
     ]
 )
-print(frame(table, 2, index=False))  # fixed decimals: no "-0.00"
+show_table(
+    table,
+    "the top heads of each examined neuron (layer.neuron and its token), over its ten "
+    "truncated prompts",
+    model=loaded.title, decimals=2, index=False,  # fixed decimals: no "-0.00"
+)
 
 # %% [markdown]
 # `prompt length` is the mean length of the truncated prompts in tokens; `head 1..3` are the heads
@@ -353,7 +380,11 @@ parts = pd.DataFrame(
         for lookup in lookups
     }
 ).T
-print(frame(parts, 2))
+show_table(
+    parts,
+    "mean parts of each neuron's pre-activation at the final tokens of its truncated prompts",
+    model=loaded.title, decimals=2,
+)
 
 # %% [markdown]
 # The first five columns add up to the last. On the planted model the look-up neurons were built
@@ -369,9 +400,17 @@ print(frame(parts, 2))
 lookup = lookups[0]
 head_layer, head, _ = lookup.top_heads[0]
 first = lookup.prompts[0]
-print(f"{lk.head_name(head_layer, head)} on {first.text(model.tokenizer)!r}")
-for position, token, weight in lk.attended_tokens(model, first.tokens, head_layer, head, k=5):
-    print(f"  position {position:3d}  {token!r:16s} weight {weight:.2f}")
+print(wrapped(f"{lk.head_name(head_layer, head)} on {first.text(model.tokenizer)!r}"))
+attended = lk.attended_tokens(model, first.tokens, head_layer, head, k=5)
+show_table(
+    pd.DataFrame(
+        [(position, repr(token), weight) for position, token, weight in attended],
+        columns=["position", "token", "weight"],
+    ),
+    f"the five largest attention weights of {lk.head_name(head_layer, head)} from the final "
+    "token of that prompt",
+    model=loaded.title, decimals=2, index=False,
+)
 
 # %% [markdown]
 # ## 7.4 When is a head active? Explanations as classifiers
@@ -396,11 +435,11 @@ activity = lookups[0].activity
 n_train = int(activity.train.sum())
 documents = {lk.document_of(p.source) for p in activity.prompts}
 held_documents = {d for d in documents if lk.is_held_out(d)}
-print(
+print(wrapped(
     f"{len(activity.prompts)} prompts from {len(documents)} documents: "
     f"{n_train} training prompts, {len(activity.prompts) - n_train} held out "
     f"({len(held_documents)} documents held out)"
-)
+))
 sides: dict[str, set[bool]] = {}
 for prompt, train in zip(activity.prompts, activity.train.tolist()):
     corpus = lk.document_of(prompt.source).split(":")[0]
@@ -451,11 +490,11 @@ if 0 < sum(train_active) < len(train_active):  # a contrast to explain
         [e for e, a in zip(examples, train_active) if a],
         [e for e, a in zip(examples, train_active) if not a],
     )
-    print(f"{summary}; words by log-odds ratio:")
-    print(
-        pd.DataFrame(odds[:10], columns=["word", "log-odds", "active with", "inactive with"])
-        .round(2)
-        .to_string(index=False)
+    show_table(
+        pd.DataFrame(odds[:10], columns=["word", "log-odds", "active with", "inactive with"]),
+        f"{summary}; the ten words with the largest log-odds ratio (active with, inactive "
+        "with: the active and inactive training prompts that contain the word)",
+        model=loaded.title, decimals=2, index=False,
     )
 else:  # every prompt active, or none: nothing separates them, so there is nothing to explain
     print(f"{summary}: no contrast, so no word list (the explainer needs both kinds)")
@@ -487,7 +526,12 @@ results = pd.DataFrame(
         for lookup in lookups
     ]
 )
-print(frame(results.drop(columns="name"), 3, index=False))
+show_table(
+    results.drop(columns="name").rename(columns={"balanced_accuracy": "balanced accuracy"}),
+    "explanations of each neuron's top head, scored as classifiers on the held-out prompts "
+    "(active: the base rate; chance: the accuracy of the majority guess)",
+    model=loaded.title, decimals=3, index=False,
+)
 figure = plot_explanation_scores(
     results, title=f"Figure 7.6. {loaded.title}: explanation scores on held-out prompts"
 )
@@ -517,20 +561,21 @@ from context_neurons.lookups.explainers import ExplainerError, LLMExplainer
 
 llm = LLMExplainer.from_env()
 if llm is None:
-    print("No CONTEXT_NEURONS_LLM_API_KEY set: skipping the LLM explainer (offline results above).")
+    print(wrapped("No CONTEXT_NEURONS_LLM_API_KEY set: skipping the LLM explainer "
+                  "(offline results above)."))
 else:
     n_calls = llm.n_requests(lookups[0].evaluation["n_test"])
-    print(f"LLM explainer {llm.model} at {llm.base_url}: {n_calls} requests for one head")
+    print(wrapped(f"LLM explainer {llm.model} at {llm.base_url}: {n_calls} requests for one head"))
     try:
         llm_result = lk.evaluate_explainer(llm, lookups[0].activity, model.tokenizer)
     except ExplainerError as err:
-        print(f"The LLM explainer failed: {err}")
+        print(wrapped(f"The LLM explainer failed: {err}"))
     else:
-        print(llm_result["explanation"].text)
-        print(
+        print(wrapped(llm_result["explanation"].text))
+        print(wrapped(
             f"accuracy {llm_result['accuracy']:.3f} (chance {llm_result['chance']:.3f}), "
             f"balanced accuracy {llm_result['balanced_accuracy']:.3f}"
-        )
+        ))
 
 # %% [markdown]
 # ## 7.5 Does the method recover what was planted?
@@ -567,8 +612,10 @@ if loaded.is_planted:
         rows.append(
             {
                 "planted neuron": f"{truth['layer']}.{truth['neuron']} {truth['target']!r}",
-                "planted head": lk.head_name(truth["layer"], truth["head"]),
-                "top head": lk.head_name(*lookup.top_heads[0][:2]) if lookup else "-",
+                "top head (planted)": (
+                    f"{lk.head_name(*lookup.top_heads[0][:2]) if lookup else '-'} "
+                    f"({lk.head_name(truth['layer'], truth['head'])})"
+                ),
                 "topic": truth["topic"],
                 "words in topic (label half)": f"{sum(w in topic for w in words)}/{len(words)}",
                 "first word": words[0] if words else "-",
@@ -582,7 +629,12 @@ if loaded.is_planted:
             }
         )
     recovery = pd.DataFrame(rows)
-    print(frame(recovery, 2, index=False))
+    show_table(
+        recovery,
+        "each planted look-up against what the method found (recovered: the planted token, the "
+        "planted head on top and an explanation that beats chance, all three)",
+        model=loaded.title, decimals=2, index=False,
+    )
     print(f"planted look-ups recovered end to end: {int(recovery.recovered.sum())} of {len(rows)}")
 else:
     print("GPT-2 has no planted truth: compare with the paper's case studies instead.")
@@ -663,11 +715,11 @@ words = sum(
     min(len(p.text(model.tokenizer).split()), costing.max_words_per_example)
     for p in lookups[0].activity.split(train=False)[0]
 )
-print(
+print(wrapped(
     f"{n_test} held-out prompts per head: {costing.n_requests(n_test)} requests per neuron "
     f"({costing.n_requests(n_test) * len(lookups)} for the {len(lookups)} neurons), "
     f"about {words:,} words of prompts sent per neuron"
-)
+))
 
 # %% [markdown]
 # A study of thousands of heads, as in the paper, multiplies that accordingly: subsample the
@@ -735,7 +787,8 @@ for l in range(layer):
 pre = float(resid @ read / scale + model.b_in[layer][neuron])
 hooked = float(cache[f"blocks.{layer}.mlp.hook_pre"][0, -1, neuron])
 assert abs(pre - hooked) < 1e-3 * max(1.0, abs(hooked)), (pre, hooked)
-print("check passed: the hand-made head term and the sum of all parts match the package and hook")
+print("check passed: the hand-made head term matches the package's,")
+print("  and the sum of all parts matches the hook")
 
 # %% [markdown]
 # ```{solution-end}
@@ -804,10 +857,10 @@ frozen_change = frozen[0, -1] - clean[0, -1]
 error = float((frozen_change - predicted).abs().max() / predicted.abs().max())
 assert error < 1e-3, error
 unfrozen_error = float((unfrozen[0, -1] - clean[0, -1] - predicted).norm() / predicted.norm())
-print(
-    "check passed: with the scale frozen, the logit change is delta * logit effect "
+print("check passed: with the scale frozen, logit change = delta * logit effect")
+print(wrapped(
     f"(to 0.1% of its largest entry); unfrozen, the linearisation is off by {unfrozen_error:.0%}"
-)
+))
 
 # %% [markdown]
 # ```{solution-end}

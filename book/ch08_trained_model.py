@@ -116,18 +116,18 @@ from context_neurons.models.loading import TRAINED_DIR
 
 record = json.loads((TRAINED_DIR / "training.json").read_text())
 cfg = model.cfg
-print(
+print(wrapped(
     f"{cfg.n_layers} layers, {cfg.n_heads} heads, d_model {cfg.d_model}, d_mlp {cfg.d_mlp}, "
     f"context {cfg.n_ctx}, vocabulary {cfg.d_vocab}; {record['model']['parameters']:,} parameters"
-)
-print(
+))
+print(wrapped(
     f"seed {record['seed']}, {record['threads']} threads on {record['device']}: "
     f"{record['tokens_seen']:,} tokens in {record['steps_done']} steps"
-)
+))
 print(f"held-out loss (mean over corpora): {record['heldout_loss']['mean']:.2f} nats/token")
-print(f"trained on {record['device_name']} in {record['wall_seconds'] / 60:.0f} minutes; "
-      f"{record.get('cpu_estimate', 'no CPU estimate recorded')}")
-print("command:", record["command"])
+print(wrapped(f"trained on {record['device_name']} in {record['wall_seconds'] / 60:.0f} "
+              f"minutes; {record.get('cpu_estimate', 'no CPU estimate recorded')}"))
+print(wrapped(f"command: {record['command']}"))
 
 # %%
 from context_neurons.plotting.training import plot_loss
@@ -152,7 +152,7 @@ figure = plot_loss(loss, heldout, title=f"Figure 8.1. {loaded.title}: training a
 # this run.
 
 # %%
-from context_neurons.printing import fixed, significant
+from context_neurons.printing import fixed, show_table, significant
 
 
 def cell(value) -> str:  # counts as they are; large ratios to 4 significant digits; else 4 decimals
@@ -166,7 +166,9 @@ rows = [
     for row in results["_rows"]
     if isinstance(row.value, (int, float)) and not isinstance(row.value, bool)
 ]
-print(pd.DataFrame(rows).set_index("quantity").to_string())
+show_table(pd.DataFrame(rows).set_index("quantity"),
+           "the main job's rows with one number, beside the paper's values on GPT-2 Small",
+           model=loaded.title)
 print("contextual heads:", results["contextual_heads"])
 
 # %% [markdown]
@@ -185,9 +187,10 @@ from context_neurons.plotting.taxonomy import plot_kernel_shapes
 
 taxonomy = tx.classify_heads(model)
 print(f"contextual: slowly decaying kernel and content sd <= {tx.CONTEXTUAL_MAX_CONTENT_SD} nats")
-print(taxonomy.table().round(2).to_string())
-print("mean attention to the previous token on EVAL windows, per head:",
-      results.get("previous_token_attention"))
+show_table(taxonomy.table(), "layer-0 heads by the taxonomy of chapter 2", model=loaded.title,
+           decimals=2)
+print(wrapped("mean attention to the previous token on EVAL windows, per head: "
+              f"{results.get('previous_token_attention')}"))
 print("previous-token heads (>= 0.4):", results.get("previous_token_heads"))
 figure = plot_kernel_shapes(
     taxonomy.patterns[0],
@@ -256,12 +259,12 @@ from context_neurons import circuit as cc
 from context_neurons import discovery as disc
 
 if isinstance(evaluation, dict) and "primary" in evaluation:
-    print(wrapped(f"the five highest frequency-aware scores with the contextual heads "
-                  f"{evaluation['primary']['heads']} (trained model), each neuron's predicted "
-                  "domain and the heads' predicted share of its shift there:"))
-    for row in evaluation["primary"]["frequency_aware_highest"]:
-        print(f"  neuron {row['neuron']}: score {row['score']:.1f}, domain {row['domain']}, "
-              f"share {row['share']:.2f}")
+    highest = pd.DataFrame(evaluation["primary"]["frequency_aware_highest"])
+    show_table(highest[["neuron", "score", "domain", "share"]].set_index("neuron"),
+               f"the five highest frequency-aware scores with the contextual heads "
+               f"{evaluation['primary']['heads']}, each neuron's predicted domain and the heads' "
+               "predicted share of its shift there", model=loaded.title, decimals=2,
+               formats={"score": 1})
 
 # %% [markdown]
 # **The planted control.** On the planted model, whose context neurons we wrote, the new score
@@ -313,26 +316,43 @@ print(f"the frequency-aware score recovers what top[j] recovers: "
 #   (and over neurons for the AUC), 1000 resamples.
 # - **Controls and verdict.** Printed below with the results.
 
-# %%
+# %% tags=["hide-output"]
 from context_neurons.verdict import load_protocol
 
+
+def print_entries(entries: dict, indent: str = "") -> None:  # nested keys, wrapped values
+    for key, value in entries.items():
+        if isinstance(value, dict):
+            print(f"{indent}{key}:")
+            print_entries(value, indent + "  ")
+        else:
+            text = value if isinstance(value, str) else json.dumps(value)
+            print(wrapped(f"{indent}{key}: {text}", indent=indent + "    "))
+
+
 protocol = load_protocol()
-print(json.dumps({k: protocol[k] for k in ("truth", "verdict")}, indent=1))
+print_entries({k: protocol[k] for k in ("truth", "verdict")})
 
 # %%
 if isinstance(evaluation, dict) and "primary" in evaluation:
     primary = evaluation["primary"]
     truth_domains = pd.Series(primary["truth_domains"]).value_counts()
-    print(f"EVAL windows per domain: {evaluation['eval_windows']}")
-    print(f"{len(primary['truth_neurons'])} of {cfg.d_mlp} neurons are context neurons by "
-          f"activation (primary heads {primary['heads']}); bootstrap 95% interval of the count: "
-          f"[{fixed(primary['truth_count_ci95'][0], 0)}, {fixed(primary['truth_count_ci95'][1], 0)}]")
-    print("by best domain:", {d: int(n) for d, n in truth_domains.items()})
+    per_domain = pd.DataFrame({"EVAL windows": pd.Series(evaluation["eval_windows"]),
+                               "context neurons": truth_domains}).fillna(0).astype(int)
+    show_table(per_domain.rename_axis("domain"), "EVAL windows per domain, and the context "
+               "neurons by activation (protocol v1, primary heads) whose best domain it is",
+               model=loaded.title)
+    low, high = (fixed(bound, 0) for bound in primary["truth_count_ci95"])
+    print(wrapped(
+        f"{len(primary['truth_neurons'])} of {cfg.d_mlp} neurons are context neurons by "
+        f"activation (primary heads {primary['heads']}); bootstrap 95% interval of the count: "
+        f"[{low}, {high}]"))
     print(f"with resample ablation instead of mean ablation: "
           f"{primary['truth_count_resample_ablation']} neurons")
     if "secondary" in evaluation:
-        print(f"secondary head set (all non-local heads {evaluation['secondary']['heads']}): "
-              f"{len(evaluation['secondary']['truth_neurons'])} neurons")
+        secondary = evaluation["secondary"]
+        print(wrapped(f"secondary head set (all non-local heads {secondary['heads']}): "
+                      f"{len(secondary['truth_neurons'])} neurons"))
 
 # %% [markdown]
 # The truth is broad on this model: most neurons move by at least a pooled standard deviation on
@@ -346,20 +366,31 @@ if isinstance(evaluation, dict) and "primary" in evaluation:
 # %%
 from context_neurons.plotting.training import plot_verdict
 
-from context_neurons.verdict.evaluate import score_table
+from context_neurons.verdict.evaluate import score_table, with_interval
+
+SCORE_TABLE = ("each score and control against the truth: AUC and Spearman rho with 95% "
+               "intervals; prec./base: precision among the |T| highest against the base rate")
+
+
+def show_scores(result: dict, protocol_name: str, set_name: str = "primary") -> None:
+    show_table(pd.DataFrame(score_table(result, set_name)),
+               f"protocol {protocol_name}, {set_name} heads "
+               f"{result[set_name].get('heads', result['head_sets'][set_name])}, "
+               + SCORE_TABLE, model=loaded.title, index=False)
+
 
 if isinstance(evaluation, dict) and "primary" in evaluation:
     for set_name in ("primary", "secondary"):
-        print(f"protocol v1, trained model, {set_name} heads {evaluation[set_name]['heads']}:")
-        print(pd.DataFrame(score_table(evaluation, set_name)).to_string(index=False))
+        show_scores(evaluation, "v1", set_name)
     controls = evaluation["primary"]["controls"]
     scores_p = evaluation["primary"]["scores"]
     print(f"neurons-permuted control: rho {fixed(scores_p['frequency_aware']['permutation_spearman'], 2)}"
           f" (frequency-aware), {fixed(scores_p['top']['permutation_spearman'], 2)} (top)")
     for name in ("frequency_aware", "top"):
         c = controls[f"{name}_random_directions"]
-        print(f"{name}: {c['honest_found']} real neurons above the 99th percentile of random read "
-              f"directions with the same norms ({c['honest_found_share']:.1%})")
+        print(wrapped(f"{name}: {c['honest_found']} real neurons above the 99th percentile of "
+                      "random read directions with the same norms "
+                      f"({c['honest_found_share']:.1%})"))
     figure = plot_verdict(
         {f"{k} ({s})": v for s in ("primary", "secondary") if s in evaluation
          for k, v in evaluation[s]["scores"].items()},
@@ -399,8 +430,8 @@ truth, context = None, []
 if heads and windows:
     truth = act.activation_truth(model, windows, labels, heads)
     context = truth.context_neurons()
-    print(f"old rule: {len(truth.separating_neurons())} of {cfg.d_mlp} neurons separate a domain; "
-          f"{len(context)} of them through the contextual heads {heads}")
+    print(wrapped(f"old rule: {len(truth.separating_neurons())} of {cfg.d_mlp} neurons separate "
+                  f"a domain; {len(context)} of them through the contextual heads {heads}"))
 if heads:
     circuit = cc.build_circuit(model, "prose", heads)
     scores = disc.score_neurons(circuit, model)
@@ -433,10 +464,11 @@ if heads:
     ids = scores.vocabulary.nonzero().flatten()
     loud = disc.loud_tokens(circuit, scores.vocabulary)
     shares = disc.loud_slot_shares(scores, circuit)
-    print("the 12 loudest tokens:", [model.tokenizer.decode([int(t)]) for t in loud[:12]])
-    print(f"the loudest {disc.LOUD_FRACTION:.0%} of tokens ({len(loud)}) hold "
-          f"{float(shares.mean()):.0%} of all neurons' extreme-token slots "
-          f"(median neuron: {float(shares.median()):.0%})")
+    loudest = [model.tokenizer.decode([int(t)]) for t in loud[:12]]
+    print(wrapped(f"the 12 loudest tokens: {loudest}"))
+    print(wrapped(f"the loudest {disc.LOUD_FRACTION:.0%} of tokens ({len(loud)}) hold "
+                  f"{float(shares.mean()):.0%} of all neurons' extreme-token slots "
+                  f"(median neuron: {float(shares.median()):.0%})"))
     figure = plot_loudness(
         circuit.extended[ids].norm(dim=-1), shares, disc.LOUD_FRACTION,
         title=f"Figure 8.5. {loaded.title}: loud tokens fill every neuron's extreme slots",
@@ -455,8 +487,9 @@ planted_circuit = cc.get_circuit(planted.model)
 planted_scores = disc.get_scores(planted_circuit, planted.model)
 planted_shares = disc.loud_slot_shares(planted_scores, planted_circuit)
 own = planted_shares[sorted(planted.truth.context_neurons)]
-print(f"planted model: the loudest 1% hold {float(planted_shares.mean()):.0%} of all extreme "
-      f"slots, and a median {float(own.median()):.0%} of its planted context neurons' slots")
+print(wrapped(f"planted model: the loudest 1% hold {float(planted_shares.mean()):.0%} of all "
+              f"extreme slots, and a median {float(own.median()):.0%} of its planted context "
+              "neurons' slots"))
 
 # %% [markdown]
 # The frequency-aware score of section 8.4 does not look for tokens that stand out: it weights
@@ -496,8 +529,9 @@ if isinstance(evaluation_v2, dict) and "primary" in evaluation_v2:
         "group": [taxonomy.group_of(h) for h in taxonomy.heads],
         "CV of D across texts": [stability["cv_texts"][str(h)] for h in taxonomy.heads],
     }, index=pd.Index(taxonomy.heads, name="head"))
-    print(f"trained model, destination n = {stability['n']}, {stability['texts']} CAL texts")
-    print(cv.round(2).to_string())
+    show_table(cv, f"the stability of each head's denominator D at destination n = "
+               f"{stability['n']} over {stability['texts']} CAL texts", model=loaded.title,
+               decimals=2)
     values = list(stability["cv_texts"].values())
     print(f"CV from {min(values):.2f} to {max(values):.2f} over the heads")
     print(wrapped(
@@ -523,12 +557,11 @@ if isinstance(evaluation_v2, dict) and "primary" in evaluation_v2:
                   f"tried: {tried}; bootstrap 95% interval of the count [{low:.0f}, {high:.0f}]; "
                   f"{primary_v2['truth_count_resample_ablation']} with resample ablation"))
     sets_v2 = evaluation_v2["head_sets"]
-    print(pd.DataFrame(score_table(evaluation_v2)).to_string(index=False))
+    show_scores(evaluation_v2, "v2")
     if sets_v2["secondary"] == sets_v2["primary"]:
-        print("(the secondary head set, all non-local heads, is the same set: the same rows)")
+        print("(the secondary head set, all non-local heads, is the same: same rows)")
     else:
-        print(f"secondary heads {sets_v2['secondary']}:")
-        print(pd.DataFrame(score_table(evaluation_v2, "secondary")).to_string(index=False))
+        show_scores(evaluation_v2, "v2", "secondary")
     figure = plot_verdict(
         {f"{k} ({s})": v for s in ("primary", "secondary") if s in evaluation_v2
          and (s == "primary" or sets_v2["secondary"] != sets_v2["primary"])
@@ -555,19 +588,23 @@ from context_neurons.plotting.training import plot_development
 development = json.loads((TRAINED_DIR / "development.json").read_text())
 steps = pd.DataFrame(
     {
-        "tokens": r["tokens"],
-        "held-out loss": r["heldout_loss"],
-        "contextual heads": ", ".join(map(str, r["contextual_heads"])) or "-",
-        "local heads": sum(h["kernel"] == "local" for h in r["heads"]),
-        "previous-token heads": ", ".join(map(str, r.get("previous_token_heads", []))) or "-",
-        "separating (old)": r["separating_neurons"],
-        "by activation (old)": r["context_neurons_by_activation"],
-        "additive truth": r.get("additive_truth"),
+        "tokens": f"{r['tokens']:,}",
+        "loss": r["heldout_loss"],
+        "contextual": ", ".join(map(str, r["contextual_heads"])) or "-",
+        "prev.-token": ", ".join(map(str, r.get("previous_token_heads", []))) or "-",
+        "sep. (old)": r["separating_neurons"],
+        "act. (old)": r["context_neurons_by_activation"],
+        "additive": r.get("additive_truth"),
         "found": r["neurons_found"],
     }
     for r in development["checkpoints"]
 )
-print(steps.set_index("tokens").round(3).to_string())
+counts = ["sep. (old)", "act. (old)", "additive", "found"]
+show_table(steps.set_index("tokens"), "the checkpoints: held-out loss, contextual and "
+           "previous-token heads, and neuron counts (sep. (old): separating a domain; act. "
+           "(old): context neurons by the old rule; additive: the additive truth of protocol v1; "
+           "found: top[j] at theta)", model=loaded.title, decimals=3,
+           formats={c: 0 for c in counts})
 figure = plot_development(development, title=f"Figure 8.7. {loaded.title}: development")
 
 # %% [markdown]
@@ -583,20 +620,18 @@ figure = plot_development(development, title=f"Figure 8.7. {loaded.title}: devel
 # %%
 if isinstance(evaluation, dict) and "primary" in evaluation:
     above = lambda e: e["auc_ci95"][0] > 0.5  # noqa: E731
-    interval = lambda e, k: f"[{e[k + '_ci95'][0]:.2f}, {e[k + '_ci95'][1]:.2f}]"  # noqa: E731
     for name, result in protocols.items():
         fa = result["primary"]["scores"]["frequency_aware"]
         tp = result["primary"]["scores"]["top"]
         print(f"Protocol {name}, trained model:")
         print(wrapped(
-            f"- The frequency-aware score: {fa['verdict']}. Its AUC {fa['auc']:.2f} "
-            f"{interval(fa, 'auc')} lies {'above' if above(fa) else 'not above'} chance; its "
-            f"predicted context shifts correlate with the measured ones at rho "
-            f"{fa['spearman']:.2f} {interval(fa, 'spearman')}; precision {fa['precision']:.2f} "
-            f"against a base rate of {fa['base_rate']:.2f}."))
+            f"- The frequency-aware score: {fa['verdict']}. Its AUC {with_interval(fa, 'auc')} "
+            f"lies {'above' if above(fa) else 'not above'} chance; its predicted context shifts "
+            f"correlate with the measured ones at rho {with_interval(fa, 'spearman')}; precision "
+            f"{fixed(fa['precision'], 2)} against a base rate of {fixed(fa['base_rate'], 2)}."))
         print(wrapped(
-            f"- The paper's top[j]: {tp['verdict']}. AUC {tp['auc']:.2f} {interval(tp, 'auc')}, "
-            f"rho {tp['spearman']:.2f} {interval(tp, 'spearman')}: the shape of a neuron's "
+            f"- The paper's top[j]: {tp['verdict']}. AUC {with_interval(tp, 'auc')}, "
+            f"rho {with_interval(tp, 'spearman')}: the shape of a neuron's "
             "contributions over a uniformly weighted vocabulary "
             f"{'ranks' if above(tp) else 'does not rank'} the neurons the heads move."))
     print(wrapped(
@@ -653,8 +688,8 @@ truth_broad = act.activation_truth(model, windows, labels, broad) if windows els
 if truth_broad is None:
     print("this exercise needs the held-out documents (the offline corpora)")
 else:
-    print(f"non-local heads {broad}: {len(truth_broad.context_neurons())} context neurons by "
-          f"activation (against {len(context)} with the contextual heads only)")
+    print(wrapped(f"non-local heads {broad}: {len(truth_broad.context_neurons())} context neurons "
+                  f"by activation (against {len(context)} with the contextual heads only)"))
 if truth is not None:  # the first test (separation) reads the unablated model, whatever is ablated
     assert torch.equal(truth_broad.auc, truth.auc)
     print("check passed: only the second test depends on the heads ablated")
@@ -701,8 +736,8 @@ if truth_broad is not None:
     print(f"{len(broad_truth)} context neurons by activation (all non-local heads ablated)")
     print(f"AUC of top[j] over the vocabulary: {act.score_auc(broad_scores.top, broad_truth):.3f}")
     seen_auc = act.score_auc(seen_score, broad_truth)
-    print(f"AUC of the score over the calibration text's {len(seen)} tokens: {seen_auc:.3f}  "
-          "(0.5: no ranking)")
+    print(wrapped(f"AUC of the score over the calibration text's {len(seen)} tokens: "
+                  f"{seen_auc:.3f} (0.5: no ranking)"))
     # a rank statistic: reversing the score turns AUC into 1 - AUC (ties counted half)
     assert abs(seen_auc + act.score_auc(-seen_score, broad_truth) - 1) < 1e-6
     print("check passed: the AUC is a rank statistic (AUC of -score = 1 - AUC)")
@@ -729,7 +764,7 @@ if isinstance(evaluation, dict) and "primary" in evaluation:
     for name, result in protocols.items():
         for score_name, entry in result["primary"]["scores"].items():
             print(f"- protocol {name.split()[0]}, {score_name.replace('_', '-')}: "
-                  f"{entry['verdict']} (AUC {entry['auc']:.2f} {interval(entry, 'auc')})")
+                  f"{entry['verdict']} (AUC {with_interval(entry, 'auc')})")
 else:
     print("not computed on this machine (no held-out documents): see the stored page.")
 

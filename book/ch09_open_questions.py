@@ -94,7 +94,7 @@ from context_neurons import discovery as disc
 from context_neurons import evaluation as ev
 from context_neurons import clusters as clu
 from context_neurons import sweeps as sw
-from context_neurons.printing import below, fixed
+from context_neurons.printing import below, fixed, show_table, wrapped
 from context_neurons.text.windows import DomainTexts
 
 N_TEXTS = 4  # general texts (sections 9.1 and 9.2)
@@ -115,10 +115,11 @@ domains = DomainTexts(
     labels=[label for d in DOMAINS for label in set_labels[d]],
     domains=[d for d in DOMAINS for _ in sets[d]],
 )
-print(f"model: {loaded.title}; contextual heads (computed): {circuit.heads}")
-print(f"neurons evaluated: {disc.selection_note(neurons, found)} (theta = {disc.THETA})")
-print(f"general texts: {', '.join(labels)}")
-print(f"domain texts: {len(domains.windows)} ({PER_DOMAIN} per domain of {', '.join(DOMAINS)})")
+print(wrapped(f"model: {loaded.title}; contextual heads (computed): {circuit.heads}"))
+print(wrapped(f"neurons evaluated: {disc.selection_note(neurons, found)} (theta = {disc.THETA})"))
+print(wrapped(f"general texts: {', '.join(labels)}"))
+print(wrapped(f"domain texts: {len(domains.windows)} ({PER_DOMAIN} per domain of "
+              f"{', '.join(DOMAINS)})"))
 
 # %% [markdown]
 # ## 9.1 The destination token
@@ -145,7 +146,8 @@ print(f"domain texts: {len(domains.windows)} ({PER_DOMAIN} per domain of {', '.j
 # %%
 classes = sw.destination_classes(model, windows, domains, per_class=PER_CLASS)
 shown = classes.table.assign(token=classes.table["token"].map(repr)).set_index("token")
-print(shown[["class", "id", "count", "domain"]].fillna("").to_string())
+show_table(shown[["class", "id", "count", "domain"]].fillna(""),
+           "the destination tokens, chosen from token counts of the texts", model=loaded.title)
 
 # %% [markdown]
 # `count` is how often the token occurs in the general texts; topic words may not occur there at
@@ -161,11 +163,12 @@ print(shown[["class", "id", "count", "domain"]].fillna("").to_string())
 vocabulary = sw.sample_vocabulary(model, VOCABULARY_SHARE)
 k = max(1, round(disc.TOP_K * VOCABULARY_SHARE))
 quarter = disc.score_neurons(circuit, model, k=k, vocabulary=vocabulary)
-print(f"tokens scored: {scores.n_tokens} (k = {scores.k}, Gaussian null {scores.null():.2f}) "
-      f"-> {quarter.n_tokens} (k = {quarter.k}, Gaussian null {quarter.null():.2f})")
-print(f"found at theta = {disc.THETA}: {len(found)} on the whole vocabulary, "
-      f"{len(quarter.found(disc.THETA))} on the quarter; "
-      f"Jaccard {sw.jaccard(found, quarter.found(disc.THETA)):.2f}")
+print(wrapped(f"tokens scored: {scores.n_tokens} (k = {scores.k}, Gaussian null "
+              f"{scores.null():.2f}) -> {quarter.n_tokens} (k = {quarter.k}, Gaussian null "
+              f"{quarter.null():.2f})"))
+print(wrapped(f"found at theta = {disc.THETA}: {len(found)} on the whole vocabulary, "
+              f"{len(quarter.found(disc.THETA))} on the quarter; "
+              f"Jaccard {sw.jaccard(found, quarter.found(disc.THETA)):.2f}"))
 
 # %% [markdown]
 # A Jaccard index near 1 means the quarter vocabulary finds nearly the same neurons; the distance
@@ -180,7 +183,9 @@ sweep = sw.sweep_destinations(
     circuit, model, classes, windows, neurons, vocabulary=vocabulary, k=k, theta=disc.THETA
 )
 table = sweep.table.rename(index=repr)
-print(table.to_string(float_format="{:.3f}".format))
+show_table(table.infer_objects().rename(columns={table.columns[2]: "cosine"}),
+           "the destination sweep (cosine and norm ratio against ' the''s extended embeddings; "
+           "found and Jaccard on the quarter vocabulary)", model=loaded.title)
 
 # %%
 from context_neurons.plotting.questions import plot_destination_cosines, plot_destination_sweep
@@ -214,11 +219,13 @@ figure = plot_destination_sweep(
 # %%
 numeric = ["n_eff", table.columns[2], "norm ratio", "found", "Jaccard", "median r", "median FVU"]
 by_class = table.astype({c: float for c in numeric}).groupby("class", sort=False)[numeric].mean()
-print(by_class.to_string(float_format="{:.3f}".format))
+show_table(by_class.rename(columns={table.columns[2]: "cosine"}),
+           "the destination sweep, means by class of destination", model=loaded.title)
 worst = table["Jaccard"].iloc[1:].astype(float).idxmin()  # the reference left out
-print(f"\nlargest change of the found set: {worst} (Jaccard {table.loc[worst, 'Jaccard']:.2f}); "
-      f"FVU range over destinations {table['median FVU'].astype(float).min():.3f} to "
-      f"{table['median FVU'].astype(float).max():.3f}")
+print(wrapped(f"largest change of the found set: {worst} (Jaccard "
+              f"{table.loc[worst, 'Jaccard']:.2f}); FVU range over destinations "
+              f"{table['median FVU'].astype(float).min():.3f} to "
+              f"{table['median FVU'].astype(float).max():.3f}"))
 
 # %% [markdown]
 # ### The error of fixing the destination
@@ -236,9 +243,10 @@ print(f"\nlargest change of the found set: {worst} (Jaccard {table.loc[worst, 'J
 
 # %%
 rules = sw.compare_destination_rules(circuit, model, windows, neurons)
-print(f"{len(windows)} general texts, {len(neurons)} neurons; medians over neuron-text pairs")
-print(rules.table().rename(index={"fixed": "destination ' the'", "actual": "own token"}).to_string(
-    float_format="{:.4f}".format))
+show_table(rules.table().rename(index={"fixed": "destination ' the'", "actual": "own token"}),
+           f"the destination fixed or each position's own, {len(windows)} general texts, "
+           f"{len(neurons)} neurons; medians over neuron-text pairs", model=loaded.title,
+           decimals=4)
 
 # %%
 from context_neurons.plotting.questions import plot_destination_rules
@@ -259,8 +267,8 @@ figure = plot_destination_rules(
 
 # %%
 change = rules.table().loc["actual"] - rules.table().loc["fixed"]
-print(f"own token minus ' the': median FVU {change['median FVU']:+.4f}, "
-      f"context FVU {change['context FVU']:+.4f}, median r {change['median r']:+.4f}")
+print(wrapped(f"own token minus ' the': median FVU {change['median FVU']:+.4f}, "
+              f"context FVU {change['context FVU']:+.4f}, median r {change['median r']:+.4f}"))
 
 # %% [markdown]
 # ````{exercise} Sweep a destination of your own
@@ -308,11 +316,11 @@ except TokenError:  # another tokenizer: its most frequent one-character token o
 mine = destination_sweep.circuit(mine_token)
 mine_found = disc.score_neurons(mine, model, k=k, vocabulary=vocabulary).found(disc.THETA)
 mine_jaccard = sw.jaccard(mine_found, sweep.found[classes.tokens[0]])
-print(f"destination {model.tokenizer.decode([mine_token])!r}: {len(mine_found)} neurons found, "
-      f"Jaccard with ' the' {mine_jaccard:.2f} (smallest of the table: "
-      f"{table['Jaccard'].astype(float).min():.2f})")
+print(wrapped(f"destination {model.tokenizer.decode([mine_token])!r}: {len(mine_found)} neurons "
+              f"found, Jaccard with ' the' {mine_jaccard:.2f} (smallest of the table: "
+              f"{table['Jaccard'].astype(float).min():.2f})"))
 assert 0.0 <= mine_jaccard <= 1.0
-print("check passed: the sweep reproduces ' the', and another destination was measured")
+print("check passed: the sweep reproduces ' the', and another destination was\n  measured")
 
 # %% [markdown]
 # ```{solution-end}
@@ -335,10 +343,11 @@ from context_neurons.reproduce.paper import PAPER_GROUPS
 
 taxonomy = tx.classify_heads(model)
 distance = sw.contextual_distance(taxonomy)
-print(distance.to_string(float_format="{:.3f}".format))
+show_table(distance, "each head's distance to the contextual group, and its parts",
+           model=loaded.title)
 added = sw.closest_to_contextual(taxonomy)
-print(f"\nclosest to the contextual group (computed): head {added}, "
-      f"{distance.loc[added, 'group']}, distance {distance.loc[added, 'distance']:.3f}")
+print(wrapped(f"closest to the contextual group (computed): head {added}, "
+              f"{distance.loc[added, 'group']}, distance {distance.loc[added, 'distance']:.3f}"))
 print(f"paper (GPT-2 Small): head {PAPER_GROUPS['miscellaneous'][0]}, miscellaneous, "
       "'close to contextual'")
 
@@ -382,8 +391,10 @@ for name, c, f in (
         "median FVU": result.median_fvu,
         "context FVU": result.median_context_fvu,
     }
-print(pd.DataFrame(rows).T.to_string(float_format="{:.3f}".format))
-print(f"\nhead {added}'s own median TV in the new circuit: {tv[f'{len(plus.heads)} heads'][added]:.3f}")
+show_table(pd.DataFrame(rows).T, f"the circuit with head {added} added", model=loaded.title,
+           formats={"found (quarter vocabulary)": 0})
+print(f"head {added}'s own median TV in the new circuit: "
+      f"{tv[f'{len(plus.heads)} heads'][added]:.3f}")
 
 # %% [markdown]
 # The first column is the median, over the original contextual heads, of their attention TV; the
@@ -497,16 +508,18 @@ K_CLUSTERS = 4
 positions = clu.profile_positions(min(len(w) for w in domains.windows))
 profiles = clu.denominator_profiles(model, domains.windows, circuit.heads, positions)
 clusters = clu.cluster_calibrations(profiles.flatten(1), K_CLUSTERS)
-print(f"profiles: {len(domains.windows)} texts x {len(circuit.heads)} heads x positions "
-      f"{positions.tolist()}")
+print(wrapped(f"profiles: {len(domains.windows)} texts x {len(circuit.heads)} heads x positions "
+              f"{positions.tolist()}"))
 membership = pd.crosstab(
     pd.Series(domains.domains, name="domain"),
     pd.Series(clusters.labels.tolist(), name="cluster"),
 )
-print(membership.to_string())
+show_table(membership, "domain texts (rows) in each cluster of denominator profiles (columns)",
+           model=loaded.title)
 for c, i in clusters.calibration.items():
-    print(f"cluster {c}: calibration text {i} ({domains.domains[i]}: {domains.labels[i]}), "
-          f"{len(clusters.evaluation[c])} evaluation texts")
+    label = domains.labels[i].replace("+", " + ")  # joined documents: room to wrap
+    print(wrapped(f"cluster {c}: calibration text {i} ({domains.domains[i]}: {label}), "
+                  f"{len(clusters.evaluation[c])} evaluation texts"))
 
 # %%
 from context_neurons.plotting.questions import plot_profile_clusters
@@ -526,7 +539,10 @@ figure = plot_profile_clusters(
 
 # %%
 comparison = clu.compare_calibrations(circuit, model, domains.windows, clusters, neurons)
-print(comparison.to_string(float_format="{:.3f}".format))
+show_table(comparison[["texts", "calibration text", "median r", "median FVU"]].infer_objects(),
+           "each cluster's evaluation texts with the default calibration text, the cluster's own "
+           "and the farthest cluster's", model=loaded.title,
+           formats={("texts", ""): 0, ("calibration text", ""): 0})
 
 # %%
 from context_neurons.plotting.questions import plot_cluster_calibration
@@ -591,8 +607,8 @@ assert difference < 1e-3
 for k_clusters in (2, 4):
     other = clu.cluster_calibrations(profiles.flatten(1), k_clusters)
     assert all(other.calibration[c] not in other.evaluation[c] for c in other.calibration)
-print("check passed: profiles are the calibration's denominators; no calibration text is "
-      "evaluated on")
+print("check passed: profiles are the calibration's denominators; no calibration\n"
+      "  text is evaluated on")
 
 # %% [markdown]
 # ```{solution-end}
@@ -662,12 +678,19 @@ rope, rope_heads = ps.rotary_toy_model(seed=0)
 texts = ps.random_texts(rope, 8, seed=1)
 rope_fit = ps.factorise_attention(rope, texts)
 rope_table = rope_heads.join(ps.head_table(rope_fit))
-print(f"rotary toy model: {rope.cfg.n_heads} heads, d_head {rope.cfg.d_head}, rotary_dim "
-      f"{rope.cfg.rotary_dim}, context {rope.cfg.n_ctx}; {len(texts)} texts of random tokens")
-print(ps.format_head_table(rope_table))  # fixed decimals: some TVs are float rounding
+print(wrapped(f"rotary toy model: {rope.cfg.n_heads} heads, d_head {rope.cfg.d_head}, rotary_dim "
+              f"{rope.cfg.rotary_dim}, context {rope.cfg.n_ctx}; {len(texts)} texts of random "
+              "tokens"))
+ROTARY = "rotary toy model (set by hand)"
+show_table(rope_table[rope_heads.columns], "each head's set-up: the pair carrying its positional "
+           "pattern, its frequency omega and where its content lives", model=ROTARY,
+           formats=ps.HEAD_TABLE_FORMATS)
+show_table(rope_table.drop(columns=rope_heads.columns), "chapter 2's measures on the fitted "
+           "factorisation, and its median TV", model=ROTARY,
+           formats=ps.HEAD_TABLE_FORMATS)  # fixed decimals: some TVs are float rounding
 
 # %% [markdown]
-# The columns after `content in` are chapter 2's, computed on the fitted factorisation at the
+# The second table's columns are chapter 2's, computed on the fitted factorisation at the
 # last position: the kernel width $n_{\mathrm{eff}}$ and shape, the content spread, the
 # self-preference and the group the taxonomy's rules give; `median TV` compares the exact pattern
 # with $\mathrm{pos}_n(i)\, c_n(t_i) / D_n$ over the texts and the destinations past the first
@@ -710,8 +733,8 @@ figure = plot_error_by_distance(
 )
 rope_bound = ps.rotary_error_bound(rope, rope_fit)
 excess = float((rope_fit.score_error().abs() - rope_bound).max())
-print(f"largest |error| minus bound over all heads and pairs of positions: "
-      f"{below(excess, 1e-3)} (at most float rounding)")
+print(wrapped(f"largest |error| minus bound over all heads and pairs of positions: "
+              f"{below(excess, 1e-3)} (at most float rounding)"))
 
 # %% [markdown]
 # *Figure 9.8: the mean absolute score error of the factorisation (solid) and the mean of its
@@ -733,7 +756,10 @@ alibi_table.insert(0, "slope m", slopes.tolist())
 alibi_table.insert(
     2, "exponential width", [tx.exponential_width(1 / float(m), last + 1) for m in slopes]
 )
-print(ps.format_head_table(alibi_table))
+show_table(alibi_table.drop(columns="median TV"), "slopes, and chapter 2's measures on the "
+           "fitted factorisation (exact: its largest TV is below)",
+           model="ALiBi toy model (set by hand)",
+           formats=ps.HEAD_TABLE_FORMATS)
 print(f"largest TV of the factorisation, every head, position and text: "
       f"{below(alibi_fit.tv().max(), 1e-5)}")
 
@@ -829,7 +855,7 @@ tv_ratio = (half_fit.tv()[:, rotating].median(-1).values.median(0).values
 print("error ratio per rotating head:", ", ".join(fixed(r, 3) for r in ratio))
 print("TV ratio per rotating head:   ", ", ".join(fixed(r, 2) for r in tv_ratio))
 assert torch.allclose(ratio, torch.full_like(ratio, 0.5), rtol=1e-3)
-print("check passed: the factorisation's score error is linear in the rotating content")
+print("check passed: the factorisation's score error is linear in the rotating\n  content")
 
 # %% [markdown]
 # ```{solution-end}

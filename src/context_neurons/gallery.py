@@ -128,6 +128,7 @@ def index_markdown(
     extra=None,
     k: int = 3,
     linked=None,
+    model: str = "",
 ) -> str:
     """A Markdown table of all neurons, each with a section linking to its heading on the page.
 
@@ -138,12 +139,15 @@ def index_markdown(
         extra: neuron -> {column: text}, further columns (e.g. what was planted there).
         k: tokens shown per side.
         linked: the neurons that have a section (default: all); the others are listed unlinked.
+        model: the name of the model that made the numbers (``loaded.title``): when given, a
+            caption ``"<model>: ..."`` above the table names it.
     """
     linked = set(int(j) for j in (neurons if linked is None else linked))
     extra = extra or {}
     columns = list(dict.fromkeys(c for j in neurons for c in extra.get(j, {})))
     head = ["neuron", "score", "top tokens", "bottom tokens", *columns]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = _caption(model, f"the found neurons, best score first ({k} tokens a side)")
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for j in neurons:
         table = tables[j]
         cells = [
@@ -157,7 +161,14 @@ def index_markdown(
     return "\n".join(lines)
 
 
-def neuron_markdown(neuron: int, table: pd.DataFrame, facts: dict[str, str], k: int = 10) -> str:
+def _caption(model: str, what: str) -> list[str]:
+    """The Markdown lines of a table's caption ``"<model>: <what>"`` (none without a model)."""
+    return [f"*{model}: {what}*", ""] if model.strip() else []
+
+
+def neuron_markdown(
+    neuron: int, table: pd.DataFrame, facts: dict[str, str], k: int = 10, model: str = ""
+) -> str:
     """One neuron's section of the gallery: a heading, facts, and its top and bottom tokens.
 
     Args:
@@ -165,11 +176,14 @@ def neuron_markdown(neuron: int, table: pd.DataFrame, facts: dict[str, str], k: 
         table: its token table (:func:`neurons.token_tables`), at least ``k`` rows.
         facts: label -> text, shown as a list under the heading.
         k: rows of the token table shown.
+        model: the model's name (``loaded.title``): when given, a caption above the token table
+            names it.
     """
     lines = [f"### Neuron {int(neuron)}", ""]
     lines += [f"- **{label}**: {text}" for label, text in facts.items()]
+    what = f"the {k} tokens that push neuron {int(neuron)} up and down most"
+    lines += [""] + _caption(model, what)
     lines += [
-        "",
         "| rank | top token | contribution | z | bottom token | contribution | z |",
         "|---:|---|---:|---:|---|---:|---:|",
     ]

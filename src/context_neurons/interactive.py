@@ -46,6 +46,7 @@ from context_neurons.checks import InputError, check_head, check_position
 from context_neurons.plotting.decomposition import plot_kernel
 from context_neurons.plotting.discovery import plot_contributions
 from context_neurons.plotting.evaluation import plot_activations
+from context_neurons.printing import Table
 
 DEFAULT_TEXT = (
     "The colour of the harbour changed as the programme began: the neighbours gathered to watch "
@@ -55,6 +56,12 @@ DEFAULT_TEXT = (
 
 class ExplorerError(InputError):
     """A selection the explorer cannot show (unknown head, neuron or empty text)."""
+
+
+def result_table(table: pd.DataFrame, caption: str, model_title: str = "") -> Table:
+    """An explorer's table as displayed: a :class:`~context_neurons.printing.Table` captioned
+    ``"<model>: <caption>"`` (``"model not named"`` when the chapter passes no ``model_title``)."""
+    return Table(table, caption, model_title.strip() or "model not named", decimals=3)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -136,16 +143,16 @@ def _display(*objects) -> None:
     display(*objects)
 
 
-def static_view(view: Callable[[], tuple[Any, pd.DataFrame]]) -> Explorer:
-    """The static explorer: one figure and its table (the table displayed inside a kernel)."""
-    figure, table = view()
+def static_view(view: Callable[[], tuple[Any, Table]]) -> Explorer:
+    """The static explorer: one figure and its captioned table (displayed inside a kernel)."""
+    figure, shown = view()
     if in_kernel():
-        _display(table)
-    return Explorer(mode="static", figure=figure, table=table)
+        _display(shown)
+    return Explorer(mode="static", figure=figure, table=shown.data)
 
 
 def widget_panel(
-    rows: list[list[Any]], view: Callable[..., tuple[Any, pd.DataFrame]], names: list[str]
+    rows: list[list[Any]], view: Callable[..., tuple[Any, Table]], names: list[str]
 ) -> Explorer:
     """Wire widgets to a view: each change redraws the figure and table below the controls.
 
@@ -165,12 +172,12 @@ def widget_panel(
         out.clear_output(wait=True)
         with out:
             try:
-                figure, table = view(**{n: c.value for n, c in zip(names, controls)})
+                figure, shown = view(**{n: c.value for n, c in zip(names, controls)})
             except ValueError as error:  # ExplorerError and the package's InputErrors
                 print(error)
                 return
-            explorer.figure, explorer.table = figure, table
-            _display(table, figure)
+            explorer.figure, explorer.table = figure, shown.data
+            _display(shown, figure)
             plt.close(figure)  # shown in the output area, not again by the inline backend
 
     for control in controls:
@@ -210,14 +217,8 @@ def kernel_frame(pattern: Float[np.ndarray, "key_pos"], n: int, window: int = 60
     positions = np.arange(start, n + 1)
     kept = weights[start:]
     cumulative = np.cumsum(kept[::-1])[::-1]
-    return pd.DataFrame(
-        {
-            "source position": positions,
-            "distance": n - positions,
-            "weight": kept,
-            "cumulative weight": cumulative,
-        }
-    )
+    return pd.DataFrame({"source position": positions, "distance": n - positions,
+                         "weight": kept, "cumulative weight": cumulative})
 
 
 def kernel_summary(pattern: Float[np.ndarray, "key_pos"]) -> dict[str, float]:
@@ -276,13 +277,16 @@ def head_view(
     n: int,
     dest_token: str | int = dec.DEFAULT_DESTINATION,
     window: int = 60,
+    model_title: str = "",
 ):
-    """Figure and table (kernel shape and the last positions) of one head; the explorer's core."""
+    """Figure and table (the kernel's shape, a captioned :class:`~context_neurons.printing.Table`)
+    of one head; the explorer's core."""
     pattern = kernels(head, n, dest_token)
     frame = kernel_frame(pattern, n, window=min(window, n + 1))
     summary = pd.DataFrame([kernel_summary(pattern)], index=pd.Index([head], name="head"))
     figure = plot_kernel(frame, head, n, dest_token)
-    return figure, summary.round(3)
+    caption = f"shape of head {head}'s positional kernel at n = {n}, destination {dest_token!r}"
+    return figure, result_table(summary.round(3), caption, model_title)
 
 
 def token_widget(dest_token: str | int):
@@ -312,6 +316,7 @@ def head_explorer(
     dest_token: str | int = dec.DEFAULT_DESTINATION,
     window: int = 60,
     interactive: bool | None = None,
+    model_title: str = "",
 ) -> Explorer:
     """Pick a head, a destination position and a destination token; see the positional kernel.
 
@@ -324,6 +329,7 @@ def head_explorer(
         window: source positions shown, ending at ``n``.
         interactive: force widgets (True) or the static figure (False); None decides
             (:func:`interactive_mode`).
+        model_title: the model's name for the table's caption (``loaded.title``).
     """
     if kernels is None:
         if model is None:
@@ -336,7 +342,7 @@ def head_explorer(
         raise ExplorerError("head_explorer needs a model, or kernels with n_heads and n_ctx.")
     n = n_ctx // 2 if n is None else n
     if not interactive_mode(interactive):
-        return static_view(lambda: head_view(kernels, head, n, dest_token, window))
+        return static_view(lambda: head_view(kernels, head, n, dest_token, window, model_title))
 
     import ipywidgets as widgets  # optional (the "book" extra): only reached in widget mode
 
@@ -349,7 +355,7 @@ def head_explorer(
     ]
     return widget_panel(
         [controls],
-        lambda head, n, dest_token: head_view(kernels, head, n, dest_token, window),
+        lambda head, n, dest_token: head_view(kernels, head, n, dest_token, window, model_title),
         ["head", "n", "dest_token"],
     )
 
@@ -389,14 +395,10 @@ def activation_frame(trace: ActivationTrace | tuple) -> pd.DataFrame:
     """Per-token table: ``position``, ``token``, ``true``, ``approximate``, ``error``."""
     trace = as_trace(trace)
     return pd.DataFrame(
-        {
-            "position": np.arange(len(trace.tokens)),
-            "token": trace.tokens,
-            "true": trace.true,
-            "approximate": trace.approx,
-            "error": trace.approx - trace.true,
-        }
-    ).set_index("position")
+        {"token": trace.tokens, "true": trace.true, "approximate": trace.approx,
+         "error": trace.approx - trace.true},
+        index=pd.Index(np.arange(len(trace.tokens)), name="position"),
+    )
 
 
 def activation_summary(trace: ActivationTrace | tuple) -> dict[str, float]:
@@ -420,7 +422,7 @@ def activation_summary(trace: ActivationTrace | tuple) -> dict[str, float]:
 def activation_view(
     activations_fn: Callable[[str, int], Any], text: str, neuron: int, model_title: str = ""
 ):
-    """Figure and summary table of one neuron along one text (``model_title`` in the title)."""
+    """Figure and summary table of one neuron along one text, both naming ``model_title``."""
     if not text.strip():
         raise ExplorerError("Type a text first.")
     trace = as_trace(activations_fn(text, neuron))
@@ -428,7 +430,8 @@ def activation_view(
     figure = plot_activations(
         trace.tokens, trace.true, trace.approx, neuron, model_title=model_title
     )
-    return figure, summary.round(3)
+    caption = f"neuron {neuron} along the text, true against approximate pre-activation"
+    return figure, result_table(summary.round(3), caption, model_title)
 
 
 def model_activations_fn(
@@ -527,13 +530,10 @@ def contribution_frame(contributions: Any, k: int = 15) -> pd.DataFrame:
         raise ExplorerError("k must be at least 1.")
     order = np.argsort(-series.to_numpy(), kind="stable")
     top, bottom = order[:k], order[::-1][:k]
+    values, tokens = series.to_numpy(), [repr(token) for token in series.index]
     return pd.DataFrame(
-        {
-            "top token": [repr(series.index[i]) for i in top],
-            "top contribution": series.to_numpy()[top],
-            "bottom token": [repr(series.index[i]) for i in bottom],
-            "bottom contribution": series.to_numpy()[bottom],
-        },
+        {"top token": [tokens[i] for i in top], "top contribution": values[top],
+         "bottom token": [tokens[i] for i in bottom], "bottom contribution": values[bottom]},
         index=pd.Index(range(1, k + 1), name="rank"),
     )
 
@@ -541,9 +541,12 @@ def contribution_frame(contributions: Any, k: int = 15) -> pd.DataFrame:
 def contribution_view(
     contributions_fn: Callable[[int], Any], neuron: int, k: int = 15, model_title: str = ""
 ):
-    """Figure and table of one neuron's top and bottom token contributions."""
+    """Figure and table of one neuron's top and bottom token contributions (``model_title`` in
+    the figure's title and the table's caption)."""
     frame = contribution_frame(contributions_fn(neuron), k=k)
-    return plot_contributions(frame, neuron, model_title=model_title), frame.round(3)
+    figure = plot_contributions(frame, neuron, model_title=model_title)
+    caption = f"top and bottom token contributions of neuron {neuron}"
+    return figure, result_table(frame.round(3), caption, model_title)
 
 
 def model_contributions_fn(

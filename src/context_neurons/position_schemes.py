@@ -416,7 +416,9 @@ def format_head_table(table: pd.DataFrame, formats: dict[str, Format] | None = N
     """:func:`head_table` (with any columns joined to it) as text that every machine prints alike.
 
     Columns use :data:`HEAD_TABLE_FORMATS`; ``formats`` adds or overrides columns (a number of
-    decimals, or a function of the value); other float columns get 3 decimals.
+    decimals, or a function of the value); other float columns get 3 decimals. A chapter shows the
+    table with ``printing.show_table(table, caption, model=..., formats=HEAD_TABLE_FORMATS)``,
+    whose text form is this one and whose HTML uses the same formats.
     """
     return frame(table, 3, {**HEAD_TABLE_FORMATS, **(formats or {})})
 

@@ -16,15 +16,21 @@ decimals, but not for a quantity that is float rounding itself (``3.506e-08`` on
 - :func:`frame`: a DataFrame's text with :func:`fixed` for every float column, or a format per
   column.
 
-And one rule of layout: :func:`wrapped` breaks a printed sentence at :data:`TEXT_WIDTH`
-characters, so that it fits the website's text column without sideways scrolling.
+And two rules of layout, so that every output fits the website's text column (1280 px) without
+sideways scrolling: :func:`wrapped` breaks a printed sentence at :data:`TEXT_WIDTH` characters,
+and a result table is shown with :func:`show_table` as a rendered HTML table (its cells wrap)
+whose caption names the model that produced it; its text form (:func:`frame`) stays the fallback
+outside a notebook.
 """
 
 from __future__ import annotations
 
+import html
 import math
+import re
 import textwrap
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import SupportsFloat, Union
 
 import pandas as pd
@@ -95,22 +101,29 @@ def frame(
     example ``significant`` for a constant set by hand); other columns keep pandas' text. Extra
     keyword arguments go to ``to_string`` (``index=False``, ...).
     """
-    formats = dict(formats or {})
-
-    def formatter(spec: Format) -> Callable[[SupportsFloat], str]:
-        if callable(spec):
-            return spec
-        return lambda v: fixed(v, spec)
-
     if isinstance(table, pd.Series):
-        return table.to_string(float_format=formatter(formats.get(table.name, decimals)),
-                               **to_string)
-    by_column = {
-        column: formatter(formats.get(column, decimals))
+        spec = (formats or {}).get(table.name, decimals)
+        return table.to_string(float_format=_formatter(spec), **to_string)
+    return table.to_string(formatters=_column_formatters(table, decimals, formats), **to_string)
+
+
+def _formatter(spec: Format) -> Callable[[SupportsFloat], str]:
+    """A format spec (decimals or a function) as a function of the value."""
+    if callable(spec):
+        return spec
+    return lambda value: fixed(value, spec)
+
+
+def _column_formatters(
+    table: pd.DataFrame, decimals: int, formats: Mapping[str, Format] | None
+) -> dict[object, Callable[[SupportsFloat], str]]:
+    """One formatter per float column (``decimals``) and per column named in ``formats``."""
+    formats = dict(formats or {})
+    return {
+        column: _formatter(formats.get(column, decimals))
         for column in table.columns
         if column in formats or pd.api.types.is_float_dtype(table[column])
     }
-    return table.to_string(formatters=by_column, **to_string)
 
 
 def wrapped(text: str, width: int = TEXT_WIDTH, indent: str = "  ") -> str:
@@ -118,3 +131,69 @@ def wrapped(text: str, width: int = TEXT_WIDTH, indent: str = "  ") -> str:
     continuation lines indented by ``indent``."""
     return textwrap.fill(text, width=width, subsequent_indent=indent, break_long_words=False,
                          break_on_hyphens=False)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A result table that names the model that produced it.
+
+    In a notebook (Jupyter, Colab, the website) it renders as an HTML table whose caption is
+    ``"<model>: <caption>"`` and whose cells wrap to the text column; as text (``repr``, a
+    terminal) it is the caption over :func:`frame`'s text. Numbers are formatted as in
+    :func:`frame` in both forms, so the stored outputs compare alike on every machine.
+    """
+
+    data: pd.DataFrame
+    caption: str
+    model: str
+    decimals: int = 3
+    formats: Mapping[str, Format] = field(default_factory=dict)
+    index: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.data, pd.Series):
+            object.__setattr__(self, "data", self.data.to_frame())
+        if not self.model.strip():
+            raise ValueError("a result table names the model that produced it: model is empty")
+
+    @property
+    def title(self) -> str:
+        """The caption with the model's name in front."""
+        return f"{self.model}: {self.caption}"
+
+    def __repr__(self) -> str:
+        text = frame(self.data, self.decimals, self.formats, index=self.index)
+        return f"{wrapped(self.title, indent='')}\n{text}"
+
+    def _repr_html_(self) -> str:
+        formatters = _column_formatters(self.data, self.decimals, self.formats)
+        body = self.data.to_html(formatters=formatters, index=self.index, border=0,
+                                 classes="result-table", na_rep="NaN")
+        caption = f"<caption>{html.escape(self.title)}</caption>"
+        return re.sub(r"(<table[^>]*>)", lambda m: m.group(1) + caption, body, count=1)
+
+
+def show_table(
+    data: pd.DataFrame | pd.Series,
+    caption: str,
+    *,
+    model: str,
+    decimals: int = 3,
+    formats: Mapping[str, Format] | None = None,
+    index: bool = True,
+) -> None:
+    """Display ``data`` as a :class:`Table` captioned ``"<model>: <caption>"`` (in a notebook as
+    HTML, elsewhere printed as text). ``model`` is the name of the model that made the numbers
+    (``loaded.title``), or ``"GPT-2 Small (paper)"`` for the paper's. Returns nothing, so that a
+    call ending a cell is not shown twice."""
+    table = Table(data, caption, model, decimals, dict(formats or {}), index)
+    try:  # optional: only a notebook renders HTML
+        from IPython import get_ipython
+        from IPython.display import display  # (as get_ipython)
+    except ImportError:  # no IPython: a terminal
+        print(repr(table))
+        return
+    if get_ipython() is None:
+        print(repr(table))
+    else:
+        display(table)

@@ -304,6 +304,27 @@ def test_contribution_explorer_static_and_widgets():
     assert len(live.table) == 8
 
 
+def test_static_explorer_displays_a_captioned_result_table(monkeypatch):
+    """In a kernel the static table is an HTML result table naming the model, at fixed decimals."""
+    shown = []
+    monkeypatch.setattr(ex, "in_kernel", lambda: True)
+    monkeypatch.setattr(ex, "_display", lambda *objects: shown.extend(objects))
+
+    def contributions_fn(neuron):
+        return pd.Series([0.12345, -2.0, 1e-9], index=[" a", " b", " c"])
+
+    static = ex.contribution_explorer(
+        contributions_fn, [300], k=3, interactive=False, model_title="planted model (seed 0)"
+    )
+    assert shown[0].data is static.table or shown[0].data.equals(static.table)
+    page = shown[0]._repr_html_()
+    caption = "planted model (seed 0): top and bottom token contributions of neuron 300"
+    assert f"<caption>{caption}</caption>" in page
+    assert ">0.123<" in page and "-0.000" not in page
+    unnamed = ex.result_table(static.table, "a table")
+    assert unnamed.title == "model not named: a table"
+
+
 def test_model_contributions_fn_names_tokens():
     model = fake_model(d_vocab=6)
     fn = ex.model_contributions_fn(

@@ -287,6 +287,11 @@ def test_gallery_table_and_markdown(planted, circuit, scores):
     assert "- **score**: 174" in page
     assert page.count("\n| ") == 4  # header row and three token rows
     assert tables[300]["top token"].iloc[0] in page
+    named = gallery.neuron_markdown(300, tables[300], {"score": "174"}, k=3, model="planted model")
+    caption = "*planted model: the 3 tokens that push neuron 300 up and down most*"
+    assert f"\n{caption}\n\n| rank" in named
+    captioned = gallery.index_markdown([300], scores, tables, model="planted model").splitlines()
+    assert captioned[0].startswith("*planted model: ") and captioned[2].startswith("| neuron |")
 
 
 @pytest.mark.parametrize(

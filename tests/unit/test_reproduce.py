@@ -70,3 +70,25 @@ def test_reproduce_rejects_an_unknown_model(capsys):
     with pytest.raises(SystemExit):
         main(["reproduce", "--model", "gpt3"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_verdict_rows_summarise_scores_controls_and_the_secondary_set():
+    """Both protocols' ``discovery_scores`` rows come from one summary: every score, every
+    control (with an AUC, or its note as it is), and every score on the secondary head set."""
+    from context_neurons.reproduce.verdict_rows import _scores
+
+    entry = {"auc": 0.9, "auc_ci95": [0.8, 0.95], "spearman": 0.5, "precision": 0.6,
+             "base_rate": 0.2, "verdict": "positive", "scores_of_every_neuron": [1.0, 2.0]}
+    result = {
+        "primary": {"scores": {"frequency_aware": entry},
+                    "controls": {"vocabulary_permuted": {**entry, "verdict": "inconclusive"},
+                                 "shuffled_kernels": {"stopped": "no contextual head"}}},
+        "secondary": {"scores": {"frequency_aware": entry}},
+    }
+    scores = _scores(result)
+    assert list(scores) == ["frequency_aware", "vocabulary_permuted", "shuffled_kernels",
+                            "frequency_aware (secondary: all non-local heads)"]
+    assert "scores_of_every_neuron" not in scores["frequency_aware"]
+    assert scores["vocabulary_permuted"]["verdict"] == "inconclusive"
+    assert scores["shuffled_kernels"] == {"stopped": "no contextual head"}
+    assert list(_scores({"primary": {"scores": {"frequency_aware": entry}}})) == ["frequency_aware"]

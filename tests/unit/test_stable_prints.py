@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from context_neurons import position_schemes as ps
-from context_neurons.printing import below, fixed, frame
+from context_neurons.printing import Table, below, fixed, frame
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 
@@ -26,8 +26,17 @@ CHAPTERS = sorted(
     p for p in BOOK.glob("*.py") if p.name.startswith(("ch0", "appendix")) and "ch08" not in p.name
 )
 
+def shown(table, model: str) -> str:
+    """A head table as chapter 9 shows it (``show_table`` with the head-table formats): its
+    text form, which is :func:`ps.format_head_table`'s, and its HTML."""
+    shown_table = Table(table, "heads", model, formats=ps.HEAD_TABLE_FORMATS)
+    assert repr(shown_table).split("\n", 1)[1] == ps.format_head_table(table)
+    return shown_table._repr_html_()
+
+
 def chapter9_prints(dtype: torch.dtype, threads: int) -> str:
-    """The text chapter 9 prints in section 9.4, computed at ``dtype`` with ``threads`` threads."""
+    """What chapter 9 shows in section 9.4 (the head tables as text and as HTML), computed at
+    ``dtype`` with ``threads`` threads."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -46,8 +55,10 @@ def chapter9_prints(dtype: torch.dtype, threads: int) -> str:
     return "\n".join(
         [
             ps.format_head_table(rope_table),
+            shown(rope_table, "rotary toy model"),
             f"excess {below(excess, 1e-3)}",
             ps.format_head_table(alibi_table),
+            shown(alibi_table, "ALiBi toy model"),
             f"largest TV {below(float(alibi_fit.tv().max()), 1e-5)}",
         ]
     )
@@ -116,3 +127,21 @@ def test_no_chapter_prints_at_relative_precision(chapter):
     assert not found, "print with context_neurons.printing (fixed, below, frame):\n" + "\n".join(
         found
     )
+
+
+def test_table_names_its_model_and_formats_like_frame():
+    import pandas as pd  # only this test needs it
+
+    from context_neurons.printing import Table
+
+    data = pd.DataFrame({"x": [-1e-9, 0.1234], "name": ["a<b", "b"]})
+    table = Table(data, "two rows", "planted model (seed 0)", decimals=2)
+    page = table._repr_html_()
+    assert "<caption>planted model (seed 0): two rows</caption>" in page
+    assert "a&lt;b" in page and "-0.00" not in page and ">0.12<" in page
+    assert repr(table).splitlines()[0] == "planted model (seed 0): two rows"
+    assert frame(data, 2) in repr(table)
+    assert page == Table(data.assign(x=[2e-9, 0.12341]), "two rows", "planted model (seed 0)",
+                         decimals=2)._repr_html_()
+    with pytest.raises(ValueError, match="names the model"):
+        Table(data, "two rows", " ")

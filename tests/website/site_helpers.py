@@ -360,6 +360,19 @@ return {
   loadingWidget: /Loading widget/.test(document.body.innerText),
   solutionsOpen: Array.from(document.querySelectorAll("article .solution")).map(s =>
       Array.from(s.querySelectorAll("div.cell")).every(shown)),
+  // every output block (printed text, result tables), collapsed ones opened, and how many pixels
+  // it reaches past the text column (its own scrolling, or its right edge past the column's)
+  outputBlocks: Array.from(document.querySelectorAll(
+      "article div.cell_output pre, article div.cell_output table")).filter(shown).map(el => {
+    const article = el.closest("article");
+    const column = article.getBoundingClientRect().right -
+        parseFloat(getComputedStyle(article).paddingRight);
+    const label = el.tagName === "TABLE" && el.caption ? el.caption.textContent : el.textContent;
+    return {tag: el.tagName.toLowerCase(), result: el.classList.contains("result-table"),
+            first: label.trim().split("\\n")[0].slice(0, 80),
+            overflow: Math.max(el.scrollWidth - el.clientWidth,
+                               Math.ceil(el.getBoundingClientRect().right - column))};
+  }),
 };
 """
 )

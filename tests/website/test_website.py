@@ -190,6 +190,26 @@ def test_model_banner_fits_the_text_column(visited, docname):
     assert not wide, f"banners wider than the text column: {wide}"
 
 
+@pytest.mark.parametrize("docname", PAGES)
+def test_outputs_fit_the_text_column(visited, docname):
+    """Every printed output and result table, collapsed ones opened, is read without sideways
+    scrolling at 1280 px (result tables are HTML: ``printing.show_table``)."""
+    wide = [
+        f"{o['tag']} {o['first'][:50]!r}... ({o['overflow']} px too wide)"
+        for o in visited[docname]["rendered"]["outputBlocks"]
+        if o["overflow"] > 1
+    ]
+    assert not wide, "outputs wider than the text column:\n" + "\n".join(wide)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_result_tables_name_their_model(visited, docname):
+    """Every rendered result table carries its caption, "<model>: <what>"."""
+    tables = [o for o in visited[docname]["rendered"]["outputBlocks"] if o["result"]]
+    unnamed = [o["first"][:50] for o in tables if ": " not in o["first"]]
+    assert not unnamed, f"result tables without a caption naming the model: {unnamed}"
+
+
 #: A figure has at least this many image pixels per CSS pixel it is drawn at (retina PNG: 2).
 MIN_PIXEL_DENSITY = 1.9
 

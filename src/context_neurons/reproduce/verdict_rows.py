@@ -28,6 +28,18 @@ def _score_summary(entry: dict) -> dict:
     return {k: entry[k] for k in keep if k in entry}
 
 
+def _scores(result: dict) -> dict:
+    """Each score's summary against the primary truth, the controls' included, then each score's
+    against the secondary head set (all non-local heads) where the protocol has one."""
+    primary = result["primary"]
+    scores = {name: _score_summary(entry) for name, entry in primary["scores"].items()}
+    for name, entry in primary.get("controls", {}).items():
+        scores[name] = _score_summary(entry) if "auc" in entry else entry
+    for name, entry in result.get("secondary", {}).get("scores", {}).items():
+        scores[f"{name} (secondary: all non-local heads)"] = _score_summary(entry)
+    return scores
+
+
 def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None) -> list[Row]:
     """Run the protocol on the loaded trained model and return its rows."""
     protocol = load_protocol()
@@ -53,12 +65,7 @@ def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None) -> list[Ro
         rows.append(Row("discovery_verdict", "not testable", result.get("stopped", "")))
         return rows
     primary = result["primary"]
-    scores = {name: _score_summary(entry) for name, entry in primary["scores"].items()}
-    for name, entry in primary.get("controls", {}).items():
-        scores[name] = _score_summary(entry) if "auc" in entry else entry
-    if "secondary" in result:
-        for name, entry in result["secondary"]["scores"].items():
-            scores[f"{name} (secondary: all non-local heads)"] = _score_summary(entry)
+    scores = _scores(result)
     rows += [
         Row("activation_truth_neurons", len(primary["truth_neurons"]),
             "context neurons by activation under the protocol's additive truth (Cohen's d >= 1 "
@@ -84,10 +91,7 @@ def _v2_rows(model, record: dict, data: dict, n_resamples: int | None, cache: di
         return [Row("discovery_verdict_v2", "not testable", result.get("stopped", ""))]
     primary = result["primary"]
     name = protocol["scores"]["primary"]
-    scores = {k: _score_summary(e) for k, e in primary["scores"].items()}
-    if "secondary" in result:
-        for k, e in result["secondary"]["scores"].items():
-            scores[f"{k} (secondary: all non-local heads)"] = _score_summary(e)
+    scores = _scores(result)
     threshold = result["truth_threshold"]["min_cohens_d"]
     return [
         Row("primary_heads_v2", primary["heads"],
@@ -96,7 +100,8 @@ def _v2_rows(model, record: dict, data: dict, n_resamples: int | None, cache: di
         Row("activation_truth_neurons_v2", len(primary["truth_neurons"]),
             f"context neurons by activation under protocol v2: Cohen's d >= {threshold:g} in "
             "units of the single-position spread, the primary heads' part >= half"),
-        Row("discovery_scores_v2", scores, "each score against protocol v2's truth (as above)"),
+        Row("discovery_scores_v2", scores,
+            "each score and control against protocol v2's truth (as above)"),
         Row("discovery_verdict_v2", primary["scores"][name]["verdict"],
             "protocol v2's verdict of the frequency-aware score (registered after v1's)"),
         Row("discovery_evaluation_v2", result, "protocol v2's whole result"),

@@ -344,7 +344,8 @@ SHORT_NAMES = {"frequency_aware": "frequency-aware", "top": "top[j] (paper)",
                "frequency_aware_vocabulary_permuted": "freq.-aware, p_D permuted"}
 
 
-def _interval(entry: dict, key: str) -> str:
+def with_interval(entry: dict, key: str) -> str:
+    """``entry[key]`` and its 95% interval, ``0.90 [0.86, 0.92]`` (fixed decimals)."""
     low, high = entry[f"{key}_ci95"]
     return f"{fixed(entry[key], 2)} [{fixed(low, 2)}, {fixed(high, 2)}]"
 
@@ -354,7 +355,7 @@ def score_table(result: dict, set_name: str = "primary") -> list[dict]:
     with their 95% intervals, and precision against the base rate (two decimals)."""
     entries = {**result[set_name]["scores"], **result[set_name].get("controls", {})}
     return [{"score": SHORT_NAMES.get(name, name), "verdict": e["verdict"],
-             "AUC [95%]": _interval(e, "auc"), "rho [95%]": _interval(e, "spearman"),
+             "AUC [95%]": with_interval(e, "auc"), "rho [95%]": with_interval(e, "spearman"),
              "prec./base": f"{fixed(e['precision'], 2)}/{fixed(e['base_rate'], 2)}"}
             for name, e in entries.items() if "auc" in e]
 
@@ -372,14 +373,15 @@ def truth_summary(result: dict, set_name: str = "primary") -> str:
 
 __all__ = ["Measurements", "PREVIOUS_WINDOWS", "evaluate", "head_sets", "highest_scoring",
            "measure", "previous_token_heads", "resample_window_means", "score_sentence",
-           "score_table", "stable_broad_heads", "truth_summary", "verdict_sentences"]
+           "score_table", "stable_broad_heads", "truth_summary", "verdict_sentences",
+           "with_interval"]
 
 
 def score_sentence(name: str, entry: dict) -> str:
     """One score's verdict and numbers in words (two decimals: stable across machines)."""
-    text = (f"{name}: {entry['verdict'].upper()}: AUC {_interval(entry, 'auc')}, Spearman "
-            f"{_interval(entry, 'spearman')}, precision {fixed(entry['precision'], 2)} at |T| = "
-            f"{entry['n_truth']} (base rate {fixed(entry['base_rate'], 2)})")
+    text = (f"{name}: {entry['verdict'].upper()}: AUC {with_interval(entry, 'auc')}, Spearman "
+            f"{with_interval(entry, 'spearman')}, precision {fixed(entry['precision'], 2)} at "
+            f"|T| = {entry['n_truth']} (base rate {fixed(entry['base_rate'], 2)})")
     met = entry.get("criteria", {})
     if entry["verdict"] == "inconclusive" and not met.get("precision_reachable", True):
         text += (f"; 'positive' is out of reach: precision cannot be 3x a base rate of "
