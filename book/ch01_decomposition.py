@@ -63,11 +63,12 @@ loaded = setup_chapter()
 model = loaded.model
 
 # %% [markdown]
-# The banner above says which model produced this page. By default the book runs on GPT-2 Small;
-# the stored outputs you read on the website come from the **planted model**, a GPT-2-shaped
-# network with structure we planted (see {ref}`appendix-planted`), because GPT-2's weights
-# cannot be downloaded where the book is built. Every number below is computed when the page runs,
-# and the text never states one that belongs to a particular model: it points to the output.
+# The banner above says which model produced this page's outputs. By default the book runs on
+# GPT-2 Small; where GPT-2's weights cannot be downloaded (the machines that test this book) it
+# runs on the **planted model**, a GPT-2-shaped network with structure we planted (see
+# {ref}`appendix-planted`), and chapter 8 runs on a model trained from scratch. Every number below
+# is computed when the page runs, and the text never states one that belongs to a particular
+# model: it points to the output.
 #
 # ## 1.1 The score, written out
 #

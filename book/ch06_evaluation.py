@@ -83,8 +83,8 @@ model = loaded.model
 # The other heads (six of twelve on GPT-2 Small; this model's split is printed in section 6.2)
 # are approximated as attending only to the current token (their value of $t_n$ at $n$, exact
 # through LN1). The pre-activation is
-# $s_2\, (\gamma_2 \odot \mathrm{centred}(x(n))) \cdot W_{in}[:, j] + \beta_2 \cdot W_{in}[:, j]
-# + b_{in}[j]$ with the calibration text's LN2 scale $s_2$. Every term is linear in $x$, so we
+# $s_2\, (\gamma_2 \odot \mathrm{centred}(x(n))) \cdot W_{in}[:, j] + \beta_2 \cdot W_{in}[:, j] +
+# b_{in}[j]$ with the calibration text's LN2 scale $s_2$. Every term is linear in $x$, so we
 # project each onto the neurons' read vectors first (`context_neurons.evaluation.approximator`):
 # the whole prediction is table look-ups plus, for the bag, the kernel applied to each
 # contextual head's contributions. For $J$ neurons, $H_{ctx}$ contextual heads (six on GPT-2
