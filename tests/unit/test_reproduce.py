@@ -92,3 +92,23 @@ def test_verdict_rows_summarise_scores_controls_and_the_secondary_set():
     assert scores["vocabulary_permuted"]["verdict"] == "inconclusive"
     assert scores["shuffled_kernels"] == {"stopped": "no contextual head"}
     assert list(_scores({"primary": {"scores": {"frequency_aware": entry}}})) == ["frequency_aware"]
+
+
+def test_table_prints_the_verdicts_of_both_protocols():
+    """Under the main job's table, each protocol the run evaluated gives its verdicts in words."""
+    from context_neurons.reproduce.table import Row, format_table
+
+    entry = {"verdict": "positive", "auc": 0.9, "auc_ci95": [0.8, 0.95], "spearman": 0.5,
+             "spearman_ci95": [0.4, 0.6], "precision": 0.6, "n_truth": 10, "base_rate": 0.2}
+    evaluation = {"primary": {"scores": {"frequency_aware": entry,
+                                         "top": {**entry, "verdict": "inconclusive"}}}}
+    results = {"_rows": [Row("x", 1.0, "a row")], "planted": False, "model": "trained",
+               "seconds": 1.0, "discovery_evaluation": evaluation,
+               "discovery_evaluation_v2": {"stopped": "no contextual head"}}
+    lines = format_table(results).splitlines()
+    verdicts = [line for line in lines if line.startswith("verdict")]
+    assert verdicts[0].startswith("verdict, protocol v1: frequency-aware score (primary): POSITIVE")
+    assert "AUC 0.90 [0.80, 0.95]" in verdicts[0]
+    assert verdicts[1].startswith("verdict, protocol v1: the paper's top[j]: INCONCLUSIVE")
+    assert verdicts[2] == "verdict, protocol v2: not testable: no contextual head"
+    assert len(verdicts) == 3

@@ -71,9 +71,11 @@ def format_table(results: dict[str, Any]) -> str:
     out += [line(r) for r in body]
     # What was not computed, and why, under the table (the JSON's labels hold it too).
     out += [f"note: {r.key}: {r.label}" for r in rows if r.label.startswith(SKIPPED_PREFIXES)]
-    evaluation = results.get("discovery_evaluation")
-    if isinstance(evaluation, dict):  # the pre-registered verdicts, in words (chapter 8)
-        out += [f"verdict: {sentence}" for sentence in verdict_sentences(evaluation)]
+    # The pre-registered verdicts in words (chapter 8), of each protocol the run evaluated.
+    for key, protocol in (("discovery_evaluation", "v1"), ("discovery_evaluation_v2", "v2")):
+        evaluation = results.get(key)
+        if isinstance(evaluation, dict):
+            out += [f"verdict, protocol {protocol}: {s}" for s in verdict_sentences(evaluation)]
     return "\n".join(out)
 
 
