@@ -327,10 +327,12 @@ error_parts = pd.DataFrame(
 )
 show_table(error_parts, "the score error's two parts where the head looks, median over n",
            model=loaded.title, decimals=4)
-larger = (error_parts["token scale (nats)"] > error_parts["positional key (nats)"]).sum()
+larger = int((error_parts["token scale (nats)"] > error_parts["positional key (nats)"]).sum())
+dominant = {True: "the token-scale part dominates", False: "the positional-key part dominates"}
 print(wrapped(
     f"the token-scale part is the larger one for {larger} of {len(shown)} heads, "
-    f"the positional-key part for {len(shown) - larger}"
+    f"the positional-key part for {len(shown) - larger}: on {loaded.title}, "
+    + (dominant[larger > len(shown) - larger] if 2 * larger != len(shown) else "neither dominates")
 ))
 
 # %% [markdown]
@@ -373,11 +375,11 @@ print(
 # Read the three outputs together. The vocabulary spread alone does not say how large the error
 # is: it enters only through the positional-key part, multiplied by how much the positional key
 # changes between $i$ and $n$. The change of one token's scale across positions enters through the
-# token-scale part, multiplied by the token's own key. Which of the two dominates depends on the
-# model: the count printed above says which one does here. On a model whose position embeddings
-# have very different norms at different positions (we expect this of GPT-2's first positions;
-# not measured here), expect the token-scale part to matter where the kernel reaches those
-# positions.
+# token-scale part, multiplied by the token's own key. Which of the two dominates is a property
+# of the model, not of the method; the sentence under the table of the two parts names it for this
+# page's model. On a model whose position embeddings have very different norms at different
+# positions (we expect this of GPT-2 Small's first positions), expect the token-scale part to
+# matter where the kernel reaches those positions.
 #
 # ## 1.6 Exercises
 #

@@ -398,7 +398,11 @@ same_shapes = all(
     for d in range(len(taxonomy.destinations))
     for k, head in enumerate(taxonomy.heads)
 )
-print(f"every head keeps its kernel shape for every destination token: {same_shapes}")
+print(wrapped(
+    "every head keeps its kernel shape for every destination token: the taxonomy is a property "
+    "of the head" if same_shapes else
+    "some head changes kernel shape with the destination token: its group depends on the token"
+))
 
 # %%
 from context_neurons.plotting.taxonomy import plot_destination_dependence
@@ -420,8 +424,8 @@ figure = plot_destination_dependence(
 # contextual head and a detokenization head, when the model has them) for each destination token,
 # on the model named in the title; each panel reaches back as far as its kernels need.* The
 # destination token rescales a kernel (through the LayerNorm scale and the direction of the
-# query); how much is the largest relative change printed above, and the check above says whether
-# any head would change kernel shape with the destination.
+# query), by up to the relative change printed under the table of widths; whether that rescaling
+# moves a head across a shape threshold is the sentence printed after it.
 #
 # ## 2.7 Exercises
 #

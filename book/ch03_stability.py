@@ -93,7 +93,7 @@ import torch
 
 from context_neurons import stability as st
 from context_neurons import taxonomy as tx
-from context_neurons.printing import fixed, show_table, wrapped
+from context_neurons.printing import fixed, show_table, wrapped, wrapped_items
 from context_neurons.reproduce.paper import PAPER_GROUPS
 from context_neurons.text.windows import corpus_windows, domain_windows
 
@@ -408,10 +408,8 @@ for group in ("contextual", "detokenization"):
 stops = study.most_frequent(50)
 stop_mass = float(study.probs[torch.isin(study.token_ids, stops)].sum())
 print(f"stop words: the 50 most frequent tokens, {stop_mass:.0%} of the texts' tokens")
-first = ", ".join(repr(model.tokenizer.decode([t])) for t in stops[:20].tolist())
-# lines break between the tokens, never at a space inside one (kept as a no-break space)
-print(wrapped(f"the first 20: [{first.replace(' ', chr(160)).replace(',' + chr(160), ', ')}]")
-      .replace(chr(160), " "))
+first = [repr(model.tokenizer.decode([t])) for t in stops[:20].tolist()]
+print(wrapped_items("the first 20:", [f"[{first[0]}", *first[1:-1], f"{first[-1]}]"], ","))
 if loaded.is_planted:
     planted_list = set(loaded.truth.stopword_ids)
     overlap = len(set(stops.tolist()) & planted_list)

@@ -91,7 +91,7 @@ model = loaded.model
 from context_neurons import circuit as cc
 from context_neurons import discovery as disc
 from context_neurons import printing
-from context_neurons.printing import show_table, wrapped
+from context_neurons.printing import show_table, wrapped, wrapped_items
 
 circuit = cc.get_circuit(model)
 cfg = model.cfg
@@ -287,20 +287,6 @@ def show(table, neuron, k=10):
     show_table(shown, caption, model=loaded.title, decimals=2)
 
 
-def packed(prefix, items, separator="", indent="  "):
-    """``prefix`` and the items on lines of at most ``printing.TEXT_WIDTH`` characters, an item
-    (a token, a text's name) never split across lines; ``separator`` follows each but the last."""
-    lines, line, items = [], prefix.rstrip(), list(items)
-    items = [f"{item}{separator}" for item in items[:-1]] + items[-1:]
-    for item in items:
-        if len(line) + 1 + len(item) > printing.TEXT_WIDTH and line.strip():
-            lines.append(line)
-            line = indent + item
-        else:
-            line = f"{line} {item}"
-    return "\n".join(lines + [line])
-
-
 print(f"British-spelling neuron: {british}")
 show(disc.token_table(circuit, model, british), british)
 
@@ -359,7 +345,7 @@ show(disc.token_table(circuit, model, religion), religion)
 # %% tags=["hide-output"]
 for domain in dict.fromkeys(texts.domains):
     names = [texts.labels[i] for i in texts.indices(domain)]
-    print(packed(f"{domain:>12s}:", [name[:36] for name in names], ";", indent=" " * 14))
+    print(wrapped_items(f"{domain:>12s}:", [name[:36] for name in names], ";", indent=" " * 14))
 CASE_DOMAINS = ("medical", "legal", "bible", "spanish", "astronomy", "code")
 domain_neurons = [casestudies.token_matched_neuron(densities, d, carried) for d in CASE_DOMAINS]
 computed = list(dict.fromkeys(carried + list(role.values()) + domain_neurons))
@@ -772,7 +758,7 @@ two = int(cosines.idxmin())
 table = split[two].table
 for cluster in (0, 1):
     members = table[table["cluster"] == cluster]["token"]
-    print(packed(f"neuron {two}, cluster {cluster} ({len(members)} tokens):", members.head(12)))
+    print(wrapped_items(f"neuron {two}, cluster {cluster} ({len(members)} tokens):", members.head(12)))
 if loaded.is_planted:
     topics = loaded.truth.context_neurons.get(two, {}).get("topics", {})
     print(wrapped(f"planted truth: {disc.planted_description(loaded.truth, two)} "
@@ -941,9 +927,9 @@ mean_z = z.mean(dim=1)
 best = carried[int(mean_z.argmax())]
 table = disc.token_table(circuit, model, best, k=8, scores=scores)
 examples = [disc.token_str(model, t) for t in ids[:12]]
-print(packed(f"{len(ids)} astronomy tokens, e.g.", examples))
+print(wrapped_items(f"{len(ids)} astronomy tokens, e.g.", examples))
 print(f"best neuron {best}, mean z = {float(mean_z.max()):.1f}")
-print(packed("its top tokens:", list(table["top token"])))
+print(wrapped_items("its top tokens:", list(table["top token"])))
 if loaded.is_planted:
     what = disc.planted_description(loaded.truth, best)
     on_astronomy = sorted(

@@ -1,6 +1,6 @@
 """Book build extension. This Sphinx extension adapts the Jupyter Book build to this project.
 
-Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It does four things:
+Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It does these things:
 
 1. **One execution cache per model.** Chapters are executed with ``execute_notebooks: cache``;
    jupyter-cache keys a notebook by its code only, not by ``$CONTEXT_NEURONS_MODEL``, so a single
@@ -26,6 +26,11 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It does four thin
 6. **The book's style sheet** (``book/_static/book.css``): figures keep their aspect ratio when
    the text column is narrower than their display width.
 
+7. **Exercises numbered by chapter** (``Exercise 8.2``, chapter 8's second). sphinx-exercise
+   numbers exercises through Sphinx's figure numbers, which without section numbering run across
+   the book; they are renumbered within each chapter (:func:`number_exercises_by_chapter`), as
+   the student notebooks number them (:mod:`context_neurons.book.myst`).
+
 It also removes duplicated inline scripts from pages (with these Sphinx and theme versions the
 inline ``const THEBE_JS_URL = ...`` of sphinx-thebe is emitted twice, a console error on every
 page), and sets ``CONTEXT_NEURONS_STATIC=1`` for the kernels the build starts, so the interactive
@@ -45,6 +50,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from context_neurons import config
+from context_neurons.book.notebooks import chapter_label
 
 REPO = Path(__file__).resolve().parents[1]
 STORED = REPO / "tests" / "notebooks"
@@ -207,10 +213,31 @@ def write_execution_times(app: Sphinx, exception) -> None:
     LOGGER.info(f"[book_extension] execution times in {out / 'execution_times.md'}")
 
 
+def number_exercises_by_chapter(app: Sphinx, env) -> list[str]:
+    """``env-get-updated``, after Sphinx has numbered the figures: each exercise's number becomes
+    ``(chapter, k)``, the k-th exercise of its chapter in book order, shown ``Exercise 8.2`` in
+    its title, its solution's and every reference. Returns the pages to write again."""
+    found = [
+        (number, docname, ids)
+        for docname, kinds in env.toc_fignumbers.items()
+        for ids, number in kinds.get("exercise", {}).items()
+    ]
+    counts: dict[str, int] = {}
+    for _, docname, ids in sorted(found):  # Sphinx's numbers: book order across the chapters
+        chapter = chapter_label(docname)
+        if chapter is None:
+            LOGGER.warning(f"[book_extension] exercise {ids} on {docname}, which is not a chapter")
+            continue
+        counts[chapter] = counts.get(chapter, 0) + 1
+        env.toc_fignumbers[docname]["exercise"][ids] = (chapter, counts[chapter])
+    return sorted({docname for _, docname, _ in found})
+
+
 def setup(app: Sphinx) -> dict:
     app.add_css_file(STYLE.name)
     app.connect("config-inited", configure)
     app.connect("builder-inited", record_start)
+    app.connect("env-get-updated", number_exercises_by_chapter, priority=900)  # after numfig
     app.connect("build-finished", write_execution_times)
     app.connect("html-page-context", fix_colab_buttons, priority=502)
     app.connect("html-page-context", deduplicate_scripts, priority=900)

@@ -46,7 +46,7 @@ from context_neurons.checks import InputError, check_head, check_position
 from context_neurons.plotting.decomposition import plot_kernel
 from context_neurons.plotting.discovery import plot_contributions
 from context_neurons.plotting.evaluation import plot_activations
-from context_neurons.printing import Table
+from context_neurons.printing import Table, ipython_shell
 
 DEFAULT_TEXT = (
     "The colour of the harbour changed as the programme began: the neighbours gathered to watch "
@@ -58,10 +58,12 @@ class ExplorerError(InputError):
     """A selection the explorer cannot show (unknown head, neuron or empty text)."""
 
 
-def result_table(table: pd.DataFrame, caption: str, model_title: str = "") -> Table:
+def result_table(table: pd.DataFrame, caption: str, model_title: str) -> Table:
     """An explorer's table as displayed: a :class:`~context_neurons.printing.Table` captioned
-    ``"<model>: <caption>"`` (``"model not named"`` when the chapter passes no ``model_title``)."""
-    return Table(table, caption, model_title.strip() or "model not named", decimals=3)
+    ``"<model>: <caption>"``; an empty ``model_title`` is refused."""
+    if not model_title.strip():
+        raise ExplorerError("an explorer names the model it shows: pass model_title=loaded.title")
+    return Table(table, caption, model_title, decimals=3)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -78,18 +80,9 @@ def widgets_available() -> bool:
     return True
 
 
-def _shell():
-    """The running IPython shell, or None."""
-    try:  # IPython is optional (the "book" extra)
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    return get_ipython()
-
-
 def in_kernel() -> bool:
     """Whether an IPython kernel (a notebook front end) runs this code."""
-    shell = _shell()
+    shell = ipython_shell()
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
@@ -100,7 +93,7 @@ def live_frontend() -> bool:
     """
     if config.in_colab() or config.jupyter_session() or config.flag(config.WIDGETS):
         return True
-    shell = _shell()
+    shell = ipython_shell()
     return shell is not None and "__vsc_ipynb_file__" in getattr(shell, "user_ns", {})
 
 
@@ -271,14 +264,8 @@ class HeadKernels:
         return pattern[0].detach().cpu().numpy()
 
 
-def head_view(
-    kernels: Callable[[int, int, Any], np.ndarray],
-    head: int,
-    n: int,
-    dest_token: str | int = dec.DEFAULT_DESTINATION,
-    window: int = 60,
-    model_title: str = "",
-):
+def head_view(kernels: Callable[[int, int, Any], np.ndarray], head: int, n: int,
+              dest_token: str | int, window: int, model_title: str):
     """Figure and table (the kernel's shape, a captioned :class:`~context_neurons.printing.Table`)
     of one head; the explorer's core."""
     pattern = kernels(head, n, dest_token)
@@ -316,7 +303,8 @@ def head_explorer(
     dest_token: str | int = dec.DEFAULT_DESTINATION,
     window: int = 60,
     interactive: bool | None = None,
-    model_title: str = "",
+    *,
+    model_title: str,
 ) -> Explorer:
     """Pick a head, a destination position and a destination token; see the positional kernel.
 
@@ -420,7 +408,7 @@ def activation_summary(trace: ActivationTrace | tuple) -> dict[str, float]:
 
 
 def activation_view(
-    activations_fn: Callable[[str, int], Any], text: str, neuron: int, model_title: str = ""
+    activations_fn: Callable[[str, int], Any], text: str, neuron: int, model_title: str
 ):
     """Figure and summary table of one neuron along one text, both naming ``model_title``."""
     if not text.strip():
@@ -468,7 +456,8 @@ def activation_explorer(
     text: str = DEFAULT_TEXT,
     neuron: int | None = None,
     interactive: bool | None = None,
-    model_title: str = "",
+    *,
+    model_title: str,
 ) -> Explorer:
     """Type a text and see a neuron's true and approximate pre-activation along it.
 
@@ -539,7 +528,7 @@ def contribution_frame(contributions: Any, k: int = 15) -> pd.DataFrame:
 
 
 def contribution_view(
-    contributions_fn: Callable[[int], Any], neuron: int, k: int = 15, model_title: str = ""
+    contributions_fn: Callable[[int], Any], neuron: int, k: int, model_title: str
 ):
     """Figure and table of one neuron's top and bottom token contributions (``model_title`` in
     the figure's title and the table's caption)."""
@@ -576,7 +565,8 @@ def contribution_explorer(
     neuron: int | None = None,
     k: int = 15,
     interactive: bool | None = None,
-    model_title: str = "",
+    *,
+    model_title: str,
 ) -> Explorer:
     """Pick a neuron and see the tokens whose extended embeddings push it up or down.
 

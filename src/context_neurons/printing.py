@@ -17,9 +17,10 @@ decimals, but not for a quantity that is float rounding itself (``3.506e-08`` on
   column.
 
 And two rules of layout, so that every output fits the website's text column (1280 px) without
-sideways scrolling: :func:`wrapped` breaks a printed sentence at :data:`TEXT_WIDTH` characters,
-and a result table is shown with :func:`show_table` as a rendered HTML table (its cells wrap)
-whose caption names the model that produced it; its text form (:func:`frame`) stays the fallback
+sideways scrolling: :func:`wrapped` breaks a printed sentence at :data:`TEXT_WIDTH` characters
+(:func:`wrapped_items` a list between its items, never inside a token such as ``' the'``), and a
+result table is shown with :func:`show_table` as a rendered HTML table (its cells wrap) whose
+caption names the model that produced it; its text form (:func:`frame`) stays the fallback
 outside a notebook.
 """
 
@@ -133,6 +134,23 @@ def wrapped(text: str, width: int = TEXT_WIDTH, indent: str = "  ") -> str:
                          break_on_hyphens=False)
 
 
+def wrapped_items(prefix: str, items, separator: str = "", indent: str = "  ",
+                  width: int = TEXT_WIDTH) -> str:
+    """``prefix`` then ``items`` on lines of at most ``width`` characters, breaking only between
+    items, so an item with spaces inside (a token such as ``' the'``, a text's name) is never
+    split; ``separator`` follows each item but the last. An item longer than a line gets its own."""
+    items = [str(item) for item in items]
+    items = [f"{item}{separator}" for item in items[:-1]] + items[-1:]
+    lines, line = [], prefix.rstrip()
+    for item in items:
+        if len(line) + 1 + len(item) > width and line.strip():
+            lines.append(line)
+            line = indent + item
+        else:
+            line = f"{line} {item}" if line else item
+    return "\n".join(lines + [line])
+
+
 @dataclass(frozen=True)
 class Table:
     """A result table that names the model that produced it.
@@ -187,13 +205,19 @@ def show_table(
     (``loaded.title``), or ``"GPT-2 Small (paper)"`` for the paper's. Returns nothing, so that a
     call ending a cell is not shown twice."""
     table = Table(data, caption, model, decimals, dict(formats or {}), index)
-    try:  # optional: only a notebook renders HTML
-        from IPython import get_ipython
-        from IPython.display import display  # (as get_ipython)
-    except ImportError:  # no IPython: a terminal
+    if ipython_shell() is None:  # a terminal
         print(repr(table))
         return
-    if get_ipython() is None:
-        print(repr(table))
-    else:
-        display(table)
+    from IPython.display import display  # present: an IPython shell runs this code
+
+    display(table)
+
+
+def ipython_shell():
+    """The IPython shell running this code (Jupyter, Colab, the website's kernels), or None in a
+    terminal or where IPython is not installed (it comes with the "book" extra)."""
+    try:  # optional: only the book's notebooks need it
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()

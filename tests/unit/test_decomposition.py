@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from context_neurons import decomposition as dec
 from context_neurons.checks import InputError, TokenError
 from context_neurons.models.toy import make_small_model
-from context_neurons.models.weights import layer_norm_affine, read_weights
+from context_neurons.models.weights import (
+    ARCHITECTURE,
+    check_architecture,
+    layer_norm_affine,
+    read_weights,
+)
 
 
 def hook_scores(model, tokens):
@@ -284,3 +291,22 @@ def test_a_word_outside_a_placeholder_vocabulary_is_refused():
     model, _ = make_small_model(seed=0)
     with pytest.raises(TokenError, match="not in this model's vocabulary"):
         dec.positional_pattern(model, 5, " the")
+
+
+def test_read_weights_refuses_another_architecture_in_words(monkeypatch):
+    model, _ = make_small_model(seed=0)
+
+    def no_positions(self):  # what a rotary model's bridge has instead of W_pos
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute 'W_pos'")
+
+    monkeypatch.setattr(type(model), "W_pos", property(no_positions))
+    with pytest.raises(InputError, match="lacks a weight it needs.*W_pos"):
+        read_weights(model)
+    monkeypatch.undo()
+    rotary = SimpleNamespace(model_name="a-rotary-model", positional_embedding_type="rotary",
+                             normalization_type="RMS", gated_mlp=True)
+    with pytest.raises(InputError, match="a-rotary-model is not a GPT-2-architecture") as error:
+        check_architecture(rotary)
+    assert all(name in str(error.value) for name in ARCHITECTURE)
+    check_architecture(model.cfg)  # GPT-2's choices pass
+    check_architecture(SimpleNamespace(normalization_type="LNPre"))  # LayerNorm folded

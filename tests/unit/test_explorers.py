@@ -22,6 +22,8 @@ from context_neurons import config  # noqa: E402
 from context_neurons.checks import InputError  # noqa: E402
 from context_neurons import interactive as ex  # noqa: E402
 
+MODEL = "planted model (seed 0)"  # what a chapter passes as model_title (loaded.title)
+
 
 @pytest.fixture(autouse=True)
 def _close_figures(monkeypatch):
@@ -111,7 +113,8 @@ def test_head_kernels_match_positional_pattern(small_model, kernels):
 
 def test_head_explorer_static(small_model, kernels):
     explorer = ex.head_explorer(
-        small_model, kernels=kernels[0], head=1, n=30, dest_token=5, interactive=False
+        small_model, kernels=kernels[0], head=1, n=30, dest_token=5, interactive=False,
+        model_title=MODEL,
     )
     assert explorer.mode == "static" and explorer.widget is None
     assert list(explorer.table.index) == [1]
@@ -125,7 +128,8 @@ def test_head_explorer_static(small_model, kernels):
 def test_head_explorer_static_when_building_the_website(small_model, kernels, monkeypatch):
     monkeypatch.setenv(config.STATIC.name, "1")
     explorer = ex.head_explorer(
-        small_model, kernels=kernels[0], n=20, dest_token=5, interactive=True
+        small_model, kernels=kernels[0], n=20, dest_token=5, interactive=True,
+        model_title=MODEL,
     )
     assert explorer.mode == "static" and explorer.figure is not None
 
@@ -138,6 +142,7 @@ def test_head_explorer_widgets_update(small_model, kernels):
         n=30,
         dest_token="5",
         interactive=True,
+        model_title=MODEL,
     )
     assert explorer.mode == "widgets"
     controls = explorer.widget.children[0].children
@@ -160,7 +165,8 @@ def test_head_explorer_widgets_with_a_token_id(small_model, kernels):
         return kernels[0](head, n, token)
 
     explorer = ex.head_explorer(
-        small_model, kernels=recording, head=0, n=30, dest_token=5, interactive=True
+        small_model, kernels=recording, head=0, n=30, dest_token=5, interactive=True,
+        model_title=MODEL,
     )
     head_w, n_w, token_w = explorer.widget.children[0].children
     assert token_w.value == 5 and "id" in token_w.description
@@ -205,14 +211,16 @@ def test_activation_summary_and_frame():
 
 def test_activation_explorer_static_and_widgets():
     static = ex.activation_explorer(
-        fake_activations, neurons=[300, 704], text="x y z", interactive=False
+        fake_activations, neurons=[300, 704], text="x y z", interactive=False,
+        model_title=MODEL,
     )
     assert static.mode == "static" and list(static.table.index) == [300]
     lines = static.figure.axes[0].get_lines()
     assert [line.get_label() for line in lines[:2]] == ["true", "approximate"]
 
     live = ex.activation_explorer(
-        fake_activations, neurons=[300, 704], text="x y z", interactive=True
+        fake_activations, neurons=[300, 704], text="x y z", interactive=True,
+        model_title=MODEL,
     )
     neuron_w, text_w, _ = live.widget.children
     neuron_w.value = 704
@@ -221,7 +229,7 @@ def test_activation_explorer_static_and_widgets():
     assert len(live.figure.axes[0].get_lines()[0].get_xdata()) == 5
     text_w.value = "   "  # empty text: message, no crash
     with pytest.raises(ex.ExplorerError):
-        ex.activation_explorer(fake_activations, neurons=[], interactive=False)
+        ex.activation_explorer(fake_activations, neurons=[], interactive=False, model_title=MODEL)
 
 
 class FakeTokenizer:
@@ -293,10 +301,14 @@ def test_contribution_explorer_static_and_widgets():
             np.arange(30.0) * (1 if neuron == 300 else -1), index=[f" t{i}" for i in range(30)]
         )
 
-    static = ex.contribution_explorer(contributions_fn, [300, 1621], k=5, interactive=False)
+    static = ex.contribution_explorer(
+        contributions_fn, [300, 1621], k=5, interactive=False, model_title=MODEL
+    )
     assert static.mode == "static"
     assert static.table["top token"].iloc[0] == "' t29'"
-    live = ex.contribution_explorer(contributions_fn, [300, 1621], k=5, interactive=True)
+    live = ex.contribution_explorer(
+        contributions_fn, [300, 1621], k=5, interactive=True, model_title=MODEL
+    )
     neuron_w, k_w = live.widget.children[0].children
     neuron_w.value = 1621
     assert live.table["top token"].iloc[0] == "' t0'"
@@ -321,8 +333,8 @@ def test_static_explorer_displays_a_captioned_result_table(monkeypatch):
     caption = "planted model (seed 0): top and bottom token contributions of neuron 300"
     assert f"<caption>{caption}</caption>" in page
     assert ">0.123<" in page and "-0.000" not in page
-    unnamed = ex.result_table(static.table, "a table")
-    assert unnamed.title == "model not named: a table"
+    with pytest.raises(ex.ExplorerError, match="model_title"):
+        ex.result_table(static.table, "a table", " ")
 
 
 def test_model_contributions_fn_names_tokens():
@@ -347,8 +359,8 @@ def test_explorers_name_the_model_in_their_titles():
         contributions_fn, [300], k=3, interactive=False, model_title="planted model (seed 0)"
     )
     assert "planted model (seed 0)" in static.figure._suptitle.get_text()
-    plain = ex.contribution_explorer(contributions_fn, [300], k=3, interactive=False)
-    assert plain.figure._suptitle.get_text() == "layer-0 neuron 300: contribution e(t) . w"
+    with pytest.raises(TypeError, match="model_title"):
+        ex.contribution_explorer(contributions_fn, [300], k=3, interactive=False)
     live = ex.activation_explorer(
         fake_activations, [300, 704], text="x y", interactive=True, model_title="GPT-2 Small"
     )

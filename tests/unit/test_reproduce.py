@@ -112,3 +112,32 @@ def test_table_prints_the_verdicts_of_both_protocols():
     assert verdicts[1].startswith("verdict, protocol v1: the paper's top[j]: INCONCLUSIVE")
     assert verdicts[2] == "verdict, protocol v2: not testable: no contextual head"
     assert len(verdicts) == 3
+
+
+def test_table_shows_per_head_values_sweeps_and_records_as_tables_of_their_own():
+    """No cell is cut with '...': values per head, sweeps and lists of records get their own
+    small tables under the main one, and tokens keep their spaces."""
+    from context_neurons.reproduce.table import Row, format_table
+
+    groups = {"contextual": [0, 2], "miscellaneous": [1]}
+    rows = [
+        Row("head_groups", groups, "groups", truth=groups),
+        Row("n_eff", {"0": 91.5, "1": 495.6, "2": 93.8}, "widths"),
+        Row("found_sweep", {"12.0": 13, "4.0": 3072}, "found per threshold"),
+        Row("lookups", [{"neuron": 7, "token": " the\n", "top_heads": ["L1H2", "L1H1"]}], "x"),
+        Row("scores", {"top": {"auc": 0.5, "auc_ci95": [0.4, 0.6]}}, "y"),
+    ]
+    text = format_table({"_rows": rows, "planted": True, "model": "planted", "seconds": 1.0})
+    assert "..." not in text
+    main, *tables = text.split("\n\n")
+    assert "| 2 contextual, 1 miscellaneous: per head |" in main
+    assert "table: found_sweep" in main and "table: lookups" in main
+    per_head = next(t for t in tables if t.startswith("per head:")).splitlines()
+    assert per_head[1].split("|")[1:-1] == [
+        " head ", " head_groups   ", " head_groups (planted) ", " n_eff    "]
+    assert per_head[4].split("|")[1:-1] == [
+        " 1    ", " miscellaneous ", " miscellaneous         ", " 495.6000 "]
+    sweep = next(t for t in tables if t.startswith("found_sweep:")).splitlines()
+    assert [line.split("|")[1].strip() for line in sweep[3:]] == ["4.0", "12.0"]  # numeric order
+    assert "| 1 | 7      | ' the\\n' | L1H2, L1H1 |" in text
+    assert "| top  | 0.5000 | 0.4000, 0.6000 |" in text

@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
 from context_neurons import position_schemes as ps
+from context_neurons import printing
 from context_neurons.printing import Table, below, fixed, frame
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
@@ -145,3 +147,26 @@ def test_table_names_its_model_and_formats_like_frame():
                          decimals=2)._repr_html_()
     with pytest.raises(ValueError, match="names the model"):
         Table(data, "two rows", " ")
+
+
+def test_wrapped_items_breaks_between_items_only():
+    tokens = [repr(f" word{k}") for k in range(30)]
+    text = printing.wrapped_items("tokens:", tokens, ",")
+    lines = text.split("\n")
+    assert all(len(line) <= printing.TEXT_WIDTH for line in lines), lines
+    assert all(line.startswith("  '") for line in lines[1:]), lines
+    assert text.replace("\n  ", " ") == "tokens: " + ", ".join(tokens)  # nothing split or lost
+    assert printing.wrapped_items("x:", ["a" * 90, "b"]) == "x:\n  " + "a" * 90 + "\n  b"
+
+
+def test_show_table_prints_in_a_terminal_and_displays_in_a_notebook(monkeypatch, capsys):
+    data = pd.DataFrame({"x": [0.5]})
+    printing.show_table(data, "a table", model="m")
+    assert capsys.readouterr().out.startswith("m: a table\n")
+    ipython = pytest.importorskip("IPython")
+    shown = []
+    monkeypatch.setattr(ipython, "get_ipython", lambda: object())  # a notebook's shell
+    monkeypatch.setattr("IPython.display.display", shown.append)
+    assert printing.ipython_shell() is not None
+    printing.show_table(data, "a table", model="m")
+    assert capsys.readouterr().out == "" and shown[0].title == "m: a table"

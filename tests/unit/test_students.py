@@ -3,17 +3,20 @@ markup (Colab shows it raw), and no exercise cell that stops "Run all"."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from types import SimpleNamespace
 
 import nbformat
 import pytest
 
 from context_neurons.book import myst
 from context_neurons.book.exercises import run_exercise_cell
-from context_neurons.book.notebooks import chapter_files, read_chapter
+from context_neurons.book.notebooks import REPO, chapter_files, chapter_label, read_chapter
 from context_neurons.book.students import MAGIC, STUDENTS, student_notebook, student_path
 
 CHAPTERS = chapter_files()
+SCRIPTS = REPO / "scripts"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])
@@ -86,9 +89,9 @@ def test_myst_becomes_markdown():
         ":::{note}\nBe careful.\n:::\n\n```{tip}\nA tip.\n```\n{cite}`gibson2023`"
     )
     context = myst.Context(targets={"sec-x": myst.Target("ch01_x", "A section", True)},
-                           numbers={"ex-do": 7})
+                           numbers={"ex-do": "3.7"})
     out = myst.to_markdown(source, context)
-    assert "### Exercise 7: Do it" in out
+    assert "### Exercise 3.7: Do it" in out
     assert "> *Difficulty: medium.* See [the section](https://colab.research.google.com/" in out
     assert "$x^2$" in out and "(sec-x)=" not in out
     assert "> ```python\n> answer = ...  # {not a role}`x`\n> ```" in out  # code untouched
@@ -146,3 +149,34 @@ def _gated_code(cells) -> set[str]:
         elif inside:
             gated.add(cell.source)
     return gated
+
+
+def test_exercises_are_numbered_within_their_chapter():
+    pages = ("ch08_trained_model", "book/ch05_gallery.py", "appendix_planted_model", "intro")
+    assert [chapter_label(page) for page in pages] == ["8", "5", "A", None]
+    numbers = myst.book_context().numbers
+    by_chapter: dict[str, list[int]] = {}
+    for number in numbers.values():
+        chapter, index = number.split(".")
+        by_chapter.setdefault(chapter, []).append(int(index))
+    assert all(sorted(k) == list(range(1, len(k) + 1)) for k in by_chapter.values()), numbers
+    assert numbers["ex-ch08-rank"] == "8.2" and numbers["ex-appendix-labels"] == "A.1"
+
+
+def test_the_website_numbers_exercises_as_the_student_notebooks_do():
+    pytest.importorskip("sphinx")
+    spec = importlib.util.spec_from_file_location("book_extension", SCRIPTS / "book_extension.py")
+    extension = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extension)
+    # Sphinx's own numbers run across the book, in book order:
+    env = SimpleNamespace(toc_fignumbers={
+        "book/ch02_b": {"exercise": {"ex-c": (3,)}, "figure": {"f": (1,)}},
+        "book/ch01_a": {"exercise": {"ex-a": (1,), "ex-b": (2,)}},
+        "book/appendix_planted_model": {"exercise": {"ex-d": (4,)}},
+    })
+    assert extension.number_exercises_by_chapter(None, env) == [
+        "book/appendix_planted_model", "book/ch01_a", "book/ch02_b"]
+    assert env.toc_fignumbers["book/ch01_a"]["exercise"] == {"ex-a": ("1", 1), "ex-b": ("1", 2)}
+    assert env.toc_fignumbers["book/ch02_b"] == {
+        "exercise": {"ex-c": ("2", 1)}, "figure": {"f": (1,)}}
+    assert env.toc_fignumbers["book/appendix_planted_model"]["exercise"] == {"ex-d": ("A", 1)}

@@ -28,6 +28,9 @@ from site_helpers import (
     toc_pages,
 )
 
+from context_neurons.book import myst
+from context_neurons.book.notebooks import chapter_label
+
 pytestmark = pytest.mark.website
 
 PAGES = toc_pages()
@@ -307,6 +310,29 @@ def test_explorers_render_their_static_fallback(visited, docname):
     assert facts["widgetNodes"] == 0, "widget views (application/vnd.jupyter.widget-*) on the page"
     assert not facts["widgetScripts"], f"widget scripts loaded: {facts['widgetScripts']}"
     assert not facts["loadingWidget"], "'Loading widget' shown on the page"
+
+
+#: An exercise's title and a solution's reference to its exercise, as sphinx-exercise writes them.
+EXERCISE_TITLE = re.compile(r'<div class="exercise[^"]*" id="(?P<label>[^"]+)">\s*'
+                            r'<p class="admonition-title"><span class="caption-number">'
+                            r'Exercise (?P<number>[^ <]+) ?</span>')
+SOLUTION_TITLE = re.compile(r'Solution to<a class="reference internal" href="#(?P<label>[^"]+)">'
+                            r' Exercise (?P<number>[^ <]+)[ <]')
+
+
+@pytest.mark.parametrize("docname", EXERCISE_PAGES)
+def test_exercises_are_numbered_within_their_chapter(site, docname):
+    """Exercise 8.2 is chapter 8's second, on the page, in its solution's title and in the student
+    notebook (numbered by :mod:`context_neurons.book.myst`)."""
+    html = (site / f"{docname}.html").read_text(encoding="utf-8")
+    chapter = chapter_label(docname)
+    shown = [(m["label"], m["number"]) for m in EXERCISE_TITLE.finditer(html)]
+    assert len(shown) == page_source(docname).exercises, f"exercise titles found: {shown}"
+    assert [number for _, number in shown] == [f"{chapter}.{k}" for k in range(1, len(shown) + 1)]
+    students = myst.book_context().numbers
+    assert all(students[label] == number for label, number in shown), (shown, students)
+    solutions = [(m["label"], m["number"]) for m in SOLUTION_TITLE.finditer(html)]
+    assert solutions and set(solutions) <= set(shown), solutions
 
 
 @pytest.mark.parametrize("docname", EXERCISE_PAGES)

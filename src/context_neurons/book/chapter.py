@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from context_neurons import config
-from context_neurons.printing import wrapped
+from context_neurons.printing import ipython_shell, wrapped
 from context_neurons.models import LoadedModel, load_model
 
 
@@ -32,13 +32,11 @@ def setup_chapter(
 def sharp_figures() -> None:
     """Inline figures at twice their pixel density (``retina`` PNG), shown at the same size, so
     they stay sharp on a laptop screen; nothing outside IPython."""
-    try:  # optional: present in Jupyter and Colab only
-        from IPython import get_ipython
-        from matplotlib_inline.backend_inline import set_matplotlib_formats  # (as IPython)
-    except ImportError:  # not in a notebook: no inline figures to set
+    if ipython_shell() is None:  # not in a notebook: no inline figures to set
         return
-    if get_ipython() is not None:
-        set_matplotlib_formats("retina")
+    from matplotlib_inline.backend_inline import set_matplotlib_formats  # comes with IPython
+
+    set_matplotlib_formats("retina")
 
 
 def show_model_banner(loaded: LoadedModel) -> None:

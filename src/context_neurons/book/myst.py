@@ -4,7 +4,8 @@ The website (Jupyter Book) understands MyST: directives (```` ```{exercise} ````
 ```` ```{admonition} ````, ``:::{note}``...), roles (``{ref}`label```, ``{math}`x```...) and
 targets (``(label)=``). Colab shows them raw. :func:`to_markdown` turns them into Markdown:
 
-- an exercise becomes a heading ``### Exercise N: title`` and its text a blockquote;
+- an exercise becomes a heading ``### Exercise 8.2: title`` (chapter 8's second, as on the
+  website) and its text a blockquote;
 - an admonition (``admonition``, ``note``, ``tip``, ``hint``...) a blockquote with a bold title,
   or, with ``:class: dropdown`` (and ``{dropdown}``), a collapsed ``<details>`` block;
 - ``{math}`` becomes ``$...$``; ``{ref}``, ``{numref}`` and ``{doc}`` a link to the student notebook
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from context_neurons.book.colab import REPOSITORY
-from context_neurons.book.notebooks import BOOK, chapter_files
+from context_neurons.book.notebooks import BOOK, chapter_files, chapter_label
 
 #: An opening fence: indentation, the fence (```, ````, :::...), the directive's name, arguments.
 OPENING = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})(?:\{(?P<name>[\w:.-]+)\})?"
@@ -56,44 +57,43 @@ class Target:
 
 @dataclass
 class Context:
-    """What converting needs to know: the labels of the whole book and the exercises' numbers."""
+    """What converting needs to know: the labels of the whole book, the exercises' numbers, and
+    the chapter being converted (its label numbers an exercise that has no ``:label:``)."""
 
     targets: dict[str, Target] = field(default_factory=dict)
-    numbers: dict[str, int] = field(default_factory=dict)  # exercise label -> number
-    counter: list[int] = field(default_factory=lambda: [0])  # the last number given out
+    numbers: dict[str, str] = field(default_factory=dict)  # exercise label -> "8.2"
+    chapter: str | None = None  # "8": what this page's exercise numbers start with
+    counter: list[int] = field(default_factory=lambda: [0])  # this page's last number given out
 
 
-def book_context(first_number: int = 1) -> Context:
-    """The book's labels (chapters, pages, exercises), exercises numbered as the website does:
-    in book order across the chapters, starting at ``first_number``."""
-    context = Context()
-    number = 0
+def exercise_number(chapter: str | None, index: int) -> str:
+    """An exercise's number as the website shows it: ``8.2`` is chapter 8's second exercise."""
+    return f"{chapter}.{index}" if chapter else str(index)
+
+
+def book_context(chapter: Path | None = None) -> Context:
+    """The book's labels (chapters, pages, exercises), exercises numbered as the website does
+    (``Exercise 8.2``, counted within each chapter in book order); ``chapter`` is the page about
+    to be converted."""
+    context = Context(chapter=chapter_label(chapter) if chapter else None)
+    counts: dict[str | None, int] = {}
     pages = [(p, True) for p in chapter_files()] + [(p, False) for p in sorted(BOOK.glob("*.md"))]
     for path, notebook in pages:
         text = Path(path).read_text()
         for match in SOURCE_TARGET.finditer(text):
             context.targets[match["label"]] = Target(path.stem, _plain(match["title"]), notebook)
+        if not notebook:
+            continue
+        page = chapter_label(path)
         for match in SOURCE_EXERCISE.finditer(text):
-            if not notebook:
-                continue
-            number += 1
+            counts[page] = counts.get(page, 0) + 1
             label = SOURCE_LABEL.search(match["options"])
             if label:
+                number = exercise_number(page, counts[page])
                 context.numbers[label["label"]] = number
                 title = f"Exercise {number}" + (f": {match['title']}" if match["title"] else "")
                 context.targets[label["label"]] = Target(path.stem, title, notebook)
-    context.counter = [first_number - 1]
     return context
-
-
-def exercises_before(chapter: Path) -> int:
-    """How many exercises the chapters before ``chapter`` hold (the website numbers them on)."""
-    total = 0
-    for path in chapter_files():
-        if path.resolve() == Path(chapter).resolve():
-            break
-        total += len(SOURCE_EXERCISE.findall(path.read_text()))
-    return total
 
 
 def exercise_levels(chapter: Path) -> list[tuple[str, str, bool]]:
@@ -194,9 +194,9 @@ def _render(block: Directive, context: Context) -> list[str]:
             number = context.numbers.get(label)
             if number is None:
                 context.counter[0] += 1
-                number = context.counter[0]
+                number = exercise_number(context.chapter, context.counter[0])
             else:
-                context.counter[0] = number
+                context.counter[0] = int(number.rsplit(".", 1)[-1])
             heading = f"Exercise {number}"
         title = _roles(block.args, context)
         return ["", f"### {heading}" + (f": {title}" if title else ""), "", *_quote(body), ""]

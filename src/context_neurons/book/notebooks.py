@@ -9,6 +9,7 @@ Run it through the project command: ``python -m context_neurons regenerate-noteb
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -24,6 +25,18 @@ TIMEOUT_S = 1800
 def chapter_files() -> list[Path]:
     """The executable pages, in book order: chapters ``book/chNN_*.py``, then appendices."""
     return sorted(BOOK.glob("ch[0-9][0-9]_*.py")) + sorted(BOOK.glob("appendix_*.py"))
+
+
+def chapter_label(page: str | Path) -> str | None:
+    """What a page's exercise numbers start with (``Exercise 8.2``): the chapter's number for
+    ``book/chNN_*`` (a chapter's sections, such as ``ch05_gallery``, share it), a letter for an
+    appendix (``A`` for the first ``book/appendix_*.py`` in name order), None for other pages."""
+    stem = Path(page).stem
+    chapter = re.match(r"ch(\d\d)_", stem)
+    if chapter:
+        return str(int(chapter[1]))
+    appendices = sorted(path.stem for path in BOOK.glob("appendix_*.py"))
+    return chr(ord("A") + appendices.index(stem)) if stem in appendices else None
 
 
 def resolve_chapters(names: list[str | Path]) -> list[Path]:

@@ -57,8 +57,7 @@ def student_notebook(chapter: Path):
     import nbformat  # optional (the "book" extra): only the book's commands need it
 
     notebook = read_chapter(chapter)
-    context = myst.book_context()
-    context.counter = [myst.exercises_before(chapter)]
+    context = myst.book_context(chapter)
     cells, in_solution, tainted = [], False, set()
     for cell in notebook.cells:
         if cell.cell_type == "code":

@@ -29,6 +29,7 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 from transformers.activations import ACT2FN
 
+from context_neurons.checks import InputError
 from context_neurons.text.windows import calibration_tokens
 
 LAYER = 0
@@ -144,24 +145,58 @@ def read_weights(model: TransformerBridge) -> ModelWeights:
         model: a TransformerLens ``TransformerBridge`` (compatibility mode) of a GPT-2-architecture
             model, or a model with the same attribute names.
     """
-    parameter = next(iter(model.parameters()))
+    device = next(iter(model.parameters())).device
     kept = _READ.get(model)
     if kept is not None and _same_storage(kept.W_E, model.W_E) and _same_storage(
         kept.W_K, model.blocks[LAYER].attn.W_K
     ):
         return kept  # else the model was moved, cast or given new weights: read it again
+    check_architecture(model.cfg)
+    try:
+        weights = _read(model, device)
+    except AttributeError as error:  # a bridge without GPT-2's weight names
+        raise InputError(f"read_weights reads GPT-2-architecture models; this one lacks a weight "
+                         f"it needs ({error})") from error
+    _READ[model] = weights
+    return weights
+
+
+#: What the decomposition assumes of a model's configuration: the values it accepts, and why.
+ARCHITECTURE = {
+    "positional_embedding_type": (("standard",), "learned absolute positions added to the tokens "
+                                  "(W_pos); chapter 9 treats rotary and ALiBi positions"),
+    "normalization_type": (("LN", "LNPre"), "LayerNorm, which centres and scales"),
+    "gated_mlp": ((False,), "an MLP read through W_in alone (a gated MLP needs W_gate too)"),
+}
+
+
+def check_architecture(cfg: Any) -> None:
+    """Refuse a model this package cannot decompose, naming each of its choices that differs from
+    GPT-2's (:data:`ARCHITECTURE`); a configuration without one of these fields is not refused."""
+    differs = [
+        f"{name} = {getattr(cfg, name)!r} (the method needs {' or '.join(map(repr, accepted))}: "
+        f"{why})"
+        for name, (accepted, why) in ARCHITECTURE.items()
+        if getattr(cfg, name, accepted[0]) not in accepted
+    ]
+    if differs:
+        raise InputError(f"{getattr(cfg, 'model_name', 'this model')} is not a GPT-2-architecture "
+                         "model: " + "; ".join(differs))
+
+
+def _read(model: TransformerBridge, device: torch.device) -> ModelWeights:
     cfg, block = model.cfg, model.blocks[LAYER]
     attn = block.attn
     d_model = cfg.d_model
-    ln1_w, ln1_b = layer_norm_affine(block.ln1, d_model, parameter.device)
-    ln2_w, ln2_b = layer_norm_affine(block.ln2, d_model, parameter.device)
+    ln1_w, ln1_b = layer_norm_affine(block.ln1, d_model, device)
+    ln2_w, ln2_b = layer_norm_affine(block.ln2, d_model, device)
     use_scale = getattr(cfg, "use_attn_scale", True)
-    weights = ModelWeights(
+    return ModelWeights(
         cfg=ModelConfig(
             n_layers=cfg.n_layers, n_heads=cfg.n_heads, d_model=d_model, d_head=cfg.d_head,
             d_mlp=cfg.d_mlp, d_vocab=cfg.d_vocab, n_ctx=cfg.n_ctx, eps=cfg.eps,
             act_fn=cfg.act_fn, attn_scale=float(cfg.d_head**0.5) if use_scale else 1.0,
-            device=parameter.device, model_name=str(getattr(cfg, "model_name", "")),
+            device=device, model_name=str(getattr(cfg, "model_name", "")),
         ),
         tokenizer=model.tokenizer,
         W_E=model.W_E.detach(), W_pos=model.W_pos.detach(),
@@ -172,8 +207,6 @@ def read_weights(model: TransformerBridge) -> ModelWeights:
         ln2_w=ln2_w, ln2_b=ln2_b,
         W_in=block.mlp.W_in.detach(), b_in=block.mlp.b_in.detach(),
     )
-    _READ[model] = weights
-    return weights
 
 
 def _same_storage(kept: Tensor, current: Tensor) -> bool:

@@ -32,17 +32,86 @@ class Row:
 
 
 def fmt(value: Any) -> str:
-    """A value as a table cell (long lists and dicts are summarised: the JSON has them)."""
+    """A value as a table cell: fixed decimals for a float, a short list as its items."""
     if isinstance(value, float):  # fixed decimals: a value near zero prints alike everywhere
         return fixed(value, 4)
-    if isinstance(value, (list, tuple)) and (
-        len(value) > 12 or any(isinstance(v, dict) for v in value)
-    ):
-        return f"[{len(value)} items, see the JSON]"
+    if isinstance(value, (list, tuple)):
+        if len(value) > 12 or any(isinstance(v, (dict, list, tuple)) for v in value):
+            return f"{len(value)} items (the JSON)"
+        return ", ".join(fmt(v) for v in value) if value else "none"
     if isinstance(value, dict):
-        text = json.dumps(value, default=str)
-        return text if len(text) < 60 else text[:57] + "..."
+        return "see the JSON"
+    if isinstance(value, str) and (value != value.strip() or not value.isprintable()):
+        return repr(value)  # a token such as ' the' or '\\n' keeps its spaces and one line
     return str(value)
+
+
+def _numeric_order(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Items keyed by numbers (heads, thresholds) in numeric order; others as they are."""
+    try:
+        return sorted(items, key=lambda item: float(item[0]))
+    except ValueError:
+        return items
+
+
+def _per_head(value: Any) -> bool:
+    """A value per head: ``{"0": 91.5, "2": 93.8}``, or head groups ``{"contextual": [0, 2]}``."""
+    if not isinstance(value, dict) or not value:
+        return False
+    return all(str(k).isdigit() and not isinstance(v, (dict, list)) for k, v in value.items()) or (
+        _groups(value))
+
+
+def _groups(value: Any) -> bool:
+    """Head groups: each group's list of heads."""
+    return isinstance(value, dict) and bool(value) and all(
+        isinstance(v, list) and all(isinstance(h, int) for h in v) for v in value.values())
+
+
+def _records(value: Any) -> list[tuple[str, dict]] | None:
+    """A list of flat dicts, or a dict of flat dicts (a sweep, one entry per threshold): rows of a
+    table of their own, as ``(name, fields)``; None for anything else."""
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        items = [(str(k + 1), v) for k, v in enumerate(value)]
+    elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        items = _numeric_order([(str(k), v) for k, v in value.items()])
+    else:
+        return None
+    flat = all(not isinstance(f, dict) for _, fields in items for f in fields.values())
+    return items if flat else None
+
+
+def _markdown(head: list[str], body: list[list[str]]) -> list[str]:
+    """Lines of a Markdown table, columns padded to their widest cell."""
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    return [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body)]
+
+
+def _head_table(rows: list[Row], planted: bool) -> list[str]:
+    """One table of every per-head row: a column per row (and the planted groups)."""
+    columns: dict[str, dict[str, str]] = {}
+    for row in rows:
+        for name, value in [(row.key, row.value)] + (
+                [(f"{row.key} (planted)", row.truth)] if planted and _per_head(row.truth) else []):
+            if _groups(value):
+                columns[name] = {str(h): group for group, heads in value.items() for h in heads}
+            else:
+                columns[name] = {str(k): fmt(v) for k, v in value.items()}
+    heads = sorted({h for column in columns.values() for h in column}, key=int)
+    body = [[h] + [column.get(h, "-") for column in columns.values()] for h in heads]
+    return _markdown(["head", *columns], body)
+
+
+def _record_table(items: list[tuple[str, dict]], index: str) -> list[str]:
+    """A table with a row per record and a column per field (``-`` where a record has none)."""
+    fields = list(dict.fromkeys(f for _, record in items for f in record))
+    body = [[name] + [fmt(record[f]) if record.get(f) is not None else "-" for f in fields]
+            for name, record in items]
+    return _markdown([index, *fields], body)
 
 
 #: Labels of rows that were not computed: printed as notes under the table.
@@ -50,33 +119,54 @@ SKIPPED_PREFIXES = ("not computed", "no contextual head")
 
 
 def format_table(results: dict[str, Any]) -> str:
-    """The table "quantity | paper (GPT-2 Small) | this run [| planted truth]"."""
+    """The table "quantity | paper (GPT-2 Small) | this run [| planted truth]", then a table of
+    the values per head, one per sweep or list of records, notes and the verdicts in words."""
     rows: list[Row] = results["_rows"]
     planted = results["planted"]
     head = ["quantity", "paper (GPT-2 Small)", f"this run ({results['model']})"]
     if planted:
         head.append("planted truth")
-    body = [
-        [r.key, r.paper or "-", fmt(r.value)]
-        + ([fmt(r.truth) if r.truth is not None else "-"] if planted else [])
-        for r in rows
-    ]
+    per_head = [r for r in rows if _per_head(r.value)]
+    tables: list[tuple[str, list[str]]] = []
+    if per_head:
+        tables.append(("per head", _head_table(per_head, planted)))
+
+    def cell(row: Row, value: Any, suffix: str = "") -> str:
+        if value is None:
+            return "-"
+        if _groups(value):
+            return ", ".join(f"{len(h)} {group}" for group, h in value.items()) + ": per head"
+        if _per_head(value):
+            return "table: per head"
+        records = _records(value)
+        if records is not None:
+            name = row.key + suffix
+            index = "#" if isinstance(value, list) else "theta" if "sweep" in row.key else "name"
+            tables.append((name, _record_table(records, index)))
+            return f"table: {name}"
+        if isinstance(value, dict) and "sweep" in row.key:  # one number per threshold
+            name = row.key + suffix
+            tables.append((name, _markdown(["theta", row.key],
+                                           [[k, fmt(v)] for k, v in _numeric_order(
+                                               [(str(k), v) for k, v in value.items()])])))
+            return f"table: {name}"
+        return fmt(value)
+
+    body = [[r.key, r.paper or "-", cell(r, r.value)]
+            + ([cell(r, r.truth, " (planted)")] if planted else []) for r in rows]
     body.append(["seconds", "-", fixed(results["seconds"], 1)] + (["-"] if planted else []))
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
-
-    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    out += [line(r) for r in body]
+    out = _markdown(head, body)
+    for name, lines in tables:
+        out += ["", f"{name}:", *lines]
     # What was not computed, and why, under the table (the JSON's labels hold it too).
-    out += [f"note: {r.key}: {r.label}" for r in rows if r.label.startswith(SKIPPED_PREFIXES)]
+    out += [""] + [f"note: {r.key}: {r.label}" for r in rows
+                   if r.label.startswith(SKIPPED_PREFIXES)]
     # The pre-registered verdicts in words (chapter 8), of each protocol the run evaluated.
     for key, protocol in (("discovery_evaluation", "v1"), ("discovery_evaluation_v2", "v2")):
         evaluation = results.get(key)
         if isinstance(evaluation, dict):
             out += [f"verdict, protocol {protocol}: {s}" for s in verdict_sentences(evaluation)]
-    return "\n".join(out)
+    return "\n".join(out).rstrip("\n")
 
 
 def explain_table(results: dict[str, Any]) -> str:

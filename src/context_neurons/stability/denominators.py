@@ -24,6 +24,7 @@ from context_neurons.decomposition import (
     DEFAULT_DESTINATION,
     centred,
     default_mean_keys,
+    layer_norm,
     positional_scores,
 )
 from context_neurons.models.weights import Model, as_weights
@@ -44,12 +45,9 @@ def destination_queries_double(
     """
     heads = check_heads(model, heads)
     w = as_weights(model)
-    x = centred(
-        w.W_E[token_id(model, dest_token)].double()[None]
-        + w.W_pos[positions.to(w.cfg.device)].double()
-    )
-    normed = x * torch.rsqrt((x**2).mean(-1, keepdim=True) + w.cfg.eps) * w.ln1_w.double()
-    normed = normed + w.ln1_b.double()
+    residual = (w.W_E[token_id(model, dest_token)].double()[None]
+                + w.W_pos[positions.to(w.cfg.device)].double())
+    normed = layer_norm(residual, w.ln1_w.double(), w.ln1_b.double(), w.cfg.eps)
     return torch.einsum("pd,hde->phe", normed, w.W_Q[heads].double()) + w.b_Q[heads].double()
 
 
