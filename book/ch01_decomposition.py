@@ -328,11 +328,13 @@ error_parts = pd.DataFrame(
 show_table(error_parts, "the score error's two parts where the head looks, median over n",
            model=loaded.title, decimals=4)
 larger = int((error_parts["token scale (nats)"] > error_parts["positional key (nats)"]).sum())
-dominant = {True: "the token-scale part dominates", False: "the positional-key part dominates"}
+if 2 * larger == len(shown):
+    dominant = "neither part dominates"
+else:
+    dominant = f"the {'token-scale' if 2 * larger > len(shown) else 'positional-key'} part dominates"
 print(wrapped(
     f"the token-scale part is the larger one for {larger} of {len(shown)} heads, "
-    f"the positional-key part for {len(shown) - larger}: on {loaded.title}, "
-    + (dominant[larger > len(shown) - larger] if 2 * larger != len(shown) else "neither dominates")
+    f"the positional-key part for {len(shown) - larger}: on {loaded.title}, {dominant}"
 ))
 
 # %% [markdown]

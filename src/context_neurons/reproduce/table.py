@@ -68,13 +68,15 @@ def _groups(value: Any) -> bool:
         isinstance(v, list) and all(isinstance(h, int) for h in v) for v in value.values())
 
 
-def _records(value: Any) -> list[tuple[str, dict]] | None:
-    """A list of flat dicts, or a dict of flat dicts (a sweep, one entry per threshold): rows of a
-    table of their own, as ``(name, fields)``; None for anything else."""
+def _records(value: Any, key: str) -> list[tuple[str, dict]] | None:
+    """A list of flat dicts, a dict of flat dicts, or a sweep row ``key`` of one number per
+    threshold: rows of a table of their own, as ``(name, fields)``; None for anything else."""
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         items = [(str(k + 1), v) for k, v in enumerate(value)]
     elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
         items = _numeric_order([(str(k), v) for k, v in value.items()])
+    elif isinstance(value, dict) and value and "sweep" in key:
+        items = _numeric_order([(str(k), {key: v}) for k, v in value.items()])
     else:
         return None
     flat = all(not isinstance(f, dict) for _, fields in items for f in fields.values())
@@ -138,19 +140,13 @@ def format_table(results: dict[str, Any]) -> str:
             return ", ".join(f"{len(h)} {group}" for group, h in value.items()) + ": per head"
         if _per_head(value):
             return "table: per head"
-        records = _records(value)
-        if records is not None:
-            name = row.key + suffix
-            index = "#" if isinstance(value, list) else "theta" if "sweep" in row.key else "name"
-            tables.append((name, _record_table(records, index)))
-            return f"table: {name}"
-        if isinstance(value, dict) and "sweep" in row.key:  # one number per threshold
-            name = row.key + suffix
-            tables.append((name, _markdown(["theta", row.key],
-                                           [[k, fmt(v)] for k, v in _numeric_order(
-                                               [(str(k), v) for k, v in value.items()])])))
-            return f"table: {name}"
-        return fmt(value)
+        records = _records(value, row.key)
+        if records is None:
+            return fmt(value)
+        name = row.key + suffix
+        index = "#" if isinstance(value, list) else "theta" if "sweep" in row.key else "name"
+        tables.append((name, _record_table(records, index)))
+        return f"table: {name}"
 
     body = [[r.key, r.paper or "-", cell(r, r.value)]
             + ([cell(r, r.truth, " (planted)")] if planted else []) for r in rows]
