@@ -21,8 +21,9 @@ from context_neurons.training.analysis import (
     neuron_domain_auc,
 )
 from context_neurons.training.cli import build_parser, config_from_args
-from context_neurons.training.config import config_to_argv
+from context_neurons.training.config import config_problems, config_to_argv
 from context_neurons.training.corpus import (
+    corpus_names,
     is_heldout,
     iter_documents,
     manifest_keys,
@@ -391,3 +392,73 @@ def test_heldout_windows_without_the_corpora_are_a_clear_error(run_dir, tmp_path
 
     with pytest.raises(DataError, match="offline corpora"):
         labelled_windows(load_tokenizer(run_dir), read_record(run_dir), tmp_path / "absent")
+
+
+# ---- GPT-2's tokenizer and GPT-2 Small's layer-0 shape (scripts/device_jobs.sh, step 2) ---------
+
+#: Two blocks whose layer 0 has GPT-2 Small's shape, at GPT-2's context length.
+GPT2_LAYER0 = ["--n-layer", "2", "--d-model", "768", "--n-head", "12", "--d-mlp", "3072",
+               "--n-ctx", "1024", "--batch-size", "16"]
+
+
+@pytest.fixture(scope="module")
+def gpt2_files():
+    """The directory of GPT-2's ``vocab.json`` and ``merges.txt`` (``shared/gpt2-tokenizer``)."""
+    from context_neurons import config
+
+    root = config.tokenizer_root()
+    if root is None or not (root / "vocab.json").is_file():
+        pytest.skip("GPT-2's vocab.json and merges.txt are not here (CONTEXT_NEURONS_TOKENIZER)")
+    return root
+
+
+def test_gpt2_files_load_as_gpt2s_tokenizer(gpt2_files):
+    from context_neurons.models.loading import load_tokenizer as gpt2_tokenizer
+
+    tokenizer = load_tokenizer(gpt2_files)
+    assert len(tokenizer) == 50257 and tokenizer.convert_tokens_to_ids(EOT) == 50256
+    assert tokenizer.encode(" the") == [262] and tokenizer.encode("Hello world") == [15496, 995]
+    reference = gpt2_tokenizer(gpt2_files)  # the one the planted model and GPT-2 Small read
+    for text in ["The old tree, by the river.", "  el pájaro canta\n\tjunto al río ¿sí? 😀",
+                 "def f(x):\n    return x ** 2  # squared", f"one{EOT}two", ""]:
+        assert tokenizer.encode(text) == reference.encode(text)
+        assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_a_run_with_gpt2s_tokenizer_saves_and_records_it(corpora, gpt2_files, tmp_path):
+    out = train(tiny_config(corpora, tmp_path / "gpt2-tokenizer", tokenizer=str(gpt2_files),
+                            tokens=3 * 4 * 32, d_model=16, n_head=2, d_mlp=32,
+                            save_checkpoints=False))
+    record = json.loads((out / "training.json").read_text())
+    assert record["model"]["vocab_size"] == 50257 and record["model"]["eot_id"] == 50256
+    assert (out / "tokenizer.json").is_file()  # the run directory is self-contained
+    text = "the cat sat by el río"
+    assert load_tokenizer(out).encode(text) == load_tokenizer(gpt2_files).encode(text)
+    argv = record["command"].split()[4:]
+    assert argv[argv.index("--tokenizer") + 1] == str(gpt2_files)
+    assert config_from_args(build_parser().parse_args(argv)).tokenizer == str(gpt2_files)
+
+
+def test_gpt2_small_layer0_shape_is_a_valid_configuration(corpora, gpt2_files):
+    argv = ["--corpora", str(corpora), "--weights", "tiny_en=1,tiny_es=1",
+            "--tokenizer", str(gpt2_files), *GPT2_LAYER0]
+    cfg = config_from_args(build_parser().parse_args(argv)).resolved()
+    assert (cfg.n_layer, cfg.d_model, cfg.n_head, cfg.d_mlp, cfg.n_ctx) == (2, 768, 12, 3072, 1024)
+    assert config_problems(cfg, corpus_names(corpora)) == []
+    assert config_to_argv(cfg)[config_to_argv(cfg).index("--d-model") + 1] == "768"
+
+
+def test_the_shipped_models_recorded_command_still_rebuilds_its_configuration():
+    """The defaults are the shipped model's: its recorded command rebuilds its configuration,
+    and the configuration records the same command."""
+    from context_neurons.models.loading import TRAINED_DIR
+
+    record = json.loads((TRAINED_DIR / "training.json").read_text())
+    argv = record["command"].split()[4:]  # after "python -m context_neurons train"
+    rebuilt = config_from_args(build_parser().parse_args(argv))
+    rebuilt.progress = False
+    shipped = TrainConfig(**record["config"])
+    assert rebuilt.resolved().to_dict() == shipped.to_dict() == shipped.resolved().to_dict()
+    assert config_to_argv(rebuilt) == argv
+    shape = rebuilt.resolved()
+    assert (shape.d_model, shape.n_head, shape.d_mlp, shape.n_ctx) == (256, 8, 1024, 256)

@@ -30,7 +30,8 @@ FIELD_HELP: dict[str, str] = {
     "batch_size": "windows per step (default: the size's)",
     "dropout": "dropout probability in [0, 1)",
     "vocab_size": "size of the byte-level BPE trained for the run (at least 258)",
-    "tokenizer": "reuse a saved tokenizer directory instead of training one",
+    "tokenizer": "reuse a tokenizer instead of training one: a saved tokenizer directory "
+                 "(tokenizer.json), or GPT-2's vocab.json and merges.txt (shared/gpt2-tokenizer)",
     "tokenizer_chars_per_corpus": "characters of each corpus the tokenizer is trained on",
     "heldout_fraction": "fraction of each corpus's documents held out, in (0, 1)",
     "lr": "peak learning rate (AdamW)",

@@ -135,7 +135,7 @@ class TrainConfig:
     dropout: float = 0.0
     # tokenizer
     vocab_size: int = 8192
-    tokenizer: str = ""  # a saved tokenizer directory to reuse instead of training one
+    tokenizer: str = ""  # reuse instead of training one: a saved tokenizer, or GPT-2's files
     tokenizer_chars_per_corpus: int = 2_000_000
     # split
     heldout_fraction: float = 0.15

@@ -4,6 +4,10 @@ Byte-level pre-tokenizer without a prefix space (GPT-2's regex), byte-level deco
 normaliser, and ``<|endoftext|>`` as the one special token, with the last id (as GPT-2's 50256 is
 the last of its 50257). It is saved as a Hugging Face fast tokenizer whose ``bos_token``,
 ``eos_token`` and ``unk_token`` are ``<|endoftext|>``; like GPT-2's, it adds no BOS by itself.
+
+A run can also reuse a tokenizer instead of training one (``--tokenizer DIR``): a saved one
+(``tokenizer.json``), or GPT-2's own from its ``vocab.json`` and ``merges.txt`` (50,257 ids,
+``<|endoftext|>`` the last), read into the same byte-level BPE and wrapper.
 """
 
 from __future__ import annotations
@@ -37,14 +41,30 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8192, model_max_leng
     bpe = ByteLevelBPETokenizer(add_prefix_space=False, trim_offsets=True)
     bpe.train_from_iterator(texts, vocab_size=vocab_size - 1, min_frequency=2,
                             show_progress=False, special_tokens=[])
+    tokenizer = _wrap(bpe, model_max_length)
+    check_tokenizer(tokenizer, vocab_size)
+    return tokenizer
+
+
+def gpt2_files_tokenizer(directory: str | Path, model_max_length: int = 1024):
+    """GPT-2's tokenizer from a directory holding its ``vocab.json`` and ``merges.txt`` (as
+    ``shared/gpt2-tokenizer``), in the wrapper :func:`train_tokenizer` returns."""
+    directory = Path(directory)
+    bpe = ByteLevelBPETokenizer.from_file(str(directory / "vocab.json"),
+                                          str(directory / "merges.txt"),
+                                          add_prefix_space=False, trim_offsets=True)
+    return _wrap(bpe, model_max_length)
+
+
+def _wrap(bpe: ByteLevelBPETokenizer, model_max_length: int) -> PreTrainedTokenizerFast:
+    """A byte-level BPE with ``<|endoftext|>`` as its one special token (added as the last id
+    unless the vocabulary holds it), as a Hugging Face fast tokenizer."""
     bpe.add_special_tokens([EOT])
-    tokenizer = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=bpe._tokenizer,
         bos_token=EOT, eos_token=EOT, unk_token=EOT,
         model_max_length=model_max_length, clean_up_tokenization_spaces=False,
     )
-    check_tokenizer(tokenizer, vocab_size)
-    return tokenizer
 
 
 def check_tokenizer(tokenizer, vocab_size: int | None = None) -> None:
@@ -66,7 +86,13 @@ def check_tokenizer(tokenizer, vocab_size: int | None = None) -> None:
 
 
 def load_tokenizer(path: str | Path):
-    """A saved tokenizer, checked for what the project relies on (:func:`check_tokenizer`)."""
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    """A saved tokenizer (``tokenizer.json``), else GPT-2's from ``vocab.json`` and
+    ``merges.txt`` (:func:`gpt2_files_tokenizer`), checked for what the project relies on
+    (:func:`check_tokenizer`)."""
+    path = Path(path)
+    is_gpt2_files = (not (path / "tokenizer.json").is_file() and (path / "vocab.json").is_file()
+                     and (path / "merges.txt").is_file())
+    tokenizer = gpt2_files_tokenizer(path) if is_gpt2_files else AutoTokenizer.from_pretrained(
+        str(path))
     check_tokenizer(tokenizer)
     return tokenizer
