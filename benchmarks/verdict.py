@@ -1,11 +1,13 @@
 """Time chapter 8's pre-registered evaluations on the trained model, phase by phase, and the
 batched bootstrap against the straightforward way (one resample at a time, through SciPy).
 
-    python benchmarks/verdict.py [--protocol v1 v2] [--resamples 1000] [--threads 2]
+    python benchmarks/verdict.py [--protocol v1 v2 v3] [--resamples 1000] [--threads 2]
 
 Prints seconds per phase for each protocol (the issue's budget: under 2 minutes on 2 CPU cores
 for one whole evaluation) and the speed-up of the batched bootstrap (on v1's additive truth,
-Cohen's d 1.0 and context part 0.5); the two ways are checked equal.
+Cohen's d 1.0 and context part 0.5); the two ways are checked equal. Protocol v3 runs with its
+own 2000 resamples (``--v3-resamples`` to change) and prints its phases; the label-free arm,
+step 0 and the planted control are timed apart (``python -m context_neurons.verdict.v3``).
 """
 
 from __future__ import annotations
@@ -23,21 +25,48 @@ from context_neurons.training.heldout import read_record
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.evaluate import head_sets, measure
+from context_neurons.verdict.v3 import evaluate_v3
+from context_neurons.verdict.v3_data import load_protocol_v3, v3_data
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--protocol", nargs="+", choices=["v1", "v2"], default=["v1", "v2"])
+    parser.add_argument("--protocol", nargs="+", choices=["v1", "v2", "v3"],
+                        default=["v1", "v2"])
+    parser.add_argument("--v3-resamples", type=int, default=None,
+                        help="protocol v3's resamples (default: its registered 2000)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = load_model("trained", device="cpu").model
     record = read_record(TRAINED_DIR)
+    measured = None
     for version in args.protocol:
+        if version == "v3":
+            time_v3(model, record, args)
+            continue
         measured = time_protocol(model, record, load_protocol(version), version, args)
-    time_bootstrap(measured)
+    if measured is not None:
+        time_bootstrap(measured)
     return 0
+
+
+def time_v3(model, record, args) -> None:
+    """Protocol v3's phases (its budget: 120 s on 2 CPU cores, the label-free arm apart)."""
+    protocol = load_protocol_v3()
+    t0 = time.perf_counter()
+    data = v3_data(model.tokenizer, record, protocol)
+    t_data = time.perf_counter() - t0
+    result = evaluate_v3(model, record, protocol, data, args.v3_resamples)
+    runtime = {"data (CONFIRM manifest and CAL)": t_data, **result.runtime}
+    runtime["total_within_budget_s"] += t_data
+    print(f"protocol v3: {args.threads} threads, {result.primary.n_resamples} resamples, "
+          f"{sum(len(c.windows) for c in data.confirm.values())} CONFIRM windows, context set "
+          f"{list(result.context_set.heads)}")
+    for phase, seconds in runtime.items():
+        if isinstance(seconds, float):  # the phases and their total (not the thread count)
+            print(f"  {phase}: {seconds:.1f} s")
 
 
 def time_protocol(model, record, protocol: dict, version: str, args):

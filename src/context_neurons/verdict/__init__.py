@@ -7,6 +7,13 @@ statistics with their cluster-bootstrap intervals, the controls and the verdict 
 numbers: the truth's spread of single positions, and broad heads as stable as the contextual ones.
 :mod:`.data` reads the documents, :mod:`.statistics` holds the pure statistics and the rule,
 :mod:`.evaluate` runs it all on a model, :mod:`.planted` is the planted control.
+
+Protocol v3 (``discovery-verdict-v3.json``, registered before any v3 number) is run by
+:mod:`.v3` (``python -m context_neurons.verdict.v3``; not imported here, so that ``-m`` runs it
+once): CONFIRM data (:mod:`.v3_data`), the context set (:mod:`.v3_heads`), the truth
+(:mod:`.v3_truth`), the score and its baselines (:mod:`.v3_scores`), the primary comparison
+(:mod:`.v3_compare`), the exploratory label-free arm (:mod:`.v3_label_free`) and the report
+(:mod:`.v3_report`).
 """
 
 from context_neurons.verdict.data import load_protocol, protocol_data

@@ -1,0 +1,462 @@
+"""Run protocol v3 (``assets/protocol/discovery-verdict-v3.json``, registered in commit 871d5be
+before any v3 number) on a model.
+
+:func:`evaluate_v3` reads the CONFIRM and CAL data (:mod:`.v3_data`), finds the context set
+(:mod:`.v3_heads`), runs the forward passes and builds the truth (:mod:`.v3_truth`), computes
+the frequency-aware score and the four baselines (:mod:`.v3_scores`), the primary comparison
+(:mod:`.v3_compare`), v2's secondary verdicts, the same-model controls, the sensitivities, the
+non-pooled domains' descriptions and, when asked, the EXPLORATORY label-free arm
+(:mod:`.v3_label_free`). From the command line::
+
+    python -m context_neurons.verdict.v3 [--model trained] [--out FILE.json] [--resamples N]
+
+writes every registered model (a model not trained is ``pending: not trained``) and prints the
+report in the protocol's order. v1 and v2 are untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformer_lens.model_bridge import TransformerBridge
+
+from context_neurons import config as settings
+from context_neurons.activations import mean_head_z
+from context_neurons.discovery import scoring_vocabulary
+from context_neurons.domain_shift import permuted_vocabulary, predict_path_shifts
+from context_neurons.models import load_model
+from context_neurons.models.loading import TRAINED_DIR, bridge_from_hf
+from context_neurons.training.config import EOT, TrainConfig
+from context_neurons.training.heldout import read_record
+from context_neurons.training.loop import build_model
+from context_neurons.verdict import statistics as st
+from context_neurons.verdict.data import unigram_distributions
+from context_neurons.verdict.evaluate import _controls, _frequency_rho, _score_entry, _top_rho
+from context_neurons.verdict.planted import planted_control
+from context_neurons.verdict.v3_compare import PrimaryComparison, primary_comparison
+from context_neurons.verdict.v3_compare import resampled_aucs
+from context_neurons.verdict.v3_data import NO_DATA, NOT_POOLED, V3Data, load_protocol_v3
+from context_neurons.verdict.v3_data import v3_data
+from context_neurons.verdict.v3_heads import ContextSet, context_set
+from context_neurons.verdict.v3_label_free import LABEL, label_free_pool
+from context_neurons.verdict.v3_report import (
+    NEURON_SEED,
+    PERMUTATION_SEED,
+    RANDOM_DIRECTIONS_SEED,
+    UNIT_SEED,
+    VOCABULARY_SEED,
+    comparability,
+    jsonable,
+    model_entries,
+    model_key,
+    report_lines,
+)
+from context_neurons.verdict.v3_scores import WeightScores, bag_of_tokens_score, shifts_against
+from context_neurons.verdict.v3_scores import weight_scores
+from context_neurons.verdict.v3_truth import (
+    ConfirmMeasurements,
+    SetShifts,
+    TruthPair,
+    TruthSummary,
+    against_pooled,
+    full_shifts,
+    measure_v3,
+    resample_truth,
+    set_shifts,
+    truth_summary_v3,
+)
+
+#: The thresholds of the sensitivity on Cohen's d (``truth.sensitivity.cohens_d``).
+SENSITIVITY_D = (0.5, 2.0)
+STOP_NO_CONTEXT = "not testable: no non-local contextual head"
+
+
+class Timer:
+    """Seconds per phase (``with timer("phase"): ...``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
+
+
+@dataclass(frozen=True)
+class V3Evaluation:
+    """Protocol v3's result for one model (JSON: :meth:`to_json`).
+
+    ``stopped`` is set (and the later fields empty) when the context set is empty."""
+
+    protocol: str
+    model: str
+    comparable: str | None
+    data: dict
+    context_set: ContextSet
+    stopped: str | None = None
+    truth: TruthSummary | None = None
+    primary: PrimaryComparison | None = None
+    secondary: dict = field(default_factory=dict)
+    controls: dict = field(default_factory=dict)
+    sensitivities: dict = field(default_factory=dict)
+    non_pooled: dict = field(default_factory=dict)
+    label_free: dict | None = None
+    runtime: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        out = {"protocol": self.protocol, "model": self.model,
+               "comparable": self.comparable or "yes", "data": self.data,
+               "context_set": self.context_set.to_json(), "stopped": self.stopped,
+               "truth": self.truth.to_json() if self.truth else None,
+               "primary": self.primary.to_json() if self.primary else None,
+               "secondary": self.secondary, "controls": self.controls,
+               "sensitivities": self.sensitivities, "non_pooled": self.non_pooled,
+               "label_free": self.label_free, "runtime": self.runtime}
+        return jsonable(out)
+
+
+def data_summary(data: V3Data) -> dict:
+    return {"domains": {d: c.summary() for d, c in data.confirm.items()},
+            "pooled": data.pooled, "not_pooled": data.by_status(NOT_POOLED),
+            "no_confirm_data": data.by_status(NO_DATA)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Secondary verdicts, controls, sensitivities
+# ----------------------------------------------------------------------------------------------
+
+
+def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarray,
+                       permutation: np.ndarray, protocol: dict) -> dict:
+    """v2's verdict for the frequency-aware score and ``top[j]``, each with its own rho and the
+    neurons-permuted rho (v2's code: ``evaluate._score_entry``)."""
+    predicted = ws.prediction.shift_context.double().numpy()
+    measured = pair.point.context_shift
+    frequency = ws.prediction.score().double().numpy()
+    top = ws.top.double().cpu().numpy()
+    perm_f = float(_frequency_rho(predicted[:, permutation], measured))
+    perm_t = float(_top_rho(top[permutation], pair.point, pair.full.sd))
+    out = {
+        "frequency_aware": _score_entry(
+            frequency, pair.point, pair.boot, float(_frequency_rho(predicted, measured)),
+            _frequency_rho(predicted[None], pair.boot.context_shift), neuron_draws, perm_f,
+            protocol),
+        "top": _score_entry(
+            top, pair.point, pair.boot, float(_top_rho(top, pair.point, pair.full.sd)),
+            _top_rho(top, pair.boot, pair.full_boot.sd), neuron_draws, perm_t, protocol),
+    }
+    out["frequency_aware"]["spearman_partial"] = float(np.nanmedian(st.partial_spearman(
+        predicted, measured, ws.prediction.shift_other.double().numpy())))
+    out["frequency_aware"]["permutation_spearman"] = perm_f
+    out["top"]["permutation_spearman"] = perm_t
+    return out
+
+
+def same_model_controls(model: TransformerBridge, ws: WeightScores, distributions: dict,
+                        pair: TruthPair, neuron_draws: np.ndarray, secondary: dict,
+                        start: int, protocol: dict) -> dict:
+    """Neurons permuted (PCG64(34)), random read directions (torch seed 35) and the vocabulary
+    permuted (seed 36): v2's code with v3's seeds."""
+    heads = ws.prediction.heads
+    shuffled = predict_path_shifts(ws.pieces, ws.read, permuted_vocabulary(
+        distributions, VOCABULARY_SEED), start).split(heads)
+    generator = torch.Generator().manual_seed(RANDOM_DIRECTIONS_SEED)
+    random = torch.randn(ws.read.shape, generator=generator, dtype=ws.read.dtype)
+    random = random / random.norm(dim=0, keepdim=True) * ws.read.norm(dim=0, keepdim=True).cpu()
+    random = random.to(ws.read.device)
+    random_paths = predict_path_shifts(ws.pieces, random, distributions, start).split(heads)
+    out = _controls(ws.circuit, shuffled, random, random_paths, pair.point, pair.boot,
+                    neuron_draws, ws.prediction.score().double().numpy(),
+                    ws.top.double().cpu().numpy(), scoring_vocabulary(model), protocol)
+    bound = protocol["verdict"]["positive"]["permutation_control_abs_at_most"]
+    rho_f = secondary["frequency_aware"]["permutation_spearman"]
+    rho_t = secondary["top"]["permutation_spearman"]
+    out["neurons_permuted"] = {"frequency_aware_rho": rho_f, "top_rho": rho_t, "bound": bound,
+                               "void": bool(abs(rho_f) > bound or abs(rho_t) > bound)}
+    return out
+
+
+def _comparison_at(shifts: SetShifts, min_d: float, min_part: float, scores: dict,
+                   neuron_draws: np.ndarray, protocol: dict) -> dict:
+    pair = shifts.truth(min_d, min_part)
+    comparison = primary_comparison(scores, pair.point.mask, pair.boot.mask, neuron_draws,
+                                    protocol, with_verdict=False)
+    return {"n_truth": int(pair.point.mask.sum()),
+            "n_truth_ci95": st.percentile_interval(pair.boot.mask.sum(-1), 0.95),
+            "comparison": comparison.to_json()}
+
+
+def sensitivities_v3(model: TransformerBridge, cs: ContextSet, measured: ConfirmMeasurements,
+                     shifts: SetShifts, weights: np.ndarray, scores: dict, bag,
+                     distributions: dict, ws: WeightScores, neuron_draws: np.ndarray,
+                     start: int, protocol: dict) -> dict:
+    """The registered sensitivities, reported without verdicts: Cohen's d at 0.5 and 2.0 and
+    the non-local set in place of the context set (the resample ablation is in the truth)."""
+    min_d, min_part = protocol["truth"]["min_cohens_d"], protocol["truth"]["min_context_part"]
+    out = {f"cohens_d_{d:g}": _comparison_at(shifts, d, min_part, scores, neuron_draws, protocol)
+           for d in SENSITIVITY_D}
+    heads = list(cs.non_local)
+    if heads == list(cs.heads):
+        out["non_local_set"] = {"heads": heads, "note": "the same heads as the context set: "
+                                "its truth and comparison are the primary ones"}
+    elif not heads:
+        out["non_local_set"] = {"heads": heads, "note": "no non-local head"}
+    else:
+        nl = weight_scores(model, heads, distributions, start, ws.pieces)
+        nl_shifts = set_shifts(measured, "non_local", weights, (shifts.full, shifts.full_boot))
+        out["non_local_set"] = {"heads": heads, **_comparison_at(
+            nl_shifts, min_d, min_part, nl.scores(bag), neuron_draws, protocol)}
+    return out
+
+
+def non_pooled_report(data: V3Data, measured: ConfirmMeasurements, pair: TruthPair,
+                      ws: WeightScores, distributions: dict, start: int, protocol: dict,
+                      d_vocab: int) -> dict:
+    """Descriptive only: each non-pooled domain against the pooled domains (``pooling``); the
+    predicted context shift of a domain is its CAL ``p_D``'s against the pooled domains'."""
+    min_d, min_part = protocol["truth"]["min_cohens_d"], protocol["truth"]["min_context_part"]
+    names = list(measured.others)
+    if not names:
+        return {}
+    own = unigram_distributions({name: data.cal[name] for name in names}, d_vocab)
+    paths = predict_path_shifts(ws.pieces, ws.read, {**distributions, **own}, start)
+    predicted = shifts_against(paths.split(ws.prediction.heads).shift_context.double(),
+                               list(range(len(distributions))))
+    out = {}
+    for k, name in enumerate(names):
+        full, ablated = measured.others[name]
+        described = against_pooled(full, ablated, measured, pair.full.sd, min_d, min_part)
+        out[name] = {
+            "units": data.confirm[name].units_read, "windows": len(data.confirm[name].windows),
+            "spearman_context_shift": float(st.spearman(
+                described["context_shift"], predicted[len(distributions) + k].numpy())),
+            "n_effect_and_context": described["n_effect_and_context"],
+            "shift_over_sd": described["shift_over_sd"],
+            "context_shift_over_sd": described["context_shift_over_sd"]}
+    return out
+
+
+def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pair: TruthPair,
+                   neuron_draws: np.ndarray, frequency: np.ndarray, start: int,
+                   protocol: dict) -> dict:
+    """EXPLORATORY: the label-free arm on its two pools (no verdict)."""
+    reference_boot = resampled_aucs(frequency, pair.boot.mask, neuron_draws)
+    reference = float(st.auc(frequency, pair.point.mask))
+    eot_id = model.tokenizer.convert_tokens_to_ids(EOT)
+
+    def score_of(distributions: dict) -> np.ndarray:
+        paths = predict_path_shifts(ws.pieces, ws.read, distributions, start)
+        return paths.split(ws.prediction.heads).score().double().numpy()
+
+    pools = {"mixture": [(d, u.tokens) for d in data.pooled for u in data.cal_units[d]]}
+    if "general" in data.pooled:
+        pools["general"] = [("general", u.tokens) for u in data.cal_units["general"]]
+    out = {}
+    for name, members in pools.items():
+        out[name] = label_free_pool(
+            [t for _, t in members], [d for d, _ in members] if name == "mixture" else None,
+            score_of, pair.point.mask, pair.boot.mask, neuron_draws, reference_boot, reference,
+            protocol["exploratory_label_free"], model.cfg.d_vocab, eot_id,
+            model.tokenizer.decode, protocol["bootstrap"]["level"])
+    return {"label": LABEL, "pools": out}
+
+
+# ----------------------------------------------------------------------------------------------
+# The evaluation
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Draws:
+    """The paired draws shared by the score and every baseline: unit weights ``[resample,
+    window]`` (PCG64(32)), neuron draws ``[resample, neuron]`` (PCG64(33)) and the neurons
+    permutation of the control (PCG64(34))."""
+
+    weights: np.ndarray
+    neurons: np.ndarray
+    permutation: np.ndarray
+
+
+def registered_draws(measured: ConfirmMeasurements, n_resamples: int, d_mlp: int) -> Draws:
+    generator = lambda seed: np.random.Generator(np.random.PCG64(seed))  # noqa: E731
+    return Draws(st.cluster_weights(measured.domain_index, measured.units, n_resamples,
+                                    UNIT_SEED),
+                 generator(NEURON_SEED).integers(0, d_mlp, size=(n_resamples, d_mlp)),
+                 generator(PERMUTATION_SEED).permutation(d_mlp))
+
+
+def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: dict,
+                       draws: Draws, protocol: dict) -> tuple[SetShifts, TruthPair, dict]:
+    """The truth, the primary comparison and the secondary verdicts."""
+    spec = protocol["truth"]
+    min_d, min_part = spec["min_cohens_d"], spec["min_context_part"]
+    shifts = set_shifts(measured, "context", draws.weights, full_shifts(measured, draws.weights))
+    pair = shifts.truth(min_d, min_part)
+    return shifts, pair, {
+        "truth": truth_summary_v3(pair, measured.domains, spec, min_d,
+                                  resample_truth(measured, pair, min_d, min_part)),
+        "primary": primary_comparison(scores, pair.point.mask, pair.boot.mask, draws.neurons,
+                                      protocol),
+        "secondary": secondary_verdicts(ws, pair, draws.neurons, draws.permutation, protocol)}
+
+
+def evaluate_v3(model: TransformerBridge, record: dict, protocol: dict | None = None,
+                data: V3Data | None = None, n_resamples: int | None = None,
+                controls: bool = True, sensitivities: bool = True, label_free: bool = False,
+                batch_size: int = 8, name: str | None = None,
+                progress: bool = False) -> V3Evaluation:
+    """Protocol v3 on one model (module docstring). ``data``: :func:`v3_data`, when already
+    read; ``n_resamples``: fewer resamples for a quick look (the protocol's 2000 otherwise)."""
+    timer, protocol = Timer(), protocol or load_protocol_v3()
+    if data is None:
+        with timer("data"):
+            data = v3_data(model.tokenizer, record, protocol)
+    start = protocol["data"]["confirm"]["window_mean_start"]
+    cal_windows = [w for d in data.pooled for w in data.cal[d].cal_windows]
+    with timer("context set"):
+        cs = context_set(model, cal_windows, start)
+    base = {"protocol": protocol["name"], "model": name or model_key(record),
+            "comparable": comparability(record), "data": data_summary(data), "context_set": cs}
+    if not cs.heads:
+        return V3Evaluation(**base, stopped=STOP_NO_CONTEXT, runtime=timer.seconds)
+    sets = {"context": list(cs.heads)}
+    if sensitivities and cs.non_local and list(cs.non_local) != list(cs.heads):
+        sets["non_local"] = list(cs.non_local)
+    with timer("forward passes: CAL means and CONFIRM windows"):
+        mean_z = mean_head_z(model, cal_windows, batch_size)
+        measured = measure_v3(model, data, sets, mean_z, start, batch_size, sensitivities,
+                              progress)
+    distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
+                                          model.cfg.d_vocab)
+    with timer("forward passes: bag of tokens"):
+        bag = bag_of_tokens_score(model, distributions, start)
+    with timer("scores and baselines"):
+        ws = weight_scores(model, list(cs.heads), distributions, start)
+        scores = ws.scores(bag)
+    with timer("truth, bootstrap, primary and secondary"):
+        draws = registered_draws(measured, n_resamples or protocol["bootstrap"]["resamples"],
+                                 model.cfg.d_mlp)
+        shifts, pair, verdicts = truth_and_verdicts(measured, ws, scores, draws, protocol)
+    result = {**base, **verdicts}
+    if controls:
+        with timer("controls"):
+            result["controls"] = same_model_controls(
+                model, ws, distributions, pair, draws.neurons, verdicts["secondary"], start,
+                protocol)
+    if sensitivities:
+        with timer("sensitivities"):
+            result["sensitivities"] = {
+                "resample_ablation": {"n_truth": verdicts["truth"].resample_ablation_n_truth},
+                **sensitivities_v3(model, cs, measured, shifts, draws.weights, scores, bag,
+                                   distributions, ws, draws.neurons, start, protocol)}
+    with timer("non-pooled domains"):
+        result["non_pooled"] = non_pooled_report(data, measured, pair, ws, distributions, start,
+                                                 protocol, model.cfg.d_vocab)
+    total = sum(timer.seconds.values())
+    if label_free:
+        with timer("label-free arm (timed apart)"):
+            result["label_free"] = label_free_arm(model, data, ws, pair, draws.neurons,
+                                                  scores["frequency_aware"], start, protocol)
+    return V3Evaluation(**result, runtime={
+        **timer.seconds, "total_within_budget_s": total,
+        "budget_s": protocol["runtime"]["budget_s"], "torch_threads": torch.get_num_threads()})
+
+
+def step0_model(record: dict, tokenizer) -> TransformerBridge:
+    """The model at initialisation: ``build_model`` with the run's configuration and seed."""
+    config = TrainConfig(**record["config"])
+    hf = build_model(config, config.vocab_size, tokenizer.convert_tokens_to_ids(EOT))
+    return bridge_from_hf(hf, tokenizer, "step-0", device="cpu")
+
+
+def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resamples: int | None,
+                   batch_size: int) -> tuple[dict, dict]:
+    """Step 0 (the whole evaluation on the initialised model, or its stop) and the planted
+    control (unchanged rule), timed apart."""
+    timer = Timer()
+    with timer("step 0"):
+        step0 = evaluate_v3(step0_model(record, model.tokenizer), record, data=data,
+                            n_resamples=n_resamples, sensitivities=False, batch_size=batch_size,
+                            name="step 0").to_json()
+        step0.pop("data", None)
+    with timer("planted"):
+        planted = planted_control(load_model("planted"))
+    return {"step_0": step0, "planted": planted}, timer.seconds
+
+
+# ----------------------------------------------------------------------------------------------
+# The command
+# ----------------------------------------------------------------------------------------------
+
+
+def run(model_name: str = "trained", n_resamples: int | None = None, label_free: bool = True,
+        apart: bool = True, batch_size: int = 8) -> dict:
+    """Every registered model's entry, with ``model_name``'s result (the JSON of the command)."""
+    loaded = load_model(model_name, device="cpu")
+    record = read_record(loaded.directory or TRAINED_DIR)
+    protocol = load_protocol_v3()
+    t0 = time.perf_counter()
+    data = v3_data(loaded.model.tokenizer, record, protocol)
+    data_s = time.perf_counter() - t0
+    result = evaluate_v3(loaded.model, record, protocol, data, n_resamples,
+                         label_free=label_free, batch_size=batch_size).to_json()
+    result["runtime"] = {"data (CONFIRM manifest and CAL)": data_s, **result["runtime"]}
+    result["runtime"]["total_within_budget_s"] += data_s
+    if apart and not result["stopped"]:
+        extra, seconds = apart_controls(loaded.model, record, data, n_resamples, batch_size)
+        result["controls"].update(jsonable(extra))
+        result["runtime"].update({f"{k} (timed apart)": v for k, v in seconds.items()})
+    key = model_key(record)
+    return {"protocol": protocol["name"], "registered": protocol["registered"],
+            "models": model_entries({key: result}),
+            "primary_verdict": (result["primary"] or {}).get("verdict", result["stopped"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="trained",
+                        help="'trained' (seed 0) or a trained run's directory")
+    parser.add_argument("--out", help="write the result JSON here")
+    parser.add_argument("--resamples", type=int, default=None,
+                        help="bootstrap resamples (default: the protocol's 2000)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help=f"torch threads (default ${settings.THREADS.name})")
+    parser.add_argument("--batch-size", type=int, default=8,
+                        help="windows per forward pass (8: the fastest on one CPU core)")
+    parser.add_argument("--no-label-free", action="store_true",
+                        help="leave out the exploratory label-free arm")
+    parser.add_argument("--no-apart", action="store_true",
+                        help="leave out step 0 and the planted control (timed apart)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads or settings.threads())
+    out = run(args.model, args.resamples, not args.no_label_free, not args.no_apart,
+              args.batch_size)
+    for name, entry in out["models"].items():
+        print("\n".join(report_lines(name, entry)))
+    if args.out:
+        path = Path(args.out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out, indent=1) + "\n")
+        print(f"written: {path}", file=sys.stderr)
+    return 0
+
+
+__all__ = ["Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT", "Timer", "V3Evaluation",
+           "apart_controls", "data_summary", "evaluate_v3", "label_free_arm", "main",
+           "non_pooled_report", "registered_draws", "run", "same_model_controls",
+           "secondary_verdicts", "sensitivities_v3", "step0_model", "truth_and_verdicts"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

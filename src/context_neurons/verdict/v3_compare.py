@@ -1,0 +1,166 @@
+"""Protocol v3's primary comparison (``primary_comparison``): the paired bootstrap of
+``delta = AUC(score) - max_b AUC(b)`` over the four registered baselines.
+
+Every AUC of a resample uses the same unit draws (the resample's truth) and the same neuron
+draws; the best baseline is taken inside each resample. A resample whose AUC is undefined (no
+truth neuron, or nothing else, among the drawn neurons) is left out of every interval and
+counted. Pure functions of arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from context_neurons.verdict import statistics as st
+
+ADDS_SOMETHING = "adds something"
+BASELINE_BETTER = "baseline better"
+NO_DIFFERENCE = "no difference shown"
+NOT_TESTABLE = "not testable"
+
+
+def resampled_aucs(score: np.ndarray, boot_mask: np.ndarray,
+                   neuron_draws: np.ndarray) -> np.ndarray:
+    """``[resample]`` AUCs of ``score`` against each resample's truth on its neuron draws."""
+    score = np.asarray(score, dtype=np.float64)
+    return st.auc(score[neuron_draws], np.take_along_axis(boot_mask, neuron_draws, 1))
+
+
+def paired_delta(score: np.ndarray | float,
+                 baselines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``delta = score - max_b baselines[b]`` per resample and the index of the best baseline
+    (``-1`` where some AUC is undefined; ``delta`` is NaN there).
+
+    Args:
+        score: ``[resample]`` AUCs of the score (or a scalar: the point estimate).
+        baselines: ``[baseline, resample]`` AUCs (or ``[baseline]``).
+    """
+    score = np.asarray(score, dtype=np.float64)
+    baselines = np.asarray(baselines, dtype=np.float64)
+    defined = np.isfinite(score) & np.isfinite(baselines).all(0)
+    filled = np.where(np.isfinite(baselines), baselines, -np.inf)
+    best = np.where(defined, filled.argmax(0), -1)
+    delta = np.where(defined, score - filled.max(0), np.nan)
+    return delta, best
+
+
+def primary_verdict(delta_ci: list[float], n_truth: int, has_context: bool,
+                    spec: dict, min_truth: int) -> tuple[str, bool]:
+    """The registered label and whether the interval lies inside ``[-margin, margin]``.
+
+    ``spec`` is the protocol's ``primary_comparison.verdict``; ``not testable`` when the truth
+    holds fewer than ``min_truth`` neurons or the context set is empty."""
+    margin = spec["equivalence_margin"]
+    low, high = delta_ci
+    equivalent = bool(-margin <= low and high <= margin)
+    if n_truth < min_truth or not has_context:
+        return NOT_TESTABLE, equivalent
+    if low > 0:
+        return ADDS_SOMETHING, equivalent
+    if high < 0:
+        return BASELINE_BETTER, equivalent
+    return NO_DIFFERENCE, equivalent
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """One baseline against the truth, paired with the score.
+
+    Attributes:
+        name: the baseline.
+        auc: its AUC; ``auc_ci95`` its interval.
+        difference: ``AUC(score) - AUC(baseline)``; ``difference_ci95`` its interval.
+        best_in_resamples: how many resamples it was the best baseline in.
+        best_at_point: whether it has the highest point AUC.
+    """
+
+    name: str
+    auc: float
+    auc_ci95: list[float]
+    difference: float
+    difference_ci95: list[float]
+    best_in_resamples: int
+    best_at_point: bool
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PrimaryComparison:
+    """``delta`` with its interval and verdict, and every baseline (``primary_comparison``).
+
+    ``verdict`` is None for a sensitivity (reported without a verdict)."""
+
+    score: str
+    score_auc: float
+    score_auc_ci95: list[float]
+    delta: float
+    delta_ci95: list[float]
+    best_baseline: str
+    baselines: tuple[BaselineResult, ...]
+    n_truth: int
+    n_resamples: int
+    undefined_resamples: int
+    verdict: str | None
+    equivalent_within_margin: bool
+
+    def words(self) -> str:
+        """The verdict as the report says it."""
+        low, high = self.delta_ci95
+        text = (f"delta = AUC({self.score}) - max baseline AUC = {self.delta:.3f} "
+                f"[{low:.3f}, {high:.3f}] (best baseline at the point: {self.best_baseline})")
+        if self.verdict is None:
+            return text + " (sensitivity: no verdict)"
+        label = self.verdict.upper()
+        if self.verdict == NO_DIFFERENCE and self.equivalent_within_margin:
+            label += " (equivalent within 0.05)"
+        return f"{label}: {text}"
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["baselines"] = {b.name: b.to_json() for b in self.baselines}
+        out["words"] = self.words()
+        return out
+
+
+def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
+                       boot_mask: np.ndarray, neuron_draws: np.ndarray, protocol: dict,
+                       has_context: bool = True, with_verdict: bool = True) -> PrimaryComparison:
+    """The primary comparison: the first entry of ``scores`` is the score, the others the
+    baselines (``boot_mask [resample, neuron]``, ``neuron_draws [resample, neuron]``)."""
+    names = list(scores)
+    score_name, baseline_names = names[0], names[1:]
+    level = protocol["bootstrap"]["level"]
+    point = np.array([float(st.auc(scores[n], truth_mask)) for n in names])
+    boot = np.stack([resampled_aucs(scores[n], boot_mask, neuron_draws) for n in names])
+    delta_point, best_point = paired_delta(point[0], point[1:])
+    delta, best = paired_delta(boot[0], boot[1:])
+    defined = best >= 0
+    interval = lambda x: st.percentile_interval(x[defined], level)  # noqa: E731
+    baselines = tuple(
+        BaselineResult(name=name, auc=float(point[k + 1]), auc_ci95=interval(boot[k + 1]),
+                       difference=float(point[0] - point[k + 1]),
+                       difference_ci95=interval(boot[0] - boot[k + 1]),
+                       best_in_resamples=int((best == k).sum()),
+                       best_at_point=bool(best_point == k))
+        for k, name in enumerate(baseline_names))
+    delta_ci = interval(delta)
+    n_truth = int(np.asarray(truth_mask).sum())
+    verdict, equivalent = primary_verdict(
+        delta_ci, n_truth, has_context, protocol["primary_comparison"]["verdict"],
+        protocol["verdict"]["min_truth"])
+    return PrimaryComparison(
+        score=score_name, score_auc=float(point[0]), score_auc_ci95=interval(boot[0]),
+        delta=float(delta_point), delta_ci95=delta_ci,
+        best_baseline=baseline_names[int(best_point)] if best_point >= 0 else "undefined",
+        baselines=baselines, n_truth=n_truth, n_resamples=len(delta),
+        undefined_resamples=int((~defined).sum()),
+        verdict=verdict if with_verdict else None, equivalent_within_margin=equivalent)
+
+
+__all__ = ["ADDS_SOMETHING", "BASELINE_BETTER", "BaselineResult", "NOT_TESTABLE",
+           "NO_DIFFERENCE", "PrimaryComparison", "paired_delta", "primary_comparison",
+           "primary_verdict", "resampled_aucs"]

@@ -1,0 +1,326 @@
+"""Protocol v3's data (``assets/protocol/discovery-verdict-v3.json``, section ``data``).
+
+* **CONFIRM** windows: the held-out documents that no earlier evaluation read, listed by key in
+  the manifest ``discovery-verdict-v3-confirm.json`` (read, never replayed). Per corpus, its
+  CONFIRM documents in key order are grouped into units of at least ``n_ctx`` tokens (documents
+  that share a key stay in one unit; a last, shorter group is dropped); a domain's units are
+  taken in the order of ``sha256('confirm-v3:' + unit key)``, each giving the first
+  ``max(1, 1024 // n_ctx)`` windows of ``pack_windows``, until ``51200 // n_ctx`` windows.
+  A domain whose own units are fewer than 20 adds its registered fallback corpus (code: the
+  standard library's test files, counted first). A domain pools with at least 20 units read.
+* **CAL** data as v1/v2: the held-out documents with ``sha256('cal-eval:' + key) < 0.5``
+  (short-item corpora grouped as there), kept here as units for the label-free arm too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from context_neurons import config as settings
+from context_neurons.checks import DataError
+from context_neurons.training.config import DOMAINS, EOT
+from context_neurons.training.corpus import Doc, is_heldout, iter_documents, stdlib_dir
+from context_neurons.training.heldout import domain_of_corpus
+from context_neurons.training.stream import pack_windows, tokenize_documents
+from context_neurons.verdict.data import DomainData, _units, is_cal
+
+#: The v3 files, registered before any v3 number (git commit 871d5be).
+PROTOCOL_V3_FILE = "discovery-verdict-v3.json"
+CONFIRM_MANIFEST_FILE = "discovery-verdict-v3-confirm.json"
+#: The CONFIRM order's hash prefix (independent of the training and CAL/EVAL splits' hashes).
+CONFIRM_PREFIX = "confirm-v3:"
+#: The fallback corpus of the code domain (the protocol's ``data.confirm.fallback.code``).
+STDLIB_TESTS = "python_stdlib_tests"
+NO_DATA, POOLED, NOT_POOLED = "no CONFIRM data", "pooled", "not pooled"
+
+
+def _asset(name: str) -> dict:
+    return json.loads((resources.files("context_neurons") / "assets" / "protocol" / name)
+                      .read_text())
+
+
+def load_protocol_v3() -> dict:
+    """Protocol v3 (``discovery-verdict-v3.json``). Separate from
+    :func:`~context_neurons.verdict.data.load_protocol`, which keeps v1 and v2 only."""
+    return _asset(PROTOCOL_V3_FILE)
+
+
+def load_confirm_manifest() -> dict:
+    """The CONFIRM document keys of every domain (``discovery-verdict-v3-confirm.json``)."""
+    return _asset(CONFIRM_MANIFEST_FILE)
+
+
+def confirm_value(key: str) -> float:
+    """``sha256('confirm-v3:' + key)``, first 8 bytes big-endian, over ``2**64``."""
+    digest = hashlib.sha256(f"{CONFIRM_PREFIX}{key}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def confirm_order(key: str) -> tuple[float, str]:
+    """The CONFIRM order: by the hash, ties by key."""
+    return confirm_value(key), key
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A resampling cluster: consecutive documents of one corpus (``key``: the first one's),
+    each ``[<|endoftext|>, tokens...]``, concatenated."""
+
+    key: str
+    tokens: Int[np.ndarray, " n"]
+
+
+def group_units(documents: list[tuple[str, Int[np.ndarray, " _n"]]], n_ctx: int) -> list[Unit]:
+    """``(key, tokens)`` documents, in the order given, grouped until a unit holds at least
+    ``n_ctx`` tokens; documents sharing a key stay in one unit; a last, shorter group is dropped."""
+    units, current, key = [], [], None
+    for i, (doc_key, tokens) in enumerate(documents):
+        key = key or doc_key
+        current.append(tokens)
+        more_of_this_key = i + 1 < len(documents) and documents[i + 1][0] == doc_key
+        if sum(len(t) for t in current) >= n_ctx and not more_of_this_key:
+            units.append(Unit(key, np.concatenate(current)))
+            current, key = [], None
+    return units
+
+
+def take_windows(units: Iterable[Unit], n_ctx: int, eot_id: int, per_unit: int,
+                 cap: int) -> tuple[list[Int[Tensor, " n_ctx"]], list[str], int]:
+    """Units in the order given, each giving its first ``per_unit`` windows of
+    :func:`~context_neurons.training.stream.pack_windows`, until ``cap`` windows.
+
+    Returns:
+        ``(windows, each window's unit key, units read)``; ``units`` is consumed lazily.
+    """
+    windows: list[Tensor] = []
+    keys: list[str] = []
+    read = 0
+    for unit in units:
+        if len(windows) >= cap:
+            break
+        packed = pack_windows(unit.tokens, n_ctx, eot_id)[: min(per_unit, cap - len(windows))]
+        if len(packed):
+            read += 1
+        windows += [torch.from_numpy(w.astype("int64")) for w in packed]
+        keys += [unit.key] * len(packed)
+    return windows, keys, read
+
+
+# ----------------------------------------------------------------------------------------------
+# The fallback corpus
+# ----------------------------------------------------------------------------------------------
+
+
+def stdlib_test_documents(root: Path | None = None) -> list[Doc]:
+    """The code corpus root's ``*.py`` files that training leaves out as tests (a path part
+    ``test`` or ``tests`` or starting with ``test_``; site-packages, dist-packages and
+    ``__pycache__`` still left out), non-empty, keyed ``python_stdlib_tests:<path>``."""
+    root = root or stdlib_dir()
+    never = ("site-packages", "dist-packages", "__pycache__")
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if any(p in never for p in parts):
+            continue
+        if not any(p in ("test", "tests") or p.startswith("test_") for p in parts):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if text.strip():
+            out.append(Doc(STDLIB_TESTS, path.relative_to(root).as_posix(), text))
+    return out
+
+
+def fallback_units(documents: list[Doc], tokenizer, eot_id: int, n_ctx: int) -> Iterator[Unit]:
+    """The fallback corpus's units in CONFIRM order: a file of at least ``n_ctx`` tokens (with
+    its separator) is one unit, a shorter one is left out; tokenized only when reached."""
+    for doc in sorted(documents, key=lambda d: confirm_order(d.key)):
+        tokens = tokenize_documents([doc], tokenizer, eot_id)[0]
+        if len(tokens) >= n_ctx:
+            yield Unit(doc.key, tokens)
+
+
+def checked_fallback(protocol: dict, domain: str) -> list[Doc] | None:
+    """The registered fallback corpus of ``domain`` (None when it has none), after the count
+    check: another number of files stops the evaluation with a :class:`DataError`."""
+    spec = protocol["data"]["confirm"]["fallback"].get(domain)
+    if not isinstance(spec, dict) or "corpus" not in spec:
+        return None
+    if spec["corpus"] != STDLIB_TESTS:
+        raise DataError(f"Unknown fallback corpus {spec['corpus']!r} of domain {domain!r}.")
+    documents = stdlib_test_documents()
+    if len(documents) != spec["documents"]:
+        raise DataError(
+            f"The fallback corpus {STDLIB_TESTS} has {len(documents)} files under "
+            f"{stdlib_dir()}, not the registered {spec['documents']} (Python 3.11.7's standard "
+            f"library): set {settings.CODE.name} to that library; the fallback would not be the "
+            "registered one.")
+    return documents
+
+
+# ----------------------------------------------------------------------------------------------
+# The data of every domain
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfirmDomain:
+    """One domain's CONFIRM windows.
+
+    Attributes:
+        name: the domain.
+        own_units: units made of the domain's own CONFIRM documents.
+        fallback: the fallback corpus added, or None.
+        units_read: units that gave a window (fallback included): pooled at 20 or more.
+        windows: the windows, ``n_ctx`` tokens each, BOS first.
+        window_units: each window's unit key (its resampling cluster).
+        status: ``pooled``, ``not pooled`` or ``no CONFIRM data``.
+    """
+
+    name: str
+    own_units: int
+    fallback: str | None
+    units_read: int
+    windows: tuple[Tensor, ...]
+    window_units: tuple[str, ...]
+    status: str
+
+    def summary(self) -> dict:
+        return {"own_units": self.own_units, "fallback": self.fallback,
+                "units_read": self.units_read, "windows": len(self.windows),
+                "status": self.status}
+
+
+@dataclass(frozen=True)
+class V3Data:
+    """Protocol v3's data for one model.
+
+    Attributes:
+        confirm: every domain's CONFIRM windows (all domains of the manifest).
+        cal: the CAL tokens and windows of every domain with CONFIRM data (v1/v2's CAL).
+        cal_units: each such domain's CAL units (the label-free pools).
+    """
+
+    confirm: dict[str, ConfirmDomain]
+    cal: dict[str, DomainData]
+    cal_units: dict[str, list[Unit]]
+
+    @property
+    def pooled(self) -> list[str]:
+        return [d for d, c in self.confirm.items() if c.status == POOLED]
+
+    def by_status(self, status: str) -> list[str]:
+        return [d for d, c in self.confirm.items() if c.status == status]
+
+
+def _domain_status(units_read: int, min_units: int) -> str:
+    if units_read == 0:
+        return NO_DATA
+    return POOLED if units_read >= min_units else NOT_POOLED
+
+
+def _heldout_documents(corpora: list[str], record: dict, corpora_dir: Path) -> dict[str, list[Doc]]:
+    fraction = record["config"]["heldout_fraction"]
+    return {corpus: [d for d in iter_documents(corpus, corpora_dir) if is_heldout(d.key, fraction)]
+            for corpus in corpora}
+
+
+def _own_units(keys: list[str], held: dict[str, list[Doc]], tokenizer, eot_id: int,
+               n_ctx: int) -> list[Unit]:
+    """Units of one domain's CONFIRM documents, per corpus in key order."""
+    wanted = set(keys)
+    units: list[Unit] = []
+    for corpus in sorted({k.split(":", 1)[0] for k in keys}):
+        if corpus not in held:
+            raise DataError(f"CONFIRM corpus {corpus!r} is not a held-out corpus of the model.")
+        docs = sorted((d for d in held[corpus] if d.key in wanted), key=lambda d: d.key)
+        encoded = tokenize_documents(docs, tokenizer, eot_id)
+        units += group_units([(d.key, e) for d, e in zip(docs, encoded)], n_ctx)
+        wanted -= {d.key for d in docs}
+    if wanted:
+        raise DataError(f"{len(wanted)} CONFIRM documents are not held-out documents of the "
+                        f"model's split, e.g. {sorted(wanted)[:3]}.")
+    return units
+
+
+def confirm_domain(name: str, keys: list[str], held: dict[str, list[Doc]], tokenizer,
+                   n_ctx: int, protocol: dict) -> ConfirmDomain:
+    """One domain's CONFIRM windows (module docstring)."""
+    spec = protocol["data"]
+    eot_id = tokenizer.convert_tokens_to_ids(EOT)
+    own = sorted(_own_units(keys, held, tokenizer, eot_id, n_ctx),
+                 key=lambda u: confirm_order(u.key))
+    min_units = spec["confirm"]["pooling"]["min_units"]
+    fallback_docs = checked_fallback(protocol, name) if len(own) < min_units else None
+    units: Iterable[Unit] = own
+    if fallback_docs is not None:
+        extra = fallback_units(fallback_docs, tokenizer, eot_id, n_ctx)
+        units = heapq.merge(own, extra, key=lambda u: confirm_order(u.key))
+    cap = spec["confirm"]["tokens_per_domain"] // n_ctx
+    windows, window_units, read = take_windows(units, n_ctx, eot_id, max(1, 1024 // n_ctx), cap)
+    return ConfirmDomain(name, len(own), STDLIB_TESTS if fallback_docs is not None else None,
+                         read, tuple(windows), tuple(window_units),
+                         _domain_status(read, min_units))
+
+
+def cal_domain(corpora: list[str], held: dict[str, list[Doc]], tokenizer, n_ctx: int,
+               cal_windows: int) -> tuple[DomainData, list[Unit]]:
+    """A domain's CAL tokens and windows exactly as v1/v2's ``protocol_data`` makes them."""
+    eot_id = tokenizer.convert_tokens_to_ids(EOT)
+    units = [Unit(key, tokens) for corpus in sorted(corpora)
+             for key, tokens in _units(corpus, held[corpus], tokenizer, eot_id, n_ctx)
+             if is_cal(key)]
+    if not units:
+        raise DataError(f"No CAL document in corpora {corpora}.")
+    cal_tokens = torch.from_numpy(np.concatenate([u.tokens[1:] for u in units]).astype("int64"))
+    packed = pack_windows(np.concatenate([u.tokens for u in units]), n_ctx, eot_id)
+    data = DomainData(cal_tokens=cal_tokens,
+                      cal_windows=[torch.from_numpy(w.astype("int64"))
+                                   for w in packed[:cal_windows]])
+    return data, units
+
+
+def v3_data(tokenizer, record: dict, protocol: dict, manifest: dict | None = None,
+            corpora_dir: str | Path | None = None,
+            domains: dict[str, tuple[str, ...]] = DOMAINS) -> V3Data:
+    """CONFIRM windows of every domain of the manifest and CAL data of those with CONFIRM data."""
+    manifest = manifest or load_confirm_manifest()
+    corpora_dir = Path(corpora_dir) if corpora_dir else settings.corpora_root()
+    if corpora_dir is None or not corpora_dir.is_dir():
+        raise DataError("Protocol v3 reads the trained model's held-out documents from the "
+                        f"offline corpora, not found here (set {settings.CORPORA.name}).")
+    n_ctx = record["config"]["n_ctx"]
+    trained_on = set(record["config"]["corpus_weights"])
+    by_domain: dict[str, list[str]] = {}
+    for corpus, domain in domain_of_corpus(domains).items():
+        if corpus in trained_on:
+            by_domain.setdefault(domain, []).append(corpus)
+    held = _heldout_documents(sorted(c for cs in by_domain.values() for c in cs), record,
+                              corpora_dir)
+    confirm = {name: confirm_domain(name, keys, held, tokenizer, n_ctx, protocol)
+               for name, keys in sorted(manifest["documents"].items())}
+    cal, cal_units = {}, {}
+    for name, item in confirm.items():
+        if item.status != NO_DATA:
+            cal[name], cal_units[name] = cal_domain(
+                by_domain[name], held, tokenizer, n_ctx, protocol["data"]["cal"][
+                    "cal_windows_per_domain"])
+    if len([c for c in confirm.values() if c.status == POOLED]) < 2:
+        raise DataError("Fewer than two domains pool: protocol v3 has no truth for this model.")
+    return V3Data(confirm, cal, cal_units)
+
+
+__all__ = ["CONFIRM_PREFIX", "ConfirmDomain", "NOT_POOLED", "NO_DATA", "POOLED", "Unit",
+           "V3Data", "cal_domain", "checked_fallback", "confirm_domain", "confirm_order",
+           "confirm_value", "fallback_units", "group_units", "load_confirm_manifest",
+           "load_protocol_v3", "stdlib_test_documents", "take_windows", "v3_data"]

@@ -1,0 +1,161 @@
+"""Protocol v3's models and report (``models``, ``reporting``): which models are comparable,
+the pending ones, the registered seeds, and the report in the protocol's order."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from context_neurons.models.loading import TRAINED_DIR
+from context_neurons.training.heldout import read_record
+
+#: The registered seeds (protocol ``bootstrap`` and ``controls``; tests check them against the
+#: protocol's text).
+UNIT_SEED, NEURON_SEED = 32, 33
+PERMUTATION_SEED, RANDOM_DIRECTIONS_SEED, VOCABULARY_SEED = 34, 35, 36
+#: The registered models, in the protocol's order.
+MODELS = ("trained-seed0", "trained-seed1", "gpt2-layer0-shape")
+PENDING = "pending: not trained"
+
+
+def model_key(record: dict) -> str:
+    """The protocol's name of the model a training record describes."""
+    config = record["config"]
+    if config.get("d_model") == 768 and config.get("n_head") == 12:
+        return "gpt2-layer0-shape"
+    return f"trained-seed{config.get('seed', record.get('seed'))}"
+
+
+def comparability(record: dict, reference: dict | None = None) -> str | None:
+    """None when the model is comparable (held-out fraction 0.15 and the seed-0 run's corpus
+    weights), else the reason (``models.comparable_when``)."""
+    reference = reference or read_record(TRAINED_DIR)
+    config, ref = record["config"], reference["config"]
+    if config.get("heldout_fraction") != 0.15:
+        return f"held-out fraction {config.get('heldout_fraction')}, not 0.15"
+    if config.get("corpus_weights") != ref["corpus_weights"]:
+        return "corpus weights differ from the seed-0 run's"
+    return None
+
+
+def model_entries(results: dict[str, dict]) -> dict[str, dict | str]:
+    """Every registered model: its result, or ``pending: not trained`` (never left out), with
+    ``replicates`` beside a replication's primary verdict."""
+    out: dict[str, dict | str] = {}
+    primary = results.get(MODELS[0], {}).get("primary", {}) or {}
+    for name in MODELS:
+        if name not in results:
+            out[name] = PENDING
+            continue
+        entry = dict(results[name])
+        if name != MODELS[0] and entry.get("primary") and primary:
+            entry["replicates"] = entry["primary"]["verdict"] == primary.get("verdict")
+        out[name] = entry
+    return out
+
+
+def jsonable(value):
+    """``value`` with numpy scalars and arrays, tuples and non-finite floats made JSON-ready
+    (NaN and infinities become None)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _interval(x: list) -> str:
+    low, high = (float("nan") if v is None else v for v in x)
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def report_lines(name: str, result: dict | str) -> list[str]:
+    """One model's result in the protocol's reporting order (``reporting.order``)."""
+    if isinstance(result, str):
+        return [f"{name}: {result}"]
+    lines = [f"== {name} ({result['protocol']}) =="]
+    cs = result["context_set"]
+    lines.append(f"context set {cs['heads']} (taxonomy contextual {cs['taxonomy_contextual']}, "
+                 f"left out by the fix {cs['left_out_by_the_fix']}, by the CAL windows "
+                 f"{cs['left_out_by_cal_windows']}); non-local set {cs['non_local_set']}")
+    for h in cs["per_head"]:
+        lines.append(f"  head {h['head']}: {h['group']} -> {h['fixed_group']}, n_eff "
+                     f"{h['kernel_n_eff']:.1f} ({h['kernel']}), content sd {h['content_sd']:.2f}, "
+                     f"self z {h['self_z']:.2f}, prev. share calibration "
+                     f"{h['previous_share_calibration']:.3f} / CAL "
+                     f"{h['previous_share_cal_windows']:.3f}, in set: {h['in_context_set']}")
+    if result.get("stopped"):
+        return lines + [f"STOPPED: {result['stopped']}"]
+    lines.append(f"truth: {result['truth']['sentence']}; domains {result['truth']['domains']}; "
+                 f"|T| 95% {_interval(result['truth']['n_truth_ci95'])}")
+    primary = result["primary"]
+    lines.append(f"PRIMARY: {primary['words']}; undefined resamples "
+                 f"{primary['undefined_resamples']} of {primary['n_resamples']}")
+    lines.append(f"  {primary['score']}: AUC {primary['score_auc']:.3f} "
+                 f"{_interval(primary['score_auc_ci95'])}")
+    for b in primary["baselines"].values():
+        lines.append(f"  {b['name']}: AUC {b['auc']:.3f} {_interval(b['auc_ci95'])}, score - it "
+                     f"{b['difference']:.3f} {_interval(b['difference_ci95'])}, best in "
+                     f"{b['best_in_resamples']} resamples")
+    for score, entry in result["secondary"].items():
+        lines.append(f"secondary {score}: {entry['verdict'].upper()}: AUC {entry['auc']:.3f} "
+                     f"{_interval(entry['auc_ci95'])}, rho {entry['spearman']:.3f} "
+                     f"{_interval(entry['spearman_ci95'])}, precision {entry['precision']:.3f} "
+                     f"(base {entry['base_rate']:.3f})")
+    lines.append(f"controls: {_controls_line(result['controls'])}")
+    for label, entry in result["sensitivities"].items():
+        lines.append(f"sensitivity {label}: {_sensitivity_line(entry)}")
+    for domain, entry in result["non_pooled"].items():
+        lines.append(f"non-pooled {domain}: {entry['units']} units, {entry['windows']} windows, "
+                     f"rho {entry['spearman_context_shift']}, |d| >= 1 and part >= 0.5: "
+                     f"{entry['n_effect_and_context']}")
+    lines.append(f"no CONFIRM data: {result['data']['no_confirm_data']}")
+    if result.get("label_free"):
+        lines.append(f"label-free arm ({result['label_free']['label']}):")
+        for pool, entry in result["label_free"]["pools"].items():
+            lines.append(f"  {pool}: AUC {entry.get('auc')} {entry.get('auc_ci95')}, minus "
+                         f"frequency-aware {entry.get('difference_vs_frequency_aware')} "
+                         f"{entry.get('difference_ci95')}, ARI {entry.get('adjusted_rand_index')}")
+    lines.append(f"runtime (s): {result['runtime']}")
+    return lines
+
+
+def _controls_line(controls: dict) -> str:
+    parts = [f"neurons permuted rho {controls['neurons_permuted']['frequency_aware_rho']:.3f} "
+             f"(void: {controls['neurons_permuted']['void']})"]
+    vocab = controls.get("frequency_aware_vocabulary_permuted")
+    if vocab:
+        parts.append(f"vocabulary permuted AUC {vocab['auc']:.3f} {_interval(vocab['auc_ci95'])}"
+                     f", rho {vocab['spearman']:.3f}")
+    for name in ("frequency_aware", "top"):
+        entry = controls.get(f"{name}_random_directions")
+        if entry:
+            parts.append(f"{name} above the random 99th percentile {entry['honest_found']}")
+    return "; ".join(parts)
+
+
+def _sensitivity_line(entry: dict) -> str:
+    text = f"|T| = {entry.get('n_truth')}"
+    if entry.get("comparison"):
+        text += f"; {entry['comparison']['words']}"
+    if entry.get("note"):
+        text += f"; {entry['note']}"
+    return text
+
+
+__all__ = ["MODELS", "NEURON_SEED", "PENDING", "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED",
+           "UNIT_SEED", "VOCABULARY_SEED", "comparability", "jsonable", "model_entries",
+           "model_key", "report_lines"]

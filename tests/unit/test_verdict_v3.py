@@ -1,0 +1,454 @@
+"""Protocol v3 (issue 32): each new formula against an independent brute-force value on a small
+model or a hand-made case: the CONFIRM units and order, the context set's rules and its
+previous-token share, the bag-of-tokens response and baseline, the context-set-only ablation,
+the paired bootstrap of delta with the max over baselines, the primary verdict's labels, the
+non-pooled description and the label-free arm's pieces."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import adjusted_rand_score
+
+from context_neurons.activations import PREVIOUS_TOKEN_MIN, mean_head_z
+from context_neurons.domain_shift import path_pieces, predict_path_shifts
+from context_neurons.models.weights import as_weights
+from context_neurons.taxonomy import HeadTaxonomy
+from context_neurons.training.corpus import Doc
+from context_neurons.verdict import statistics as st
+from context_neurons.verdict.data import load_protocol
+from context_neurons.verdict.v3 import SENSITIVITY_D
+from context_neurons.verdict.v3_compare import (
+    ADDS_SOMETHING,
+    BASELINE_BETTER,
+    NO_DIFFERENCE,
+    NOT_TESTABLE,
+    paired_delta,
+    primary_comparison,
+    primary_verdict,
+)
+from context_neurons.verdict.v3_data import (
+    ConfirmDomain,
+    Unit,
+    V3Data,
+    confirm_order,
+    confirm_value,
+    fallback_units,
+    group_units,
+    load_confirm_manifest,
+    load_protocol_v3,
+    take_windows,
+)
+from context_neurons.verdict.v3_heads import build_context_set, calibration_previous_share
+from context_neurons.verdict.v3_heads import fixed_group
+from context_neurons.verdict.v3_label_free import adjusted_rand_index, tf_idf_features
+from context_neurons.verdict.v3_report import (
+    NEURON_SEED,
+    PENDING,
+    PERMUTATION_SEED,
+    RANDOM_DIRECTIONS_SEED,
+    UNIT_SEED,
+    VOCABULARY_SEED,
+    model_entries,
+)
+from context_neurons.verdict.v3_scores import BAG_LENGTH, bag_of_tokens, bag_responses
+from context_neurons.verdict.v3_scores import shifts_against
+from context_neurons.verdict.v3_truth import ConfirmMeasurements, against_pooled, measure_v3
+
+PROTOCOL = load_protocol_v3()
+
+
+# ----------------------------------------------------------------------------------------------
+# The registered file, seeds and thresholds
+# ----------------------------------------------------------------------------------------------
+
+
+def test_the_code_uses_the_registered_seeds_and_thresholds():
+    boot, controls = PROTOCOL["bootstrap"], PROTOCOL["controls"]
+    assert boot["resamples"] == 2000 and boot["level"] == 0.95
+    assert f"PCG64({UNIT_SEED})" in boot["unit_draws"]
+    assert f"PCG64({NEURON_SEED})" in boot["neuron_draws"]
+    assert f"PCG64({PERMUTATION_SEED})" in controls["neurons_permuted"]
+    assert f"torch seed {RANDOM_DIRECTIONS_SEED}" in controls["random_read_directions"]
+    assert f"seed {VOCABULARY_SEED}" in controls["vocabulary_permuted"]
+    assert "min_cohens_d 0.5 and 2.0" in PROTOCOL["truth"]["sensitivity"]["cohens_d"]
+    assert SENSITIVITY_D == (0.5, 2.0)
+    assert f"L = min({BAG_LENGTH}, n_ctx)" in PROTOCOL["baselines"]["bag_of_tokens"]["input"]
+    assert PROTOCOL["truth"]["min_cohens_d"] == 1.0 and PROTOCOL["truth"]["min_context_part"] == 0.5
+    assert PROTOCOL["context_set"]["taxonomy_fix"]["threshold"] == PREVIOUS_TOKEN_MIN == 0.4
+    # v2's verdict thresholds, unchanged, are the secondary question's
+    assert PROTOCOL["verdict"]["positive"] == load_protocol("v2")["verdict"]["positive"]
+
+
+def test_manifest_lists_every_domain_and_the_fallback():
+    manifest = load_confirm_manifest()
+    assert len(manifest["documents"]) == 10
+    assert manifest["fallback"]["python_stdlib_tests"]["documents"] == PROTOCOL["data"][
+        "confirm"]["fallback"]["code"]["documents"]
+
+
+# ----------------------------------------------------------------------------------------------
+# CONFIRM units, order and windows
+# ----------------------------------------------------------------------------------------------
+
+
+def test_confirm_value_is_the_registered_hash():
+    key = "bible_kjv:Acts 24"
+    digest = hashlib.sha256(("confirm-v3:" + key).encode()).digest()
+    assert confirm_value(key) == int.from_bytes(digest[:8], "big") / 2**64
+    assert confirm_order(key) == (confirm_value(key), key)
+
+
+def test_units_group_documents_until_n_ctx_and_keep_a_shared_key_together():
+    doc = lambda key, n: (key, np.arange(n, dtype=np.int32))  # noqa: E731
+    documents = [doc("a", 3), doc("b", 2), doc("c", 8), doc("d", 4), doc("d", 4), doc("e", 1)]
+    units = group_units(documents, n_ctx=5)
+    # a + b = 5 tokens; c alone (8); d, d share a key: one unit even though the first reached 4;
+    # e (1 token) is a last, shorter group: dropped
+    assert [u.key for u in units] == ["a", "c", "d"]
+    assert [len(u.tokens) for u in units] == [5, 8, 8]
+
+
+def test_take_windows_takes_the_first_windows_of_each_unit_until_the_cap():
+    eot = 0
+    units = [Unit(f"u{i}", np.array([eot] + [i + 1] * (3 * 4 - 1), dtype=np.int32))
+             for i in range(3)]  # 12 tokens each: pack_windows gives 3 windows of 4 (or more)
+    windows, keys, read = take_windows(iter(units), n_ctx=4, eot_id=eot, per_unit=2, cap=5)
+    assert keys == ["u0", "u0", "u1", "u1", "u2"] and read == 3
+    assert all(len(w) == 4 and int(w[0]) == eot for w in windows)
+    assert windows[1].tolist() == [eot, 1, 1, 1]  # the unit's second window, BOS prepended
+
+
+class _CountingTokenizer:
+    """A stand-in with the backend interface tokenize_documents uses: one token per word."""
+
+    class _Backend:
+        def encode_batch(self, texts, add_special_tokens=False):
+            return [type("E", (), {"ids": [1] * len(t.split())})() for t in texts]
+
+    backend_tokenizer = _Backend()
+
+
+def test_fallback_units_come_in_confirm_order_and_drop_short_files():
+    docs = [Doc("python_stdlib_tests", f"test/f{i}.py", "x " * (2 + i)) for i in range(8)]
+    units = list(fallback_units(docs, _CountingTokenizer(), eot_id=0, n_ctx=6))
+    kept = sorted((d for d in docs if len(d.text.split()) + 1 >= 6),
+                  key=lambda d: (confirm_value(d.key), d.key))
+    assert [u.key for u in units] == [d.key for d in kept]
+    assert all(len(u.tokens) >= 6 and u.tokens[0] == 0 for u in units)
+
+
+# ----------------------------------------------------------------------------------------------
+# The context set
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape, sd, z, share, expected", [
+    ("slowly decaying", 1.0, 0.0, 0.39, "contextual"),
+    ("slowly decaying", 1.0, 0.0, 0.40, "detokenization"),  # head 0's case: a previous-token head
+    ("slowly decaying", 2.0, 0.0, 0.10, "miscellaneous"),
+    ("local", 1.0, 0.0, 0.0, "detokenization"),
+    ("uniform", 0.5, 0.0, 0.5, "detokenization"),
+    ("slowly decaying", 1.0, 4.0, 0.9, "duplicate"),  # duplicate comes first
+])
+def test_fixed_group_order(shape, sd, z, share, expected):
+    assert fixed_group(shape, sd, z, share) == expected
+
+
+def _taxonomy(shapes, groups, n_eff, sd, z) -> HeadTaxonomy:
+    heads = list(range(len(shapes)))
+    n = 7
+    patterns = torch.full((1, len(heads), n + 1), 1.0 / (n + 1), dtype=torch.float64)
+    return HeadTaxonomy(
+        n, heads, [" the"], patterns, torch.tensor([n_eff], dtype=torch.float64),
+        torch.tensor([sd], dtype=torch.float64), torch.tensor([z], dtype=torch.float64),
+        dict(enumerate(shapes)),
+        {g: [h for h in heads if groups[h] == g]
+         for g in ("contextual", "detokenization", "duplicate", "miscellaneous")})
+
+
+def test_context_set_leaves_out_previous_token_heads_on_either_measure():
+    shapes = ["slowly decaying"] * 3 + ["local", "uniform", "slowly decaying"]
+    groups = ["contextual"] * 3 + ["detokenization", "miscellaneous", "duplicate"]
+    taxonomy = _taxonomy(shapes, groups, [40.0, 50, 60, 5, 200, 80], [1.0] * 6,
+                         [0.0, 0, 0, 0, 0, 5.0])
+    calibration = torch.tensor([0.44, 0.10, 0.10, 0.9, 0.05, 0.1])
+    cal = torch.tensor([0.30, 0.45, 0.20, 0.9, 0.05, 0.1])
+    cs = build_context_set(taxonomy, calibration, cal)
+    assert cs.taxonomy_contextual == (0, 1, 2)
+    assert cs.fixed_contextual == (1, 2)  # head 0: previous-token on the calibration text
+    assert cs.heads == (2,)  # head 1: previous-token on the CAL windows
+    assert cs.non_local == (2, 4, 5)  # not local, below 0.4 on both measures
+    rows = {m.head: m for m in cs.measures}
+    assert rows[0].fixed_group == "detokenization" and rows[0].group == "contextual"
+    assert rows[5].fixed_group == "duplicate"
+    report = cs.to_json()
+    assert report["left_out_by_the_fix"] == [0] and report["left_out_by_cal_windows"] == [1]
+    assert set(report["per_head"][0]) >= {"group", "kernel_n_eff", "content_sd", "self_z",
+                                          "previous_share_calibration",
+                                          "previous_share_cal_windows", "in_context_set"}
+
+
+def test_calibration_previous_share_is_the_mean_attention_to_the_previous_token(small_model):
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(1, small_model.cfg.d_vocab, (small_model.cfg.n_ctx,), generator=gen)
+    tokens[0] = 0
+    share = calibration_previous_share(small_model, start=32, tokens=tokens)
+    _, cache = small_model.run_with_cache(tokens[None], names_filter="blocks.0.attn.hook_pattern")
+    pattern = cache["blocks.0.attn.hook_pattern"][0]  # [head, query, key]
+    expected = [np.mean([float(pattern[h, n, n - 1]) for n in range(32, len(tokens))])
+                for h in range(small_model.cfg.n_heads)]
+    assert share.tolist() == pytest.approx(expected, abs=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# The bag of tokens
+# ----------------------------------------------------------------------------------------------
+
+
+def test_bag_response_is_the_window_mean_of_a_forward_pass(small_model):
+    length, start, bos = small_model.cfg.n_ctx, 32, 0
+    tokens = torch.tensor([3, 7, 11])
+    responses = bag_responses(small_model, tokens, length, start, bos, batch_size=2)
+    for k, t in enumerate(tokens.tolist()):
+        sequence = torch.full((1, length), t)
+        sequence[0, 0] = bos
+        _, cache = small_model.run_with_cache(sequence, names_filter="blocks.0.mlp.hook_pre")
+        expected = cache["blocks.0.mlp.hook_pre"][0, start:length].double().mean(0)
+        assert torch.allclose(responses[k], expected, atol=1e-5)
+
+
+def test_bag_of_tokens_shift_scale_and_score_by_hand():
+    rng = np.random.default_rng(0)
+    r = rng.normal(size=(4, 3))  # 4 tokens, 3 neurons
+    p = np.array([[0.5, 0.5, 0.0, 0.0], [0.0, 0.25, 0.75, 0.0], [0.1, 0.2, 0.3, 0.4]])
+    out = bag_of_tokens(torch.from_numpy(r), torch.from_numpy(p))
+    for j in range(3):
+        deltas, variances = [], []
+        for d in range(3):
+            rest = [e for e in range(3) if e != d]
+            weight = p[d] - (p[rest[0]] + p[rest[1]]) / 2
+            deltas.append(sum(weight[t] * r[t, j] for t in range(4)))
+            mean = sum(p[d, t] * r[t, j] for t in range(4))
+            variances.append(sum(p[d, t] * (r[t, j] - mean) ** 2 for t in range(4)))
+        scale = math.sqrt(np.mean(variances))
+        assert float(out.shift[:, j].abs().max()) == pytest.approx(max(map(abs, deltas)))
+        assert float(out.scale[j]) == pytest.approx(scale)
+        assert float(out.score[j]) == pytest.approx(max(abs(x) for x in deltas) / scale)
+    # a response that does not depend on the token cancels
+    shifted = bag_of_tokens(torch.from_numpy(r + 5.0), torch.from_numpy(p))
+    assert torch.allclose(shifted.shift, out.shift) and torch.allclose(shifted.score, out.score)
+
+
+def test_shifts_against_the_pooled_domains_equal_a_direct_prediction(small_model):
+    """The non-pooled domain's predicted shift, from one call with every domain, equals the
+    call with only the pooled domains and that domain."""
+    model = small_model
+    pieces = path_pieces(model, torch.arange(1, 40), dest_token=5, n_ref=32, bos_token=0)
+    gen = torch.Generator().manual_seed(2)
+    read = torch.randn(model.cfg.d_model, 16, generator=gen)
+    p = {name: torch.rand(model.cfg.d_vocab, generator=gen, dtype=torch.float64) ** 4
+         for name in ("a", "b", "c", "x", "y")}
+    p = {name: v / v.sum() for name, v in p.items()}
+    every = predict_path_shifts(pieces, read, p, start=32).shifts.double()
+    against = shifts_against(every, [0, 1, 2])
+    for k, name in ((3, "x"), (4, "y")):
+        alone = predict_path_shifts(pieces, read, {n: p[n] for n in ("a", "b", "c", name)},
+                                    start=32).shifts.double()
+        assert torch.allclose(against[k], alone[3], atol=1e-4)
+    pooled = predict_path_shifts(pieces, read, {n: p[n] for n in "abc"}, start=32).shifts
+    # a pooled domain against all three pooled means: (n - 1) / n of its shift against the others
+    assert torch.allclose(against[:3], pooled.double() * 2 / 3, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------------------------
+# The context-set-only ablation
+# ----------------------------------------------------------------------------------------------
+
+
+def _manual_pre(model, tokens, heads, mean_z):
+    """``blocks.0.mlp.hook_pre`` recomputed by hand from the unablated ``hook_z``, with the
+    ``heads``' z replaced by ``mean_z`` and every other head's z as it was."""
+    w = as_weights(model)
+    _, cache = model.run_with_cache(tokens, names_filter=lambda n: n in (
+        "blocks.0.attn.hook_z", "blocks.0.hook_resid_pre"))
+    z = cache["blocks.0.attn.hook_z"].clone()  # [batch, pos, head, d_head]
+    z[:, :, heads] = mean_z[heads]
+    resid = cache["blocks.0.hook_resid_pre"] + torch.einsum("bphe,hed->bpd", z, w.W_O) + w.b_O
+    centred = resid - resid.mean(-1, keepdim=True)
+    normed = centred / (centred.pow(2).mean(-1, keepdim=True) + model.cfg.eps).sqrt()
+    return (normed * w.ln2_w + w.ln2_b) @ w.W_in + w.b_in
+
+
+def _small_data(model, n_windows=(3, 2, 2)) -> V3Data:
+    gen = torch.Generator().manual_seed(1)
+    confirm = {}
+    statuses = ("pooled", "pooled", "not pooled")
+    for k, (name, count) in enumerate(zip(("a", "b", "c"), n_windows)):
+        windows = []
+        for _ in range(count):
+            w = torch.randint(1, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=gen)
+            w[0] = 0
+            windows.append(w)
+        confirm[name] = ConfirmDomain(name, count, None, count, tuple(windows),
+                                      tuple(f"{name}{i}" for i in range(count)), statuses[k])
+    return V3Data(confirm, {}, {})
+
+
+def test_context_set_ablation_matches_a_manual_ablation_leaving_other_heads_intact(small_model):
+    model, start, heads = small_model, 32, [1, 3]
+    data = _small_data(model)
+    pooled = [w for d in ("a", "b") for w in data.confirm[d].windows]
+    mean_z = mean_head_z(model, pooled)
+    measured = measure_v3(model, data, {"context": heads}, mean_z, start, batch_size=2,
+                          resample=False)
+    manual = _manual_pre(model, torch.stack(pooled), heads, mean_z)[:, start:].mean(1)
+    np.testing.assert_allclose(measured.ablated["context"], manual.double().numpy(), atol=1e-4)
+    everything = _manual_pre(model, torch.stack(pooled), [0, 1, 2, 3], mean_z)[:, start:].mean(1)
+    assert not np.allclose(measured.ablated["context"], everything.double().numpy(), atol=1e-3)
+    unablated = _manual_pre(model, torch.stack(pooled), [], mean_z)[:, start:].mean(1)
+    np.testing.assert_allclose(measured.full, unablated.double().numpy(), atol=1e-4)
+    # the non-pooled domain: its own windows, unablated and context-ablated
+    full_c, ablated_c = measured.others["c"]
+    own = torch.stack(list(data.confirm["c"].windows))
+    np.testing.assert_allclose(ablated_c, _manual_pre(model, own, heads, mean_z)[:, start:]
+                               .mean(1).double().numpy(), atol=1e-4)
+    assert measured.domains == ["a", "b"] and measured.domain_index.tolist() == [0, 0, 0, 1, 1]
+    assert measured.units == ["a0", "a1", "a2", "b0", "b1"]
+
+
+def test_non_pooled_shift_is_against_the_equal_weight_mean_of_the_pooled_domains():
+    full = np.array([[1.0], [3.0], [10.0]])  # means a 2, b 10: pooled mean 6
+    measured = ConfirmMeasurements(
+        domains=["a", "b"], domain_index=np.array([0, 0, 1]), units=["x", "y", "z"], full=full,
+        squares=full**2, ablated={"context": np.array([[1.0], [1.0], [4.0]])},  # 1 and 4: 2.5
+        resampled=None)
+    out = against_pooled(np.array([[8.0], [12.0]]), np.array([[3.0], [3.0]]), measured,
+                         np.array([2.0]), 1.0, 0.5)
+    # shift 10 - 6 = 4 (d = 2); ablated 3 - 2.5 = 0.5; context shift 3.5, part 0.875
+    assert out["shift_over_sd"].tolist() == [2.0]
+    assert out["context_shift_over_sd"].tolist() == [1.75]
+    assert out["n_effect_and_context"] == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# The paired bootstrap and the max over baselines
+# ----------------------------------------------------------------------------------------------
+
+
+def _auc_by_pairs(score, truth):
+    pos = [s for s, t in zip(score, truth) if t]
+    neg = [s for s, t in zip(score, truth) if not t]
+    if not pos or not neg:
+        return math.nan
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg))
+    return wins / (len(pos) * len(neg))
+
+
+def test_paired_bootstrap_delta_on_a_hand_made_case():
+    truth = np.array([True, True, False, False, False, False])
+    scores = {"score": np.array([6.0, 5, 4, 3, 2, 1]),
+              "a": np.array([1.0, 6, 5, 4, 3, 2]),
+              "b": np.array([6.0, 1, 2, 5, 4, 3])}
+    boot = np.array([truth, truth, [True, False, False, False, False, True],
+                     [False] * 6])  # the last resample's truth is empty
+    draws = np.array([[0, 1, 2, 3, 4, 5], [0, 0, 2, 3, 3, 5], [0, 1, 5, 2, 3, 4],
+                      [0, 1, 2, 3, 4, 5]])
+    protocol = {"bootstrap": {"level": 0.5}, "verdict": {"min_truth": 1},
+                "primary_comparison": PROTOCOL["primary_comparison"]}
+    out = primary_comparison(scores, truth, boot, draws, protocol)
+    aucs = {n: [_auc_by_pairs(s[d], m[d]) for m, d in zip(boot, draws)] for n, s in scores.items()}
+    deltas = [aucs["score"][b] - max(aucs["a"][b], aucs["b"][b]) for b in range(3)]
+    assert out.undefined_resamples == 1 and out.n_resamples == 4
+    assert out.delta_ci95 == pytest.approx(np.percentile(deltas, [25, 75]).tolist())
+    point = {n: _auc_by_pairs(s, truth) for n, s in scores.items()}
+    assert out.delta == pytest.approx(point["score"] - max(point["a"], point["b"]))
+    assert out.best_baseline == max(("a", "b"), key=point.get)
+    for b in out.baselines:
+        diffs = [aucs["score"][k] - aucs[b.name][k] for k in range(3)]
+        assert b.auc == pytest.approx(point[b.name])
+        assert b.difference_ci95 == pytest.approx(np.percentile(diffs, [25, 75]).tolist())
+        best = [max(("a", "b"), key=lambda n: aucs[n][k]) for k in range(3)]
+        assert b.best_in_resamples == best.count(b.name)
+
+
+def test_delta_takes_the_best_baseline_inside_each_resample():
+    score = np.array([0.8, 0.7, 0.9, math.nan])
+    baselines = np.array([[0.6, 0.75, 0.5, 0.5], [0.7, 0.5, 0.95, 0.5]])
+    delta, best = paired_delta(score, baselines)
+    np.testing.assert_allclose(delta[:3], [0.1, -0.05, -0.05])
+    assert best.tolist() == [1, 0, 1, -1] and math.isnan(delta[3])
+    assert np.all(delta[:3] <= score[:3] - baselines[:, :3] + 1e-12)  # conservative for every b
+
+
+@pytest.mark.parametrize("ci, n_truth, has_context, expected, equivalent", [
+    ([0.001, 0.2], 30, True, ADDS_SOMETHING, False),
+    ([-0.2, -0.001], 30, True, BASELINE_BETTER, False),
+    ([0.0, 0.04], 30, True, NO_DIFFERENCE, True),  # a lower bound of exactly 0 is not > 0
+    ([-0.05, 0.05], 30, True, NO_DIFFERENCE, True),  # the margin's ends count as inside
+    ([-0.06, 0.02], 30, True, NO_DIFFERENCE, False),
+    ([0.1, 0.2], 29, True, NOT_TESTABLE, False),
+    ([0.1, 0.2], 30, False, NOT_TESTABLE, False),
+])
+def test_primary_verdict_labels(ci, n_truth, has_context, expected, equivalent):
+    label, inside = primary_verdict(ci, n_truth, has_context,
+                                    PROTOCOL["primary_comparison"]["verdict"], 30)
+    assert label == expected and inside == equivalent
+
+
+def test_unit_draws_and_neuron_draws_use_separate_generators():
+    index, units = np.array([0, 0, 1, 1]), ["x", "y", "z", "w"]
+    weights = st.cluster_weights(index, units, 5, UNIT_SEED)
+    rng = np.random.Generator(np.random.PCG64(UNIT_SEED))
+    first = rng.integers(0, 2, size=(5, 2))  # domain 0's draws come first
+    assert weights[:, 0].tolist() == (first == 0).sum(1).tolist()
+
+
+# ----------------------------------------------------------------------------------------------
+# Models, the label-free arm
+# ----------------------------------------------------------------------------------------------
+
+
+def test_pending_models_are_named_never_left_out():
+    seed0 = {"primary": {"verdict": NO_DIFFERENCE}}
+    out = model_entries({"trained-seed0": seed0})
+    assert out["trained-seed1"] == PENDING and out["gpt2-layer0-shape"] == PENDING
+    out = model_entries({"trained-seed0": seed0, "trained-seed1": {"primary": {
+        "verdict": ADDS_SOMETHING}}})
+    assert out["trained-seed1"]["replicates"] is False
+
+
+def test_adjusted_rand_index_matches_scikit_learn():
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 4, 60), rng.integers(0, 3, 60)
+    assert adjusted_rand_index(a, b) == pytest.approx(adjusted_rand_score(a, b))
+    assert adjusted_rand_index(a, a) == pytest.approx(1.0)
+
+
+def test_tf_idf_features_follow_the_registered_recipe():
+    units = [np.array([9, 1, 1, 2, 3, 5]), np.array([9, 1, 2, 2, 4]), np.array([9, 4, 4, 1, 3]),
+             np.array([9, 2, 3, 5, 5]), np.array([9, 6, 1, 9, 2])]  # 9: separators, 6: df 1
+    x = tf_idf_features(units, d_vocab=10, eot_id=9, n_components=50)
+    counts = np.zeros((5, 10))
+    for i, unit in enumerate(units):
+        for t in unit:
+            if t != 9:
+                counts[i, t] += 1
+    tf = counts / counts.sum(1, keepdims=True)
+    df = (counts > 0).sum(0)
+    keep = df >= 2
+    raw = tf[:, keep] * np.log(5 / df[keep])
+    raw = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    raw = raw - raw.mean(0)
+    u, s, _ = np.linalg.svd(raw, full_matrices=False)
+    expected = u * s
+    expected = expected / np.linalg.norm(expected, axis=1, keepdims=True)
+    assert x.shape == expected.shape
+    np.testing.assert_allclose(x @ x.T, expected @ expected.T, atol=1e-10)  # up to signs
+    assert re.search("k = 8", PROTOCOL["exploratory_label_free"]["clustering"])
