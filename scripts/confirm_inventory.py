@@ -276,23 +276,11 @@ FALLBACK_RULE = ("the *.py files of the code corpus's root (the Python 3.11.7 st
 
 
 def stdlib_test_documents():
-    """The code corpus's root (the Python 3.11.7 standard library, ``$CONTEXT_NEURONS_CODE``):
-    its ``*.py`` files that the training corpus leaves out as tests (a path part ``test`` or
-    ``tests``, or a file or folder name starting with ``test_``), still without site-packages,
-    dist-packages and ``__pycache__``; each one document ``python_stdlib_tests:<path>``."""
-    from context_neurons.training.corpus import Doc, stdlib_dir
+    """The fallback corpus's documents, as protocol v3's evaluation reads them
+    (:func:`context_neurons.verdict.v3_data.stdlib_test_documents`)."""
+    from context_neurons.verdict.v3_data import stdlib_test_documents as documents
 
-    root = stdlib_dir()
-    never = ("site-packages", "dist-packages", "__pycache__")
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root).parts
-        if any(p in never for p in parts):
-            continue
-        if not any(p in ("test", "tests") or p.startswith("test_") for p in parts):
-            continue
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if text.strip():
-            yield Doc("python_stdlib_tests", path.relative_to(root).as_posix(), text)
+    return documents()
 
 
 def confirm_windows(units: list[tuple[str, list[int]]], n_ctx: int) -> dict:
