@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--model", type=model_choice, default="gpt2",
                      help=f"one of {', '.join(MODEL_NAMES)}, or a checkpoint directory")
     rep.add_argument("--texts", type=positive_int, default=None,
-                     help="evaluation texts (default: 1000 from OpenWebText, 100 offline)")
+                     help="evaluation texts (default: 1000 with --source openwebtext, else 100)")
     rep.add_argument("--source", choices=["auto", "corpora", "openwebtext"], default="auto",
                      help="evaluation texts: offline corpora or OpenWebText (auto: the corpora "
                           "when found, else OpenWebText)")
@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "execute chapters on the planted model and store their outputs in "
                     "tests/notebooks/")
     regen.add_argument("chapters", nargs="*",
-                       help="chapter names (ch03_decomposition) or files inside book/ "
+                       help="chapter names (ch03_stability) or files inside book/ "
                             "(default: all chapters)")
 
     run = command("run-chapters", "execute chapters on a model (not compared), e.g. --model "
