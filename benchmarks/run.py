@@ -2,9 +2,9 @@
 
 Parts (benchmarks/README.md explains each):
 
-  contributions  contribution[j, t] for J neurons x 50257 tokens: neurons.contributions (one GEMM)
+  contributions  contribution[j, t] for J neurons x 50257 tokens: discovery.contributions (one GEMM)
                  against a per-neuron loop and against a plain GEMM of the same shape (GFLOP/s).
-  scoring        neurons.score_neurons (chunked GEMM, median/MAD, top-k over 50256 tokens)
+  scoring        discovery.score_neurons (chunked GEMM, median/MAD, top-k over 50256 tokens)
                  against the same statistics computed neuron by neuron.
   evaluation     true and approximate pre-activations of the discovered neurons, Pearson r and
                  FVU on N texts of 1024 tokens: evaluation.evaluate (layer 0 only, batched)
@@ -632,7 +632,7 @@ def contributions_md(part: dict) -> list[str]:
         "|---|---|---|---|",
     ]
     labels = {
-        "project": "project: `neurons.contributions` (one GEMM)",
+        "project": "project: `discovery.contributions` (one GEMM)",
         "loop": "straightforward: per-neuron loop (GEMV each)",
         "plain": "plain GEMM of the same shape (random matrices)",
     }
@@ -669,7 +669,7 @@ def scoring_md(part: dict) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for kind, label, n in [
-        ("project", "project: `neurons.score_neurons` (chunked GEMM)", work["neurons_project"]),
+        ("project", "project: `discovery.score_neurons` (chunked GEMM)", work["neurons_project"]),
         ("loop", "straightforward: neuron by neuron", work["neurons_loop"]),
     ]:
         if kind in part:
