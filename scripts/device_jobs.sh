@@ -243,15 +243,18 @@ step1_train() {
     pack1  # the weights come back even if the development summary does not finish
 }
 
-pack1() {
-    mkdir -p "$WORK/pack" && rm -rf "$WORK/pack/trained-seed1"
-    mkdir -p "$WORK/pack/trained-seed1"
-    local f
-    for f in ${SHIPPED_FILES//,/ }; do
-        [ -f "$RUN1/$f" ] && cp "$RUN1/$f" "$WORK/pack/trained-seed1/"
+# pack_run NAME RUN_DIR FILES: the comma-separated FILES of RUN_DIR that exist -> $OUT/NAME.tar.gz
+pack_run() {
+    local name=$1 run=$2 files=$3 f
+    rm -rf "$WORK/pack/$name" && mkdir -p "$WORK/pack/$name"
+    for f in ${files//,/ }; do
+        [ -f "$run/$f" ] && cp "$run/$f" "$WORK/pack/$name/"
     done
-    "$PY" scripts/device_steps.py pack "$OUT/trained-seed1.tar.gz" "$WORK/pack/trained-seed1" \
-        >>"$MAIN_LOG" 2>&1
+    "$PY" scripts/device_steps.py pack "$OUT/$name.tar.gz" "$WORK/pack/$name" >>"$MAIN_LOG" 2>&1
+}
+
+pack1() {
+    pack_run trained-seed1 "$RUN1" "$SHIPPED_FILES"
 }
 
 step1_development() {
@@ -305,13 +308,7 @@ step2() {
     else
         skip 2-summary A "step 2's training did not finish"
     fi
-    mkdir -p "$WORK/pack" && rm -rf "$WORK/pack/gpt2-layer0" && mkdir -p "$WORK/pack/gpt2-layer0"
-    local f
-    for f in ${STEP2_FILES//,/ }; do
-        [ -f "$RUN2/$f" ] && cp "$RUN2/$f" "$WORK/pack/gpt2-layer0/"
-    done
-    "$PY" scripts/device_steps.py pack "$OUT/gpt2-layer0.tar.gz" "$WORK/pack/gpt2-layer0" \
-        >>"$MAIN_LOG" 2>&1
+    pack_run gpt2-layer0 "$RUN2" "$STEP2_FILES"
 }
 
 # ---- step 3: chapters on the GPU against the stored CPU outputs; the main job ----------------------
