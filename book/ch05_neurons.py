@@ -242,8 +242,8 @@ print(f"carried into the analyses: {note} (MAX_NEURONS = {disc.MAX_NEURONS})")
 # median, the tokens behind its score) the role's texts use most often, relative to the texts of
 # other domains. Counting tokens in texts needs no model run, so this choice is made before any
 # activation is looked at. The texts: four windows of each domain of `data.DOMAINS`
-# (`data.domain_documents`: the offline corpora, or OpenWebText documents dense in the domain's
-# keywords when the corpora are absent; short documents are concatenated, separated by
+# (`data.domain_documents`, `data` being `context_neurons.text.corpora`: the offline corpora, or
+# OpenWebText documents dense in the domain's keywords when the corpora are absent; short documents are concatenated, separated by
 # `<|endoftext|>`, and the documents alternate between a domain's corpora), each as long as the
 # model's context.
 

@@ -180,8 +180,9 @@ print(wrapped("texts per corpus: " + ", ".join(f"{name} {n}" for name, n in corp
 
 # %% [markdown]
 # Each neuron of chapter 5 also has a domain. To see the approximation where the context part
-# matters, we evaluate the same neurons on 4 texts of each domain (`data.domain_documents`;
-# programming text is the Python standard library), the calibration documents left out, and
+# matters, we evaluate the same neurons on 4 texts of each domain
+# (`context_neurons.text.corpora.domain_documents`; programming text is the Python standard
+# library), the calibration documents left out, and
 # judge each neuron on the texts of its **own domain**. The own domain is chosen from the
 # weights, before any activation is looked at (chapter 5, section 5.4,
 # `casestudies.domain_from_weights`): the domain whose texts use the neuron's driving tokens

@@ -175,8 +175,8 @@ else:
 # ## 7.2 Prompts that activate a neuron
 #
 # Next we need text on which these neurons fire. We build a **prompt pool** from the domain
-# texts of `context_neurons.data.domain_documents`: the opening 64 tokens of up to 48 documents
-# of each domain (general prose, encyclopedic, British and American English, Bible, Spanish,
+# texts of `context_neurons.text.corpora.domain_documents`: the opening 64 tokens of up to 48
+# documents of each domain (general prose, encyclopedic, British and American English, Bible, Spanish,
 # medical, legal, astronomy, war, Pokémon, and Python code), alternating between a domain's
 # corpora, each window starting with `<|endoftext|>`. (Without the offline corpora, in Colab say,
 # each domain's documents are the OpenWebText documents densest in its keywords, and the labels
@@ -544,7 +544,7 @@ figure = plot_explanation_scores(
 # a miss. This is what an LLM explainer, like the paper's GPT-4, adds: it can generalise from
 # *"war words"* to words it was not shown.
 #
-# **The LLM explainer.** `context_neurons.explainers.LLMExplainer` sends the same active and
+# **The LLM explainer.** `context_neurons.lookups.explainers.LLMExplainer` sends the same active and
 # inactive prompts (as text) to an OpenAI-compatible chat-completions endpoint, then asks it to
 # label held-out prompts from the explanation alone. It uses only the standard library and is
 # enabled only by environment variables (section 7.7 lists them). Its explanation request shows

@@ -35,6 +35,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from context_neurons.checks import InputError, check_heads
 from context_neurons.evaluation import position_mask
 from context_neurons.hooks import run_until
+from context_neurons.taxonomy import PREVIOUS_TOKEN_MIN  # noqa: F401  (the protocols' name)
 from context_neurons.text.windows import pad_windows
 
 #: A neuron separates a domain when its one-vs-rest AUC is at least 0.5 + this (or at most 0.5 -).
@@ -295,8 +296,6 @@ def precision_recall_curve(
     return pd.DataFrame(rows).set_index("theta")
 
 
-#: A head is a previous-token head when its mean attention to position ``n - 1`` is at least this.
-PREVIOUS_TOKEN_MIN = 0.4
 
 
 @torch.no_grad()

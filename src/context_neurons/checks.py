@@ -99,8 +99,26 @@ def check_head(model, head: Any, layer: int = 0) -> int:
 
 
 def check_heads(model, heads: Any, layer: int = 0) -> list[int]:
-    """Head indices of ``layer`` (one index, several, or ``None`` for all); at least one."""
-    return _check_many(heads, model.cfg.n_heads, lambda h: check_head(model, h, layer), "head")
+    """Head indices of ``layer`` (one index, several, or ``None`` for all); at least one, each
+    once (a repeated head would be counted twice in every group and sum)."""
+    checked = _check_many(heads, model.cfg.n_heads, lambda h: check_head(model, h, layer), "head")
+    repeated = sorted({h for h in checked if checked.count(h) > 1})
+    if repeated:
+        raise InputError(f"Heads {repeated} are given more than once: give each head once.")
+    return checked
+
+
+#: The largest seed (NumPy's and torch's generators take 32-bit seeds).
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: Any, what: str = "seed") -> int:
+    """A seed: a whole number in ``0..MAX_SEED`` (a float, a negative number or one past 32 bits
+    would be cast or wrapped silently into another seed's weights)."""
+    value = as_index(seed, what)
+    if not 0 <= value <= MAX_SEED:
+        raise InputError(f"{what} must be in 0..{MAX_SEED}, got {value}.")
+    return value
 
 
 def check_neuron(model, neuron: Any, layer: int = 0) -> int:

@@ -18,7 +18,7 @@ from typing import Mapping
 
 import torch
 
-from context_neurons.checks import DataError
+from context_neurons.checks import DataError, InputError, check_seed
 
 
 @dataclass(frozen=True)
@@ -146,17 +146,26 @@ def model_name() -> str:
 
 
 def planted_seed() -> int:
-    """``$CONTEXT_NEURONS_SEED`` (default 0)."""
+    """``$CONTEXT_NEURONS_SEED`` (default 0): a whole number in ``0..MAX_SEED``, else an
+    :class:`InputError` naming the variable."""
     text = get(PLANTED_SEED) or "0"
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise ValueError(f"{PLANTED_SEED.name} must be a whole number, got {text!r}.") from None
+        raise InputError(f"{PLANTED_SEED.name} must be a whole number, got {text!r}.") from None
+    return check_seed(value, PLANTED_SEED.name)
 
 
 def threads() -> int:
-    """``$CONTEXT_NEURONS_THREADS`` (default 2)."""
-    return int(get(THREADS) or "2")
+    """``$CONTEXT_NEURONS_THREADS`` (default 2): a whole number of at least 1."""
+    text = get(THREADS) or "2"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"{THREADS.name} must be a whole number of at least 1, got {text!r}.")
+    return value
 
 
 def reduced_scale() -> bool:
@@ -257,7 +266,12 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """``None`` or ``"auto"``: CUDA when available, else CPU; ``"cuda"`` without a GPU errors."""
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise InputError(f"device must be 'cpu', 'cuda' or 'auto', got {device!r}.") from None
+    if device.type not in ("cpu", "cuda"):
+        raise InputError(f"device must be 'cpu', 'cuda' or 'auto', got {str(device)!r}.")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' was asked for but no CUDA GPU is available; use 'cpu'.")
     return device

@@ -45,6 +45,7 @@ of one topic share a direction, tokens of two topics fall into two clusters.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -106,10 +107,25 @@ def contributions(
     w = read_vectors(circuit, model, neurons)
     if token_ids is None:
         return (circuit.extended @ w).T
-    token_ids = torch.as_tensor(token_ids, device=circuit.extended.device)
+    token_ids = check_token_ids(token_ids, len(circuit.extended)).to(circuit.extended.device)
     if 2 * len(token_ids) < len(circuit.extended):
         return (circuit.extended[token_ids] @ w).T  # a few rows of e: cheap to copy
     return (circuit.extended @ w)[token_ids].T  # most of the vocabulary: never copy e
+
+
+def check_token_ids(token_ids, d_vocab: int) -> Int[Tensor, " n_tokens"]:
+    """``token_ids`` as a 1-d integer tensor of ids in ``0..d_vocab-1`` (a negative id would
+    silently read a token from the end of the vocabulary), else an :class:`InputError`."""
+    try:
+        ids = torch.as_tensor(token_ids)
+    except (TypeError, ValueError, RuntimeError):
+        raise InputError(f"token_ids must be integer token ids, got {token_ids!r}.") from None
+    if ids.is_floating_point() or ids.dtype == torch.bool or ids.dim() != 1:
+        raise InputError(f"token_ids must be a 1-d list of integer ids, got {token_ids!r}.")
+    if len(ids) and not (0 <= int(ids.min()) and int(ids.max()) < d_vocab):
+        raise InputError(f"token ids must be in 0..{d_vocab - 1}, got {int(ids.min())} to "
+                         f"{int(ids.max())}.")
+    return ids
 
 
 def scoring_vocabulary(model: Model, exclude=(None,)) -> Bool[Tensor, " d_vocab"]:
@@ -163,6 +179,8 @@ class NeuronScores:
 
     def found(self, theta: float | int = THETA) -> list[int]:
         """Neurons with ``top >= theta``, best first."""
+        if isinstance(theta, bool) or not math.isfinite(float(theta)):
+            raise InputError(f"theta must be a finite number, got {theta!r}.")
         idx = (self.top >= theta).nonzero().flatten()
         return idx[self.top[idx].argsort(descending=True)].tolist()
 
@@ -207,6 +225,8 @@ def score_neurons(
     """Score every neuron (module docstring): the contribution GEMM, chunked over neurons."""
     if not 1 <= k:
         raise InputError(f"k must be at least 1, got {k}.")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise InputError(f"chunk must be a whole number of at least 1, got {chunk!r}.")
     vocabulary = scoring_vocabulary(model) if vocabulary is None else vocabulary
     ids = vocabulary.nonzero().flatten()
     if len(ids) < 2 * k:
@@ -518,6 +538,8 @@ def theta_sweep(
     scores: NeuronScores, thetas=(3, 4, 5, 6, 8, 10, 15, 20, 30, 50), truth=None
 ) -> pd.DataFrame:
     """Number of neurons found against ``theta`` (with precision and recall when ``truth``)."""
+    if len(thetas) == 0:
+        raise InputError("thetas is empty: give at least one threshold.")
     rows = []
     for theta in thetas:
         found = scores.found(float(theta))

@@ -367,7 +367,9 @@ def head_table(factorisation: AttentionFactorisation, n: int | None = None) -> p
     Columns: ``n_eff`` of the positional pattern at destination ``n`` (default the last position),
     its ``kernel`` shape, the ``content sd`` (standard deviation of the content scores over the
     sources ``i < n``) and ``self z`` (the destination's own content score against them), medians
-    over the texts, the ``group`` the taxonomy gives these, and the ``median TV`` of the
+    over the texts, the ``group`` the taxonomy's kernel and content rules give these (its
+    previous-token rule reads the real pattern, not a factorisation, and is left out here), and
+    the ``median TV`` of the
     factorisation over the texts and the destinations from ``n / 4`` on.
     """
     length = factorisation.tokens.shape[1]

@@ -16,10 +16,17 @@ from the weights, not typed in:
   (how many standard deviations the destination token's own weight ``log c_n(t_n)`` stands above
   the weights of the other tokens, for several destination tokens).
 
+A third number reads the real attention pattern rather than its parts: the **previous-token
+share**, each head's mean attention ``A[n, n-1]`` to the token just before the destination on the
+calibration text (positions ``n >= PREVIOUS_SHARE_START``). A head whose positional kernel decays
+slowly can still attend mostly to the previous token when the previous token's *content* weight
+makes it local, and such a head carries local (bigram) information, not context.
+
 The groups then follow in order: **duplicate** heads prefer their own token by far (median
-self-preference ``>= DUPLICATE_MIN_Z``); **detokenization** heads have local kernels;
-**contextual** heads have slowly decaying kernels and weak content dependence (spread
-``<= CONTEXTUAL_MAX_CONTENT_SD``); everything else is **miscellaneous**. The thresholds are choices,
+self-preference ``>= DUPLICATE_MIN_Z``); **detokenization** heads have local kernels or a
+previous-token share ``>= PREVIOUS_TOKEN_MIN`` (a previous-token head is a detokenization head
+whatever its kernel: the fix registered with protocol v3, chapter 8); **contextual** heads have
+slowly decaying kernels and weak content dependence (spread ``<= CONTEXTUAL_MAX_CONTENT_SD``); everything else is **miscellaneous**. The thresholds are choices,
 named here so the chapter can state them. They were chosen on the planted model, whose heads sit far
 from most of them (:meth:`HeadTaxonomy.margins` and :meth:`HeadTaxonomy.closest_calls` print how
 far each head is from each threshold, so a run on GPT-2 shows how robust its classification is).
@@ -40,13 +47,17 @@ from context_neurons.checks import HEAD_GROUPS, OutOfRangeError, TokenError, che
 from context_neurons.checks import check_position, token_id
 from context_neurons.decomposition import (
     DEFAULT_DESTINATION,
+    causal_mask,
     content_log_weights,
     default_mean_keys,
     default_reference_tokens,
+    masked_softmax,
     mean_positional_keys,
     positional_pattern,
+    project_exact,
 )
-from context_neurons.models.weights import Model
+from context_neurons.models.weights import Model, as_weights
+from context_neurons.text.windows import calibration_tokens
 
 #: Destination position of Figure 2 on GPT-2 Small (about half its context of 1024).
 PAPER_POSITION = 500
@@ -65,6 +76,12 @@ UNIFORM_MIN_FRACTION = 0.5
 DUPLICATE_MIN_Z = 4.0
 #: A slowly decaying head is contextual when the spread of ``log c`` is below this (in nats).
 CONTEXTUAL_MAX_CONTENT_SD = 1.5
+#: A head whose mean attention to the previous token is at least this is a previous-token head,
+#: and so a detokenization head whatever its kernel (the value fixed since protocol v1).
+PREVIOUS_TOKEN_MIN = 0.4
+#: The previous-token share averages over destinations ``n >= PREVIOUS_SHARE_START`` (the first
+#: positions, with few keys to choose from, left out).
+PREVIOUS_SHARE_START = 32
 
 GROUPS = HEAD_GROUPS  # the group names, defined with the input checks (both layers use them)
 
@@ -102,6 +119,8 @@ def destinations_for(model: Model, candidates=DESTINATIONS) -> tuple[str, ...]:
             f"{MIN_DESTINATIONS} in all: pass destinations=... of single tokens."
         )
     return tuple(kept)
+
+
 SHAPES = ("slowly decaying", "local", "uniform")
 
 
@@ -119,6 +138,14 @@ def threshold_rules(n: int) -> pd.DataFrame:
             "tokens",
             "a length in tokens of language (about one long sentence), not a fraction of the "
             "model's context: a previous-token or local head is local in any model",
+        ),
+        (
+            "previous-token head",
+            f"prev. share >= {PREVIOUS_TOKEN_MIN:g}",
+            "share of attention",
+            "a share of the head's real attention on the calibration text, so it means 'mostly "
+            "the token before' in any model: such a head is a detokenization head whatever its "
+            "kernel",
         ),
         (
             "uniform kernel",
@@ -286,6 +313,39 @@ def content_statistics(
     return torch.stack(spreads), torch.stack(self_z)
 
 
+@torch.no_grad()
+def previous_token_share(
+    model: Model,
+    tokens: Int[Tensor, " pos"] | None = None,
+    heads: Sequence[int] | None = None,
+    start: int = PREVIOUS_SHARE_START,
+) -> Float[Tensor, " selected_head"]:
+    """Each head's mean attention to the previous token, ``A[n, n-1]`` over
+    ``start <= n < len(tokens)``: the exact layer-0 pattern, ``pos_n(i) c_n(t_i) / D_n`` at the
+    text's own tokens (equal to ``blocks.0.attn.hook_pattern``).
+
+    Args:
+        model: a GPT-2-architecture model or its ModelWeights.
+        tokens: one sequence, BOS first (default: the calibration text cut to ``n_ctx``).
+        heads: heads to measure (default all).
+        start: the first destination averaged over; a sequence no longer than ``start`` is
+            averaged from position 1 (models with a context of 32 tokens or less).
+    """
+    weights = as_weights(model)
+    if tokens is None:
+        tokens = calibration_tokens(weights.tokenizer, n_ctx=weights.cfg.n_ctx)
+    tokens = tokens.to(weights.cfg.device)
+    heads = check_heads(model, heads)
+    if len(tokens) < 2:
+        raise OutOfRangeError("The previous-token share needs a sequence of at least 2 tokens.")
+    q = project_exact(model, "Q", tokens)[:, heads]  # [pos, head, d_head]
+    k = project_exact(model, "K", tokens)[:, heads]
+    scores = torch.einsum("qhe,khe->hqk", q, k) / weights.cfg.d_head**0.5
+    pattern = masked_softmax(scores, causal_mask(len(tokens), tokens.device))
+    n = torch.arange(start if start < len(tokens) else 1, len(tokens), device=tokens.device)
+    return pattern[:, n, n - 1].double().mean(-1).float().cpu()
+
+
 # ----------------------------------------------------------------------------------------------
 # The taxonomy
 # ----------------------------------------------------------------------------------------------
@@ -304,6 +364,8 @@ class HeadTaxonomy:
     self_z: Float[Tensor, "dest selected_head"]
     shapes: dict[int, str] = field(default_factory=dict)
     groups: dict[str, list[int]] = field(default_factory=dict)
+    previous_share: Float[Tensor, " selected_head"] | None = None  # on the calibration text
+    previous_token_rule: bool = True  # whether the share was used (False: v1/v2's rules)
 
     def column(self, head: int) -> int:
         """The column of ``head`` in the tensors of this taxonomy.
@@ -339,6 +401,8 @@ class HeadTaxonomy:
                     "kernel": self.shapes[head],
                     "content sd": float(self.content_sd[:, k].median()),
                     "self z": float(self.self_z[:, k].median()),
+                    "prev. share": (math.nan if self.previous_share is None
+                                    else float(self.previous_share[k])),
                     "group": self.group_of(head),
                 }
             )
@@ -350,8 +414,9 @@ class HeadTaxonomy:
         Columns: the nearest width threshold (``local`` at :data:`LOCAL_MAX_N_EFF` or ``uniform``
         at ``UNIFORM_MIN_FRACTION * (n + 1)``) and the factor ``n_eff / threshold``; the
         self-preference minus :data:`DUPLICATE_MIN_Z` (standard deviations); the content spread
-        over :data:`CONTEXTUAL_MAX_CONTENT_SD` (a factor). A factor near 1 or a difference near 0
-        is a close call.
+        over :data:`CONTEXTUAL_MAX_CONTENT_SD` (a factor); the previous-token share over
+        :data:`PREVIOUS_TOKEN_MIN` (a factor). A factor near 1 or a difference near 0 is a close
+        call.
         """
         thresholds = width_thresholds(self.n + 1)
         table, rows = self.table(), []
@@ -365,6 +430,7 @@ class HeadTaxonomy:
                     "n_eff / threshold": row["n_eff"] / thresholds[name],
                     "self z - duplicate min": row["self z"] - DUPLICATE_MIN_Z,
                     "content sd / contextual max": row["content sd"] / CONTEXTUAL_MAX_CONTENT_SD,
+                    "prev. share / 0.4": row["prev. share"] / PREVIOUS_TOKEN_MIN,
                 }
             )
         return pd.DataFrame(rows).set_index("head")
@@ -373,8 +439,9 @@ class HeadTaxonomy:
         """For each rule, the head nearest its threshold among the heads whose label it sets.
 
         The width rule sets every head's kernel shape, and the group of every head that is not a
-        duplicate head; the duplicate rule sets every head's group; the content rule only that of
-        slowly decaying heads that are not duplicate heads. Distances: ``|log(n_eff /
+        duplicate head; the duplicate rule sets every head's group; the previous-token rule that
+        of the heads that are neither duplicate nor local; the content rule only that of slowly
+        decaying heads that are not duplicate heads. Distances: ``|log(n_eff /
         threshold)|``, ``|self z - threshold|`` and ``|log(content sd / threshold)|``.
 
         Returns:
@@ -385,6 +452,7 @@ class HeadTaxonomy:
         every = pd.Series(True, index=margins.index)
         not_duplicate = margins["group"] != "duplicate"
         slow = pd.Series({h: self.shapes[h] == "slowly decaying" for h in margins.index})
+        local = pd.Series({h: self.shapes[h] == "local" for h in margins.index})
         width = margins["n_eff / threshold"].map(math.log).abs()
         rules = [
             ("kernel width -> shape", width, every, "n_eff / threshold"),
@@ -394,6 +462,13 @@ class HeadTaxonomy:
                 margins["self z - duplicate min"].abs(),
                 every,
                 "self z - duplicate min",
+            ),
+            (
+                "prev. share -> detokenization",
+                margins["prev. share / 0.4"].map(math.log).abs(),
+                not_duplicate & ~local & (margins["prev. share / 0.4"] > 0)
+                & self.previous_token_rule,
+                "prev. share / 0.4",
             ),
             (
                 "content sd -> contextual",
@@ -453,11 +528,13 @@ class HeadTaxonomy:
         )
 
 
-def assign_group(shape: str, content_sd: float, self_z: float) -> str:
-    """A head's group from its kernel shape, content spread and self-preference."""
+def assign_group(shape: str, content_sd: float, self_z: float,
+                 previous_share: float = 0.0) -> str:
+    """A head's group from its kernel shape, content spread, self-preference and previous-token
+    share (0 leaves the previous-token rule out: v1 and v2's taxonomy, chapter 9's schemes)."""
     if self_z >= DUPLICATE_MIN_Z:
         return "duplicate"
-    if shape == "local":
+    if shape == "local" or previous_share >= PREVIOUS_TOKEN_MIN:
         return "detokenization"
     if shape == "slowly decaying" and content_sd <= CONTEXTUAL_MAX_CONTENT_SD:
         return "contextual"
@@ -471,6 +548,7 @@ def classify_heads(
     destinations: tuple[str | int, ...] | None = None,
     heads: Sequence[int] | None = None,
     reference_tokens: Int[Tensor, " n_ref"] | None = None,
+    previous_token_rule: bool = True,
 ) -> HeadTaxonomy:
     """Classify layer-0 heads into kernel shapes and groups (``book/notation.md``, section 3).
 
@@ -487,6 +565,9 @@ def classify_heads(
         heads: heads to classify (default all).
         reference_tokens: token distribution for ``M`` and the content statistics (default: the
             calibration text's tokens).
+        previous_token_rule: put a head whose previous-token share on the calibration text is
+            ``>= PREVIOUS_TOKEN_MIN`` among the detokenization heads (False: the rules as protocols
+            v1 and v2 registered them, without it; the share is measured either way).
 
     Returns:
         A :class:`HeadTaxonomy`.
@@ -503,14 +584,17 @@ def classify_heads(
     spread, self_z = content_statistics(model, n, destinations, reference_tokens, heads)
     spread, self_z = spread.cpu(), self_z.cpu()
     shapes = {h: classify_kernel(float(n_eff[0, k]), n + 1) for k, h in enumerate(heads)}
+    previous = previous_token_share(model, heads=heads)
     groups: dict[str, list[int]] = {g: [] for g in GROUPS}
     for k, head in enumerate(heads):
         group = assign_group(
-            shapes[head], float(spread[:, k].median()), float(self_z[:, k].median())
+            shapes[head], float(spread[:, k].median()), float(self_z[:, k].median()),
+            float(previous[k]) if previous_token_rule else 0.0,
         )
         groups[group].append(head)
     names = [d if isinstance(d, str) else model.tokenizer.decode([d]) for d in destinations]
-    return HeadTaxonomy(n, heads, names, patterns, n_eff, spread, self_z, shapes, groups)
+    return HeadTaxonomy(n, heads, names, patterns, n_eff, spread, self_z, shapes, groups,
+                        previous, previous_token_rule)
 
 
 def compare_groups(computed: dict[str, list[int]], expected: dict[str, list[int]]) -> pd.DataFrame:

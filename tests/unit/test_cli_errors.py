@@ -375,6 +375,17 @@ def test_resume_continues_from_the_last_periodic_state(corpora, full_run, tmp_pa
     assert _digest(out / "model.safetensors") == _digest(full_run / "model.safetensors")
 
 
+@pytest.mark.parametrize("make", [False, True])
+def test_resume_refuses_a_directory_without_a_run(corpora, tmp_path, capsys, make):
+    """--resume where no run was ever started used to start a new (hour-long) run silently."""
+    out = tmp_path / "nothing"
+    if make:
+        out.mkdir()
+    assert main(_train_argv(corpora, out, "--resume")) == 2
+    _one_line_error(capsys.readouterr(), "no run to resume", "Drop --resume")
+    assert not out.exists() or not any(out.iterdir())
+
+
 def test_resume_refuses_other_options(corpora, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(_train_argv(corpora, out, "--stop-after-steps", "4")) == 0

@@ -94,24 +94,45 @@ def test_verdict_rows_summarise_scores_controls_and_the_secondary_set():
     assert list(_scores({"primary": {"scores": {"frequency_aware": entry}}})) == ["frequency_aware"]
 
 
-def test_table_prints_the_verdicts_of_both_protocols():
-    """Under the main job's table, each protocol the run evaluated gives its verdicts in words."""
+def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
+    """Under the main job's table, each protocol the run evaluated gives its verdicts in words,
+    under a line saying which protocol it is and whether it is the one to believe (v3 first)."""
     from context_neurons.reproduce.table import Row, format_table
 
     entry = {"verdict": "positive", "auc": 0.9, "auc_ci95": [0.8, 0.95], "spearman": 0.5,
              "spearman_ci95": [0.4, 0.6], "precision": 0.6, "n_truth": 10, "base_rate": 0.2}
     evaluation = {"primary": {"scores": {"frequency_aware": entry,
                                          "top": {**entry, "verdict": "inconclusive"}}}}
+    primary = {"score": "frequency_aware", "score_auc": 0.9, "score_auc_ci95": [0.8, 0.95],
+               "delta": 0.01, "delta_ci95": [-0.02, 0.03], "best_baseline": "bag_of_tokens",
+               "verdict": "no difference shown", "equivalent_within_margin": True}
+    v3 = {"trained-seed0": {"context_set": {"heads": [1, 6]}, "stopped": None,
+                            "truth": {"sentence": "40 context neurons"}, "primary": primary,
+                            "secondary": {"frequency_aware": entry}},
+          "trained-seed1": "pending: not trained"}
     results = {"_rows": [Row("x", 1.0, "a row")], "planted": False, "model": "trained",
                "seconds": 1.0, "discovery_evaluation": evaluation,
-               "discovery_evaluation_v2": {"stopped": "no contextual head"}}
+               "discovery_evaluation_v2": {"stopped": "no contextual head"},
+               "discovery_evaluation_v3": v3}
     lines = format_table(results).splitlines()
-    verdicts = [line for line in lines if line.startswith("verdict")]
-    assert verdicts[0].startswith("verdict, protocol v1: frequency-aware score (primary): POSITIVE")
-    assert "AUC 0.90 [0.80, 0.95]" in verdicts[0]
-    assert verdicts[1].startswith("verdict, protocol v1: the paper's top[j]: INCONCLUSIVE")
-    assert verdicts[2] == "verdict, protocol v2: not testable: no contextual head"
-    assert len(verdicts) == 3
+    start = next(k for k, line in enumerate(lines) if line.startswith("verdict"))
+    verdicts = lines[start:]
+    assert verdicts[0].startswith("verdict, protocol v3 (confirmatory")
+    assert verdicts[1] == "  trained-seed0: context set [1, 6]; 40 context neurons"
+    assert verdicts[2].startswith("  trained-seed0: PRIMARY: NO DIFFERENCE SHOWN (equivalent "
+                                  "within 0.05): AUC(frequency-aware) minus the best baseline's "
+                                  "AUC = 0.010 [-0.020, 0.030] (best baseline: bag of tokens")
+    assert verdicts[3].startswith("  trained-seed0: secondary, frequency-aware: POSITIVE (AUC "
+                                  "0.900 [0.800, 0.950]")
+    assert verdicts[4] == "  trained-seed1: pending: not trained"
+    assert verdicts[5].startswith("verdict, protocol v2 (registered after v1's verdicts")
+    assert verdicts[6] == "  not testable: no contextual head"
+    assert verdicts[7].startswith("verdict, protocol v1 (registered before any verdict; "
+                                  "superseded by v3)")
+    assert verdicts[8].startswith("  frequency-aware score (primary): POSITIVE")
+    assert "AUC 0.90 [0.80, 0.95]" in verdicts[8]
+    assert verdicts[9].startswith("  the paper's top[j]: INCONCLUSIVE")
+    assert len(verdicts) == 10
 
 
 def test_table_shows_per_head_values_sweeps_and_records_as_tables_of_their_own():

@@ -223,6 +223,59 @@ def test_single_tokens_and_the_rules_table(planted):
     kept = tx.single_tokens(planted.model, [" the", " xqzzyv", " war"])
     assert kept == [" the", " war"]
     rules = tx.threshold_rules(500)
-    assert list(rules.index) == ["local kernel", "uniform kernel", "duplicate head", "contextual head"]
+    assert list(rules.index) == ["local kernel", "previous-token head", "uniform kernel",
+                                 "duplicate head", "contextual head"]
     assert "250.5" in rules.loc["uniform kernel", "threshold"]
     assert rules["why it transfers"].str.len().min() > 40
+
+
+def test_a_previous_token_head_is_a_detokenization_head_whatever_its_kernel():
+    share = tx.PREVIOUS_TOKEN_MIN
+    assert tx.assign_group("slowly decaying", 0.3, 0.0, share) == "detokenization"
+    assert tx.assign_group("uniform", 0.3, 0.0, share) == "detokenization"
+    assert tx.assign_group("slowly decaying", 0.3, 0.0, share - 1e-6) == "contextual"
+    # the duplicate test still comes first
+    assert tx.assign_group("slowly decaying", 0.3, tx.DUPLICATE_MIN_Z, 0.9) == "duplicate"
+
+
+def test_previous_token_share_is_the_hooked_pattern(planted):
+    """The share from the weights equals the mean of blocks.0.attn.hook_pattern[n, n-1]."""
+    import torch
+
+    from context_neurons.hooks import run_until
+    from context_neurons.text.windows import calibration_tokens
+
+    model = planted.model
+    tokens = calibration_tokens(model.tokenizer, n_ctx=model.cfg.n_ctx)
+    name = "blocks.0.attn.hook_pattern"
+    pattern = run_until(model, tokens[None], name)[name][0]  # [head, query, key]
+    n = torch.arange(tx.PREVIOUS_SHARE_START, len(tokens))
+    expected = pattern[:, n, n - 1].double().mean(-1)
+    share = tx.previous_token_share(model, tokens)
+    torch.testing.assert_close(share.double(), expected.cpu(), atol=1e-5, rtol=0)
+    taxonomy = tx.classify_heads(model)
+    torch.testing.assert_close(taxonomy.previous_share, share)
+    # the planted previous-token heads are local and above the share threshold; no other head is
+    high = {h for h in taxonomy.heads if float(share[h]) >= tx.PREVIOUS_TOKEN_MIN}
+    assert high and high <= set(taxonomy.groups["detokenization"])
+
+
+def test_the_previous_token_rule_moves_a_slowly_decaying_head(planted, monkeypatch):
+    """With a head's share forced above the threshold, the rule moves it out of the contextual
+    group; without the rule (v1 and v2's taxonomy) it stays."""
+    import torch
+
+    model = planted.model
+    before = tx.classify_heads(model)
+    head = before.groups["contextual"][0]
+    forced = before.previous_share.clone()
+    forced[head] = 0.9
+    monkeypatch.setattr(tx, "previous_token_share", lambda *args, **kwargs: forced)
+    after = tx.classify_heads(model)
+    assert head in after.groups["detokenization"] and head not in after.groups["contextual"]
+    unchanged = tx.classify_heads(model, previous_token_rule=False)
+    assert unchanged.groups == before.groups
+    assert torch.equal(unchanged.previous_share, forced)
+    calls = after.closest_calls()
+    assert calls.loc["prev. share -> detokenization", "heads it decides"] > 0
+    assert after.margins().loc[head, "prev. share / 0.4"] > 1

@@ -452,3 +452,51 @@ def test_tf_idf_features_follow_the_registered_recipe():
     assert x.shape == expected.shape
     np.testing.assert_allclose(x @ x.T, expected @ expected.T, atol=1e-10)  # up to signs
     assert re.search("k = 8", PROTOCOL["exploratory_label_free"]["clustering"])
+
+
+# ----------------------------------------------------------------------------------------------
+# The main job's rows and the report's sentences
+# ----------------------------------------------------------------------------------------------
+
+
+def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
+    """Online (no corpora), protocol v3's rows are there, NaN, with the reason: never left out."""
+    import math
+
+    from context_neurons.models import load_model
+    from context_neurons.reproduce.verdict_rows_v3 import KEYS, v3_rows
+
+    monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
+    rows = v3_rows(load_model("trained"))
+    assert [r.key for r in rows] == list(KEYS)
+    assert all(math.isnan(r.value) and r.label.startswith("not computed: Protocol v3 reads")
+               for r in rows)
+
+
+def test_baseline_records_and_sentences_print_every_baseline_and_model():
+    from context_neurons.verdict.v3_report import baseline_records, verdict_sentences_v3
+
+    baseline = {"name": "top", "auc": 0.43, "auc_ci95": [0.39, 0.49], "difference": 0.49,
+                "difference_ci95": [0.42, 0.54], "best_in_resamples": 0, "best_at_point": False}
+    primary = {"score": "frequency_aware", "score_auc": 0.92, "score_auc_ci95": [0.89, 0.94],
+               "delta": 0.49, "delta_ci95": [0.42, 0.54], "best_baseline": "top",
+               "baselines": {"top": baseline}, "n_resamples": 2000,
+               "verdict": "adds something", "equivalent_within_margin": False}
+    records = baseline_records(primary)
+    assert records == {
+        "frequency_aware": {"AUC": "0.920 [0.890, 0.940]", "score minus it": "-",
+                            "best in resamples": "-"},
+        "top": {"AUC": "0.430 [0.390, 0.490]", "score minus it": "0.490 [0.420, 0.540]",
+                "best in resamples": "0 of 2000"}}
+    seed1 = {"context_set": {"heads": [2]}, "stopped": None, "replicates": False,
+             "truth": {"sentence": "35 context neurons"},
+             "primary": {**primary, "verdict": "no difference shown"}, "secondary": {}}
+    lines = verdict_sentences_v3({
+        "trained-seed0": {"context_set": {"heads": []},
+                          "stopped": "not testable: no non-local contextual head"},
+        "trained-seed1": seed1, "gpt2-layer0-shape": "pending: not trained"})
+    assert lines[0] == ("trained-seed0: context set []: not testable: no non-local contextual "
+                        "head")
+    assert lines[2].startswith("trained-seed1: PRIMARY: NO DIFFERENCE SHOWN: ")
+    assert lines[2].endswith("(does not replicate seed 0)")
+    assert lines[3] == "gpt2-layer0-shape: pending: not trained"

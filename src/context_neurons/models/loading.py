@@ -50,7 +50,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from context_neurons import config
-from context_neurons.checks import InputError, ModelLoadError
+from context_neurons.checks import InputError, ModelLoadError, check_seed
 from context_neurons.models.planted import PlantedTruth, build_planted_gpt2
 
 #: The GPT-2 family on the Hugging Face hub, with the names the banner uses.
@@ -439,7 +439,7 @@ def load_model(
     name = resolve_model_name(name)
     if variant != "standard" and name != "planted":
         raise InputError(f"Variant {variant!r} exists only for the planted model, not {name!r}.")
-    seed = config.planted_seed() if seed is None else int(seed)
+    seed = config.planted_seed() if seed is None else check_seed(seed)
     return _load_model_cached(
         name,
         str(weights) if weights else None,

@@ -35,6 +35,7 @@ from context_neurons.models.planted import PlantedTruth
 from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
 from context_neurons.reproduce.table import SKIPPED_PREFIXES, Row
 from context_neurons.reproduce.verdict_rows import verdict_rows
+from context_neurons.reproduce.verdict_rows_v3 import v3_rows
 from context_neurons.stability import bootstrap_standard_error, coefficient_of_variation
 from context_neurons.stability import denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy, classify_heads
@@ -351,7 +352,8 @@ def reproduce(
         rows += discovery_rows(scores, circuit, theta, truth)
         if loaded.directory is not None:
             rows += activation_rows(loaded, scores, theta, heads, progress)
-            rows += verdict_rows(loaded)
+            rows += verdict_rows(loaded, progress=progress)
+            rows += v3_rows(loaded, progress)
         rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta), progress)
     else:
         rows.append(Row("neurons_found", 0, "no contextual head: there is no contextual circuit, "

@@ -14,6 +14,7 @@ from typing import Any
 from context_neurons.printing import fixed
 from context_neurons.reproduce.paper import PAPER
 from context_neurons.verdict import verdict_sentences
+from context_neurons.verdict.v3_report import verdict_sentences_v3
 
 
 @dataclass
@@ -116,6 +117,17 @@ def _record_table(items: list[tuple[str, dict]], index: str) -> list[str]:
     return _markdown([index, *fields], body)
 
 
+#: The protocols whose verdicts the table prints in words: the JSON key, the protocol's status
+#: (registered when, and whether it is the one to believe) and its sentences.
+PROTOCOLS = (
+    ("discovery_evaluation_v3", "v3 (confirmatory: registered before any of its numbers, on "
+     "documents no earlier evaluation read)", verdict_sentences_v3),
+    ("discovery_evaluation_v2", "v2 (registered after v1's verdicts were seen; superseded by v3)",
+     verdict_sentences),
+    ("discovery_evaluation", "v1 (registered before any verdict; superseded by v3)",
+     verdict_sentences),
+)
+
 #: Labels of rows that were not computed: printed as notes under the table.
 SKIPPED_PREFIXES = ("not computed", "no contextual head")
 
@@ -157,11 +169,11 @@ def format_table(results: dict[str, Any]) -> str:
     # What was not computed, and why, under the table (the JSON's labels hold it too).
     out += [""] + [f"note: {r.key}: {r.label}" for r in rows
                    if r.label.startswith(SKIPPED_PREFIXES)]
-    # The pre-registered verdicts in words (chapter 8), of each protocol the run evaluated.
-    for key, protocol in (("discovery_evaluation", "v1"), ("discovery_evaluation_v2", "v2")):
+    # The verdicts in words (chapter 8) of each protocol the run evaluated, each with its status.
+    for key, protocol, sentences in PROTOCOLS:
         evaluation = results.get(key)
         if isinstance(evaluation, dict):
-            out += [f"verdict, protocol {protocol}: {s}" for s in verdict_sentences(evaluation)]
+            out += [f"verdict, protocol {protocol}:"] + [f"  {s}" for s in sentences(evaluation)]
     return "\n".join(out).rstrip("\n")
 
 

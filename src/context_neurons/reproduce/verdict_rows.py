@@ -40,7 +40,8 @@ def _scores(result: dict) -> dict:
     return scores
 
 
-def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None) -> list[Row]:
+def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None,
+                 progress: bool = False) -> list[Row]:
     """Run the protocol on the loaded trained model and return its rows."""
     protocol = load_protocol()
     model = loaded.model
@@ -52,7 +53,8 @@ def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None) -> list[Ro
     start = protocol["data"]["window_mean_start"]
     previous, previous_heads = previous_token_heads(model, data, start)
     cache: dict = {}  # the forward passes both protocols share
-    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache)
+    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache,
+                      progress=progress)
     primary_name = protocol["scores"]["primary"]
     rows = [
         Row("previous_token_heads", previous_heads,
@@ -80,13 +82,15 @@ def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None) -> list[Ro
             "anti-ranking, inconclusive or not testable)"),
         Row("discovery_evaluation", result, "the protocol's whole result"),
     ]
-    return rows + _v2_rows(model, record, data, n_resamples, cache)
+    return rows + _v2_rows(model, record, data, n_resamples, cache, progress)
 
 
-def _v2_rows(model, record: dict, data: dict, n_resamples: int | None, cache: dict) -> list[Row]:
+def _v2_rows(model, record: dict, data: dict, n_resamples: int | None, cache: dict,
+             progress: bool = False) -> list[Row]:
     """Protocol v2 (registered after v1's verdicts; chapter 8), on the same forward passes."""
     protocol = load_protocol("v2")
-    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache)
+    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache,
+                      progress=progress)
     if "primary" not in result:
         return [Row("discovery_verdict_v2", "not testable", result.get("stopped", ""))]
     primary = result["primary"]

@@ -271,6 +271,10 @@ def prepare_output(out: Path, resume: bool, overwrite: bool) -> dict | None:
         raise InputError(f"--out {out} is a file, not a directory: choose another path.")
     existing = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     state = None
+    if resume and not existing:
+        raise InputError(
+            f"--out {out} {'is empty' if out.is_dir() else 'does not exist'}: there is no run to "
+            "resume. Drop --resume to start a new run there (it takes as long as the whole run).")
     if resume and (out / RESUME_FILE).is_file():
         state = read_resume_state(out / RESUME_FILE)
     elif resume and existing and not (out / RUNNING_FILE).is_file():
@@ -283,6 +287,9 @@ def prepare_output(out: Path, resume: bool, overwrite: bool) -> dict | None:
         raise InputError(
             f"--out {out} is not empty ({shown}): pass --resume to continue the interrupted run "
             "in it, --overwrite to replace the run it holds, or choose another directory.")
+    if state is None and existing and resume:
+        print(f"note: {out} holds an interrupted run that saved no state yet: it starts over.",
+              file=sys.stderr)
     if state is None and existing:  # overwrite, or a resume with nothing saved yet: start over
         for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)

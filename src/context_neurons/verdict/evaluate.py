@@ -68,7 +68,7 @@ def head_sets(model: TransformerBridge, protocol: dict | None = None,
     Returns:
         ``(sets, stability)``; ``stability`` is empty unless the rule applies.
     """
-    taxonomy = classify_heads(model)
+    taxonomy = classify_heads(model, previous_token_rule=False)  # the rules v1 and v2 registered
     contextual = list(taxonomy.groups["contextual"])
     sets = {
         "primary": contextual,

@@ -6,7 +6,10 @@ detokenization head whatever its kernel) and (b) its previous-token attention on
 is below 0.4 too. The fix's new order (duplicate, detokenization, contextual, miscellaneous)
 changes only heads the unchanged taxonomy calls contextual, so (a) is the taxonomy's contextual
 heads whose calibration-text share is below 0.4 (:func:`fixed_group` keeps the whole order).
-The taxonomy module itself is unchanged (protocol: "implemented_by_this_file": false).
+The rule itself lives in :mod:`context_neurons.taxonomy` (``assign_group``, chapter 2), which
+applies it by default since protocol v3; the column ``group`` here is the taxonomy without it
+(``previous_token_rule=False``), as v1 and v2 computed it. The calibration-text share is read
+from the hook ``blocks.0.attn.hook_pattern``, as the protocol registers it.
 
 The non-local set (a sensitivity, no verdict) is every head whose kernel is not local and whose
 previous-token share is below 0.4 on both measures.
@@ -21,27 +24,16 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, previous_token_attention
-from context_neurons.taxonomy import (
-    CONTEXTUAL_MAX_CONTENT_SD,
-    DUPLICATE_MIN_Z,
-    HeadTaxonomy,
-    classify_heads,
-)
+from context_neurons.taxonomy import HeadTaxonomy, assign_group, classify_heads
 from context_neurons.text.windows import calibration_tokens
 
 
-def fixed_group(shape: str, content_sd: float, self_z: float, previous_share: float,
-                threshold: float = PREVIOUS_TOKEN_MIN) -> str:
-    """A head's group in v3's order: duplicate (self z >= 4), detokenization (local kernel or
-    previous-token share >= 0.4), contextual (slowly decaying, content sd <= 1.5 nats),
-    miscellaneous."""
-    if self_z >= DUPLICATE_MIN_Z:
-        return "duplicate"
-    if shape == "local" or previous_share >= threshold:
-        return "detokenization"
-    if shape == "slowly decaying" and content_sd <= CONTEXTUAL_MAX_CONTENT_SD:
-        return "contextual"
-    return "miscellaneous"
+def fixed_group(shape: str, content_sd: float, self_z: float, previous_share: float) -> str:
+    """A head's group in v3's order, which is chapter 2's taxonomy with the previous-token rule
+    (:func:`context_neurons.taxonomy.assign_group`): duplicate (self z >= 4), detokenization
+    (local kernel or previous-token share >= 0.4), contextual (slowly decaying, content sd <= 1.5
+    nats), miscellaneous."""
+    return assign_group(shape, content_sd, self_z, previous_share)
 
 
 def calibration_previous_share(model: TransformerBridge, start: int,
@@ -112,7 +104,7 @@ def build_context_set(taxonomy: HeadTaxonomy, share_calibration: Float[Tensor, "
         row = table.loc[head]
         calibration, cal = float(share_calibration[head]), float(share_cal[head])
         fixed = fixed_group(row["kernel"], float(row["content sd"]), float(row["self z"]),
-                            calibration, threshold)
+                            calibration)
         measures.append(HeadMeasures(
             head=int(head), group=str(row["group"]), fixed_group=fixed, kernel=str(row["kernel"]),
             kernel_n_eff=float(row["n_eff"]), content_sd=float(row["content sd"]),
@@ -133,7 +125,8 @@ def context_set(model: TransformerBridge, cal_windows: list[Int[Tensor, " _pos"]
                 start: int) -> ContextSet:
     """The model's v3 context set: the taxonomy (as v2 computes it), the previous-token share on
     the calibration text and on the CAL windows (positions ``>= start``)."""
-    return build_context_set(classify_heads(model), calibration_previous_share(model, start),
+    unchanged = classify_heads(model, previous_token_rule=False)  # "group": as v2 computed it
+    return build_context_set(unchanged, calibration_previous_share(model, start),
                              previous_token_attention(model, cal_windows, start))
 
 

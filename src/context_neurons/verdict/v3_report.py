@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from context_neurons.models.loading import TRAINED_DIR
+from context_neurons.printing import fixed
 from context_neurons.training.heldout import read_record
 
 #: The registered seeds (protocol ``bootstrap`` and ``controls``; tests check them against the
@@ -133,6 +134,67 @@ def report_lines(name: str, result: dict | str) -> list[str]:
     return lines
 
 
+def _number(value: float | None, decimals: int) -> str:
+    return "undefined" if value is None else fixed(value, decimals)
+
+
+def interval_text(value: float | None, interval: list, decimals: int = 3) -> str:
+    """``0.924 [0.891, 0.940]``: a value and its 95% interval at fixed decimals."""
+    low, high = interval
+    return (f"{_number(value, decimals)} [{_number(low, decimals)}, "
+            f"{_number(high, decimals)}]")
+
+
+def primary_words(primary: dict, decimals: int = 3) -> str:
+    """The primary comparison's verdict and its statistic in one sentence."""
+    label = primary["verdict"].upper() if primary.get("verdict") else "no verdict (sensitivity)"
+    if primary.get("equivalent_within_margin"):
+        label += " (equivalent within 0.05)"
+    name = primary["score"].replace("_", "-")
+    return (f"{label}: AUC({name}) minus the best baseline's AUC = "
+            f"{interval_text(primary['delta'], primary['delta_ci95'], decimals)} (best baseline: "
+            f"{primary['best_baseline'].replace('_', ' ')}; AUC({name}) = "
+            f"{interval_text(primary['score_auc'], primary['score_auc_ci95'], decimals)})")
+
+
+def baseline_records(primary: dict, decimals: int = 3) -> dict[str, dict[str, str]]:
+    """The score and each baseline against the truth: AUC, and the score's AUC minus it, each
+    with its paired 95% interval (a table's rows, one per score)."""
+    rows = {primary["score"]: {
+        "AUC": interval_text(primary["score_auc"], primary["score_auc_ci95"], decimals),
+        "score minus it": "-", "best in resamples": "-"}}
+    for name, b in primary["baselines"].items():
+        rows[name] = {"AUC": interval_text(b["auc"], b["auc_ci95"], decimals),
+                      "score minus it": interval_text(b["difference"], b["difference_ci95"],
+                                                      decimals),
+                      "best in resamples": f"{b['best_in_resamples']} of "
+                                           f"{primary['n_resamples']}"}
+    return rows
+
+
+def verdict_sentences_v3(models: dict[str, dict | str], decimals: int = 3) -> list[str]:
+    """Protocol v3's verdicts in words: for each registered model (:func:`model_entries`), its
+    context set, truth, primary verdict and secondary verdicts, or why it has none."""
+    out = []
+    for name, entry in models.items():
+        if isinstance(entry, str):
+            out.append(f"{name}: {entry}")
+            continue
+        heads = entry["context_set"]["heads"]
+        if entry.get("stopped"):
+            out.append(f"{name}: context set {heads}: {entry['stopped']}")
+            continue
+        suffix = "" if name == MODELS[0] else (
+            f" ({'replicates' if entry.get('replicates') else 'does not replicate'} seed 0)")
+        out.append(f"{name}: context set {heads}; {entry['truth']['sentence']}")
+        out.append(f"{name}: PRIMARY: {primary_words(entry['primary'], decimals)}{suffix}")
+        for score, s in entry["secondary"].items():
+            out.append(f"{name}: secondary, {score.replace('_', '-')}: {s['verdict'].upper()} "
+                       f"(AUC {interval_text(s['auc'], s['auc_ci95'], decimals)}, rho "
+                       f"{interval_text(s['spearman'], s['spearman_ci95'], decimals)})")
+    return out
+
+
 def _controls_line(controls: dict) -> str:
     parts = [f"neurons permuted rho {controls['neurons_permuted']['frequency_aware_rho']:.3f} "
              f"(void: {controls['neurons_permuted']['void']})"]
@@ -157,5 +219,6 @@ def _sensitivity_line(entry: dict) -> str:
 
 
 __all__ = ["MODELS", "NEURON_SEED", "PENDING", "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED",
-           "UNIT_SEED", "VOCABULARY_SEED", "comparability", "jsonable", "model_entries",
-           "model_key", "report_lines"]
+           "UNIT_SEED", "VOCABULARY_SEED", "baseline_records", "comparability",
+           "interval_text", "jsonable", "model_entries", "model_key", "primary_words",
+           "report_lines", "verdict_sentences_v3"]

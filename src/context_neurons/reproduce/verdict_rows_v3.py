@@ -1,0 +1,91 @@
+"""The main job's rows of protocol v3, the confirmatory test of discovery (a trained model only;
+issue 32; ``assets/protocol/discovery-verdict-v3.json``).
+
+Keys: ``context_heads_v3``, ``activation_truth_neurons_v3``, ``discovery_baselines_v3`` (the
+score and the four registered baselines against the truth), ``discovery_verdict_v3`` (the primary
+comparison's verdict), ``discovery_secondary_v3`` and ``discovery_models_v3`` (every registered
+model, the ones not trained as pending); the whole result goes to the JSON as
+``discovery_evaluation_v3``. The exploratory label-free arm and the controls timed apart (step 0,
+the planted model) are left to ``python -m context_neurons.verdict.v3``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from context_neurons.checks import DataError
+from context_neurons.models.loading import LoadedModel
+from context_neurons.reproduce.table import Row
+from context_neurons.training.heldout import read_record
+from context_neurons.verdict.v3 import evaluate_v3
+from context_neurons.verdict.v3_data import load_protocol_v3, v3_data
+from context_neurons.verdict.v3_report import baseline_records, interval_text, model_entries
+from context_neurons.verdict.v3_report import model_key
+
+KEYS = ("context_heads_v3", "activation_truth_neurons_v3", "discovery_baselines_v3",
+        "discovery_verdict_v3")
+
+
+def _secondary(entry: dict) -> dict[str, dict[str, str]]:
+    return {name: {"verdict": s["verdict"], "AUC": interval_text(s["auc"], s["auc_ci95"]),
+                   "rho": interval_text(s["spearman"], s["spearman_ci95"])}
+            for name, s in entry["secondary"].items()}
+
+
+def _models(models: dict) -> dict[str, dict[str, str]]:
+    out = {}
+    for name, entry in models.items():
+        if isinstance(entry, str):
+            out[name] = {"primary verdict": entry}
+        else:
+            verdict = (entry.get("primary") or {}).get("verdict") or entry.get("stopped")
+            out[name] = {"primary verdict": verdict}
+    return out
+
+
+def v3_rows(loaded: LoadedModel, progress: bool = False,
+            n_resamples: int | None = None) -> list[Row]:
+    """Run protocol v3 on the loaded trained model and return its rows."""
+    protocol = load_protocol_v3()
+    model = loaded.model
+    try:
+        record = read_record(loaded.directory)
+        data = v3_data(model.tokenizer, record, protocol)
+    except DataError as error:  # online: the held-out documents are not here
+        return [Row(key, math.nan, f"not computed: {error}") for key in KEYS]
+    result = evaluate_v3(model, record, protocol, data, n_resamples,
+                         progress=progress).to_json()
+    models = model_entries({model_key(record): result})
+    cs = result["context_set"]
+    rows = [
+        Row("context_heads_v3", cs["heads"],
+            "protocol v3's context set: the taxonomy's contextual heads whose previous-token "
+            "share is below 0.4 on the calibration text and on the CAL windows (left out: "
+            f"{cs['left_out_by_the_fix'] + cs['left_out_by_cal_windows'] or 'none'})"),
+    ]
+    if result["stopped"]:
+        return rows + [Row("discovery_verdict_v3", "not testable", result["stopped"]),
+                       Row("discovery_models_v3", _models(models), "every registered model"),
+                       Row("discovery_evaluation_v3", models, "protocol v3's whole result")]
+    primary, truth = result["primary"], result["truth"]
+    verdict = primary["verdict"] + (" (equivalent within 0.05)"
+                                    if primary["equivalent_within_margin"] else "")
+    return rows + [
+        Row("activation_truth_neurons_v3", truth["n_truth"],
+            f"context neurons by activation on the CONFIRM documents: {truth['sentence']}"),
+        Row("discovery_baselines_v3", baseline_records(primary),
+            "the frequency-aware score and the four registered baselines against that truth: "
+            "AUC and AUC(score) minus it, with paired 95% cluster-bootstrap intervals"),
+        Row("discovery_verdict_v3", verdict,
+            "protocol v3's primary verdict (confirmatory): does the score rank the context "
+            "neurons above the best baseline (adds something, no difference shown, baseline "
+            "better or not testable)?"),
+        Row("discovery_secondary_v3", _secondary(result),
+            "protocol v3's secondary verdicts: each score by the v2-style thresholds"),
+        Row("discovery_models_v3", _models(models),
+            "every model protocol v3 registers: a replication not trained is pending"),
+        Row("discovery_evaluation_v3", models, "protocol v3's whole result, every model"),
+    ]
+
+
+__all__ = ["KEYS", "v3_rows"]
