@@ -232,9 +232,8 @@ show_table(table[["content sd", "self z"]], "content spread (nats) and self-pref
 # information was counted as context. The rule was registered with chapter 8's third protocol
 # (v3), which says a head cannot be both; chapter 8's first two protocols keep the taxonomy
 # without it (`classify_heads(model, previous_token_rule=False)`), as they were registered. The
-# paper's groups on GPT-2 Small were made without it too: on GPT-2, the comparison with the
-# paper's groups at the end of section 2.5 says whether it moves any head (measured when the book
-# runs on GPT-2; the stored page is the planted model's, where it moves none).
+# paper's groups on GPT-2 Small were made without it too. The lines under the rules below print
+# the groups with and without it, so on any model the page says whether it moves a head.
 #
 # What the rules cannot guarantee is that a model's heads sit far from the thresholds: section
 # 2.5 measures that. The rules, at this page's destination position:
@@ -256,11 +255,16 @@ if not taxonomy.groups["miscellaneous"]:
 by_share = [h for h in taxonomy.groups["detokenization"] if taxonomy.shapes[h] != "local"]
 print(wrapped(f"detokenization heads by the previous-token share alone (kernel not local): "
               f"{by_share or 'none'}"))
+without_rule = tx.classify_heads(model, previous_token_rule=False).groups
+moved = {g: h for g, h in without_rule.items() if h != taxonomy.groups[g]}
+print(wrapped("groups without the previous-token rule: "
+              + (f"differ: {moved}" if moved else "the same, group for group")))
 if not taxonomy.groups["contextual"]:
     print(wrapped(
         "NO CONTEXTUAL HEAD: no head of this model has a slowly decaying kernel with weak "
-        "content dependence. Chapter 3 still measures every head's denominators; the circuit of "
-        "chapter 4 and the discovery of chapter 5 need contextual heads and stop there."
+        "content dependence and a previous-token share below 0.4. Chapter 3 still measures every "
+        "head's denominators; the circuit of chapter 4 and the discovery of chapter 5 need "
+        "contextual heads and stop there."
     ))
 
 # %% [markdown]
@@ -285,9 +289,10 @@ figure = plot_head_map(
 # *Figure 2.2: each head of the model named in the title at its kernel width (horizontal, log
 # scale) and self-preference (vertical), coloured by the computed group. Dotted: the local
 # threshold; dash-dotted: the uniform threshold; dashed: the duplicate threshold.* Duplicate heads
-# sit above the dashed line, detokenization heads left of the dotted line, uniform kernels right of
-# the dash-dotted line, and the slowly decaying kernels between the two vertical lines. The
-# content-spread rule does not appear in the map; section 2.5 gives its margins.
+# sit above the dashed line, detokenization heads left of the dotted line (and, where the
+# previous-token rule moved one, to its right), uniform kernels right of the dash-dotted line, and
+# the slowly decaying kernels between the two vertical lines. The content-spread and
+# previous-token rules do not appear in the map; section 2.5 gives their margins.
 #
 # ## 2.5 How robust is the classification?
 #
@@ -296,8 +301,8 @@ figure = plot_head_map(
 # tuned on the model it is tested on can look better than it is, so we print how far every head is
 # from every threshold: the factor $n_{\mathrm{eff}}/\text{threshold}$ to the nearest width
 # threshold, the difference $z - 4$, the factor content sd / 1.5 and the factor prev. share / 0.4.
-# A factor near 1 or a difference near 0 is a close call; on any model other than the planted one this table says how
-# much the computed groups can be trusted.
+# A factor near 1 or a difference near 0 is a close call; on any model other than the planted one
+# this table says how much the computed groups can be trusted.
 
 # %%
 margins = taxonomy.margins()
@@ -574,8 +579,10 @@ print("check passed: the rules written out give the groups of classify_heads\n"
 # The destination tokens need no new run: `taxonomy.n_eff` has one row per destination token, and
 # `tx.classify_kernel` (a width and the number of keys, $n + 1$) and `tx.assign_group` apply the
 # rules to any numbers you give them, with the content statistics as medians over the
-# destination tokens (`taxonomy.content_sd`, `taxonomy.self_z`). The other positions do need a fresh
-# `tx.classify_heads(model, n=..., heads=[head])`, whose `group_of` gives that setting's vote.
+# destination tokens (`taxonomy.content_sd`, `taxonomy.self_z`) and the head's previous-token
+# share (`taxonomy.previous_share`, read from the text, not the kernel). The other positions do
+# need a fresh `tx.classify_heads(model, n=..., heads=[head])`, whose `group_of` gives that
+# setting's vote.
 # ```
 # ````
 #
@@ -597,10 +604,11 @@ subject = int(call["closest head"]) if pd.notna(call["closest head"]) else taxon
 k = taxonomy.column(subject)
 median_sd = float(taxonomy.content_sd[:, k].median())
 median_z = float(taxonomy.self_z[:, k].median())
+share = float(taxonomy.previous_share[k])  # a property of the real pattern: the same in every vote
 votes = {}
 for d, token in enumerate(taxonomy.destinations):
     shape = tx.classify_kernel(float(taxonomy.n_eff[d, k]), taxonomy.n + 1)
-    votes[f"destination {token!r}"] = tx.assign_group(shape, median_sd, median_z)
+    votes[f"destination {token!r}"] = tx.assign_group(shape, median_sd, median_z, share)
 for fraction in (0.5, 0.75):
     position = int(fraction * taxonomy.n)
     other = tx.classify_heads(model, n=position, heads=[subject])

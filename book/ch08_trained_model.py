@@ -605,8 +605,7 @@ if isinstance(evaluation_v2, dict) and "primary" in evaluation_v2:
 #   head can read only $t$, and record each neuron's pre-activation late in the sequence: a
 #   response $r_j(t)$. Predicting a domain's shift as $\sum_t (p_D(t) - p_{rest}(t))\, r_j(t)$
 #   needs no decomposition of attention at all. If it ranks the context neurons as well as the
-#   frequency-aware score, a high $
-ho$ measures how linear layer 0 is in its tokens, not what
+#   frequency-aware score, a high $\rho$ measures how linear layer 0 is in its tokens, not what
 #   splitting attention into position and content adds.
 # - **A criterion that did nothing.** With every head in the ablated set, "the heads carry at least
 #   half of the shift" holds for almost every neuron with a large shift, so a truth built that way
@@ -632,7 +631,7 @@ ho$ measures how linear layer 0 is in its tokens, not what
 # - **Baselines, on the same truth and resamples.** The bag-of-tokens response above; the score's
 #   own $|d_j|$ without the context share; the direct path alone; and the paper's
 #   $\mathrm{top}[j]$.
-# - **Statistic and verdict.** $\Delta = \mathrm{AUC}(	ext{score}) - \max_b \mathrm{AUC}(b)$, the
+# - **Statistic and verdict.** $\Delta = \mathrm{AUC}(\text{score}) - \max_b \mathrm{AUC}(b)$, the
 #   best baseline taken inside each resample of a paired cluster bootstrap (2000 resamples over
 #   documents within domains, and over neurons). The lower bound of the 95% interval above 0:
 #   *adds something*; the upper bound below 0: *baseline better*; otherwise *no difference shown*,
@@ -702,8 +701,7 @@ if isinstance(seed0, dict) and seed0.get("primary"):
 # comparison on the right.
 #
 # **The secondary verdicts, sensitivities and what is not yet run.** The secondary verdicts ask
-# v2's question (does a score find context neurons, by fixed thresholds on AUC, $
-ho$ and
+# v2's question (does a score find context neurons, by fixed thresholds on AUC, $\rho$ and
 # precision) on v3's truth. The sensitivities change one rule each and carry no verdict. Domains
 # with too few CONFIRM documents are reported one by one, never pooled, and the models the
 # protocol registers for replication are listed whether or not they exist yet.
@@ -754,10 +752,11 @@ if isinstance(evaluation_v3, dict):
 # The training command saved checkpoints at log-spaced steps, and `development.json` (written
 # from them by `context_neurons.training.development.summarize_run`, shipped with the model)
 # holds the method's own measurements of each: the taxonomy, the previous-token heads, the neurons
-# found, and the truth from activations under the old rule and the protocol's additive rule. It
-# was written before chapter 2's previous-token rule, so its `contextual` column is the taxonomy
-# without that rule (as v1 and v2 read it); the `prev.-token` column, measured on EVAL windows,
-# shows where the rule would move a head.
+# found, and the truth from activations under the old rule and the protocol's additive rule. The
+# shipped file was written before chapter 2's previous-token rule, so its `contextual` column is
+# the taxonomy without that rule (as v1 and v2 read it); the `prev.-token` column, measured on
+# EVAL windows, shows where the rule would move a head. `summarize_run` applies the rule now, so a
+# file written again from the checkpoints would differ there.
 
 # %%
 from context_neurons.plotting.training import plot_development
@@ -796,14 +795,19 @@ figure = plot_development(development, title=f"Figure 8.8. {loaded.title}: devel
 # confirmatory one first:
 
 # %%
+MEANING = {  # each verdict the protocol registers, in words about the decomposition
+    "adds something": "adds measurably to the ranking",
+    "no difference shown": "does not add measurably to the ranking",
+    "baseline better": "ranks the context neurons worse than the best baseline",
+    "not testable": "could not be tested here",
+}
 if isinstance(seed0, dict) and seed0.get("primary"):
     p3 = seed0["primary"]
-    low = p3["delta_ci95"][0]
     print(wrapped(
         f"- Protocol v3 (confirmatory), primary: {p3['verdict'].upper()}. The decomposition's "
-        f"context share {'adds' if low > 0 else 'does not add'} measurably to the ranking: the "
-        f"score's AUC minus the best baseline's is {interval_text(p3['delta'], p3['delta_ci95'])}, "
-        f"the best baseline at the point being {p3['best_baseline'].replace('_', ' ')}."))
+        f"context share {MEANING[p3['verdict']]}: the score's AUC minus the best baseline's is "
+        f"{interval_text(p3['delta'], p3['delta_ci95'])}, the best baseline at the point being "
+        f"{p3['best_baseline'].replace('_', ' ')}."))
     fa3, top3 = seed0["secondary"]["frequency_aware"], seed0["secondary"]["top"]
     print(wrapped(
         f"- Protocol v3, secondary: the frequency-aware score is {fa3['verdict'].upper()} at "

@@ -124,12 +124,9 @@ def check_device(device: str) -> None:
 def check_planted_seed() -> int:
     """``$CONTEXT_NEURONS_SEED`` as a seed, or an :class:`InputError` naming the variable."""
     try:
-        seed = config.planted_seed()
-    except ValueError as err:
-        raise InputError(f"{err} Unset it or set it to a seed in 0..{MAX_SEED}.") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise InputError(f"{config.PLANTED_SEED.name} must be in 0..{MAX_SEED}, got {seed}.")
-    return seed
+        return config.planted_seed()
+    except InputError as err:
+        raise InputError(f"{err} Unset it to use seed 0.") from None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -296,8 +296,6 @@ def precision_recall_curve(
     return pd.DataFrame(rows).set_index("theta")
 
 
-
-
 @torch.no_grad()
 def previous_token_attention(
     model: TransformerBridge,

@@ -549,8 +549,10 @@ def contextual_distance(taxonomy: tx.HeadTaxonomy) -> pd.DataFrame:
     Each rule a contextual head obeys contributes how far the head breaks it, as a log factor (0
     when it obeys it): the kernel width beyond its nearest width threshold (a local kernel below
     the local one, a uniform kernel above the uniform one); the content spread above its maximum;
-    the self-preference above the duplicate threshold (``log(z / z_min)``). ``distance`` is their
-    sum: 0 for the contextual heads, small for a head that misses the group narrowly.
+    the self-preference above the duplicate threshold (``log(z / z_min)``); the previous-token
+    share at or above its threshold (``log(share / 0.4)``, when the taxonomy applies that rule).
+    ``distance`` is their sum: 0 for the contextual heads, small for a head that misses the group
+    narrowly.
     """
     margins = taxonomy.margins()
     rows = {}
@@ -561,12 +563,15 @@ def contextual_distance(taxonomy: tx.HeadTaxonomy) -> pd.DataFrame:
         content = max(0.0, math.log(row["content sd / contextual max"]))
         z = row["self z - duplicate min"] + tx.DUPLICATE_MIN_Z
         duplicate = max(0.0, math.log(z / tx.DUPLICATE_MIN_Z)) if z > 0 else 0.0
+        share = row["prev. share / 0.4"]
+        previous = math.log(share) if taxonomy.previous_token_rule and share >= 1 else 0.0
         rows[head] = {
             "group": row["group"],
             "width": width,
             "content": content,
             "duplicate": duplicate,
-            "distance": width + content + duplicate,
+            "previous": previous,
+            "distance": width + content + duplicate + previous,
         }
     table = pd.DataFrame(rows).T.infer_objects()
     table.index.name = "head"

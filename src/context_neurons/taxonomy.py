@@ -439,10 +439,11 @@ class HeadTaxonomy:
         """For each rule, the head nearest its threshold among the heads whose label it sets.
 
         The width rule sets every head's kernel shape, and the group of every head that is not a
-        duplicate head; the duplicate rule sets every head's group; the previous-token rule that
-        of the heads that are neither duplicate nor local; the content rule only that of slowly
-        decaying heads that are not duplicate heads. Distances: ``|log(n_eff /
-        threshold)|``, ``|self z - threshold|`` and ``|log(content sd / threshold)|``.
+        duplicate head nor moved by the previous-token rule; the duplicate rule sets every head's
+        group; the previous-token rule that of the heads that are neither duplicate nor local;
+        the content rule only that of slowly decaying heads that are neither. Distances:
+        ``|log(n_eff / threshold)|``, ``|self z - threshold|``, ``|log(share / 0.4)|`` and
+        ``|log(content sd / threshold)|``.
 
         Returns:
             One row per rule and scope: the closest head (``None`` when the rule set nothing),
@@ -453,10 +454,13 @@ class HeadTaxonomy:
         not_duplicate = margins["group"] != "duplicate"
         slow = pd.Series({h: self.shapes[h] == "slowly decaying" for h in margins.index})
         local = pd.Series({h: self.shapes[h] == "local" for h in margins.index})
+        ratio = margins["prev. share / 0.4"]
+        # the heads the previous-token rule moved out of reach of the width and content rules
+        by_share = (ratio >= 1) & ~local & not_duplicate & self.previous_token_rule
         width = margins["n_eff / threshold"].map(math.log).abs()
         rules = [
             ("kernel width -> shape", width, every, "n_eff / threshold"),
-            ("kernel width -> group", width, not_duplicate, "n_eff / threshold"),
+            ("kernel width -> group", width, not_duplicate & ~by_share, "n_eff / threshold"),
             (
                 "self z -> duplicate",
                 margins["self z - duplicate min"].abs(),
@@ -465,15 +469,14 @@ class HeadTaxonomy:
             ),
             (
                 "prev. share -> detokenization",
-                margins["prev. share / 0.4"].map(math.log).abs(),
-                not_duplicate & ~local & (margins["prev. share / 0.4"] > 0)
-                & self.previous_token_rule,
+                ratio.where(ratio > 0).map(math.log).abs(),  # a share of 0 is infinitely far
+                not_duplicate & ~local & (ratio > 0) & self.previous_token_rule,
                 "prev. share / 0.4",
             ),
             (
                 "content sd -> contextual",
                 margins["content sd / contextual max"].map(math.log).abs(),
-                not_duplicate & slow,
+                not_duplicate & slow & ~by_share,
                 "content sd / contextual max",
             ),
         ]

@@ -224,6 +224,28 @@ def test_contextual_distance_by_hand():
     assert sw.closest_to_contextual(taxonomy) == 2
 
 
+def test_contextual_distance_counts_the_previous_token_share():
+    """A slowly decaying, content-blind head with a previous-token share of 0.6 is a
+    detokenization head; its distance to the contextual group is log(0.6 / 0.4), and without the
+    rule (v1 and v2's taxonomy) it is contextual at distance 0."""
+    taxonomy = made_up_taxonomy()
+    taxonomy.previous_share = torch.tensor([0.6, 0.0, 0.1, 0.2])
+    taxonomy.groups = {g: [] for g in tx.GROUPS}
+    for h in taxonomy.heads:
+        group = tx.assign_group(taxonomy.shapes[h], float(taxonomy.content_sd[0, h]),
+                                float(taxonomy.self_z[0, h]), float(taxonomy.previous_share[h]))
+        taxonomy.groups[group].append(h)
+    table = sw.contextual_distance(taxonomy)
+    assert table.loc[0, "group"] == "detokenization"
+    assert table.loc[0, "previous"] == pytest.approx(math.log(0.6 / 0.4))
+    assert table.loc[1:, "previous"].tolist() == [0.0, 0.0, 0.0]
+    assert sw.closest_to_contextual(taxonomy) == 0  # log 1.5 < log 1.6 (head 2's width)
+    calls = taxonomy.closest_calls()  # a share of exactly 0 (head 1) does not break the log
+    assert calls.loc["prev. share -> detokenization", "closest head"] == 0
+    taxonomy.previous_token_rule = False
+    assert sw.contextual_distance(taxonomy).loc[0, "previous"] == 0.0
+
+
 def test_closest_head_needs_a_non_contextual_head():
     taxonomy = made_up_taxonomy()
     taxonomy.groups = {g: ([0, 1, 2, 3] if g == "contextual" else []) for g in tx.GROUPS}

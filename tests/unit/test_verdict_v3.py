@@ -500,3 +500,18 @@ def test_baseline_records_and_sentences_print_every_baseline_and_model():
     assert lines[2].startswith("trained-seed1: PRIMARY: NO DIFFERENCE SHOWN: ")
     assert lines[2].endswith("(does not replicate seed 0)")
     assert lines[3] == "gpt2-layer0-shape: pending: not trained"
+
+
+def test_the_equivalence_label_goes_only_with_no_difference_shown():
+    """As PrimaryComparison.words: 'equivalent within 0.05' is said only beside 'no difference
+    shown', never beside another verdict or a sensitivity's missing one."""
+    from context_neurons.verdict.v3_report import primary_words
+
+    base = {"score": "frequency_aware", "score_auc": 0.9, "score_auc_ci95": [0.8, 0.95],
+            "delta": -0.02, "delta_ci95": [-0.04, -0.01], "best_baseline": "top",
+            "equivalent_within_margin": True}
+    assert "(equivalent within 0.05)" in primary_words({**base, "verdict": "no difference shown"})
+    for verdict in ("baseline better", "adds something", None):
+        words = primary_words({**base, "verdict": verdict})
+        assert "equivalent" not in words, words
+    assert primary_words({**base, "verdict": None}).startswith("no verdict (sensitivity): ")

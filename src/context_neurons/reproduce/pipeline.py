@@ -55,7 +55,8 @@ def taxonomy_rows(taxonomy: HeadTaxonomy, truth: PlantedTruth | None) -> list[Ro
             f"Layer-0 head groups computed from positional kernels and content weights ({at})",
             truth=planted),
         Row("contextual_heads", sorted(taxonomy.groups["contextual"]),
-            "Heads with slowly decaying kernels and weak content dependence",
+            "Heads with slowly decaying kernels, weak content dependence and a previous-token "
+            "share below 0.4",
             truth=planted["contextual"] if planted else None),
         Row("n_eff", {h: round(taxonomy.width(h), 1) for h in taxonomy.heads},
             f"Kernel width n_eff = 1/sum pos^2 per head ({at})"),
@@ -352,8 +353,10 @@ def reproduce(
         rows += discovery_rows(scores, circuit, theta, truth)
         if loaded.directory is not None:
             rows += activation_rows(loaded, scores, theta, heads, progress)
-            rows += verdict_rows(loaded, progress=progress)
-            rows += v3_rows(loaded, progress)
+    if loaded.directory is not None:  # each protocol chooses its own heads, or says it cannot
+        rows += verdict_rows(loaded, progress=progress)
+        rows += v3_rows(loaded, progress)
+    if heads:
         rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta), progress)
     else:
         rows.append(Row("neurons_found", 0, "no contextual head: there is no contextual circuit, "

@@ -18,6 +18,7 @@ from context_neurons.models.loading import LoadedModel
 from context_neurons.reproduce.table import Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict.v3 import evaluate_v3
+from context_neurons.verdict.v3_compare import NO_DIFFERENCE
 from context_neurons.verdict.v3_data import load_protocol_v3, v3_data
 from context_neurons.verdict.v3_report import baseline_records, interval_text, model_entries
 from context_neurons.verdict.v3_report import model_key
@@ -68,8 +69,8 @@ def v3_rows(loaded: LoadedModel, progress: bool = False,
                        Row("discovery_models_v3", _models(models), "every registered model"),
                        Row("discovery_evaluation_v3", models, "protocol v3's whole result")]
     primary, truth = result["primary"], result["truth"]
-    verdict = primary["verdict"] + (" (equivalent within 0.05)"
-                                    if primary["equivalent_within_margin"] else "")
+    verdict = primary["verdict"] + (" (equivalent within 0.05)" if primary["verdict"] ==
+                                    NO_DIFFERENCE and primary["equivalent_within_margin"] else "")
     return rows + [
         Row("activation_truth_neurons_v3", truth["n_truth"],
             f"context neurons by activation on the CONFIRM documents: {truth['sentence']}"),

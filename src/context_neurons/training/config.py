@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from context_neurons import config as settings
-from context_neurons.checks import MAX_SEED, DataError, InputError  # noqa: F401  (MAX_SEED: here too)
+from context_neurons.checks import MAX_SEED, DataError, InputError
 
 #: The special token: beginning of every window, separator between documents (GPT-2's convention).
 EOT = "<|endoftext|>"
@@ -214,9 +214,6 @@ _FIELD_FLAGS: list[tuple[str, str, type]] = [
     ("--stop-after-steps", "stop_after_steps", int),
     ("--resume-every", "resume_every", int),
 ]
-
-#: The largest seed (NumPy's and torch's generators take it whole).
-
 
 def config_problems(cfg: TrainConfig, corpora: list[str] | None = None) -> list[str]:
     """What is wrong with a resolved configuration (empty: nothing), checked before any data is

@@ -95,9 +95,10 @@ class ContextSet:
 
 
 def build_context_set(taxonomy: HeadTaxonomy, share_calibration: Float[Tensor, " head"],
-                      share_cal: Float[Tensor, " head"],
-                      threshold: float = PREVIOUS_TOKEN_MIN) -> ContextSet:
-    """The context set from the taxonomy and the two previous-token measures (pure)."""
+                      share_cal: Float[Tensor, " head"]) -> ContextSet:
+    """The context set from the taxonomy and the two previous-token measures (pure), at the
+    taxonomy's previous-token threshold (``PREVIOUS_TOKEN_MIN``, which ``fixed_group`` applies)."""
+    threshold = PREVIOUS_TOKEN_MIN
     table = taxonomy.table()
     measures = []
     for head in taxonomy.heads:

@@ -10,6 +10,7 @@ import numpy as np
 
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
+from context_neurons.verdict.v3_compare import NO_DIFFERENCE
 from context_neurons.training.heldout import read_record
 
 #: The registered seeds (protocol ``bootstrap`` and ``controls``; tests check them against the
@@ -147,9 +148,10 @@ def interval_text(value: float | None, interval: list, decimals: int = 3) -> str
 
 def primary_words(primary: dict, decimals: int = 3) -> str:
     """The primary comparison's verdict and its statistic in one sentence."""
-    label = primary["verdict"].upper() if primary.get("verdict") else "no verdict (sensitivity)"
-    if primary.get("equivalent_within_margin"):
-        label += " (equivalent within 0.05)"
+    verdict = primary.get("verdict")
+    label = verdict.upper() if verdict else "no verdict (sensitivity)"
+    if verdict == NO_DIFFERENCE and primary.get("equivalent_within_margin"):
+        label += " (equivalent within 0.05)"  # as PrimaryComparison.words: only beside this one
     name = primary["score"].replace("_", "-")
     return (f"{label}: AUC({name}) minus the best baseline's AUC = "
             f"{interval_text(primary['delta'], primary['delta_ci95'], decimals)} (best baseline: "
@@ -184,8 +186,8 @@ def verdict_sentences_v3(models: dict[str, dict | str], decimals: int = 3) -> li
         if entry.get("stopped"):
             out.append(f"{name}: context set {heads}: {entry['stopped']}")
             continue
-        suffix = "" if name == MODELS[0] else (
-            f" ({'replicates' if entry.get('replicates') else 'does not replicate'} seed 0)")
+        suffix = "" if name == MODELS[0] or "replicates" not in entry else (
+            f" ({'replicates' if entry['replicates'] else 'does not replicate'} seed 0)")
         out.append(f"{name}: context set {heads}; {entry['truth']['sentence']}")
         out.append(f"{name}: PRIMARY: {primary_words(entry['primary'], decimals)}{suffix}")
         for score, s in entry["secondary"].items():
