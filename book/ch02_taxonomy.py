@@ -511,13 +511,13 @@ print("check passed: horizons are minimal and k + 1 >= 0.81 n_eff for every head
 # :label: ex-ch02-classify
 #
 # *Difficulty: easy, 10 minutes.* Write the rules of section 2.4 as one function of a head's
-# width $n_{\mathrm{eff}}$, content spread and self-preference (use the thresholds in
-# `taxonomy.LOCAL_MAX_N_EFF`, `UNIFORM_MIN_FRACTION`, `DUPLICATE_MIN_Z` and
-# `CONTEXTUAL_MAX_CONTENT_SD`, not typed-in numbers). Apply it to every row of `taxonomy.table()`
-# and check that you get the groups of `taxonomy.groups`.
+# width $n_{\mathrm{eff}}$, content spread, self-preference and previous-token share (use the
+# thresholds in `taxonomy.LOCAL_MAX_N_EFF`, `UNIFORM_MIN_FRACTION`, `DUPLICATE_MIN_Z`,
+# `PREVIOUS_TOKEN_MIN` and `CONTEXTUAL_MAX_CONTENT_SD`, not typed-in numbers). Apply it to every
+# row of `taxonomy.table()` and check that you get the groups of `taxonomy.groups`.
 #
 # ```python
-# def my_group(n_eff: float, content_sd: float, self_z: float, n: int) -> str:
+# def my_group(n_eff: float, content_sd: float, self_z: float, share: float, n: int) -> str:
 #     ...
 # ```
 # ````
@@ -527,15 +527,16 @@ print("check passed: horizons are minimal and k + 1 >= 0.81 n_eff for every head
 # ```
 #
 # The order matters: the duplicate test comes first, so a duplicate head keeps its group whatever
-# its width; only then does the width decide between local, uniform and slowly decaying, and the
-# content spread between contextual and miscellaneous.
+# its width; then a local kernel or a previous-token share of at least 0.4 makes a
+# detokenization head; only then does the width decide between uniform and slowly decaying, and
+# the content spread between contextual and miscellaneous.
 
 
 # %%
-def my_group(n_eff: float, content_sd: float, self_z: float, n: int) -> str:
+def my_group(n_eff: float, content_sd: float, self_z: float, share: float, n: int) -> str:
     if self_z >= tx.DUPLICATE_MIN_Z:
         return "duplicate"
-    if n_eff < tx.LOCAL_MAX_N_EFF:
+    if n_eff < tx.LOCAL_MAX_N_EFF or share >= tx.PREVIOUS_TOKEN_MIN:
         return "detokenization"
     if n_eff <= tx.UNIFORM_MIN_FRACTION * (n + 1) and content_sd <= tx.CONTEXTUAL_MAX_CONTENT_SD:
         return "contextual"
@@ -543,7 +544,7 @@ def my_group(n_eff: float, content_sd: float, self_z: float, n: int) -> str:
 
 
 mine = {
-    head: my_group(row["n_eff"], row["content sd"], row["self z"], taxonomy.n)
+    head: my_group(row["n_eff"], row["content sd"], row["self z"], row["prev. share"], taxonomy.n)
     for head, row in taxonomy.table().iterrows()
 }
 assert all(head in taxonomy.groups[group] for head, group in mine.items())
