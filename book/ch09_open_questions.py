@@ -480,7 +480,8 @@ widest = max(circuit.heads, key=taxonomy.width)
 print(f"head {added} at n = {n}: by hand {fixed(mine, 4)}, function "
       f"{fixed(by_function[plus.heads.index(added)], 4)}")
 print(f"widest old head {widest}: {fixed(tv_by_hand(plus, widest, text, n), 4)}")
-assert abs(mine - float(by_function[plus.heads.index(added)])) < 1e-5
+# relative: a head far from contextual can have a TV of the unnormalised weights far above 1
+assert abs(mine - float(by_function[plus.heads.index(added)])) < 1e-5 * max(1.0, abs(mine))
 print("check passed: the circuit's attention TV equals its definition")
 
 # %% [markdown]
