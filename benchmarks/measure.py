@@ -1,7 +1,8 @@
-"""Measuring for benchmarks/run.py and its parts (benchmarks/lookups.py): wall time and peak
-memory of a block (:class:`Meter`), the best of several runs, tolerance checks against a
-reference, and the result lines a case hands to the parent process. Both scripts import this
-module; neither imports the other's top level."""
+"""Measuring for benchmarks/run.py's cases (benchmarks/cases.py, benchmarks/lookups.py): wall
+time and peak memory of a block (:class:`Meter`), the best of several runs, tolerance checks
+against a reference, the result lines a case hands to the parent process (benchmarks/harness.py
+reads them) and the cells of the summary's tables (benchmarks/report.py). It imports none of
+them."""
 
 from __future__ import annotations
 

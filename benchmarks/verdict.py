@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
+from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.training.heldout import read_record
@@ -74,7 +75,7 @@ def time_protocol(model, record, protocol: dict, version: str, args):
     t0 = time.perf_counter()
     data = protocol_data(model.tokenizer, record, protocol)
     t_data = time.perf_counter() - t0
-    sets, _ = head_sets(model, protocol, data)
+    sets, _ = head_sets(MethodValues(model), protocol, data)
     t0 = time.perf_counter()
     measured = measure(model, data, sets, protocol["data"]["window_mean_start"])
     t_measure = time.perf_counter() - t0

@@ -77,7 +77,18 @@ model = loaded.model
 # **The verdicts, computed on this page.** The main job runs the whole method and the three
 # evaluations (sections 8.5 to 8.8) on the trained model; the sentences below are printed from
 # its results, with 95% cluster-bootstrap intervals. Protocol v3 comes first: it is the
-# confirmatory test, and the terms it uses (AUC, truth, baselines) are defined in section 8.8.
+# confirmatory test. The terms they use, in short (sections 8.5 and 8.8 define them in full):
+#
+# - **truth** ($T$, of size $|T|$): the neurons that are *context neurons by activation*: a
+#   domain of text moves their pre-activation by at least one standard deviation, and the
+#   contextual heads carry at least half of that move (measured on held-out text, never from
+#   the weights);
+# - **AUC**: the probability that a neuron of the truth scores higher than a neuron outside it
+#   (0.5: the score does not rank them); $\rho$: the rank correlation of predicted and measured
+#   shifts; **precision** among the $|T|$ highest-scoring neurons, against the **base rate**
+#   $|T|/d_{mlp}$ that a random ranking gets;
+# - **baselines**: cheaper predictors that do without the decomposition (the model run on each
+#   token alone, among them); protocol v3's primary verdict compares the score with the best.
 
 # %%
 from context_neurons.printing import wrapped
@@ -85,10 +96,9 @@ from context_neurons.reproduce import reproduce
 from context_neurons.verdict import truth_summary, verdict_sentences
 from context_neurons.verdict.v3_report import verdict_sentences_v3
 
-results = reproduce("trained", n_texts=40, progress=False)
-evaluation = results.get("discovery_evaluation")
-evaluation_v2 = results.get("discovery_evaluation_v2")
-evaluation_v3 = results.get("discovery_evaluation_v3")  # every model v3 registers
+results = reproduce("trained", n_texts=40, progress=False)  # typed: every section reads it
+evaluation, evaluation_v2 = results.evaluation("v1"), results.evaluation("v2")
+evaluation_v3 = results.evaluation("v3")  # every model v3 registers
 protocols = {"v1 (registered before any verdict; superseded by v3)": evaluation,
              "v2 (registered after v1's verdicts were seen; superseded by v3)": evaluation_v2}
 if isinstance(evaluation_v3, dict):
@@ -103,8 +113,7 @@ if isinstance(evaluation, dict):
         for sentence in verdict_sentences(result):
             print(wrapped(f"- {sentence}"))
 else:  # online: the held-out documents of the training split are not on this machine
-    note = next((r.label for r in results["_rows"] if r.key == "discovery_verdict"), "")
-    print(wrapped(f"No verdict on this machine. {note}"))
+    print(wrapped(f"No verdict on this machine. {results.row('discovery_verdict').label}"))
 
 # %% [markdown]
 # ## 8.1 The model and its training
@@ -166,24 +175,13 @@ figure = plot_loss(loss, heldout, title=f"Figure 8.1. {loaded.title}: training a
 # this run.
 
 # %%
-from context_neurons.printing import fixed, show_table, significant
+from context_neurons.printing import fixed, show_table
+from context_neurons.reproduce import number_rows
 
-
-def cell(value) -> str:  # counts as they are; large ratios to 4 significant digits; else 4 decimals
-    if isinstance(value, int):
-        return str(value)
-    return significant(value, 4) if abs(value) >= 100 else fixed(value, 4)
-
-
-rows = [
-    {"quantity": row.key, "paper (GPT-2 Small)": row.paper or "-", "trained model": cell(row.value)}
-    for row in results["_rows"]
-    if isinstance(row.value, (int, float)) and not isinstance(row.value, bool)
-]
-show_table(pd.DataFrame(rows).set_index("quantity"),
+show_table(number_rows(results, "trained model"),
            "the main job's rows with one number, beside the paper's values on GPT-2 Small",
            model=loaded.title)
-print("contextual heads:", results["contextual_heads"])
+print("contextual heads:", results.heads)
 
 # %% [markdown]
 # The rows come in three kinds: the head structure (taxonomy, previous-token heads), the
@@ -199,8 +197,8 @@ print("contextual heads:", results["contextual_heads"])
 from context_neurons import taxonomy as tx
 from context_neurons.plotting.taxonomy import plot_kernel_shapes
 
-taxonomy = tx.classify_heads(model)
-taxonomy_v1 = tx.classify_heads(model, previous_token_rule=False)  # as protocols v1, v2 read it
+taxonomy = results.taxonomy  # classified once, by the main job
+taxonomy_v1 = taxonomy.with_rule(previous_token_rule=False)  # as protocols v1, v2 read it
 print(wrapped(f"contextual: slowly decaying kernel, content sd <= "
               f"{tx.CONTEXTUAL_MAX_CONTENT_SD} nats and previous-token share < "
               f"{tx.PREVIOUS_TOKEN_MIN}"))
@@ -209,8 +207,8 @@ show_table(taxonomy.table(), "layer-0 heads by the taxonomy of chapter 2", model
 print(wrapped(f"contextual heads without the previous-token rule (protocols v1 and v2): "
               f"{taxonomy_v1.groups['contextual']}; with it: {taxonomy.groups['contextual']}"))
 print(wrapped("mean attention to the previous token on EVAL windows, per head: "
-              f"{results.get('previous_token_attention')}"))
-print("previous-token heads (>= 0.4):", results.get("previous_token_heads"))
+              f"{results.value('previous_token_attention')}"))
+print("previous-token heads (>= 0.4):", results.value("previous_token_heads"))
 figure = plot_kernel_shapes(
     taxonomy.patterns[0],
     taxonomy.heads,
@@ -338,21 +336,11 @@ print(f"the frequency-aware score recovers what top[j] recovers: "
 # - **Controls and verdict.** Printed below with the results.
 
 # %% tags=["hide-output"]
+from context_neurons.printing import nested_lines
 from context_neurons.verdict import load_protocol
 
-
-def print_entries(entries: dict, indent: str = "") -> None:  # nested keys, wrapped values
-    for key, value in entries.items():
-        if isinstance(value, dict):
-            print(f"{indent}{key}:")
-            print_entries(value, indent + "  ")
-        else:
-            text = value if isinstance(value, str) else json.dumps(value)
-            print(wrapped(f"{indent}{key}: {text}", indent=indent + "    "))
-
-
 protocol = load_protocol()
-print_entries({k: protocol[k] for k in ("truth", "verdict")})
+print("\n".join(nested_lines({k: protocol[k] for k in ("truth", "verdict")})))
 
 # %%
 if isinstance(evaluation, dict) and "primary" in evaluation:
@@ -387,22 +375,11 @@ if isinstance(evaluation, dict) and "primary" in evaluation:
 # %%
 from context_neurons.plotting.training import plot_verdict
 
-from context_neurons.verdict.evaluate import score_table, with_interval
-
-SCORE_TABLE = ("each score and control against the truth: AUC and Spearman rho with 95% "
-               "intervals; prec./base: precision among the |T| highest against the base rate")
-
-
-def show_scores(result: dict, protocol_name: str, set_name: str = "primary") -> None:
-    show_table(pd.DataFrame(score_table(result, set_name)),
-               f"protocol {protocol_name}, {set_name} heads "
-               f"{result[set_name].get('heads', result['head_sets'][set_name])}, "
-               + SCORE_TABLE, model=loaded.title, index=False)
-
+from context_neurons.verdict.evaluate import show_scores, with_interval
 
 if isinstance(evaluation, dict) and "primary" in evaluation:
     for set_name in ("primary", "secondary"):
-        show_scores(evaluation, "v1", set_name)
+        show_scores(evaluation, "v1", loaded.title, set_name)
     controls = evaluation["primary"]["controls"]
     scores_p = evaluation["primary"]["scores"]
     print(f"neurons-permuted control: rho {fixed(scores_p['frequency_aware']['permutation_spearman'], 2)}"
@@ -436,26 +413,20 @@ if isinstance(evaluation, dict) and "primary" in evaluation:
 
 # %%
 from context_neurons import activations as act
-from context_neurons.checks import DataError
 from context_neurons.plotting.training import plot_discovery_vs_activation
-from context_neurons.training.heldout import labelled_windows
 
-try:
-    windows, labels = labelled_windows(model.tokenizer, record)
-except DataError as error:  # online (Colab): the training split's documents are not here
-    windows, labels = [], []
-    print(f"no truth from activations on this machine. {error}")
-windows = [w.to(cfg.device) for w in windows]
-heads = sorted(taxonomy.groups["contextual"])
-truth, context = None, []
-if heads and windows:
-    truth = act.activation_truth(model, windows, labels, heads)
+heads, heldout = results.heads, results.heldout  # the main job's heads and truth, not recomputed
+truth, context, windows, labels = None, [], [], []
+if heldout is None:  # online (Colab): the training split's documents are not here
+    print(wrapped("no truth from activations on this machine. "
+                  f"{results.row('neuron_recall_vs_activations').label}"))
+else:
+    truth, windows, labels = heldout.truth, heldout.windows, heldout.labels
     context = truth.context_neurons()
     print(wrapped(f"old rule: {len(truth.separating_neurons())} of {cfg.d_mlp} neurons separate "
                   f"a domain; {len(context)} of them through the contextual heads {heads}"))
 if heads:
-    circuit = cc.build_circuit(model, "prose", heads)
-    scores = disc.score_neurons(circuit, model)
+    circuit, scores = results.circuit, results.scores
     null = disc.gaussian_null_score(scores.n_tokens)
     print(f"Gaussian null {null:.2f}; median top[j] {float(scores.top.median()):.1f}; "
           f"theta = {disc.THETA:g}; found at theta: {len(scores.found())}")
@@ -578,11 +549,11 @@ if isinstance(evaluation_v2, dict) and "primary" in evaluation_v2:
                   f"tried: {tried}; bootstrap 95% interval of the count [{low:.0f}, {high:.0f}]; "
                   f"{primary_v2['truth_count_resample_ablation']} with resample ablation"))
     sets_v2 = evaluation_v2["head_sets"]
-    show_scores(evaluation_v2, "v2")
+    show_scores(evaluation_v2, "v2", loaded.title)
     if sets_v2["secondary"] == sets_v2["primary"]:
         print("(the secondary head set, all non-local heads, is the same: same rows)")
     else:
-        show_scores(evaluation_v2, "v2", "secondary")
+        show_scores(evaluation_v2, "v2", loaded.title, "secondary")
     figure = plot_verdict(
         {f"{k} ({s})": v for s in ("primary", "secondary") if s in evaluation_v2
          and (s == "primary" or sets_v2["secondary"] != sets_v2["primary"])
@@ -707,7 +678,7 @@ if isinstance(seed0, dict) and seed0.get("primary"):
 # protocol registers for replication are listed whether or not they exist yet.
 
 # %%
-from context_neurons.verdict.v3_report import interval_text
+from context_neurons.verdict.v3_report import interval_text, sensitivity_line
 
 if isinstance(seed0, dict) and seed0.get("primary"):
     for score, entry in seed0["secondary"].items():
@@ -720,10 +691,8 @@ if isinstance(seed0, dict) and seed0.get("primary"):
                   f"{interval_text(vocab['auc'], vocab['auc_ci95'])}, rho "
                   f"{interval_text(vocab['spearman'], vocab['spearman_ci95'])}"))
     for name, entry in seed0["sensitivities"].items():
-        text = f"|T| = {entry.get('n_truth')}"
-        if entry.get("comparison"):
-            text += f"; {primary_words(entry['comparison'])}"
-        print(wrapped(f"sensitivity {name.replace('_', ' ')} (no verdict): {text}"))
+        print(wrapped(f"sensitivity {name.replace('_', ' ')} (no verdict): "
+                      f"{sensitivity_line(entry)}"))
     for domain, entry in seed0["non_pooled"].items():
         rho = entry["spearman_context_shift"]
         print(wrapped(f"not pooled, {domain}: {entry['units']} documents, {entry['windows']} "
@@ -923,8 +892,8 @@ if truth is not None:  # the first test (separation) reads the unablated model, 
 # ```
 
 # %%
-broad_circuit = cc.build_circuit(model, "prose", broad)
-broad_scores = disc.score_neurons(broad_circuit, model)
+broad_circuit = results.method.circuit(broad)  # built once in the run (protocol v1's secondary set)
+broad_scores = results.method.scores(broad)
 seen = torch.unique(broad_circuit.calibration.tokens[1:])  # tokens of the calibration text
 contributions = disc.contributions(broad_circuit, model, token_ids=seen)  # [neuron, token]
 z = contributions - contributions.median(1, keepdim=True).values

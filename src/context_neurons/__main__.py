@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from context_neurons.reproduce import explain_table, format_table, reproduce, to_json
+    from context_neurons.reproduce import explain_table, format_table, reproduce
 
     check_device(args.device)
     if args.seed is None:
@@ -220,7 +220,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.explain:
         print(explain_table(results))
     if out:
-        write_atomic(out, strict_json(to_json(results)))
+        write_atomic(out, strict_json(results.to_json()))
         print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -194,6 +194,22 @@ def check_sequence(model, tokens: Any) -> Int[Tensor, " pos"]:
     return check_tokens(model, tokens)[0]
 
 
+def check_token_ids(token_ids: Any, d_vocab: int) -> Int[Tensor, " n_tokens"]:
+    """A *set* of token ids (not a text: it may be empty, and has no context limit) as a 1-d
+    integer tensor of ids in ``0..d_vocab-1`` (a negative id would silently read a token from
+    the end of the vocabulary), else an :class:`InputError`."""
+    try:
+        ids = torch.as_tensor(token_ids)
+    except (TypeError, ValueError, RuntimeError):
+        raise InputError(f"token_ids must be integer token ids, got {token_ids!r}.") from None
+    if ids.is_floating_point() or ids.dtype == torch.bool or ids.dim() != 1:
+        raise InputError(f"token_ids must be a 1-d list of integer ids, got {token_ids!r}.")
+    if len(ids) and not (0 <= int(ids.min()) and int(ids.max()) < d_vocab):
+        raise InputError(f"token ids must be in 0..{d_vocab - 1}, got {int(ids.min())} to "
+                         f"{int(ids.max())}.")
+    return ids
+
+
 def token_id(model, token: str | int) -> int:
     """A single token's id, from its id or its string (e.g. ``' the'``), in the model's tokenizer.
 

@@ -145,25 +145,28 @@ def model_name() -> str:
     return get(MODEL) or DEFAULT_MODEL
 
 
+def _whole_number(variable: Variable, default: str) -> tuple[int | None, str]:
+    """The variable's value as an int (None when it is not a whole number), and its text."""
+    text = get(variable) or default
+    try:
+        return int(text), text
+    except ValueError:
+        return None, text
+
+
 def planted_seed() -> int:
     """``$CONTEXT_NEURONS_SEED`` (default 0): a whole number in ``0..MAX_SEED``, else an
     :class:`InputError` naming the variable."""
-    text = get(PLANTED_SEED) or "0"
-    try:
-        value = int(text)
-    except ValueError:
-        raise InputError(f"{PLANTED_SEED.name} must be a whole number, got {text!r}.") from None
+    value, text = _whole_number(PLANTED_SEED, "0")
+    if value is None:
+        raise InputError(f"{PLANTED_SEED.name} must be a whole number, got {text!r}.")
     return check_seed(value, PLANTED_SEED.name)
 
 
 def threads() -> int:
     """``$CONTEXT_NEURONS_THREADS`` (default 2): a whole number of at least 1."""
-    text = get(THREADS) or "2"
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
+    value, text = _whole_number(THREADS, "2")
+    if value is None or value < 1:
         raise InputError(f"{THREADS.name} must be a whole number of at least 1, got {text!r}.")
     return value
 

@@ -55,7 +55,7 @@ from torch import Tensor
 
 from context_neurons import decomposition as dec
 from context_neurons.caching import IdentityCache
-from context_neurons.checks import InputError, check_neuron, check_neurons
+from context_neurons.checks import InputError, check_neuron, check_neurons, check_token_ids
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.models.weights import Model, as_weights
 
@@ -111,21 +111,6 @@ def contributions(
     if 2 * len(token_ids) < len(circuit.extended):
         return (circuit.extended[token_ids] @ w).T  # a few rows of e: cheap to copy
     return (circuit.extended @ w)[token_ids].T  # most of the vocabulary: never copy e
-
-
-def check_token_ids(token_ids, d_vocab: int) -> Int[Tensor, " n_tokens"]:
-    """``token_ids`` as a 1-d integer tensor of ids in ``0..d_vocab-1`` (a negative id would
-    silently read a token from the end of the vocabulary), else an :class:`InputError`."""
-    try:
-        ids = torch.as_tensor(token_ids)
-    except (TypeError, ValueError, RuntimeError):
-        raise InputError(f"token_ids must be integer token ids, got {token_ids!r}.") from None
-    if ids.is_floating_point() or ids.dtype == torch.bool or ids.dim() != 1:
-        raise InputError(f"token_ids must be a 1-d list of integer ids, got {token_ids!r}.")
-    if len(ids) and not (0 <= int(ids.min()) and int(ids.max()) < d_vocab):
-        raise InputError(f"token ids must be in 0..{d_vocab - 1}, got {int(ids.min())} to "
-                         f"{int(ids.max())}.")
-    return ids
 
 
 def scoring_vocabulary(model: Model, exclude=(None,)) -> Bool[Tensor, " d_vocab"]:

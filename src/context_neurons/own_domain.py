@@ -1,16 +1,18 @@
-"""A neuron's own domain, checked on held-out texts. This module names each neuron's domain from
-half of each domain's texts and checks the name on the other half (chapter 5).
+"""A neuron's own domain, checked on held-out texts. This module answers whether the domain named
+for a neuron from its weights holds on texts it was not named from (chapter 5).
 
-:func:`context_neurons.casestudies.domain_from_weights` names a neuron's *own domain* from how
-often each domain's texts use its driving tokens. A handful of texts can name a domain by
-accident: one article that repeats a rare token, or one corpus's markup, is enough to pass the
-rule. :func:`held_out_domains` therefore names the domain from the *naming half* of each
-domain's texts, with the same rule and thresholds, and recomputes the densities on the
-*held-out half* (:func:`split_halves`): the name is ``"confirmed"`` when the same domain also
-passes the rule there (:func:`context_neurons.casestudies.density_rule`, thresholds
-:data:`~context_neurons.casestudies.MIN_DENSITY_RATIO` and
-:data:`~context_neurons.casestudies.MIN_DENSITY_GAP`), and ``"weak"`` otherwise. Only the
-weights and the texts' token counts are used: the model is not run.
+The naming rule is not defined here. :func:`context_neurons.casestudies.domain_from_weights`
+(module :mod:`context_neurons.casestudies.naming`, the one place where the rule is defined) names
+a neuron's *own domain* from how often each domain's texts use its driving tokens. A handful of
+texts can name a domain by accident: one article that repeats a rare token, or one corpus's
+markup, is enough to pass the rule. :func:`held_out_domains` therefore names the domain from the
+*naming half* of each domain's texts, with that same function and thresholds, and recomputes the
+densities on the *held-out half* (:func:`split_halves`): the name is ``"confirmed"`` when the
+same domain also passes the rule there (:func:`context_neurons.casestudies.density_rule`,
+thresholds :data:`~context_neurons.casestudies.MIN_DENSITY_RATIO` and
+:data:`~context_neurons.casestudies.MIN_DENSITY_GAP`, all imported from the naming module), and
+``"weak"`` otherwise. Only the weights and the texts' token counts are used: the model is not
+run.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ import math
 
 import pandas as pd
 
-from context_neurons.casestudies import (
+from context_neurons.casestudies.densities import TokenDensities
+from context_neurons.casestudies.naming import (
     MIN_DENSITY_GAP,
     MIN_DENSITY_RATIO,
-    TokenDensities,
     density_rule,
     domain_from_weights,
 )

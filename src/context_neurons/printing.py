@@ -27,6 +27,7 @@ outside a notebook.
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 import textwrap
@@ -132,6 +133,27 @@ def wrapped(text: str, width: int = TEXT_WIDTH, indent: str = "  ") -> str:
     continuation lines indented by ``indent``."""
     return textwrap.fill(text, width=width, subsequent_indent=indent, break_long_words=False,
                          break_on_hyphens=False)
+
+
+def number_cell(value: SupportsFloat) -> str:
+    """A number as a table cell: a count as it is; a magnitude of 100 or more (a large ratio) to
+    4 significant digits; anything else to 4 decimals (fixed: alike on every machine)."""
+    if isinstance(value, int):
+        return str(value)
+    return significant(value, 4) if abs(float(value)) >= 100 else fixed(value, 4)
+
+
+def nested_lines(entries: Mapping, indent: str = "") -> list[str]:
+    """Nested keys as indented lines, each value wrapped to the text width (a string as it is,
+    anything else as JSON): a protocol's rules printed as they stand in its file."""
+    lines = []
+    for key, value in entries.items():
+        if isinstance(value, Mapping):
+            lines += [f"{indent}{key}:", *nested_lines(value, indent + "  ")]
+        else:
+            text = value if isinstance(value, str) else json.dumps(value)
+            lines.append(wrapped(f"{indent}{key}: {text}", indent=indent + "    "))
+    return lines
 
 
 def wrapped_items(prefix: str, items, separator: str = "", indent: str = "  ",

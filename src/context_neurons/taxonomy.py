@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 import torch
@@ -367,6 +367,15 @@ class HeadTaxonomy:
     previous_share: Float[Tensor, " selected_head"] | None = None  # on the calibration text
     previous_token_rule: bool = True  # whether the share was used (False: v1/v2's rules)
 
+    def with_rule(self, previous_token_rule: bool) -> HeadTaxonomy:
+        """This taxonomy with or without the previous-token rule: the groups assigned again from
+        the same measures, nothing recomputed (protocols v1 and v2 read it without the rule)."""
+        if previous_token_rule == self.previous_token_rule:
+            return self
+        groups = assign_groups(self.heads, self.shapes, self.content_sd, self.self_z,
+                               self.previous_share, previous_token_rule)
+        return replace(self, groups=groups, previous_token_rule=previous_token_rule)
+
     def column(self, head: int) -> int:
         """The column of ``head`` in the tensors of this taxonomy.
 
@@ -544,6 +553,25 @@ def assign_group(shape: str, content_sd: float, self_z: float,
     return "miscellaneous"
 
 
+def assign_groups(
+    heads: list[int],
+    shapes: dict[int, str],
+    content_sd: Float[Tensor, "dest selected_head"],
+    self_z: Float[Tensor, "dest selected_head"],
+    previous_share: Float[Tensor, " selected_head"],
+    previous_token_rule: bool,
+) -> dict[str, list[int]]:
+    """Every head's group (:func:`assign_group`, the medians over destination tokens)."""
+    groups: dict[str, list[int]] = {g: [] for g in GROUPS}
+    for k, head in enumerate(heads):
+        group = assign_group(
+            shapes[head], float(content_sd[:, k].median()), float(self_z[:, k].median()),
+            float(previous_share[k]) if previous_token_rule else 0.0,
+        )
+        groups[group].append(head)
+    return groups
+
+
 @torch.no_grad()
 def classify_heads(
     model: Model,
@@ -588,13 +616,7 @@ def classify_heads(
     spread, self_z = spread.cpu(), self_z.cpu()
     shapes = {h: classify_kernel(float(n_eff[0, k]), n + 1) for k, h in enumerate(heads)}
     previous = previous_token_share(model, heads=heads)
-    groups: dict[str, list[int]] = {g: [] for g in GROUPS}
-    for k, head in enumerate(heads):
-        group = assign_group(
-            shapes[head], float(spread[:, k].median()), float(self_z[:, k].median()),
-            float(previous[k]) if previous_token_rule else 0.0,
-        )
-        groups[group].append(head)
+    groups = assign_groups(heads, shapes, spread, self_z, previous, previous_token_rule)
     names = [d if isinstance(d, str) else model.tokenizer.decode([d]) for d in destinations]
     return HeadTaxonomy(n, heads, names, patterns, n_eff, spread, self_z, shapes, groups,
                         previous, previous_token_rule)

@@ -160,7 +160,7 @@ def test_a_truncated_checkpoint_names_its_file(tmp_path):
 
 def test_non_finite_results_are_not_printed():
     from context_neurons.reproduce.pipeline import check_finite
-    from context_neurons.reproduce.table import Row
+    from context_neurons.reproduce.results import Row
 
     check_finite([Row("median_fvu", math.nan, "not computed: no neuron was found"),
                   Row("neuron_precision", math.nan, "undefined")])
@@ -192,12 +192,13 @@ def test_a_bad_out_path_is_refused_before_the_run(kind, tmp_path, capsys, no_run
     assert not out.is_file()
 
 
-def _fake_results(value: float) -> dict:
-    from context_neurons.reproduce.table import Row
+def _fake_results(value: float):
+    from context_neurons.reproduce.results import Results, Row
 
-    rows = [Row("tv_distance_median", value, "not computed: test")]
-    return {"model": "planted", "planted": False, "seconds": 1.0, "tv_distance_median": value,
-            "nested": {"a": [1.0, math.inf]}, "_rows": rows}
+    rows = [Row("tv_distance_median", value, "not computed: test"),
+            Row("nested", {"a": [1.0, math.inf]})]
+    return Results(model="planted", model_source="test", planted=False, n_texts=1, texts={},
+                   device="cpu", rows=rows, seconds=1.0)
 
 
 def test_results_are_valid_json_written_atomically(monkeypatch, tmp_path, capsys):
@@ -489,9 +490,21 @@ def test_benchmarks_do_not_import_each_other_in_a_cycle():
         return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
 
-    run, lookups = imports(REPO / "benchmarks" / "run.py"), imports(REPO / "benchmarks" /
-                                                                      "lookups.py")
-    assert not ("lookups" in run and "run" in lookups)
+    # The scripts beside each other in benchmarks/ (run.py and its modules cases, harness,
+    # report, measure and lookups), each with the ones it imports, at the top or in a function.
+    scripts = {path.stem: path for path in (REPO / "benchmarks").glob("*.py")}
+    graph = {name: imports(path) & scripts.keys() for name, path in scripts.items()}
+    assert {"run", "cases", "harness", "report", "measure", "lookups"} <= graph.keys()
+
+    def below(name: str) -> set[str]:
+        found, todo = set(), list(graph[name])
+        while todo:
+            if (other := todo.pop()) not in found:
+                found.add(other)
+                todo += graph[other]
+        return found
+
+    assert not [name for name in graph if name in below(name)]
 
 
 def test_pyproject_refers_to_no_file_outside_the_repository():

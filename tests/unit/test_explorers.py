@@ -37,7 +37,7 @@ def _close_figures(monkeypatch):
 
 def test_mode_static_without_kernel_or_when_asked(monkeypatch):
     assert ex.interactive_mode() is False  # pytest is not an IPython kernel
-    monkeypatch.setattr(ex, "in_kernel", lambda: True)  # a kernel run headless (nbclient, nbval)
+    monkeypatch.setattr(ex.panel, "in_kernel", lambda: True)  # headless (nbclient, nbval)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
@@ -319,8 +319,8 @@ def test_contribution_explorer_static_and_widgets():
 def test_static_explorer_displays_a_captioned_result_table(monkeypatch):
     """In a kernel the static table is an HTML result table naming the model, at fixed decimals."""
     shown = []
-    monkeypatch.setattr(ex, "in_kernel", lambda: True)
-    monkeypatch.setattr(ex, "_display", lambda *objects: shown.extend(objects))
+    monkeypatch.setattr(ex.panel, "in_kernel", lambda: True)  # where the panels look it up
+    monkeypatch.setattr(ex.panel, "_display", lambda *objects: shown.extend(objects))
 
     def contributions_fn(neuron):
         return pd.Series([0.12345, -2.0, 1e-9], index=[" a", " b", " c"])

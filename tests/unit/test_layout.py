@@ -2,8 +2,9 @@
 
 The README's map says which layer each module is in and that imports only go down. These tests
 keep that true: they fail on an import cycle, on an import of a higher layer, on an import of the
-package's own modules inside a function, on a module far over 600 lines, and on an environment
-variable read anywhere but :mod:`context_neurons.config` or missing from the README's table.
+package's own modules inside a function, on a long module that answers several questions (one
+module per question: :func:`definition_groups`), and on an environment variable read anywhere but
+:mod:`context_neurons.config` or missing from the README's table.
 """
 
 from __future__ import annotations
@@ -29,14 +30,19 @@ LAYERS: dict[str, int] = {
     "taxonomy": 4, "stability": 4,
     "circuit": 5, "position_schemes": 5,
     "discovery": 6, "domain_shift": 6,
-    "evaluation": 7,
+    "evaluation": 7, "method": 7,
     "casestudies": 8, "own_domain": 8, "lookups": 8, "activations": 8, "training": 8,
     "respelling": 9, "sweeps": 9, "clusters": 9, "recovery": 9, "verdict": 9,
     "plotting": 10,
     "gallery": 11, "interactive": 11,
     "reproduce": 12, "book": 12, "__main__": 13, "__init__": 13,
 }
-MAX_LINES = 620
+#: A module longer than this is checked for holding more than one question.
+LONG_MODULE = 400
+#: From this many unrelated groups of definitions, a long module holds several questions (the
+#: token windows of ``text.windows``, three groups for the calibration text, the domains and the
+#: look-ups, are one question: which windows a chapter reads).
+MAX_GROUPS = 4
 
 
 def modules() -> dict[str, Path]:
@@ -149,10 +155,67 @@ def test_optional_imports_in_functions_are_commented():
     )
 
 
-def test_modules_are_short():
-    long = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
-    long = {name: n for name, n in long.items() if n > MAX_LINES}
-    assert not long, f"split these modules along their seams: {long}"
+def definition_groups(source: str) -> list[list[str]]:
+    """The groups of a module's top-level functions and classes that work together: two
+    definitions are in one group when one names the other, shared helpers set aside (a definition
+    that names none of the others and is named by two or more). Groups of one are left out.
+
+    A module that answers one question is one group, or a main group and a few small ones; one
+    that holds several studies falls apart into several groups of their own.
+    """
+    tree = ast.parse(source)
+    defs = {node.name: node for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    names = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(defs) - {name}
+             for name, node in defs.items()}
+    shared = {name for name in defs
+              if not names[name] and sum(name in used for used in names.values()) >= 2}
+    linked = {name: set() for name in defs if name not in shared}
+    for name in linked:
+        for other in names[name] - shared:
+            linked[name].add(other)
+            linked[other].add(name)
+    groups, seen = [], set()
+    for name in linked:
+        if name in seen:
+            continue
+        group, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current not in group:
+                group.add(current)
+                todo += linked[current]
+        seen |= group
+        groups.append(sorted(group))
+    return [g for g in groups if len(g) >= 2]
+
+
+def test_definition_groups_split_a_module_of_two_studies():
+    source = "\n".join([
+        "def shared(x): return x", "def helper(x): return x",
+        "def study_a(x): return helper(shared(x))", "def plot_a(x): return study_a(x)",
+        "def study_b(x): return shared(x) + helper(x)", "def report_b(x): return study_b(x)",
+    ])
+    assert definition_groups(source) == [["plot_a", "study_a"], ["report_b", "study_b"]]
+    assert definition_groups("def f(): return g()\ndef g(): return 1") == [["f", "g"]]
+
+
+def test_a_long_module_answers_one_question():
+    several = {}
+    for name, path in modules().items():
+        source = path.read_text()
+        groups = definition_groups(source)
+        if len(source.splitlines()) > LONG_MODULE and len(groups) >= MAX_GROUPS:
+            several[name] = groups
+    assert not several, (
+        "these modules answer several questions (groups of definitions that never name each "
+        f"other): one module per question, a package if they belong together: {several}")
+
+
+def test_every_module_says_what_it_answers():
+    silent = [name for name, path in modules().items()
+              if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()]
+    assert not silent, f"give these modules a docstring saying what they answer: {silent}"
 
 
 def _reads_environment(tree: ast.AST) -> list[int]:

@@ -18,10 +18,15 @@ REQUIRED_KEYS = {
 
 
 @pytest.mark.slow
-def test_reproduce_planted_writes_every_key_and_prints_the_table(tmp_path, capsys):
+def test_reproduce_planted_writes_every_key_and_prints_the_table(tmp_path, capsys,
+                                                                computations):
     out = tmp_path / "results.json"
     assert main(["reproduce", "--model", "planted", "--texts", "2", "--no-progress",
                  "--explain", "--out", str(out)]) == 0
+    # computed once (issue 33): the heads classified, the circuit built, the neurons scored and
+    # the weights read once in the whole run
+    assert computations == {"classify_heads": 1, "build_circuit": 1, "score_neurons": 1,
+                            "read_weights": 1}, computations
     table = capsys.readouterr().out
     assert "| quantity" in table and "paper (GPT-2 Small)" in table and "planted truth" in table
     legend = table[table.index("columns:"):]  # --explain: every row of the table is explained
@@ -94,10 +99,18 @@ def test_verdict_rows_summarise_scores_controls_and_the_secondary_set():
     assert list(_scores({"primary": {"scores": {"frequency_aware": entry}}})) == ["frequency_aware"]
 
 
+def _results(rows: list, planted: bool, model: str):
+    """A table's results built by hand (no model, no method)."""
+    from context_neurons.reproduce.results import Results
+
+    return Results(model=model, model_source="test", planted=planted, n_texts=1, texts={},
+                   device="cpu", rows=rows, seconds=1.0)
+
+
 def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
     """Under the main job's table, each protocol the run evaluated gives its verdicts in words,
     under a line saying which protocol it is and whether it is the one to believe (v3 first)."""
-    from context_neurons.reproduce.table import Row, format_table
+    from context_neurons.reproduce import Row, format_table
 
     entry = {"verdict": "positive", "auc": 0.9, "auc_ci95": [0.8, 0.95], "spearman": 0.5,
              "spearman_ci95": [0.4, 0.6], "precision": 0.6, "n_truth": 10, "base_rate": 0.2}
@@ -110,11 +123,10 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
                             "truth": {"sentence": "40 context neurons"}, "primary": primary,
                             "secondary": {"frequency_aware": entry}},
           "trained-seed1": "pending: not trained"}
-    results = {"_rows": [Row("x", 1.0, "a row")], "planted": False, "model": "trained",
-               "seconds": 1.0, "discovery_evaluation": evaluation,
-               "discovery_evaluation_v2": {"stopped": "no contextual head"},
-               "discovery_evaluation_v3": v3}
-    lines = format_table(results).splitlines()
+    rows = [Row("x", 1.0, "a row"), Row("discovery_evaluation", evaluation, show="json"),
+            Row("discovery_evaluation_v2", {"stopped": "no contextual head"}, show="json"),
+            Row("discovery_evaluation_v3", v3, show="json")]
+    lines = format_table(_results(rows, planted=False, model="trained")).splitlines()
     start = next(k for k, line in enumerate(lines) if line.startswith("verdict"))
     verdicts = lines[start:]
     assert verdicts[0].startswith("verdict, protocol v3 (confirmatory")
@@ -138,17 +150,21 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
 def test_table_shows_per_head_values_sweeps_and_records_as_tables_of_their_own():
     """No cell is cut with '...': values per head, sweeps and lists of records get their own
     small tables under the main one, and tokens keep their spaces."""
-    from context_neurons.reproduce.table import Row, format_table
+    from context_neurons.reproduce import Row, format_table
 
     groups = {"contextual": [0, 2], "miscellaneous": [1]}
     rows = [
-        Row("head_groups", groups, "groups", truth=groups),
-        Row("n_eff", {"0": 91.5, "1": 495.6, "2": 93.8}, "widths"),
-        Row("found_sweep", {"12.0": 13, "4.0": 3072}, "found per threshold"),
-        Row("lookups", [{"neuron": 7, "token": " the\n", "top_heads": ["L1H2", "L1H1"]}], "x"),
-        Row("scores", {"top": {"auc": 0.5, "auc_ci95": [0.4, 0.6]}}, "y"),
+        Row("head_groups", groups, "groups", truth=groups, show="groups"),
+        Row("n_eff", {"0": 91.5, "1": 495.6, "2": 93.8}, "widths", show="per_head"),
+        Row("found_sweep", {"12.0": 13, "4.0": 3072}, "found per threshold", show="sweep",
+            index="theta"),
+        Row("lookups", [{"neuron": 7, "token": " the\n", "top_heads": ["L1H2", "L1H1"]}], "x",
+            show="records", index="#"),
+        Row("scores", {"top": {"auc": 0.5, "auc_ci95": [0.4, 0.6]}}, "y", show="records"),
+        Row("nested", {"top": {"auc": {"a": 1}}}, "z", show="records"),
+        Row("whole", {"primary": {}}, "w", show="json"),
     ]
-    text = format_table({"_rows": rows, "planted": True, "model": "planted", "seconds": 1.0})
+    text = format_table(_results(rows, planted=True, model="planted"))
     assert "..." not in text
     main, *tables = text.split("\n\n")
     assert "| 2 contextual, 1 miscellaneous: per head |" in main
@@ -162,3 +178,12 @@ def test_table_shows_per_head_values_sweeps_and_records_as_tables_of_their_own()
     assert [line.split("|")[1].strip() for line in sweep[3:]] == ["4.0", "12.0"]  # numeric order
     assert "| 1 | 7      | ' the\\n' | L1H2, L1H1 |" in text
     assert "| top  | 0.5000 | 0.4000, 0.6000 |" in text
+    assert "| nested " in main and "| whole " in main  # nested records and JSON: the JSON's
+    assert main.count("see the JSON") == 2
+
+
+def test_a_row_says_how_it_is_shown():
+    from context_neurons.reproduce import Row
+
+    with pytest.raises(ValueError, match="show must be one of"):
+        Row("x", 1.0, show="chart")

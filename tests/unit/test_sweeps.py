@@ -159,7 +159,7 @@ def test_destination_classes_from_counts(monkeypatch):
     tokenizer = load_tokenizer()
     model = make_small_model(seed=0, d_vocab=len(tokenizer), n_ctx=32)[0]
     model.tokenizer = tokenizer  # GPT-2's tokenizer on a tiny model of its vocabulary
-    monkeypatch.setattr(sw, "STOP_RANKS", 3)
+    monkeypatch.setattr(sw.destinations, "STOP_RANKS", 3)  # where destination_classes reads it
     bos = tokenizer.bos_token_id
 
     def window(text):

@@ -463,11 +463,13 @@ def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
     """Online (no corpora), protocol v3's rows are there, NaN, with the reason: never left out."""
     import math
 
+    from context_neurons.method import MethodValues
     from context_neurons.models import load_model
     from context_neurons.reproduce.verdict_rows_v3 import KEYS, v3_rows
 
     monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
-    rows = v3_rows(load_model("trained"))
+    model = load_model("trained").model
+    rows = v3_rows(load_model("trained"), MethodValues(model))
     assert [r.key for r in rows] == list(KEYS)
     assert all(math.isnan(r.value) and r.label.startswith("not computed: Protocol v3 reads")
                for r in rows)

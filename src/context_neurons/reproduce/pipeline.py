@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
 import torch
 from jaxtyping import Int
@@ -23,22 +22,23 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import activation_truth, precision_recall_curve, score_auc
 from context_neurons.checks import DataError, InputError
-from context_neurons.circuit import ContextualCircuit, build_circuit
+from context_neurons.circuit import ContextualCircuit
 from context_neurons.decomposition import decompose_attention, default_mean_keys
 from context_neurons.discovery import THETA, NeuronScores, loud_token_share, precision_recall
-from context_neurons.discovery import score_neurons
 from context_neurons.evaluation import contextual_heads_accuracy, evaluate
 from context_neurons.lookups import examine_neuron, head_name, scan_pool, select_neurons
 from context_neurons.lookups import NotFiring, token_prediction_scores
+from context_neurons.method import MethodValues
 from context_neurons.models import LoadedModel, load_model
 from context_neurons.models.planted import PlantedTruth
 from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
-from context_neurons.reproduce.table import SKIPPED_PREFIXES, Row
+from context_neurons.reproduce.results import HeldOutTruth, Results, Row
+from context_neurons.reproduce.table import SKIPPED_PREFIXES
 from context_neurons.reproduce.verdict_rows import verdict_rows
 from context_neurons.reproduce.verdict_rows_v3 import v3_rows
 from context_neurons.stability import bootstrap_standard_error, coefficient_of_variation
 from context_neurons.stability import denominator_study
-from context_neurons.taxonomy import GROUPS, HeadTaxonomy, classify_heads
+from context_neurons.taxonomy import GROUPS, HeadTaxonomy
 from context_neurons.text.windows import evaluation_windows, lookup_windows
 from context_neurons.training.heldout import labelled_windows, read_record
 
@@ -53,13 +53,13 @@ def taxonomy_rows(taxonomy: HeadTaxonomy, truth: PlantedTruth | None) -> list[Ro
     return [
         Row("head_groups", taxonomy.groups,
             f"Layer-0 head groups computed from positional kernels and content weights ({at})",
-            truth=planted),
+            truth=planted, show="groups"),
         Row("contextual_heads", sorted(taxonomy.groups["contextual"]),
             "Heads with slowly decaying kernels, weak content dependence and a previous-token "
             "share below 0.4",
             truth=planted["contextual"] if planted else None),
         Row("n_eff", {h: round(taxonomy.width(h), 1) for h in taxonomy.heads},
-            f"Kernel width n_eff = 1/sum pos^2 per head ({at})"),
+            f"Kernel width n_eff = 1/sum pos^2 per head ({at})", show="per_head"),
     ]
 
 
@@ -73,7 +73,7 @@ def paper_heads_rows(loaded: LoadedModel, heads: list[int]) -> list[Row]:
         "contextual heads: the taxonomy's own (used everywhere below) against the paper's six; "
         + ("they AGREE" if computed == paper else "they DIFFER: every figure uses the computed set")
     )
-    return [Row("contextual_heads_vs_paper", difference, label)]
+    return [Row("contextual_heads_vs_paper", difference, label, show="groups")]
 
 
 def decomposition_rows(
@@ -93,7 +93,8 @@ def decomposition_rows(
         Row("tv_distance_median", float(pooled.median()),
             "TV distance, exact vs reconstructed patterns: median over the contextual heads "
             f"{','.join(map(str, heads))} and every position of every text"),
-        Row("tv_distance_median_per_head", per_head, "the same median, per head"),
+        Row("tv_distance_median_per_head", per_head, "the same median, per head",
+            show="per_head"),
     ]
 
 
@@ -115,12 +116,15 @@ def stability_rows(
     return [
         Row("denominator_cv", cv,
             f"Coefficient of variation of D_h at n={study.n} (destination ' the') across "
-            f"{n_texts} texts, per head (standard errors: denominator_cv_se)"),
+            f"{n_texts} texts, per head (standard errors: denominator_cv_se)",
+            show="per_head"),
         Row("denominator_cv_se", se,
-            f"Bootstrap standard error of denominator_cv ({n_texts} texts, 1000 resamples)"),
+            f"Bootstrap standard error of denominator_cv ({n_texts} texts, 1000 resamples)",
+            show="per_head"),
         Row("denominator_cv_predicted", predicted,
             "Independent-token prediction of that coefficient of variation, per head "
-            "(rho sigma / (mu sqrt(n_eff over the random positions)); chapter 3)"),
+            "(rho sigma / (mu sqrt(n_eff over the random positions)); chapter 3)",
+            show="per_head"),
     ]
 
 
@@ -137,7 +141,7 @@ def discovery_rows(
         Row("neurons_found", len(found), f"layer-0 neurons with top[j] >= {theta:g}",
             truth=len(planted) if planted else None),
         Row("neurons_found_sweep", {t: len(scores.found(t)) for t in SWEEP_THETAS},
-            "neurons found at other thresholds"),
+            "neurons found at other thresholds", show="sweep", index="theta"),
         Row("loud_token_share", loud_token_share(scores, circuit),
             f"share of all neurons' {scores.k} extreme-token slots held by the 1% of tokens with "
             "the largest extended embeddings (about 0.01 if loudness played no part; near 1: the "
@@ -156,20 +160,22 @@ def discovery_rows(
 
 def activation_rows(
     loaded: LoadedModel, scores: NeuronScores, theta: float, heads: list[int], progress: bool
-) -> list[Row]:
+) -> tuple[list[Row], HeldOutTruth | None]:
     """Discovery from the weights scored against truth from activations (a trained model only).
 
     The truth (:mod:`context_neurons.activations`) is measured on the training run's held-out
     documents, labelled by their corpus's domain, with thresholds fixed before any comparison.
+    Returns the rows and the truth (None without the held-out documents).
     """
     record = read_record(loaded.directory)
     try:
         windows, labels = labelled_windows(loaded.model.tokenizer, record)
     except DataError as error:  # online: the training split's documents are not here
         return [Row(key, math.nan, f"not computed: {error}") for key in (
-            "neuron_precision_vs_activations", "neuron_recall_vs_activations")]
+            "neuron_precision_vs_activations", "neuron_recall_vs_activations")], None
     windows = [w.to(loaded.model.cfg.device) for w in windows]
     truth = activation_truth(loaded.model, windows, labels, heads, progress=progress)
+    heldout = HeldOutTruth(windows, labels, heads, truth)
     context = truth.context_neurons()
     found = scores.found(theta)
     precision, recall = precision_recall(found, context) if context else (math.nan, math.nan)
@@ -194,8 +200,9 @@ def activation_rows(
         Row("precision_recall_sweep_vs_activations",
             {float(t): {k: (None if isinstance(v, float) and math.isnan(v) else v)
                         for k, v in row.items()} for t, row in curve.iterrows()},
-            "neurons found, precision and recall against the activation truth, per theta"),
-    ]
+            "neurons found, precision and recall against the activation truth, per theta",
+            show="records", index="theta"),
+    ], heldout
 
 
 def evaluation_rows(
@@ -278,7 +285,7 @@ def lookup_rows(model: TransformerBridge, truth: PlantedTruth | None, progress: 
             "context look-ups: token-predicting neurons (top 4 by score, later half of the "
             "layers), predicted token, top heads by direct attribution, held-out accuracy and "
             "balanced accuracy of the offline explanation, majority-class chance",
-            truth=planted)
+            truth=planted, show="records", index="#")
     ]
 
 
@@ -314,8 +321,8 @@ def reproduce(
     seed: int | None = None,
     theta: float = THETA,
     variant: str = "standard",
-) -> dict[str, Any]:
-    """Run the pipeline and return ``{key: value}`` plus ``model``, ``n_texts``, ``seconds``.
+) -> Results:
+    """Run the pipeline and return its :class:`~context_neurons.reproduce.results.Results`.
 
     Args:
         model: a model name (:data:`~context_neurons.models.loading.MODEL_NAMES`) or directory.
@@ -328,8 +335,9 @@ def reproduce(
         variant: the planted model's variant (``"shuffled-kernels"``: the negative control).
 
     Returns:
-        The results, JSON-ready through :func:`~context_neurons.reproduce.table.to_json`;
-        ``"_rows"`` holds the table rows.
+        The run, its rows, and the typed values they were computed from (the taxonomy, circuit
+        and scores each computed once, :class:`~context_neurons.method.MethodValues`, and handed
+        to every protocol); JSON through :meth:`~context_neurons.reproduce.results.Results.to_json`.
     """
     if n_texts < 1:
         raise InputError(f"n_texts must be at least 1, got {n_texts}.")
@@ -342,20 +350,22 @@ def reproduce(
         print(f"note: only {len(windows)} full-length windows available ({report}).")
     windows = [w.to(hooked.cfg.device) for w in windows]
 
-    taxonomy = classify_heads(hooked)
-    heads = sorted(taxonomy.groups["contextual"])
+    method = MethodValues(hooked)  # the taxonomy, circuits and scores: computed once, passed on
+    taxonomy = method.taxonomy()
+    heads = method.contextual_heads()
     rows = taxonomy_rows(taxonomy, truth) + paper_heads_rows(loaded, heads)
     rows += decomposition_rows(hooked, windows, heads, progress)
     rows += stability_rows(hooked, windows, labels)
+    heldout = None
     if heads:
-        circuit = build_circuit(hooked, "prose", heads)
-        scores = score_neurons(circuit, hooked)
+        circuit, scores = method.circuit(heads), method.scores(heads)
         rows += discovery_rows(scores, circuit, theta, truth)
         if loaded.directory is not None:
-            rows += activation_rows(loaded, scores, theta, heads, progress)
+            found_rows, heldout = activation_rows(loaded, scores, theta, heads, progress)
+            rows += found_rows
     if loaded.directory is not None:  # each protocol chooses its own heads, or says it cannot
-        rows += verdict_rows(loaded, progress=progress)
-        rows += v3_rows(loaded, progress)
+        rows += verdict_rows(loaded, method, progress=progress)
+        rows += v3_rows(loaded, method, progress)
     if heads:
         rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta), progress)
     else:
@@ -363,15 +373,8 @@ def reproduce(
                         "so no neuron can be discovered from it (nothing stands in for it)"))
     rows += lookup_rows(hooked, truth, progress)
     check_finite(rows)
-    results: dict[str, Any] = {
-        "model": loaded.name,
-        "model_source": loaded.source,
-        "planted": loaded.is_planted,
-        "n_texts": len(windows),
-        "texts": report.__dict__,
-        "device": str(hooked.cfg.device),
-    }
-    results.update({row.key: row.value for row in rows})
-    results["seconds"] = round(time.perf_counter() - start, 1)
-    results["_rows"] = rows
-    return results
+    return Results(
+        model=loaded.name, model_source=loaded.source, planted=loaded.is_planted,
+        n_texts=len(windows), texts=report.__dict__, device=str(hooked.cfg.device), rows=rows,
+        seconds=round(time.perf_counter() - start, 1), method=method, heldout=heldout,
+    )

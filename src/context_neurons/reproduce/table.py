@@ -1,35 +1,20 @@
-"""The results table. This module holds the rows the main job reports and prints them.
+"""The results table. This module prints the main job's rows (:class:`~.results.Results`).
 
-Each :class:`Row` is one quantity computed in the run, with the paper's value beside it (from
-:mod:`context_neurons.reproduce.paper`, never in its place) and, on the planted model, the planted
-truth.
+Each :class:`~.results.Row` is one quantity computed in the run, printed with the paper's value
+beside it (from :mod:`context_neurons.reproduce.paper`, never in its place) and, on the planted
+model, the planted truth.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
-from context_neurons.printing import fixed
-from context_neurons.reproduce.paper import PAPER
+import pandas as pd
+
+from context_neurons.printing import fixed, number_cell
+from context_neurons.reproduce.results import Results, Row
 from context_neurons.verdict import verdict_sentences
 from context_neurons.verdict.v3_report import verdict_sentences_v3
-
-
-@dataclass
-class Row:
-    """One reproduced quantity: its key, the value computed in this run, the planted truth (if
-    any) and what it is. The paper's value is looked up by key in :data:`PAPER`."""
-
-    key: str
-    value: Any
-    label: str = ""
-    truth: Any = None
-
-    @property
-    def paper(self) -> str:
-        return PAPER.get(self.key, "")
 
 
 def fmt(value: Any) -> str:
@@ -55,33 +40,19 @@ def _numeric_order(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         return items
 
 
-def _per_head(value: Any) -> bool:
-    """A value per head: ``{"0": 91.5, "2": 93.8}``, or head groups ``{"contextual": [0, 2]}``."""
-    if not isinstance(value, dict) or not value:
-        return False
-    return all(str(k).isdigit() and not isinstance(v, (dict, list)) for k, v in value.items()) or (
-        _groups(value))
-
-
-def _groups(value: Any) -> bool:
-    """Head groups: each group's list of heads."""
-    return isinstance(value, dict) and bool(value) and all(
-        isinstance(v, list) and all(isinstance(h, int) for h in v) for v in value.values())
-
-
-def _records(value: Any, key: str) -> list[tuple[str, dict]] | None:
-    """A list of flat dicts, a dict of flat dicts, or a sweep row ``key`` of one number per
-    threshold: rows of a table of their own, as ``(name, fields)``; None for anything else."""
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+def _records(row: Row, value: Any) -> list[tuple[str, dict]] | None:
+    """The records of a ``records`` or ``sweep`` row, as ``(name, fields)``: a list or a dict of
+    flat dicts, or one number per threshold; None when they nest (then the JSON holds them)."""
+    if row.show == "sweep" and isinstance(value, dict):
+        items = _numeric_order([(str(k), {row.key: v}) for k, v in value.items()])
+    elif isinstance(value, list) and all(isinstance(v, dict) for v in value):
         items = [(str(k + 1), v) for k, v in enumerate(value)]
-    elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+    elif isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()):
         items = _numeric_order([(str(k), v) for k, v in value.items()])
-    elif isinstance(value, dict) and value and "sweep" in key:
-        items = _numeric_order([(str(k), {key: v}) for k, v in value.items()])
     else:
         return None
     flat = all(not isinstance(f, dict) for _, fields in items for f in fields.values())
-    return items if flat else None
+    return items if items and flat else None
 
 
 def _markdown(head: list[str], body: list[list[str]]) -> list[str]:
@@ -95,12 +66,13 @@ def _markdown(head: list[str], body: list[list[str]]) -> list[str]:
 
 
 def _head_table(rows: list[Row], planted: bool) -> list[str]:
-    """One table of every per-head row: a column per row (and the planted groups)."""
+    """One table of every ``per_head`` and ``groups`` row: a column per row (and the planted
+    truth's)."""
     columns: dict[str, dict[str, str]] = {}
     for row in rows:
         for name, value in [(row.key, row.value)] + (
-                [(f"{row.key} (planted)", row.truth)] if planted and _per_head(row.truth) else []):
-            if _groups(value):
+                [(f"{row.key} (planted)", row.truth)] if planted and row.truth else []):
+            if row.show == "groups":
                 columns[name] = {str(h): group for group, heads in value.items() for h in heads}
             else:
                 columns[name] = {str(k): fmt(v) for k, v in value.items()}
@@ -117,14 +89,14 @@ def _record_table(items: list[tuple[str, dict]], index: str) -> list[str]:
     return _markdown([index, *fields], body)
 
 
-#: The protocols whose verdicts the table prints in words: the JSON key, the protocol's status
+#: The protocols whose verdicts the table prints in words: the protocol, its status
 #: (registered when, and whether it is the one to believe) and its sentences.
 PROTOCOLS = (
-    ("discovery_evaluation_v3", "v3 (confirmatory: registered before any of its numbers, on "
+    ("v3", "v3 (confirmatory: registered before any of its numbers, on "
      "documents no earlier evaluation read)", verdict_sentences_v3),
-    ("discovery_evaluation_v2", "v2 (registered after v1's verdicts were seen; superseded by v3)",
+    ("v2", "v2 (registered after v1's verdicts were seen; superseded by v3)",
      verdict_sentences),
-    ("discovery_evaluation", "v1 (registered before any verdict; superseded by v3)",
+    ("v1", "v1 (registered before any verdict; superseded by v3)",
      verdict_sentences),
 )
 
@@ -132,15 +104,15 @@ PROTOCOLS = (
 SKIPPED_PREFIXES = ("not computed", "no contextual head")
 
 
-def format_table(results: dict[str, Any]) -> str:
+def format_table(results: Results) -> str:
     """The table "quantity | paper (GPT-2 Small) | this run [| planted truth]", then a table of
     the values per head, one per sweep or list of records, notes and the verdicts in words."""
-    rows: list[Row] = results["_rows"]
-    planted = results["planted"]
-    head = ["quantity", "paper (GPT-2 Small)", f"this run ({results['model']})"]
+    rows, planted = results.rows, results.planted
+    head = ["quantity", "paper (GPT-2 Small)", f"this run ({results.model})"]
     if planted:
         head.append("planted truth")
-    per_head = [r for r in rows if _per_head(r.value)]
+    per_head = [r for r in rows if r.show in ("per_head", "groups") and isinstance(r.value, dict)
+                and r.value]
     tables: list[tuple[str, list[str]]] = []
     if per_head:
         tables.append(("per head", _head_table(per_head, planted)))
@@ -148,21 +120,20 @@ def format_table(results: dict[str, Any]) -> str:
     def cell(row: Row, value: Any, suffix: str = "") -> str:
         if value is None:
             return "-"
-        if _groups(value):
+        if row.show == "groups" and isinstance(value, dict) and value:
             return ", ".join(f"{len(h)} {group}" for group, h in value.items()) + ": per head"
-        if _per_head(value):
+        if row.show == "per_head" and isinstance(value, dict) and value:
             return "table: per head"
-        records = _records(value, row.key)
+        records = _records(row, value) if row.show in ("records", "sweep") else None
         if records is None:
-            return fmt(value)
+            return "see the JSON" if row.show == "json" else fmt(value)
         name = row.key + suffix
-        index = "#" if isinstance(value, list) else "theta" if "sweep" in row.key else "name"
-        tables.append((name, _record_table(records, index)))
+        tables.append((name, _record_table(records, row.index)))
         return f"table: {name}"
 
     body = [[r.key, r.paper or "-", cell(r, r.value)]
             + ([cell(r, r.truth, " (planted)")] if planted else []) for r in rows]
-    body.append(["seconds", "-", fixed(results["seconds"], 1)] + (["-"] if planted else []))
+    body.append(["seconds", "-", fixed(results.seconds, 1)] + (["-"] if planted else []))
     out = _markdown(head, body)
     for name, lines in tables:
         out += ["", f"{name}:", *lines]
@@ -170,24 +141,24 @@ def format_table(results: dict[str, Any]) -> str:
     out += [""] + [f"note: {r.key}: {r.label}" for r in rows
                    if r.label.startswith(SKIPPED_PREFIXES)]
     # The verdicts in words (chapter 8) of each protocol the run evaluated, each with its status.
-    for key, protocol, sentences in PROTOCOLS:
-        evaluation = results.get(key)
-        if isinstance(evaluation, dict):
+    for name, protocol, sentences in PROTOCOLS:
+        evaluation = results.evaluation(name)
+        if evaluation is not None:
             out += [f"verdict, protocol {protocol}:"] + [f"  {s}" for s in sentences(evaluation)]
     return "\n".join(out).rstrip("\n")
 
 
-def explain_table(results: dict[str, Any]) -> str:
+def explain_table(results: Results) -> str:
     """The table's legend (``reproduce --explain``): what its columns are, then what each row is."""
-    rows: list[Row] = results["_rows"]
+    rows = results.rows
     out = [
         "columns:",
         "  quantity: the result's key in the JSON (--out)",
         "  paper (GPT-2 Small): Gibson (2025)'s value or claim, for comparison only; never used "
         "in the run ('-': the paper gives none)",
-        f"  this run ({results['model']}): computed in this run, on this model",
+        f"  this run ({results.model}): computed in this run, on this model",
     ]
-    if results["planted"]:
+    if results.planted:
         out.append("  planted truth: what was planted in the planted model (known by construction)")
     out.append("rows:")
     out += [f"  {r.key}: {r.label or '-'}" for r in rows]
@@ -195,11 +166,11 @@ def explain_table(results: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def to_json(results: dict[str, Any]) -> str:
-    """The results as JSON: values by key, with ``labels``, ``paper`` and ``planted_truth``."""
-    clean = {k: v for k, v in results.items() if not k.startswith("_")}
-    clean["labels"] = {r.key: r.label for r in results["_rows"] if r.label}
-    clean["paper"] = {r.key: r.paper for r in results["_rows"] if r.paper}
-    if results["planted"]:
-        clean["planted_truth"] = {r.key: r.truth for r in results["_rows"] if r.truth is not None}
-    return json.dumps(clean, indent=2, default=str)
+def number_rows(results: Results, column: str) -> pd.DataFrame:
+    """The rows with one number, indexed by quantity: the paper's value on GPT-2 Small (``-``
+    where the paper gives none) beside this run's, in the column ``column``."""
+    rows = [{"quantity": row.key, "paper (GPT-2 Small)": row.paper or "-",
+             column: number_cell(row.value)}
+            for row in results.rows
+            if isinstance(row.value, (int, float)) and not isinstance(row.value, bool)]
+    return pd.DataFrame(rows).set_index("quantity")

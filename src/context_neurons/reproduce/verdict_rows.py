@@ -14,7 +14,8 @@ import math
 from context_neurons.activations import PREVIOUS_TOKEN_MIN
 from context_neurons.checks import DataError
 from context_neurons.models.loading import LoadedModel
-from context_neurons.reproduce.table import Row
+from context_neurons.method import MethodValues
+from context_neurons.reproduce.results import Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict.evaluate import previous_token_heads
@@ -40,9 +41,10 @@ def _scores(result: dict) -> dict:
     return scores
 
 
-def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None,
+def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | None = None,
                  progress: bool = False) -> list[Row]:
-    """Run the protocol on the loaded trained model and return its rows."""
+    """Run the protocol on the loaded trained model and return its rows (``method``: the run's
+    taxonomy, circuits and scores)."""
     protocol = load_protocol()
     model = loaded.model
     try:
@@ -54,7 +56,7 @@ def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None,
     previous, previous_heads = previous_token_heads(model, data, start)
     cache: dict = {}  # the forward passes both protocols share
     result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache,
-                      progress=progress)
+                      progress=progress, method=method)
     primary_name = protocol["scores"]["primary"]
     rows = [
         Row("previous_token_heads", previous_heads,
@@ -74,23 +76,25 @@ def verdict_rows(loaded: LoadedModel, n_resamples: int | None = None,
             "at the best domain, the contextual heads' part >= half of the shift)"),
         Row("discovery_scores", scores,
             "each score against that truth: AUC and Spearman with 95% cluster-bootstrap "
-            "intervals, precision at |T| against the base rate, and the protocol's verdict"),
+            "intervals, precision at |T| against the base rate, and the protocol's verdict",
+            show="records"),
         Row("discovery_primary_score", primary_name,
             "the score the verdict is about: the frequency-aware score of chapter 8"),
         Row("discovery_verdict", primary["scores"][primary_name]["verdict"],
             "the pre-registered verdict of the frequency-aware score (positive, negative, "
             "anti-ranking, inconclusive or not testable)"),
-        Row("discovery_evaluation", result, "the protocol's whole result"),
+        Row("discovery_evaluation", result, "the protocol's whole result", show="json"),
     ]
-    return rows + _v2_rows(model, record, data, n_resamples, cache, progress)
+    return rows + _v2_rows(method, record, data, n_resamples, cache, progress)
 
 
-def _v2_rows(model, record: dict, data: dict, n_resamples: int | None, cache: dict,
-             progress: bool = False) -> list[Row]:
-    """Protocol v2 (registered after v1's verdicts; chapter 8), on the same forward passes."""
+def _v2_rows(method: MethodValues, record: dict, data: dict, n_resamples: int | None,
+             cache: dict, progress: bool = False) -> list[Row]:
+    """Protocol v2 (registered after v1's verdicts; chapter 8), on the same forward passes and
+    the same taxonomy, circuits and scores."""
     protocol = load_protocol("v2")
-    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache,
-                      progress=progress)
+    result = evaluate(method.model, record, protocol, n_resamples=n_resamples, data=data,
+                      cache=cache, progress=progress, method=method)
     if "primary" not in result:
         return [Row("discovery_verdict_v2", "not testable", result.get("stopped", ""))]
     primary = result["primary"]
@@ -105,8 +109,8 @@ def _v2_rows(model, record: dict, data: dict, n_resamples: int | None, cache: di
             f"context neurons by activation under protocol v2: Cohen's d >= {threshold:g} in "
             "units of the single-position spread, the primary heads' part >= half"),
         Row("discovery_scores_v2", scores,
-            "each score and control against protocol v2's truth (as above)"),
+            "each score and control against protocol v2's truth (as above)", show="records"),
         Row("discovery_verdict_v2", primary["scores"][name]["verdict"],
             "protocol v2's verdict of the frequency-aware score (registered after v1's)"),
-        Row("discovery_evaluation_v2", result, "protocol v2's whole result"),
+        Row("discovery_evaluation_v2", result, "protocol v2's whole result", show="json"),
     ]

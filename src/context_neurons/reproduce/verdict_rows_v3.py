@@ -15,7 +15,8 @@ import math
 
 from context_neurons.checks import DataError
 from context_neurons.models.loading import LoadedModel
-from context_neurons.reproduce.table import Row
+from context_neurons.method import MethodValues
+from context_neurons.reproduce.results import Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict.v3 import evaluate_v3
 from context_neurons.verdict.v3_compare import NO_DIFFERENCE
@@ -44,9 +45,10 @@ def _models(models: dict) -> dict[str, dict[str, str]]:
     return out
 
 
-def v3_rows(loaded: LoadedModel, progress: bool = False,
+def v3_rows(loaded: LoadedModel, method: MethodValues, progress: bool = False,
             n_resamples: int | None = None) -> list[Row]:
-    """Run protocol v3 on the loaded trained model and return its rows."""
+    """Run protocol v3 on the loaded trained model and return its rows (``method``: the run's
+    taxonomy, circuits and scores)."""
     protocol = load_protocol_v3()
     model = loaded.model
     try:
@@ -54,8 +56,8 @@ def v3_rows(loaded: LoadedModel, progress: bool = False,
         data = v3_data(model.tokenizer, record, protocol)
     except DataError as error:  # online: the held-out documents are not here
         return [Row(key, math.nan, f"not computed: {error}") for key in KEYS]
-    result = evaluate_v3(model, record, protocol, data, n_resamples,
-                         progress=progress).to_json()
+    result = evaluate_v3(model, record, protocol, data, n_resamples, progress=progress,
+                         method=method).to_json()
     models = model_entries({model_key(record): result})
     cs = result["context_set"]
     rows = [
@@ -66,8 +68,10 @@ def v3_rows(loaded: LoadedModel, progress: bool = False,
     ]
     if result["stopped"]:
         return rows + [Row("discovery_verdict_v3", "not testable", result["stopped"]),
-                       Row("discovery_models_v3", _models(models), "every registered model"),
-                       Row("discovery_evaluation_v3", models, "protocol v3's whole result")]
+                       Row("discovery_models_v3", _models(models), "every registered model",
+                           show="records"),
+                       Row("discovery_evaluation_v3", models, "protocol v3's whole result",
+                           show="json")]
     primary, truth = result["primary"], result["truth"]
     verdict = primary["verdict"] + (" (equivalent within 0.05)" if primary["verdict"] ==
                                     NO_DIFFERENCE and primary["equivalent_within_margin"] else "")
@@ -76,16 +80,20 @@ def v3_rows(loaded: LoadedModel, progress: bool = False,
             f"context neurons by activation on the CONFIRM documents: {truth['sentence']}"),
         Row("discovery_baselines_v3", baseline_records(primary),
             "the frequency-aware score and the four registered baselines against that truth: "
-            "AUC and AUC(score) minus it, with paired 95% cluster-bootstrap intervals"),
+            "AUC and AUC(score) minus it, with paired 95% cluster-bootstrap intervals",
+            show="records"),
         Row("discovery_verdict_v3", verdict,
             "protocol v3's primary verdict (confirmatory): does the score rank the context "
             "neurons above the best baseline (adds something, no difference shown, baseline "
             "better or not testable)?"),
         Row("discovery_secondary_v3", _secondary(result),
-            "protocol v3's secondary verdicts: each score by the v2-style thresholds"),
+            "protocol v3's secondary verdicts: each score by the v2-style thresholds",
+            show="records"),
         Row("discovery_models_v3", _models(models),
-            "every model protocol v3 registers: a replication not trained is pending"),
-        Row("discovery_evaluation_v3", models, "protocol v3's whole result, every model"),
+            "every model protocol v3 registers: a replication not trained is pending",
+            show="records"),
+        Row("discovery_evaluation_v3", models, "protocol v3's whole result, every model",
+            show="json"),
     ]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
+from context_neurons.method import MethodValues
 from context_neurons.models.loading import bridge_from_hf, load_checkpoint
 from context_neurons.training.development import DEVELOPMENT_FILE
 from context_neurons.training.heldout import read_record
@@ -22,7 +23,7 @@ def structure(model: TransformerBridge, data, protocol: dict) -> dict:
     """Previous-token attention, head sets and the additive truth count of one model."""
     start = protocol["data"]["window_mean_start"]
     previous, previous_heads = previous_token_heads(model, data, start)
-    sets, _ = head_sets(model)
+    sets, _ = head_sets(MethodValues(model))
     out = {
         "previous_token_attention": [round(float(x), 4) for x in previous],
         "previous_token_heads": previous_heads,

@@ -11,21 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, mean_head_z, previous_token_attention
 from context_neurons.activations import window_means, window_moments
-from context_neurons.circuit import build_circuit
-from context_neurons.discovery import read_vectors, score_neurons, scoring_vocabulary
+from context_neurons.discovery import read_vectors, scoring_vocabulary
 from context_neurons.discovery import top_of_read_vectors
-from context_neurons.domain_shift import path_pieces, permuted_vocabulary, predict_path_shifts
+from context_neurons.domain_shift import PathShifts, path_pieces, permuted_vocabulary
+from context_neurons.domain_shift import predict_path_shifts
 from context_neurons.hooks import run_until
-from context_neurons.printing import fixed
+from context_neurons.method import MethodValues
+from context_neurons.printing import fixed, show_table
 from context_neurons.stability import denominator_study
 from context_neurons.stability.bounds import coefficient_of_variation
-from context_neurons.taxonomy import classify_heads
 from context_neurons.text.windows import pad_windows
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import eval_arrays, load_protocol, protocol_data
@@ -58,7 +59,7 @@ def previous_token_heads(model: TransformerBridge, data, start: int) -> tuple[Te
     return previous, [h for h in range(len(previous)) if previous[h] >= PREVIOUS_TOKEN_MIN]
 
 
-def head_sets(model: TransformerBridge, protocol: dict | None = None,
+def head_sets(method: MethodValues, protocol: dict | None = None,
               data: dict | None = None) -> tuple[dict[str, list[int]], dict]:
     """The protocol's head sets: the taxonomy's contextual heads (primary) and every non-local
     head (secondary). Under protocol v2 (``head_sets.add_stable_broad_heads``) the primary set
@@ -68,7 +69,7 @@ def head_sets(model: TransformerBridge, protocol: dict | None = None,
     Returns:
         ``(sets, stability)``; ``stability`` is empty unless the rule applies.
     """
-    taxonomy = classify_heads(model, previous_token_rule=False)  # the rules v1 and v2 registered
+    taxonomy = method.taxonomy(previous_token_rule=False)  # the rules v1 and v2 registered
     contextual = list(taxonomy.groups["contextual"])
     sets = {
         "primary": contextual,
@@ -78,7 +79,7 @@ def head_sets(model: TransformerBridge, protocol: dict | None = None,
     if not rule or not contextual:
         return sets, {}
     cal = [w for item in data.values() for w in item.cal_windows]
-    stability = stable_broad_heads(model, cal, contextual, sets["secondary"])
+    stability = stable_broad_heads(method.model, cal, contextual, sets["secondary"])
     sets["primary"] = sorted(contextual + stability["added"])
     return sets, stability
 
@@ -129,15 +130,11 @@ def measure(model: TransformerBridge, data, sets: dict[str, list[int]], start: i
     """The forward passes of the evaluation (EVAL windows are all ``n_ctx`` long); ``resample``:
     also the primary set's resample ablation. ``cache``: a dict kept between calls on the same
     model and data (two protocols share every pass of the same head set)."""
-    cache = {} if cache is None else cache
+    cache = {} if cache is None else cache  # kept for this call at least
     windows, labels, documents = eval_arrays(data)
     domains = list(data)
 
-    def once(key, compute):
-        if key not in cache:
-            cache[key] = compute()
-        return cache[key]
-
+    once = lambda key, compute: _once(cache, key, compute)  # noqa: E731
     cal = [w for item in data.values() for w in item.cal_windows]
     mean_z = once(("mean_z",), lambda: mean_head_z(model, cal, batch_size))
     full, squares = once(("full",), lambda: tuple(
@@ -155,9 +152,46 @@ def measure(model: TransformerBridge, data, sets: dict[str, list[int]], start: i
     return Measurements(domains, index, documents, full, ablated, resampled, squares)
 
 
-def _score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: float,
-                 rho_boot: np.ndarray, neuron_draws: np.ndarray, permutation_rho: float,
-                 protocol: dict) -> dict:
+@dataclass(frozen=True)
+class PredictedPaths:
+    """The frequency-aware algebra of every path on the protocol's domains, and its controls'."""
+
+    paths: PathShifts  # each path's predicted shift, with the domains' p_D
+    shuffled: PathShifts  # the same with token ids permuted in p_D (the vocabulary control)
+    random: Tensor  # [d_model, d_mlp] random read directions with the read vectors' norms
+    random_paths: PathShifts  # the shifts read along them (the random-direction control)
+
+
+def predicted_paths(model: TransformerBridge, circuit, distributions: dict, start: int,
+                    seed: int) -> PredictedPaths:
+    """:class:`PredictedPaths` from the calibration text of ``circuit`` (the read vectors and
+    path pieces depend on it only, not on the circuit's heads)."""
+    pieces = path_pieces(model, circuit.calibration.tokens[1:])
+    read = read_vectors(circuit, model)
+    paths = predict_path_shifts(pieces, read, distributions, start)
+    shuffled = predict_path_shifts(pieces, read, permuted_vocabulary(distributions, seed), start)
+    generator = torch.Generator().manual_seed(seed)
+    random = torch.randn(read.shape, generator=generator, dtype=read.dtype)
+    random = random / random.norm(dim=0, keepdim=True) * read.norm(dim=0, keepdim=True).cpu()
+    random = random.to(read.device)
+    return PredictedPaths(paths, shuffled, random,
+                          predict_path_shifts(pieces, random, distributions, start))
+
+
+def _once(cache: dict | None, key: tuple, compute):
+    """``cache[key]``, computed on first use (``cache`` None: computed every time)."""
+    if cache is None:
+        return compute()
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
+
+
+def score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: float,
+                rho_boot: np.ndarray, neuron_draws: np.ndarray, permutation_rho: float,
+                protocol: dict) -> dict:
+    """One score against the truth: AUC and Spearman with their intervals, precision at |T|
+    against the base rate, the criteria and the verdict (shared by protocols v1, v2 and v3)."""
     level = protocol["bootstrap"]["level"]
     rule = protocol["verdict"]
     n_truth = int(truth.mask.sum())
@@ -180,12 +214,13 @@ def _score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: 
     return entry
 
 
-def _frequency_rho(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
+def frequency_rho(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
     """Median over domains of the Spearman correlation across neurons (``[..., domain, neuron]``)."""
     return np.nanmedian(st.spearman(predicted, measured), axis=-1)
 
 
-def _top_rho(top: np.ndarray, truth: st.Truth, sd: np.ndarray) -> np.ndarray:
+def top_rho(top: np.ndarray, truth: st.Truth, sd: np.ndarray) -> np.ndarray:
+    """Spearman of ``top[j]`` with the measured |context shift| / sd at each neuron's domain."""
     best = np.take_along_axis(truth.context_shift, truth.best[..., None, :], axis=-2)[..., 0, :]
     return st.spearman(np.broadcast_to(top, best.shape), np.abs(best) / np.maximum(sd, 1e-30))
 
@@ -200,10 +235,14 @@ def evaluate(
     progress: bool = False,
     data: dict | None = None,
     cache: dict | None = None,
+    method: MethodValues | None = None,
 ) -> dict:
     """The whole pre-registered evaluation on one model; JSON-ready. ``data``: the protocol's
     documents (:func:`~context_neurons.verdict.data.protocol_data`), when already read;
-    ``cache``: forward passes kept between protocols (:func:`measure`)."""
+    ``cache``: forward passes and predictions kept between protocols on the same model and data
+    (:func:`measure`, :func:`predicted_paths`); ``method``: the run's
+    taxonomy, circuits and scores (:class:`~context_neurons.method.MethodValues`), when made."""
+    method = method or MethodValues(model)
     protocol = protocol or load_protocol()
     spec, truth_spec = protocol["data"], protocol["truth"]
     start = spec["window_mean_start"]
@@ -211,7 +250,7 @@ def evaluate(
     seed = protocol["bootstrap"]["seed"]
     if data is None:
         data = protocol_data(model.tokenizer, record, protocol, corpora_dir)
-    sets, stability = head_sets(model, protocol, data)
+    sets, stability = head_sets(method, protocol, data)
     result: dict = {"protocol": protocol["name"], "head_sets": sets, "domains": list(data),
                     "eval_windows": {d: len(v.eval_windows) for d, v in data.items()},
                     "eval_documents": {d: len(set(v.eval_documents)) for d, v in data.items()},
@@ -243,17 +282,11 @@ def evaluate(
             ladder["down"], ladder["up"], protocol["verdict"]["min_truth"], d_mlp / 3)
         result["truth_threshold"] = {"min_cohens_d": min_d, "tried": tried}
     vocabulary = scoring_vocabulary(model)
-    circuits = {name: build_circuit(model, heads=heads) for name, heads in sets.items() if heads}
-    first = circuits["primary"]  # the read vectors depend on the calibration text only
-    pieces = path_pieces(model, first.calibration.tokens[1:])
-    read = read_vectors(first, model)
-    paths = predict_path_shifts(pieces, read, distributions, start)
-    shuffled = predict_path_shifts(pieces, read, permuted_vocabulary(distributions, seed), start)
-    generator = torch.Generator().manual_seed(seed)
-    random = torch.randn(read.shape, generator=generator, dtype=read.dtype)
-    random = random / random.norm(dim=0, keepdim=True) * read.norm(dim=0, keepdim=True).cpu()
-    random = random.to(read.device)
-    random_paths = predict_path_shifts(pieces, random, distributions, start)
+    circuits = {name: method.circuit(heads) for name, heads in sets.items() if heads}
+    predicted = _once(cache, ("predicted", start, seed), lambda: predicted_paths(
+        model, circuits["primary"], distributions, start, seed))
+    paths, shuffled, random, random_paths = (predicted.paths, predicted.shuffled,
+                                             predicted.random, predicted.random_paths)
     for set_name, circuit in circuits.items():
         heads = sets[set_name]
         ablated = st.domain_shifts(measured.ablated[set_name], measured.domain_index, n_dom)
@@ -269,20 +302,20 @@ def evaluate(
         prediction = paths.split(heads)
         predicted_context = prediction.shift_context.double().numpy()
         frequency = prediction.score().double().numpy()
-        top = score_neurons(circuit, model).top.double().cpu().numpy()
+        top = method.scores(heads).top.double().cpu().numpy()
         measured_context = truth.context_shift
-        rho_f = float(_frequency_rho(predicted_context, measured_context))
-        rho_f_boot = _frequency_rho(predicted_context[None], boot.context_shift)
+        rho_f = float(frequency_rho(predicted_context, measured_context))
+        rho_f_boot = frequency_rho(predicted_context[None], boot.context_shift)
         rho_partial = float(np.nanmedian(st.partial_spearman(
             predicted_context, measured_context, prediction.shift_other.double().numpy())))
-        perm_rho = float(_frequency_rho(predicted_context[:, permutation], measured_context))
-        rho_t = float(_top_rho(top, truth, full.sd))
-        rho_t_boot = _top_rho(top, boot, full_boot.sd)
-        perm_rho_t = float(_top_rho(top[permutation], truth, full.sd))
+        perm_rho = float(frequency_rho(predicted_context[:, permutation], measured_context))
+        rho_t = float(top_rho(top, truth, full.sd))
+        rho_t_boot = top_rho(top, boot, full_boot.sd)
+        perm_rho_t = float(top_rho(top[permutation], truth, full.sd))
         scores = {
-            "frequency_aware": _score_entry(frequency, truth, boot, rho_f, rho_f_boot,
+            "frequency_aware": score_entry(frequency, truth, boot, rho_f, rho_f_boot,
                                             neuron_draws, perm_rho, protocol),
-            "top": _score_entry(top, truth, boot, rho_t, rho_t_boot, neuron_draws, perm_rho_t,
+            "top": score_entry(top, truth, boot, rho_t, rho_t_boot, neuron_draws, perm_rho_t,
                                 protocol),
         }
         scores["frequency_aware"]["spearman_partial"] = rho_partial
@@ -300,7 +333,7 @@ def evaluate(
             "frequency_aware_highest": highest_scoring(prediction, n=5),
         }
         if controls:
-            entry["controls"] = _controls(circuit, shuffled.split(heads), random,
+            entry["controls"] = weight_controls(circuit, shuffled.split(heads), random,
                                           random_paths.split(heads), truth, boot, neuron_draws,
                                           frequency, top, vocabulary, protocol)
         result[set_name] = entry
@@ -316,14 +349,14 @@ def highest_scoring(prediction, n: int = 5) -> list[dict]:
             for j in score.argsort(descending=True)[:n].tolist()]
 
 
-def _controls(circuit, shuffled, random, random_prediction, truth, boot, neuron_draws,
-              frequency, top, vocabulary, protocol) -> dict:
+def weight_controls(circuit, shuffled, random, random_prediction, truth, boot, neuron_draws,
+                    frequency, top, vocabulary, protocol) -> dict:
     """The protocol's controls that live on the same model (step 0 and planted: elsewhere)."""
     out = {}
     shuffled_context = shuffled.shift_context.double().numpy()
-    rho = float(_frequency_rho(shuffled_context, truth.context_shift))
-    rho_boot = _frequency_rho(shuffled_context[None], boot.context_shift)
-    out["frequency_aware_vocabulary_permuted"] = _score_entry(
+    rho = float(frequency_rho(shuffled_context, truth.context_shift))
+    rho_boot = frequency_rho(shuffled_context[None], boot.context_shift)
+    out["frequency_aware_vocabulary_permuted"] = score_entry(
         shuffled.score().double().numpy(), truth, boot, rho, rho_boot, neuron_draws, 0.0,
         protocol)
     random_frequency = random_prediction.score().double().numpy()
@@ -360,6 +393,20 @@ def score_table(result: dict, set_name: str = "primary") -> list[dict]:
             for name, e in entries.items() if "auc" in e]
 
 
+#: What the columns of :func:`score_table` are, for its caption.
+SCORE_TABLE = ("each score and control against the truth: AUC and Spearman rho with 95% "
+               "intervals; prec./base: precision among the |T| highest against the base rate")
+
+
+def show_scores(result: dict, protocol_name: str, model: str, set_name: str = "primary") -> None:
+    """Show :func:`score_table` of one protocol's head set, captioned with its heads and the
+    model (``loaded.title``)."""
+    heads = result[set_name].get("heads", result["head_sets"][set_name])
+    show_table(pd.DataFrame(score_table(result, set_name)),
+               f"protocol {protocol_name}, {set_name} heads {heads}, {SCORE_TABLE}",
+               model=model, index=False)
+
+
 def truth_summary(result: dict, set_name: str = "primary") -> str:
     """One sentence: how many context neurons by activation, and where."""
     entry = result.get(set_name)
@@ -371,10 +418,11 @@ def truth_summary(result: dict, set_name: str = "primary") -> str:
     return f"{len(entry['truth_neurons'])} context neurons by activation ({listed or 'none'})"
 
 
-__all__ = ["Measurements", "PREVIOUS_WINDOWS", "evaluate", "head_sets", "highest_scoring",
-           "measure", "previous_token_heads", "resample_window_means", "score_sentence",
-           "score_table", "stable_broad_heads", "truth_summary", "verdict_sentences",
-           "with_interval"]
+__all__ = ["Measurements", "PREVIOUS_WINDOWS", "PredictedPaths", "evaluate", "frequency_rho",
+           "head_sets", "highest_scoring", "measure", "predicted_paths", "previous_token_heads",
+           "resample_window_means", "score_entry", "score_sentence", "score_table",
+           "show_scores", "stable_broad_heads", "top_rho", "truth_summary", "verdict_sentences",
+           "weight_controls", "with_interval"]
 
 
 def score_sentence(name: str, entry: dict) -> str:

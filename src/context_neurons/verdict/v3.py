@@ -32,6 +32,7 @@ from context_neurons import config as settings
 from context_neurons.activations import mean_head_z
 from context_neurons.discovery import scoring_vocabulary
 from context_neurons.domain_shift import permuted_vocabulary, predict_path_shifts
+from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.models.loading import TRAINED_DIR, bridge_from_hf
 from context_neurons.training.config import EOT, TrainConfig
@@ -39,7 +40,7 @@ from context_neurons.training.heldout import read_record
 from context_neurons.training.loop import build_model
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import unigram_distributions
-from context_neurons.verdict.evaluate import _controls, _frequency_rho, _score_entry, _top_rho
+from context_neurons.verdict.evaluate import frequency_rho, score_entry, top_rho, weight_controls
 from context_neurons.verdict.planted import planted_control
 from context_neurons.verdict.v3_compare import PrimaryComparison, primary_comparison
 from context_neurons.verdict.v3_compare import resampled_aucs
@@ -141,21 +142,21 @@ def data_summary(data: V3Data) -> dict:
 def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarray,
                        permutation: np.ndarray, protocol: dict) -> dict:
     """v2's verdict for the frequency-aware score and ``top[j]``, each with its own rho and the
-    neurons-permuted rho (v2's code: ``evaluate._score_entry``)."""
+    neurons-permuted rho (v2's code: ``evaluate.score_entry``)."""
     predicted = ws.prediction.shift_context.double().numpy()
     measured = pair.point.context_shift
     frequency = ws.prediction.score().double().numpy()
     top = ws.top.double().cpu().numpy()
-    perm_f = float(_frequency_rho(predicted[:, permutation], measured))
-    perm_t = float(_top_rho(top[permutation], pair.point, pair.full.sd))
+    perm_f = float(frequency_rho(predicted[:, permutation], measured))
+    perm_t = float(top_rho(top[permutation], pair.point, pair.full.sd))
     out = {
-        "frequency_aware": _score_entry(
-            frequency, pair.point, pair.boot, float(_frequency_rho(predicted, measured)),
-            _frequency_rho(predicted[None], pair.boot.context_shift), neuron_draws, perm_f,
+        "frequency_aware": score_entry(
+            frequency, pair.point, pair.boot, float(frequency_rho(predicted, measured)),
+            frequency_rho(predicted[None], pair.boot.context_shift), neuron_draws, perm_f,
             protocol),
-        "top": _score_entry(
-            top, pair.point, pair.boot, float(_top_rho(top, pair.point, pair.full.sd)),
-            _top_rho(top, pair.boot, pair.full_boot.sd), neuron_draws, perm_t, protocol),
+        "top": score_entry(
+            top, pair.point, pair.boot, float(top_rho(top, pair.point, pair.full.sd)),
+            top_rho(top, pair.boot, pair.full_boot.sd), neuron_draws, perm_t, protocol),
     }
     out["frequency_aware"]["spearman_partial"] = float(np.nanmedian(st.partial_spearman(
         predicted, measured, ws.prediction.shift_other.double().numpy())))
@@ -177,9 +178,9 @@ def same_model_controls(model: TransformerBridge, ws: WeightScores, distribution
     random = random / random.norm(dim=0, keepdim=True) * ws.read.norm(dim=0, keepdim=True).cpu()
     random = random.to(ws.read.device)
     random_paths = predict_path_shifts(ws.pieces, random, distributions, start).split(heads)
-    out = _controls(ws.circuit, shuffled, random, random_paths, pair.point, pair.boot,
-                    neuron_draws, ws.prediction.score().double().numpy(),
-                    ws.top.double().cpu().numpy(), scoring_vocabulary(model), protocol)
+    out = weight_controls(ws.circuit, shuffled, random, random_paths, pair.point, pair.boot,
+                          neuron_draws, ws.prediction.score().double().numpy(),
+                          ws.top.double().cpu().numpy(), scoring_vocabulary(model), protocol)
     bound = protocol["verdict"]["positive"]["permutation_control_abs_at_most"]
     rho_f = secondary["frequency_aware"]["permutation_spearman"]
     rho_t = secondary["top"]["permutation_spearman"]
@@ -198,7 +199,7 @@ def _comparison_at(shifts: SetShifts, min_d: float, min_part: float, scores: dic
             "comparison": comparison.to_json()}
 
 
-def sensitivities_v3(model: TransformerBridge, cs: ContextSet, measured: ConfirmMeasurements,
+def sensitivities_v3(method: MethodValues, cs: ContextSet, measured: ConfirmMeasurements,
                      shifts: SetShifts, weights: np.ndarray, scores: dict, bag,
                      distributions: dict, ws: WeightScores, neuron_draws: np.ndarray,
                      start: int, protocol: dict) -> dict:
@@ -214,7 +215,7 @@ def sensitivities_v3(model: TransformerBridge, cs: ContextSet, measured: Confirm
     elif not heads:
         out["non_local_set"] = {"heads": heads, "note": "no non-local head"}
     else:
-        nl = weight_scores(model, heads, distributions, start, ws.pieces)
+        nl = weight_scores(method, heads, distributions, start, ws.pieces)
         nl_shifts = set_shifts(measured, "non_local", weights, (shifts.full, shifts.full_boot))
         out["non_local_set"] = {"heads": heads, **_comparison_at(
             nl_shifts, min_d, min_part, nl.scores(bag), neuron_draws, protocol)}
@@ -316,17 +317,19 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: dict | None = 
                 data: V3Data | None = None, n_resamples: int | None = None,
                 controls: bool = True, sensitivities: bool = True, label_free: bool = False,
                 batch_size: int = 8, name: str | None = None,
-                progress: bool = False) -> V3Evaluation:
+                progress: bool = False, method: MethodValues | None = None) -> V3Evaluation:
     """Protocol v3 on one model (module docstring). ``data``: :func:`v3_data`, when already
-    read; ``n_resamples``: fewer resamples for a quick look (the protocol's 2000 otherwise)."""
+    read; ``n_resamples``: fewer resamples for a quick look (the protocol's 2000 otherwise);
+    ``method``: the run's taxonomy, circuits and scores, when made."""
     timer, protocol = Timer(), protocol or load_protocol_v3()
+    method = method or MethodValues(model)
     if data is None:
         with timer("data"):
             data = v3_data(model.tokenizer, record, protocol)
     start = protocol["data"]["confirm"]["window_mean_start"]
     cal_windows = [w for d in data.pooled for w in data.cal[d].cal_windows]
     with timer("context set"):
-        cs = context_set(model, cal_windows, start)
+        cs = context_set(method, cal_windows, start)
     base = {"protocol": protocol["name"], "model": name or model_key(record),
             "comparable": comparability(record), "data": data_summary(data), "context_set": cs}
     if not cs.heads:
@@ -343,7 +346,7 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: dict | None = 
     with timer("forward passes: bag of tokens"):
         bag = bag_of_tokens_score(model, distributions, start)
     with timer("scores and baselines"):
-        ws = weight_scores(model, list(cs.heads), distributions, start)
+        ws = weight_scores(method, list(cs.heads), distributions, start)
         scores = ws.scores(bag)
     with timer("truth, bootstrap, primary and secondary"):
         draws = registered_draws(measured, n_resamples or protocol["bootstrap"]["resamples"],
@@ -359,7 +362,7 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: dict | None = 
         with timer("sensitivities"):
             result["sensitivities"] = {
                 "resample_ablation": {"n_truth": verdicts["truth"].resample_ablation_n_truth},
-                **sensitivities_v3(model, cs, measured, shifts, draws.weights, scores, bag,
+                **sensitivities_v3(method, cs, measured, shifts, draws.weights, scores, bag,
                                    distributions, ws, draws.neurons, start, protocol)}
     with timer("non-pooled domains"):
         result["non_pooled"] = non_pooled_report(data, measured, pair, ws, distributions, start,

@@ -13,12 +13,50 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from context_neurons.printing import fixed
 from context_neurons.verdict import statistics as st
 
 ADDS_SOMETHING = "adds something"
 BASELINE_BETTER = "baseline better"
 NO_DIFFERENCE = "no difference shown"
 NOT_TESTABLE = "not testable"
+
+
+def _number(value: float | None, decimals: int) -> str:
+    return "undefined" if value is None else fixed(value, decimals)
+
+
+def bounds_text(interval: list, decimals: int = 3) -> str:
+    """``[0.891, 0.940]``: a 95% interval at fixed decimals (``undefined`` for a missing bound)."""
+    low, high = interval
+    return f"[{_number(low, decimals)}, {_number(high, decimals)}]"
+
+
+def interval_text(value: float | None, interval: list, decimals: int = 3) -> str:
+    """``0.924 [0.891, 0.940]``: a value and its 95% interval at fixed decimals."""
+    return f"{_number(value, decimals)} {bounds_text(interval, decimals)}"
+
+
+def verdict_label(primary: dict, upper: bool = False) -> str:
+    """The primary verdict (in capitals with ``upper``), with "(equivalent within 0.05)" beside
+    "no difference shown" when the whole interval lies inside the margin (never beside another
+    verdict)."""
+    verdict = primary["verdict"]
+    label = verdict.upper() if upper else verdict
+    if verdict == NO_DIFFERENCE and primary.get("equivalent_within_margin"):
+        return f"{label} (equivalent within 0.05)"
+    return label
+
+
+def primary_words(primary: dict, decimals: int = 3) -> str:
+    """The primary comparison's verdict and its statistic in one sentence."""
+    label = (verdict_label(primary, upper=True) if primary.get("verdict")
+             else "no verdict (sensitivity)")
+    name = primary["score"].replace("_", "-")
+    return (f"{label}: AUC({name}) minus the best baseline's AUC = "
+            f"{interval_text(primary['delta'], primary['delta_ci95'], decimals)} (best baseline: "
+            f"{primary['best_baseline'].replace('_', ' ')}; AUC({name}) = "
+            f"{interval_text(primary['score_auc'], primary['score_auc_ci95'], decimals)})")
 
 
 def resampled_aucs(score: np.ndarray, boot_mask: np.ndarray,
@@ -108,16 +146,8 @@ class PrimaryComparison:
     equivalent_within_margin: bool
 
     def words(self) -> str:
-        """The verdict as the report says it."""
-        low, high = self.delta_ci95
-        text = (f"delta = AUC({self.score}) - max baseline AUC = {self.delta:.3f} "
-                f"[{low:.3f}, {high:.3f}] (best baseline at the point: {self.best_baseline})")
-        if self.verdict is None:
-            return text + " (sensitivity: no verdict)"
-        label = self.verdict.upper()
-        if self.verdict == NO_DIFFERENCE and self.equivalent_within_margin:
-            label += " (equivalent within 0.05)"
-        return f"{label}: {text}"
+        """The verdict as the report says it (:func:`primary_words`)."""
+        return primary_words(asdict(self))
 
     def to_json(self) -> dict:
         out = asdict(self)

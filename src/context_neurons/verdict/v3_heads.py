@@ -24,7 +24,8 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, previous_token_attention
-from context_neurons.taxonomy import HeadTaxonomy, assign_group, classify_heads
+from context_neurons.method import MethodValues
+from context_neurons.taxonomy import HeadTaxonomy, assign_group
 from context_neurons.text.windows import calibration_tokens
 
 
@@ -122,11 +123,12 @@ def build_context_set(taxonomy: HeadTaxonomy, share_calibration: Float[Tensor, "
         measures=tuple(measures), threshold=threshold)
 
 
-def context_set(model: TransformerBridge, cal_windows: list[Int[Tensor, " _pos"]],
+def context_set(method: MethodValues, cal_windows: list[Int[Tensor, " _pos"]],
                 start: int) -> ContextSet:
     """The model's v3 context set: the taxonomy (as v2 computes it), the previous-token share on
     the calibration text and on the CAL windows (positions ``>= start``)."""
-    unchanged = classify_heads(model, previous_token_rule=False)  # "group": as v2 computed it
+    unchanged = method.taxonomy(previous_token_rule=False)  # "group": as v2 computed it
+    model = method.model
     return build_context_set(unchanged, calibration_previous_share(model, start),
                              previous_token_attention(model, cal_windows, start))
 

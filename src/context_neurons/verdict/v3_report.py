@@ -10,7 +10,7 @@ import numpy as np
 
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
-from context_neurons.verdict.v3_compare import NO_DIFFERENCE
+from context_neurons.verdict.v3_compare import bounds_text, interval_text, primary_words
 from context_neurons.training.heldout import read_record
 
 #: The registered seeds (protocol ``bootstrap`` and ``controls``; tests check them against the
@@ -79,7 +79,7 @@ def jsonable(value):
     return value
 
 
-def _interval(x: list) -> str:
+def bounds_text(x: list) -> str:
     low, high = (float("nan") if v is None else v for v in x)
     return f"[{low:.3f}, {high:.3f}]"
 
@@ -102,24 +102,24 @@ def report_lines(name: str, result: dict | str) -> list[str]:
     if result.get("stopped"):
         return lines + [f"STOPPED: {result['stopped']}"]
     lines.append(f"truth: {result['truth']['sentence']}; domains {result['truth']['domains']}; "
-                 f"|T| 95% {_interval(result['truth']['n_truth_ci95'])}")
+                 f"|T| 95% {bounds_text(result['truth']['n_truth_ci95'])}")
     primary = result["primary"]
     lines.append(f"PRIMARY: {primary['words']}; undefined resamples "
                  f"{primary['undefined_resamples']} of {primary['n_resamples']}")
     lines.append(f"  {primary['score']}: AUC {primary['score_auc']:.3f} "
-                 f"{_interval(primary['score_auc_ci95'])}")
+                 f"{bounds_text(primary['score_auc_ci95'])}")
     for b in primary["baselines"].values():
-        lines.append(f"  {b['name']}: AUC {b['auc']:.3f} {_interval(b['auc_ci95'])}, score - it "
-                     f"{b['difference']:.3f} {_interval(b['difference_ci95'])}, best in "
+        lines.append(f"  {b['name']}: AUC {b['auc']:.3f} {bounds_text(b['auc_ci95'])}, score - it "
+                     f"{b['difference']:.3f} {bounds_text(b['difference_ci95'])}, best in "
                      f"{b['best_in_resamples']} resamples")
     for score, entry in result["secondary"].items():
         lines.append(f"secondary {score}: {entry['verdict'].upper()}: AUC {entry['auc']:.3f} "
-                     f"{_interval(entry['auc_ci95'])}, rho {entry['spearman']:.3f} "
-                     f"{_interval(entry['spearman_ci95'])}, precision {entry['precision']:.3f} "
+                     f"{bounds_text(entry['auc_ci95'])}, rho {entry['spearman']:.3f} "
+                     f"{bounds_text(entry['spearman_ci95'])}, precision {entry['precision']:.3f} "
                      f"(base {entry['base_rate']:.3f})")
     lines.append(f"controls: {_controls_line(result['controls'])}")
     for label, entry in result["sensitivities"].items():
-        lines.append(f"sensitivity {label}: {_sensitivity_line(entry)}")
+        lines.append(f"sensitivity {label}: {sensitivity_line(entry)}")
     for domain, entry in result["non_pooled"].items():
         lines.append(f"non-pooled {domain}: {entry['units']} units, {entry['windows']} windows, "
                      f"rho {entry['spearman_context_shift']}, |d| >= 1 and part >= 0.5: "
@@ -133,30 +133,6 @@ def report_lines(name: str, result: dict | str) -> list[str]:
                          f"{entry.get('difference_ci95')}, ARI {entry.get('adjusted_rand_index')}")
     lines.append(f"runtime (s): {result['runtime']}")
     return lines
-
-
-def _number(value: float | None, decimals: int) -> str:
-    return "undefined" if value is None else fixed(value, decimals)
-
-
-def interval_text(value: float | None, interval: list, decimals: int = 3) -> str:
-    """``0.924 [0.891, 0.940]``: a value and its 95% interval at fixed decimals."""
-    low, high = interval
-    return (f"{_number(value, decimals)} [{_number(low, decimals)}, "
-            f"{_number(high, decimals)}]")
-
-
-def primary_words(primary: dict, decimals: int = 3) -> str:
-    """The primary comparison's verdict and its statistic in one sentence."""
-    verdict = primary.get("verdict")
-    label = verdict.upper() if verdict else "no verdict (sensitivity)"
-    if verdict == NO_DIFFERENCE and primary.get("equivalent_within_margin"):
-        label += " (equivalent within 0.05)"  # as PrimaryComparison.words: only beside this one
-    name = primary["score"].replace("_", "-")
-    return (f"{label}: AUC({name}) minus the best baseline's AUC = "
-            f"{interval_text(primary['delta'], primary['delta_ci95'], decimals)} (best baseline: "
-            f"{primary['best_baseline'].replace('_', ' ')}; AUC({name}) = "
-            f"{interval_text(primary['score_auc'], primary['score_auc_ci95'], decimals)})")
 
 
 def baseline_records(primary: dict, decimals: int = 3) -> dict[str, dict[str, str]]:
@@ -202,7 +178,7 @@ def _controls_line(controls: dict) -> str:
              f"(void: {controls['neurons_permuted']['void']})"]
     vocab = controls.get("frequency_aware_vocabulary_permuted")
     if vocab:
-        parts.append(f"vocabulary permuted AUC {vocab['auc']:.3f} {_interval(vocab['auc_ci95'])}"
+        parts.append(f"vocabulary permuted AUC {vocab['auc']:.3f} {bounds_text(vocab['auc_ci95'])}"
                      f", rho {vocab['spearman']:.3f}")
     for name in ("frequency_aware", "top"):
         entry = controls.get(f"{name}_random_directions")
@@ -211,7 +187,8 @@ def _controls_line(controls: dict) -> str:
     return "; ".join(parts)
 
 
-def _sensitivity_line(entry: dict) -> str:
+def sensitivity_line(entry: dict) -> str:
+    """A sensitivity in words (no verdict): its truth size, comparison and note."""
     text = f"|T| = {entry.get('n_truth')}"
     if entry.get("comparison"):
         text += f"; {entry['comparison']['words']}"
@@ -223,4 +200,4 @@ def _sensitivity_line(entry: dict) -> str:
 __all__ = ["MODELS", "NEURON_SEED", "PENDING", "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED",
            "UNIT_SEED", "VOCABULARY_SEED", "baseline_records", "comparability",
            "interval_text", "jsonable", "model_entries", "model_key", "primary_words",
-           "report_lines", "verdict_sentences_v3"]
+           "report_lines", "sensitivity_line", "verdict_sentences_v3"]

@@ -23,8 +23,9 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
-from context_neurons.circuit import ContextualCircuit, build_circuit
-from context_neurons.discovery import read_vectors, score_neurons
+from context_neurons.circuit import ContextualCircuit
+from context_neurons.discovery import read_vectors
+from context_neurons.method import MethodValues
 from context_neurons.domain_shift import DomainShiftPrediction, PathPieces, PathShifts, path_pieces
 from context_neurons.domain_shift import predict_path_shifts
 from context_neurons.hooks import run_until
@@ -163,17 +164,18 @@ class WeightScores:
                 "top": as_np(self.top)}
 
 
-def weight_scores(model: TransformerBridge, heads: list[int],
+def weight_scores(method: MethodValues, heads: list[int],
                   distributions: dict[str, Float[Tensor, " d_vocab"]], start: int,
                   pieces: PathPieces | None = None) -> WeightScores:
     """The frequency-aware algebra and ``top[j]`` for the head set ``heads`` (calibration text
-    ``'prose'``, destination ``' the'``, window positions ``start..n_ctx-1``, as v2)."""
-    circuit = build_circuit(model, heads=heads)
+    ``'prose'``, destination ``' the'``, window positions ``start..n_ctx-1``, as v2); the
+    circuit and ``top[j]`` are the run's (``method``)."""
+    model, circuit = method.model, method.circuit(heads)
     if pieces is None:
         pieces = path_pieces(model, circuit.calibration.tokens[1:])
     read = read_vectors(circuit, model)
     paths = predict_path_shifts(pieces, read, distributions, start)
-    top = score_neurons(circuit, model).top
+    top = method.scores(heads).top
     return WeightScores(paths, paths.split(heads), top, read, circuit, pieces)
 
 

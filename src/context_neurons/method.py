@@ -1,0 +1,81 @@
+"""The method's values for one model. This module computes each of them once per run.
+
+The method's weight-derived objects (chapter 2's head taxonomy, chapter 4's contextual circuit of
+a head set, chapter 5's neuron scores on it) are read by the main job, by each pre-registered
+evaluation and by chapter 8. A :class:`MethodValues` is made once at the top of a run, from the
+model, and handed down: whoever needs one of them asks it, and it computes each the first time,
+keeping what it computed (:attr:`MethodValues.computed` counts the computations: a test pins each
+to one per run). The calibration text is ``'prose'`` and every option the default, as in
+:func:`~context_neurons.circuit.build_circuit` and
+:func:`~context_neurons.discovery.score_neurons`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from transformer_lens.model_bridge import TransformerBridge
+
+from context_neurons.checks import check_heads
+from context_neurons.circuit import ContextualCircuit, build_circuit
+from context_neurons.discovery import NeuronScores, score_neurons
+from context_neurons.models.weights import ModelWeights, read_weights
+from context_neurons.taxonomy import HeadTaxonomy, classify_heads
+
+#: The calibration text of every circuit the method builds in a run.
+CALIBRATION = "prose"
+
+
+@dataclass(eq=False)
+class MethodValues:
+    """The taxonomy, and each head set's circuit and neuron scores, of one model, computed once.
+
+    Attributes:
+        model: the model (a GPT-2-architecture ``TransformerBridge``).
+        weights: its layer-0 weights, read once (:func:`~context_neurons.models.weights.read_weights`).
+        computed: how many times each value was computed (``"taxonomy"``, ``"circuit"``,
+            ``"scores"``): one per distinct request.
+    """
+
+    model: TransformerBridge
+    weights: ModelWeights = field(init=False)
+    computed: Counter = field(default_factory=Counter, init=False)
+    _taxonomy: HeadTaxonomy | None = field(default=None, init=False, repr=False)
+    _circuits: dict = field(default_factory=dict, init=False, repr=False)
+    _scores: dict = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.weights = read_weights(self.model)
+
+    def taxonomy(self, previous_token_rule: bool = True) -> HeadTaxonomy:
+        """Chapter 2's taxonomy, with or without the previous-token rule (protocols v1 and v2 read
+        it without): classified once, regrouped for the other rule."""
+        if self._taxonomy is None:
+            self.computed["taxonomy"] += 1
+            self._taxonomy = classify_heads(self.model)
+        return self._taxonomy.with_rule(previous_token_rule)
+
+    def contextual_heads(self, previous_token_rule: bool = True) -> list[int]:
+        """The taxonomy's contextual heads, sorted."""
+        return sorted(self.taxonomy(previous_token_rule).groups["contextual"])
+
+    def circuit(self, heads) -> ContextualCircuit:
+        """The contextual circuit of ``heads`` on the calibration text (built once per set)."""
+        key = tuple(check_heads(self.model, heads))
+        if key not in self._circuits:
+            self.computed["circuit"] += 1
+            self._circuits[key] = build_circuit(self.model, CALIBRATION, list(heads))
+        return self._circuits[key]
+
+    def scores(self, heads) -> NeuronScores:
+        """Every neuron's ``top[j]`` on the circuit of ``heads`` (scored once per set)."""
+        key = tuple(check_heads(self.model, heads))
+        if key not in self._scores:
+            circuit = self.circuit(heads)
+            self.computed["scores"] += 1
+            self._scores[key] = score_neurons(circuit, self.model)
+        return self._scores[key]
+
+
+__all__ = ["CALIBRATION", "MethodValues"]

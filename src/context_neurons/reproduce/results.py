@@ -1,0 +1,150 @@
+"""The main job's result. This module holds the typed value :func:`reproduce` returns.
+
+A :class:`Results` carries what the run was (model, texts, device, time), its rows (each
+:class:`Row` one quantity computed in the run, the paper's value looked up beside it), and the
+typed values the rows were computed from, so that a chapter reads them instead of computing them
+again:
+the method's taxonomy, circuits and scores (:class:`~context_neurons.method.MethodValues`), the
+truth from activations on held-out text, and each protocol's evaluation. JSON is written only by
+:meth:`Results.to_json`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from jaxtyping import Int
+from torch import Tensor
+
+from context_neurons.activations import ActivationTruth
+from context_neurons.circuit import ContextualCircuit
+from context_neurons.discovery import NeuronScores
+from context_neurons.method import MethodValues
+from context_neurons.reproduce.paper import PAPER
+from context_neurons.taxonomy import HeadTaxonomy
+
+
+#: How a row is shown in the table (:attr:`Row.show`): ``cell`` its value in the row's cell;
+#: ``per_head`` a value per head and ``groups`` the heads of each group, both as columns of the
+#: table of heads; ``records`` a table of its own, a row per record (a list or a dict of flat
+#: dicts); ``sweep`` a table of its own, one number per threshold; ``json`` in the JSON only.
+SHOWN_AS = ("cell", "per_head", "groups", "records", "sweep", "json")
+
+
+@dataclass
+class Row:
+    """One reproduced quantity: its key, the value computed in this run, the planted truth (if
+    any), what it is and how the table shows it (:data:`SHOWN_AS`; ``index`` names the first
+    column of a table of its own). The paper's value is looked up by key in :data:`PAPER`."""
+
+    key: str
+    value: Any
+    label: str = ""
+    truth: Any = None
+    show: str = "cell"
+    index: str = "name"
+
+    def __post_init__(self) -> None:
+        if self.show not in SHOWN_AS:
+            raise ValueError(f"Row {self.key!r}: show must be one of {SHOWN_AS}, got "
+                             f"{self.show!r}.")
+
+    @property
+    def paper(self) -> str:
+        return PAPER.get(self.key, "")
+
+
+@dataclass(frozen=True)
+class HeldOutTruth:
+    """The truth from activations of the main job (a trained model only): the held-out windows
+    of the training split, their corpus labels, and :func:`~context_neurons.activations.
+    activation_truth` for the contextual heads."""
+
+    windows: list[Int[Tensor, " _pos"]]
+    labels: list[str]
+    heads: list[int]
+    truth: ActivationTruth
+
+
+@dataclass(frozen=True)
+class Results:
+    """One run of the main job.
+
+    Attributes:
+        model, model_source, planted, n_texts, texts, device: what the run was.
+        rows: the quantities, in the table's order.
+        seconds: its wall-clock time.
+        method: the taxonomy, circuits and scores of the run, each computed once (None only for a
+            table built by hand, as in the tests).
+        heldout: the truth from activations (None without held-out documents).
+    """
+
+    model: str
+    model_source: str
+    planted: bool
+    n_texts: int
+    texts: dict
+    device: str
+    rows: list[Row]
+    seconds: float
+    method: MethodValues | None = None
+    heldout: HeldOutTruth | None = None
+    _by_key: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_key.update({row.key: row for row in self.rows})
+
+    def row(self, key: str) -> Row | None:
+        """The row ``key`` (None when the run has none)."""
+        return self._by_key.get(key)
+
+    def value(self, key: str, default: Any = None) -> Any:
+        """The value of row ``key`` (``default`` when the run has none)."""
+        row = self._by_key.get(key)
+        return default if row is None else row.value
+
+    @property
+    def heads(self) -> list[int]:
+        """The contextual heads every step used (the taxonomy's, with the previous-token rule)."""
+        return self.method.contextual_heads() if self.method else []
+
+    @property
+    def taxonomy(self) -> HeadTaxonomy | None:
+        """Chapter 2's taxonomy of the model's layer-0 heads, as the run classified them."""
+        return self.method.taxonomy() if self.method else None
+
+    @property
+    def circuit(self) -> ContextualCircuit | None:
+        """The contextual circuit of :attr:`heads` (None without contextual heads)."""
+        return self.method.circuit(self.heads) if self.heads else None
+
+    @property
+    def scores(self) -> NeuronScores | None:
+        """``top[j]`` of every neuron on :attr:`circuit` (None without contextual heads)."""
+        return self.method.scores(self.heads) if self.heads else None
+
+    def evaluation(self, protocol: str) -> dict | None:
+        """A protocol's whole result (``"v1"``, ``"v2"``: its JSON; ``"v3"``: every registered
+        model's), None when the run did not evaluate it (no held-out documents, or not trained)."""
+        key = {"v1": "discovery_evaluation", "v2": "discovery_evaluation_v2",
+               "v3": "discovery_evaluation_v3"}[protocol]
+        value = self.value(key)
+        return value if isinstance(value, dict) else None
+
+    def to_json(self) -> str:
+        """The results as JSON: the run, values by key, ``labels``, ``paper``, ``planted_truth``."""
+        out: dict[str, Any] = {"model": self.model, "model_source": self.model_source,
+                               "planted": self.planted, "n_texts": self.n_texts,
+                               "texts": self.texts, "device": self.device}
+        out.update({row.key: row.value for row in self.rows})
+        out["seconds"] = self.seconds
+        out["labels"] = {r.key: r.label for r in self.rows if r.label}
+        out["paper"] = {r.key: r.paper for r in self.rows if r.paper}
+        if self.planted:
+            out["planted_truth"] = {r.key: r.truth for r in self.rows if r.truth is not None}
+        return json.dumps(out, indent=2, default=str)
+
+
+__all__ = ["HeldOutTruth", "Results", "Row", "SHOWN_AS"]
