@@ -140,23 +140,8 @@ figure = plot_relative_denominators(
     title=f"{loaded.title}: D / c over positions, {len(full_length)} texts for c",
 )
 start = min(100, int(positions[-1]))  # every contextual kernel has tens of tokens from here
-drawn, late = positions >= 1, positions >= start
-import pandas as pd
-
-intervals = {}
-for k, head in enumerate(shown):
-    ranges = [
-        relative[:, k, keep].quantile(torch.tensor([0.05, 0.95], dtype=relative.dtype))
-        for keep in (drawn, late)
-    ]
-    intervals[head] = [f"[{low:.3f}, {high:.3f}]" for low, high in ranges]
-intervals = pd.DataFrame.from_dict(
-    intervals,
-    orient="index",
-    columns=[f"positions {int(positions[keep][0])}..{int(positions[-1])}"
-             for keep in (drawn, late)],
-).rename_axis("head")
-show_table(intervals, f"D/c over {relative.shape[0]} texts: the 5% and 95% quantiles over texts "
+show_table(st.quantile_intervals(relative, shown, positions, start),
+           f"D/c over {relative.shape[0]} texts: the 5% and 95% quantiles over texts "
            "and positions", model=loaded.title)
 
 # %% [markdown]
@@ -274,6 +259,8 @@ figure = plot_concentration(
 # circles).* The three factors of the prediction, per group:
 
 # %%
+import pandas as pd
+
 ranged = ["n_eff random", "random share", "sigma/mu", "CV predicted", "CV texts"]
 summary = table.groupby("group")[ranged].agg(["min", "max"])
 ranges = pd.DataFrame(
@@ -456,22 +443,10 @@ print(wrapped(
     f"{int((~is_bible).sum())} prose texts, {int(is_bible.sum())} Bible windows: "
     f"{bible_labels[0]}, ..."
 ))
-rows = {}
-for head in sorted(shown, key=preference.get):
-    k = mixed_study.row(head)
-    log_d_texts = mixed_study.measured(head).log()
-    share = density[:, k]
-    r = st.correlation(share, log_d_texts)
-    slope = float(r * log_d_texts.std() / share.std())
-    prose_mean = mixed_study.measured(head)[~is_bible].mean()
-    bible_mean = mixed_study.measured(head)[is_bible].mean()
-    rows[head] = [preference[head], float(r), slope, float(prose_mean), float(bible_mean)]
-names = ["preference", "corr(share, log D)", "slope of log D on share", "mean D/mu: prose",
-         "mean D/mu: Bible"]
-show_table(pd.DataFrame.from_dict(rows, orient="index", columns=names).rename_axis("head"),
-           f"log D at n = {mixed_study.n} against the stop-word share of the kernel",
-           model=loaded.title, decimals=3,
-           formats={name: lambda value: fixed(value, 2, sign=True) for name in names[:3]})
+effect = st.density_effect(mixed_study, density, is_bible, sorted(shown, key=preference.get),
+                           preference)
+show_table(effect, f"log D at n = {mixed_study.n} against the stop-word share of the kernel",
+           model=loaded.title, decimals=3, formats=st.signed_formats())
 
 # %% [markdown]
 # How much does the stop-word share itself vary between texts? For the stop-word head's kernel,
@@ -479,21 +454,10 @@ show_table(pd.DataFrame.from_dict(rows, orient="index", columns=names).rename_ax
 # accounts for ($|r|$ times the standard deviation of $\log D$ over all these texts):
 
 # %%
-k = mixed_study.row(stopword_head)
-quantiles = torch.tensor([0.05, 0.5, 0.95], dtype=torch.float64)
-shares = {}
-for name, keep in (("prose", ~is_bible), ("Bible", is_bible), ("all", torch.ones_like(is_bible))):
-    low, mid, high = torch.quantile(density[keep, k].double(), quantiles).tolist()
-    shares[name] = [mid, low, high]
-show_table(pd.DataFrame.from_dict(shares, orient="index", columns=["median", "5%", "95%"]),
-           f"stop-word share of head {stopword_head}'s kernel over the texts", model=loaded.title,
-           decimals=2)
-log_d_stop = mixed_study.measured(stopword_head).log()
-r_stop = st.correlation(density[:, k], log_d_stop)
-print(wrapped(
-    f"sd of log D over these texts {log_d_stop.std():.3f}; the share accounts for "
-    f"{abs(r_stop) * log_d_stop.std():.3f} of it (r^2 = {r_stop**2:.2f})"
-))
+spread = st.share_spread(mixed_study, density, is_bible, stopword_head, "Bible")
+show_table(spread.quantiles, f"stop-word share of head {stopword_head}'s kernel over the texts",
+           model=loaded.title, decimals=2)
+print(wrapped(spread.finding()))
 
 # %%
 neutral = min(

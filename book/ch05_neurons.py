@@ -401,55 +401,18 @@ figure = plot_domain_profile(
 # should fall.
 
 # %%
-from context_neurons.own_domain import held_out_domains
+from context_neurons.own_domain import check_domains, held_out_domains
 
 own = held_out_domains(densities, scores)
-measured = {}
-for j in carried:
-    domain = own.loc[j, "domain"]
-    if domain is None:
-        continue
-    expected = 1 if own.loc[j, "side"] == "up" else -1
-    column = relative.loc[j]
-    measured[j] = {
-        "own domain": domain,
-        "held-out": own.loc[j, "held-out"],
-        "side": own.loc[j, "side"],
-        "density there /1000": own.loc[j, "density, domain"],
-        "elsewhere /1000": own.loc[j, "density, others"],
-        "measured there, SD": column[domain],
-        "rank of that domain": int((expected * column).rank(ascending=False)[domain]),
-        "its tokens there (count)": " ".join(
-            f"{token}({n})"
-            for token, n in casestudies.frequent_driving_tokens(
-                circuit, model, j, texts, domain, scores
-            )
-        ),
-    }
-measured = pd.DataFrame(measured).T.rename_axis("neuron").infer_objects()
-if loaded.is_planted:
-    measured["planted truth"] = [disc.planted_description(loaded.truth, j) for j in measured.index]
-listing = ["its tokens there (count)", "planted truth"]
-evidence_columns = [c for c in measured.columns if c not in listing]
-show_table(measured[evidence_columns].head(40), "each neuron's own domain (from its weights), "
+checked = check_domains(own, relative, carried, circuit, model, texts, scores,
+                        truth=loaded.truth if loaded.is_planted else None)
+show_table(checked.evidence.head(40), "each neuron's own domain (from its weights), "
            "the densities of its driving tokens and its measured departure there",
            model=loaded.title, decimals=2)
-show_table(measured.drop(columns=evidence_columns).head(40),
+show_table(checked.listing.head(40),
            "the driving tokens its own domain's texts use most", model=loaded.title)
-no_domain = [j for j in carried if own.loc[j, "domain"] is None]
-if len(measured):
-    first = int((measured["rank of that domain"] == 1).sum())
-    print(
-        wrapped(
-            f"{len(measured)} of {len(carried)} neurons get a domain from their weights; on "
-            f"{first} of them it is also the domain that moves them most in the predicted "
-            "direction"
-        )
-    )
-    weak = [int(j) for j in measured.index if measured.loc[j, "held-out"] == "weak"]
-    print(wrapped(f"the name holds on the held-out texts for {len(measured) - len(weak)} of "
-                  f"them; weak ({len(weak)}): {weak or 'none'}"))
-print(wrapped(f"no domain from the weights ({len(no_domain)}): {no_domain[:20] or 'none'}"))
+for finding in checked.findings():
+    print(wrapped(finding))
 
 # %% [markdown]
 # *Rank of that domain* ranks the domains by the measured departure in the predicted direction

@@ -570,52 +570,17 @@ figure = plot_calibration_sensitivity(
 # of its own, the matched calibration against prose:
 
 # %%
-import math
-
-fvu = sensitivity["median FVU"]
-own_fvu = sensitivity["own neurons' FVU"]
-helps = 0
-versus = {}
-for domain in ("bible", "spanish", "legal", "code"):
-    matched_fvu, prose_fvu = fvu.loc[domain, domain], fvu.loc["prose", domain]
-    helps += matched_fvu < prose_fvu
-    versus[domain] = {
-        "matched": matched_fvu,
-        "prose": prose_fvu,
-        "matched is": "better" if matched_fvu < prose_fvu else "worse",
-        "best": fvu[domain].idxmin(),
-        # own neurons' median FVU (NaN where the domain has no own neurons)
-        "own, matched": own_fvu.loc[domain, domain] if own_neurons[domain] else float("nan"),
-        "own, prose": own_fvu.loc["prose", domain] if own_neurons[domain] else float("nan"),
-    }
+matched_calibration = ev.matched_calibration(sensitivity, own_neurons)
 show_table(
-    pd.DataFrame(versus).T.astype({c: float for c in ("matched", "prose", "own, matched",
-                                                       "own, prose")}),
+    matched_calibration.table,
     "median FVU on each domain's texts with the matched calibration text against prose, "
     "of all carried neurons and of the domain's own neurons (own; NaN: none); best: the "
     "calibration text with the lowest median FVU",
     model=loaded.title, decimals=4,
 )
-verdicts = {0: "never helps", 1: "rarely helps", 2: "helps on half the domains"}
-print(wrapped(
-    f"The matched calibration text lowers the median FVU on {helps} of 4 domains: on this model "
-    f"it {verdicts.get(helps, 'mostly helps')}."
-))
-prose_calibration = cc.get_circuit(model, "prose").calibration
-constants = pd.DataFrame(
-    {
-        calib: {
-            "LN2 scale s2 / prose": c.ln2_scale / prose_calibration.ln2_scale,
-            "Dhat_h / prose (geometric mean)": float(
-                (c.log_dhat - prose_calibration.log_dhat).mean().exp()
-            ),
-        }
-        for calib in CALIBRATION_TEXTS
-        for c in [cc.get_circuit(model, calib).calibration]
-    }
-).T
-show_table(constants, "calibration constants relative to prose", model=loaded.title,
-           decimals=3)
+print(wrapped(matched_calibration.finding()))
+show_table(ev.calibration_constants(model), "calibration constants relative to prose",
+           model=loaded.title, decimals=3)
 
 # %% [markdown]
 # The first table and the line below it answer the paper's question for this run, domain by
@@ -630,45 +595,18 @@ show_table(constants, "calibration constants relative to prose", model=loaded.ti
 # (`build_circuit(..., reference_tokens=...)`).
 
 # %%
-change = {
-    d: own_fvu.loc[d, d] / own_fvu.loc["prose", d]
-    for d in ("bible", "spanish", "legal", "code")
-    if own_neurons[d]
-}
-if not change:
+swap = ev.ingredient_swap(model, circuit, sensitivity, domain_sets, own_neurons,
+                          truth_cache=truth_cache)
+if swap is None:
     print("No domain of the table has neurons of its own: nothing to swap.")
 else:
-    domain = max(change, key=lambda d: abs(math.log(change[d])))
-    tokens = {name: cc.get_circuit(model, name).calibration.tokens for name in ("prose", domain)}
-    rows = {}
-    for calib in ("prose", domain):
-        for reference in ("prose", domain):
-            swapped = cc.build_circuit(
-                model, calib, heads=circuit.heads, reference_tokens=tokens[reference][1:]
-            )
-            res = ev.evaluate(
-                swapped, model, domain_sets[domain], own_neurons[domain], truth_cache=truth_cache
-            )
-            rows[(calib, reference)] = {
-                "FVU": res.median_fvu,
-                "context r": res.median_context_pearson,
-            }
-    swap = pd.DataFrame(rows).T
-    swap.index.names = ["denominators and LN2 scale from", "mean keys and values from"]
     show_table(
-        swap,
-        f"{domain} texts, its own neurons {own_neurons[domain]}: median FVU and context r "
+        swap.table,
+        f"{swap.domain} texts, its own neurons {swap.neurons}: median FVU and context r "
         "with one ingredient of the circuit swapped at a time",
         model=loaded.title, decimals=4,
     )
-    base = swap.loc[("prose", "prose"), "FVU"]
-    by_reference = abs(swap.loc[("prose", domain), "FVU"] - base)
-    by_calibration = abs(swap.loc[(domain, "prose"), "FVU"] - base)
-    print(wrapped(
-        "The reference distribution changes the FVU "
-        + ("more" if by_reference > by_calibration else "less")
-        + f" than the denominators and LN2 scale ({by_reference:.4f} vs {by_calibration:.4f})."
-    ))
+    print(wrapped(swap.finding()))
 
 # %% [markdown]
 # The table separates the two. When the mean keys and values come from the domain's own text,

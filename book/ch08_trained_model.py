@@ -764,47 +764,19 @@ figure = plot_development(development, title=f"Figure 8.8. {loaded.title}: devel
 # confirmatory one first:
 
 # %%
-MEANING = {  # each verdict the protocol registers, in words about the decomposition
-    "adds something": "adds measurably to the ranking",
-    "no difference shown": "does not add measurably to the ranking",
-    "baseline better": "ranks the context neurons worse than the best baseline",
-    "not testable": "could not be tested here",
-}
+from context_neurons.verdict.evaluate import score_readings
+from context_neurons.verdict.planted import control_reading
+from context_neurons.verdict.v3_report import decomposition_readings
+
 if isinstance(seed0, dict) and seed0.get("primary"):
-    p3 = seed0["primary"]
-    print(wrapped(
-        f"- Protocol v3 (confirmatory), primary: {p3['verdict'].upper()}. The decomposition's "
-        f"context share {MEANING[p3['verdict']]}: the score's AUC minus the best baseline's is "
-        f"{interval_text(p3['delta'], p3['delta_ci95'])}, the best baseline at the point being "
-        f"{p3['best_baseline'].replace('_', ' ')}."))
-    fa3, top3 = seed0["secondary"]["frequency_aware"], seed0["secondary"]["top"]
-    print(wrapped(
-        f"- Protocol v3, secondary: the frequency-aware score is {fa3['verdict'].upper()} at "
-        f"finding the context neurons (AUC {interval_text(fa3['auc'], fa3['auc_ci95'])}); the "
-        f"paper's top[j] is {top3['verdict'].upper()} (AUC "
-        f"{interval_text(top3['auc'], top3['auc_ci95'])})."))
+    for sentence in decomposition_readings(seed0):
+        print(wrapped(sentence))
 if isinstance(evaluation, dict) and "primary" in evaluation:
-    above = lambda e: e["auc_ci95"][0] > 0.5  # noqa: E731
     for name, result in protocols.items():
-        fa = result["primary"]["scores"]["frequency_aware"]
-        tp = result["primary"]["scores"]["top"]
         print(wrapped(f"Protocol {name}, trained model:"))
-        print(wrapped(
-            f"- The frequency-aware score: {fa['verdict']}. Its AUC {with_interval(fa, 'auc')} "
-            f"lies {'above' if above(fa) else 'not above'} chance; its predicted context shifts "
-            f"correlate with the measured ones at rho {with_interval(fa, 'spearman')}; precision "
-            f"{fixed(fa['precision'], 2)} against a base rate of {fixed(fa['base_rate'], 2)}."))
-        print(wrapped(
-            f"- The paper's top[j]: {tp['verdict']}. AUC {with_interval(tp, 'auc')}, "
-            f"rho {with_interval(tp, 'spearman')}: the shape of a neuron's "
-            "contributions over a uniformly weighted vocabulary "
-            f"{'ranks' if above(tp) else 'does not rank'} the neurons the heads move."))
-    print(wrapped(
-        f"- Planted control (planted model, label-half domains): the frequency-aware score "
-        f"{'recovers' if control['recovers_what_top_recovers'] else 'does NOT recover'} what "
-        f"top[j] recovers (precision at |T| "
-        f"{control['frequency_aware']['precision_at_truth_size']:.2f} against "
-        f"{control['top']['precision_at_truth_size']:.2f})."))
+        for sentence in score_readings(result):
+            print(wrapped(sentence))
+    print(wrapped(control_reading(control)))
 else:
     print("not computed on this machine (no held-out documents): see the stored page.")
 

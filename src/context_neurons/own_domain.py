@@ -12,14 +12,17 @@ same domain also passes the rule there (:func:`context_neurons.casestudies.densi
 thresholds :data:`~context_neurons.casestudies.MIN_DENSITY_RATIO` and
 :data:`~context_neurons.casestudies.MIN_DENSITY_GAP`, all imported from the naming module), and
 ``"weak"`` otherwise. Only the weights and the texts' token counts are used: the model is not
-run.
+run. :func:`check_domains` then sets each name beside what the texts measure (the neuron's
+departure on its domain, and that domain's rank among all).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.casestudies.densities import TokenDensities
 from context_neurons.casestudies.naming import (
@@ -27,9 +30,11 @@ from context_neurons.casestudies.naming import (
     MIN_DENSITY_RATIO,
     density_rule,
     domain_from_weights,
+    frequent_driving_tokens,
 )
 from context_neurons.checks import InputError
-from context_neurons.discovery import NeuronScores
+from context_neurons.circuit import ContextualCircuit
+from context_neurons.discovery import NeuronScores, planted_description
 from context_neurons.text.windows import DomainTexts
 
 
@@ -101,3 +106,84 @@ def held_out_domains(
     for k, name in enumerate(("density, domain", "density, others", "ratio")):
         table[f"held-out {name}"] = [float(row[k]) for row in numbers]
     return table
+
+
+#: The columns of :attr:`DomainCheck.table` that list tokens or the planted truth (text), shown
+#: apart from the evidence (numbers).
+LISTING = ["its tokens there (count)", "planted truth"]
+
+
+@dataclass(frozen=True)
+class DomainCheck:
+    """Each carried neuron's own domain, named from its weights, against what the texts measure
+    (chapter 5): the densities of its driving tokens, its measured departure there and the rank
+    of that domain among all by the departure in the predicted direction.
+
+    Attributes:
+        table: a row per neuron with an own domain.
+        carried: the neurons asked about.
+        no_domain: those the weights name no domain for.
+    """
+
+    table: pd.DataFrame
+    carried: list[int]
+    no_domain: list[int]
+
+    @property
+    def evidence(self) -> pd.DataFrame:
+        """The table's numbers (everything but :data:`LISTING`)."""
+        return self.table[[c for c in self.table.columns if c not in LISTING]]
+
+    @property
+    def listing(self) -> pd.DataFrame:
+        """The driving tokens the domain's texts use most (and the planted truth)."""
+        return self.table[[c for c in self.table.columns if c in LISTING]]
+
+    def findings(self) -> list[str]:
+        """How many neurons get a domain, on how many it is also the measured one, whether the
+        name holds on held-out texts, and which get none."""
+        out = []
+        if len(self.table):
+            first = int((self.table["rank of that domain"] == 1).sum())
+            out.append(f"{len(self.table)} of {len(self.carried)} neurons get a domain from their "
+                       f"weights; on {first} of them it is also the domain that moves them most "
+                       "in the predicted direction")
+            weak = [int(j) for j in self.table.index if self.table.loc[j, "held-out"] == "weak"]
+            out.append(f"the name holds on the held-out texts for {len(self.table) - len(weak)} "
+                       f"of them; weak ({len(weak)}): {weak or 'none'}")
+        out.append(f"no domain from the weights ({len(self.no_domain)}): "
+                   f"{self.no_domain[:20] or 'none'}")
+        return out
+
+
+def check_domains(own: pd.DataFrame, relative: pd.DataFrame, carried: list[int],
+                  circuit: ContextualCircuit, model: TransformerBridge, texts: DomainTexts,
+                  scores: NeuronScores, truth=None) -> DomainCheck:
+    """:class:`DomainCheck` of the ``carried`` neurons: ``own`` from :func:`held_out_domains`,
+    ``relative`` each neuron's measured departure per domain in units of its spread (neuron x
+    domain); ``truth``: the planted truth, for a column describing what was planted."""
+    measured = {}
+    for j in carried:
+        domain = own.loc[j, "domain"]
+        if domain is None:
+            continue
+        expected = 1 if own.loc[j, "side"] == "up" else -1
+        column = relative.loc[j]
+        measured[j] = {
+            "own domain": domain,
+            "held-out": own.loc[j, "held-out"],
+            "side": own.loc[j, "side"],
+            "density there /1000": own.loc[j, "density, domain"],
+            "elsewhere /1000": own.loc[j, "density, others"],
+            "measured there, SD": column[domain],
+            "rank of that domain": int((expected * column).rank(ascending=False)[domain]),
+            "its tokens there (count)": " ".join(
+                f"{token}({n})"
+                for token, n in frequent_driving_tokens(circuit, model, j, texts, domain, scores)
+            ),
+        }
+    table = pd.DataFrame(measured).T.rename_axis("neuron").infer_objects()
+    if truth is not None:
+        table["planted truth"] = [planted_description(truth, j) for j in table.index]
+    no_domain = [j for j in carried if own.loc[j, "domain"] is None]
+    return DomainCheck(table, list(carried), no_domain)

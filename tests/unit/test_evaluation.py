@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -504,3 +506,51 @@ def test_document_keys_ignore_the_online_domain():
     assert E.document_key("nltk_masc:spoken/a.txt") == ("nltk_masc", "spoken/a.txt")
     with pytest.raises(DataError):
         E.document_key("no-colon")
+
+
+# ---- chapter 6's findings, computed in the package (issue 33) ----------------------------------
+
+
+def _sensitivity():
+    """A calibration_sensitivity table by hand: rows calibration texts, columns (measure, set)."""
+    import pandas as pd
+
+    texts = ["prose", "bible", "code"]
+    fvu = {("median FVU", s): {c: 0.2 + 0.1 * (c != s) for c in texts} for s in texts}
+    fvu[("median FVU", "prose")] = {c: 0.2 for c in texts}
+    own = {("own neurons' FVU", s): {c: 0.5 - 0.2 * (c == s) for c in texts} for s in texts}
+    table = pd.DataFrame({**fvu, **own})
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    return table
+
+
+def test_matched_calibration_counts_the_domains_it_helps():
+    from context_neurons import evaluation as ev
+
+    found = ev.matched_calibration(_sensitivity(), {"bible": [1], "code": []},
+                                   domains=("bible", "code"))
+    assert found.helps == 2 and list(found.table["matched is"]) == ["better", "better"]
+    assert list(found.table["best"]) == ["bible", "code"]
+    assert found.table.loc["bible", "own, matched"] == pytest.approx(0.3)
+    assert math.isnan(found.table.loc["code", "own, matched"])  # no neuron of its own
+    assert found.finding().endswith("on 2 of 2 domains: on this model it mostly helps.")
+    one = ev.matched_calibration(_sensitivity(), {"bible": [1], "prose": []},
+                                 domains=("bible", "prose"))
+    assert one.helps == 1 and one.finding().endswith("it helps on half the domains.")
+
+
+def test_ingredient_swap_says_which_ingredient_moves_the_fvu_more(planted):
+    import pandas as pd
+
+    from context_neurons import evaluation as ev
+    from context_neurons.circuit import get_circuit
+
+    circuit = get_circuit(planted.model)
+    assert ev.ingredient_swap(planted.model, circuit, _sensitivity(), {}, {"bible": []},
+                              domains=("bible",)) is None  # no domain with neurons of its own
+    index = pd.MultiIndex.from_tuples([("prose", "prose"), ("prose", "code"), ("code", "prose"),
+                                       ("code", "code")])
+    table = pd.DataFrame({"FVU": [0.2, 0.5, 0.25, 0.4], "context r": [0.9] * 4}, index=index)
+    swap = ev.IngredientSwap("code", [3], table)
+    assert swap.finding() == ("The reference distribution changes the FVU more than the "
+                              "denominators and LN2 scale (0.3000 vs 0.0500).")

@@ -487,6 +487,13 @@ def test_precision_recall_rows_have_no_typed_truth(planted, circuit):
     for key in ("neuron_precision", "neuron_recall"):
         assert rows[key].truth is None and f"{n_planted}" in rows[key].label
         assert 0.8 <= rows[key].value <= 1.0
+    # issue 34: a threshold that finds every neuron is flagged under the table, one that does
+    # not is not
+    d_mlp = planted.model.cfg.d_mlp
+    saturated = [f"{t:g}" for t, n in rows["neurons_found_sweep"].value.items() if n == d_mlp]
+    assert rows["neurons_found_sweep"].reading == (
+        f"theta {', '.join(saturated)} finds every neuron" if saturated else "")
+    assert rows["neurons_found"].value < d_mlp and rows["neurons_found"].reading == ""
 
 
 # ----------------------------------------------------------------------------------------------

@@ -99,3 +99,25 @@ def test_held_out_rule_boundary_counts_as_confirmed():
     assert casestudies.density_rule(0.0, 0.0) == (0.0, False)
     assert casestudies.density_rule(1.5, 0.5) == (3.0, True)  # gap exactly 1
     assert casestudies.density_rule(1.4, 0.5)[1] is False  # gap below 1
+
+
+def test_domain_check_findings_count_ranks_and_weak_names():
+    """Chapter 5's findings on its own-domain table, computed in the package (issue 33)."""
+    import pandas as pd
+
+    from context_neurons.own_domain import DomainCheck
+
+    table = pd.DataFrame({"own domain": ["bible", "code"], "held-out": ["confirmed", "weak"],
+                          "rank of that domain": [1, 3], "its tokens there (count)": ["a(2)", ""]},
+                         index=pd.Index([5, 9], name="neuron"))
+    check = DomainCheck(table, carried=[5, 9, 11], no_domain=[11])
+    assert check.findings() == [
+        "2 of 3 neurons get a domain from their weights; on 1 of them it is also the domain that "
+        "moves them most in the predicted direction",
+        "the name holds on the held-out texts for 1 of them; weak (1): [9]",
+        "no domain from the weights (1): [11]",
+    ]
+    assert list(check.listing.columns) == ["its tokens there (count)"]
+    assert "its tokens there (count)" not in check.evidence.columns
+    empty = DomainCheck(table.iloc[:0], carried=[11], no_domain=[11])
+    assert empty.findings() == ["no domain from the weights (1): [11]"]

@@ -171,15 +171,34 @@ def test_table_shows_per_head_values_sweeps_and_records_as_tables_of_their_own()
     assert "table: found_sweep" in main and "table: lookups" in main
     per_head = next(t for t in tables if t.startswith("per head:")).splitlines()
     assert per_head[1].split("|")[1:-1] == [
-        " head ", " head_groups   ", " head_groups (planted) ", " n_eff    "]
+        " head ", " head_groups   ", " head_groups (planted) ", " n_eff "]
     assert per_head[4].split("|")[1:-1] == [
-        " 1    ", " miscellaneous ", " miscellaneous         ", " 495.6000 "]
+        " 1    ", " miscellaneous ", " miscellaneous         ", " 495.6 "]
     sweep = next(t for t in tables if t.startswith("found_sweep:")).splitlines()
     assert [line.split("|")[1].strip() for line in sweep[3:]] == ["4.0", "12.0"]  # numeric order
-    assert "| 1 | 7      | ' the\\n' | L1H2, L1H1 |" in text
-    assert "| top  | 0.5000 | 0.4000, 0.6000 |" in text
+    assert "| 1 | 7      | ' the\\n' | [L1H2, L1H1] |" in text
+    assert "| top  | 0.5 | [0.4, 0.6] |" in text
     assert "| nested " in main and "| whole " in main  # nested records and JSON: the JSON's
     assert main.count("see the JSON") == 2
+
+
+def test_numbers_print_at_the_precision_they_carry_and_head_lists_as_lists():
+    """Issue 34: no ``theta 6.0000`` or ``n_eff 91.5000``; ``[0]`` is head 0, not a count."""
+    from context_neurons.reproduce.table import fmt
+
+    assert [fmt(x) for x in (6.0, 91.5, 1235077.75, 0.123, 0.05, -3e-9, 2e-9)] == [
+        "6", "91.5", "1.235e+06", "0.123", "0.05", "0", "0"]
+    assert fmt([0]) == "[0]" and fmt([]) == "none" and fmt(float("nan")) == "NaN"
+
+
+def test_a_saturated_or_unexplained_row_gets_a_reading_under_the_table():
+    from context_neurons.reproduce import Row, format_table
+
+    rows = [Row("neurons_found", 4, "found", reading="every one of the 4 neurons is found"),
+            Row("theta", 6.0, "threshold")]
+    text = format_table(_results(rows, planted=False, model="trained"))
+    assert "reading: neurons_found: every one of the 4 neurons is found" in text
+    assert "reading: theta" not in text
 
 
 def test_a_row_says_how_it_is_shown():

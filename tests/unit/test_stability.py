@@ -334,3 +334,41 @@ def test_denominators_per_text_figure_has_one_point_per_text(study):
     assert len(visible[0].collections[0].get_offsets()) == len(study.labels)
     assert figure._suptitle.get_text() == "a model"
     plt.close(figure)
+
+
+# ---- chapter 3's findings, computed in the package (issue 33) ----------------------------------
+
+
+def test_quantile_intervals_cover_every_position_drawn_and_the_late_ones():
+    relative = torch.ones(3, 2, 5, dtype=torch.float64)
+    relative[:, 1] = torch.arange(15, dtype=torch.float64).reshape(3, 5)  # head 7 varies
+    positions = torch.tensor([0, 8, 16, 24, 32])
+    table = st.quantile_intervals(relative, [3, 7], positions, start=16)
+    assert list(table.columns) == ["positions 8..32", "positions 16..32"]
+    assert table.loc[3].tolist() == ["[1.000, 1.000]", "[1.000, 1.000]"]
+    late = relative[:, 1, 2:].flatten().quantile(torch.tensor([0.05, 0.95], dtype=torch.float64))
+    assert table.loc[7, "positions 16..32"] == f"[{late[0]:.3f}, {late[1]:.3f}]"
+
+
+def test_density_effect_and_share_spread_match_their_definitions(windows, study):
+    import numpy as np
+
+    texts, _ = windows
+    stops = torch.tensor(sorted({int(t) for w in texts for t in w[:50]}))[:20]
+    density = st.kernel_weighted_density(study, texts, stops)
+    other = torch.arange(len(study.labels)) % 2 == 1
+    head = study.heads[0]
+    effect = st.density_effect(study, density, other, [head], {head: 0.5})
+    share, log_d = density[:, study.row(head)].numpy(), study.measured(head).log().numpy()
+    r = np.corrcoef(share, log_d)[0, 1]
+    assert list(effect.columns) == st.DENSITY_COLUMNS
+    assert effect.loc[head, "corr(share, log D)"] == pytest.approx(r, abs=1e-9)
+    assert effect.loc[head, "slope of log D on share"] == pytest.approx(
+        r * log_d.std(ddof=1) / share.std(ddof=1), rel=1e-5)
+    assert effect.loc[head, "mean D/mu: Bible"] == pytest.approx(
+        float(study.measured(head)[other].mean()))
+    spread = st.share_spread(study, density, other, head, "Bible")
+    assert list(spread.quantiles.index) == ["prose", "Bible", "all"]
+    assert spread.quantiles.loc["all", "median"] == pytest.approx(float(np.median(share)))
+    assert spread.explained == pytest.approx(abs(r) * log_d.std(ddof=1), rel=1e-5)
+    assert f"(r^2 = {r**2:.2f})" in spread.finding()

@@ -304,3 +304,23 @@ def test_stable_broad_heads_add_exactly_the_heads_as_stable_as_the_contextual_on
     assert out["added"] == [h for h in (0, 2, 3) if cv[h] <= cv[1]]
     everything = stable_broad_heads(model, windows, contextual=[0, 1, 2, 3], candidates=[0, 1])
     assert everything["added"] == []  # a contextual head is never "added"
+
+
+def test_score_readings_and_the_planted_control_in_words():
+    """Chapter 8.10's sentences for v1 and v2 and the planted control, computed in the package."""
+    from context_neurons.verdict.evaluate import score_readings
+    from context_neurons.verdict.planted import control_reading
+
+    entry = {"verdict": "inconclusive", "auc": 0.7, "auc_ci95": [0.6, 0.8], "spearman": 0.5,
+             "spearman_ci95": [0.4, 0.6], "precision": 0.5, "base_rate": 0.4}
+    top = {**entry, "verdict": "negative", "auc_ci95": [0.45, 0.55]}
+    fa_line, top_line = score_readings({"primary": {"scores": {"frequency_aware": entry,
+                                                               "top": top}}})
+    assert "Its AUC 0.70 [0.60, 0.80] lies above chance" in fa_line
+    assert "precision 0.50 against a base rate of 0.40" in fa_line
+    assert top_line.endswith("does not rank the neurons the heads move.")
+    control = {"recovers_what_top_recovers": False,
+               "frequency_aware": {"precision_at_truth_size": 0.5},
+               "top": {"precision_at_truth_size": 0.9}}
+    assert "does NOT recover what top[j] recovers (precision at |T| 0.50 against 0.90)" in (
+        control_reading(control))

@@ -517,3 +517,23 @@ def test_the_equivalence_label_goes_only_with_no_difference_shown():
         words = primary_words({**base, "verdict": verdict})
         assert "equivalent" not in words, words
     assert primary_words({**base, "verdict": None}).startswith("no verdict (sensitivity): ")
+
+
+def test_decomposition_readings_word_each_registered_verdict():
+    """Chapter 8.10's sentences, computed in the package (issue 33): each primary verdict the
+    protocol registers has its words about the decomposition."""
+    from context_neurons.verdict.v3_compare import ADDS_SOMETHING, BASELINE_BETTER
+    from context_neurons.verdict.v3_compare import NO_DIFFERENCE, NOT_TESTABLE
+    from context_neurons.verdict.v3_report import MEANING, decomposition_readings
+
+    assert set(MEANING) == {ADDS_SOMETHING, BASELINE_BETTER, NO_DIFFERENCE, NOT_TESTABLE}
+    score = {"verdict": "positive", "auc": 0.9, "auc_ci95": [0.8, 0.95]}
+    result = {"primary": {"verdict": NO_DIFFERENCE, "delta": 0.001, "delta_ci95": [-0.019, 0.017],
+                          "best_baseline": "d_without_share"},
+              "secondary": {"frequency_aware": score, "top": {**score, "verdict": "negative"}}}
+    primary, secondary = decomposition_readings(result)
+    assert primary == ("- Protocol v3 (confirmatory), primary: NO DIFFERENCE SHOWN. The "
+                       "decomposition's context share does not add measurably to the ranking: the "
+                       "score's AUC minus the best baseline's is 0.001 [-0.019, 0.017], the best "
+                       "baseline at the point being d without share.")
+    assert "frequency-aware score is POSITIVE" in secondary and "top[j] is NEGATIVE" in secondary

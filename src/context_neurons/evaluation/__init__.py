@@ -29,9 +29,15 @@ from context_neurons.evaluation.approximation import (  # noqa: F401
     true_pre_activations,
 )
 from context_neurons.evaluation.calibration import (  # noqa: F401
+    MATCHED,
     QUIET_FRACTION,
     STRONG_OUTPUT,
+    IngredientSwap,
+    MatchedCalibration,
+    calibration_constants,
     calibration_sensitivity,
+    ingredient_swap,
+    matched_calibration,
     matched_domains,
     silent_on_calibration,
 )

@@ -1,9 +1,11 @@
-"""Calibration. This module measures how the approximation depends on its one calibration text,
-and which neurons are quiet on it (chapter 6)."""
+"""Calibration. This module measures how the approximation depends on its one calibration text
+(whether a domain's own text helps it, which ingredient matters), and which neurons are quiet on
+it (chapter 6)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -12,12 +14,13 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import check_neurons
-from context_neurons.circuit import ContextualCircuit, get_circuit
+from context_neurons.circuit import ContextualCircuit, build_circuit, get_circuit
 from context_neurons.models.weights import as_weights
 from context_neurons.evaluation.accuracy import (
     PAIR_MEASURES,
     Evaluation,
     _pair_measures,
+    evaluate,
     evaluate_sets,
 )
 from context_neurons.evaluation.approximation import (
@@ -206,3 +209,125 @@ def matched_domains(
         for measure in PAIR_MEASURES
     }
     return table, medians
+
+
+#: The domains with a calibration text of their own (section 6.6's comparison).
+MATCHED = ("bible", "spanish", "legal", "code")
+
+
+@dataclass(frozen=True)
+class MatchedCalibration:
+    """Does a domain's own calibration text help its domain (section 6.6)?
+
+    Attributes:
+        table: per domain, the median FVU with the matched calibration text and with prose,
+            which is better, the best calibration text, and the same for the domain's own
+            neurons (NaN where it has none).
+        helps: on how many of the domains the matched text lowers the median FVU.
+    """
+
+    table: pd.DataFrame
+    helps: int
+
+    def finding(self) -> str:
+        """The answer in one sentence, computed from the table."""
+        share = self.helps / len(self.table)
+        words = ("never helps" if self.helps == 0 else "rarely helps" if share < 0.5
+                 else "helps on half the domains" if share == 0.5 else "mostly helps")
+        return (f"The matched calibration text lowers the median FVU on {self.helps} of "
+                f"{len(self.table)} domains: on this model it {words}.")
+
+
+def matched_calibration(sensitivity: pd.DataFrame, own_neurons: dict[str, list[int]],
+                        domains: tuple[str, ...] = MATCHED) -> MatchedCalibration:
+    """:class:`MatchedCalibration` from :func:`calibration_sensitivity` (with ``own_neurons``)."""
+    fvu = sensitivity["median FVU"]
+    own_fvu = sensitivity["own neurons' FVU"]
+    helps = 0
+    versus = {}
+    for domain in domains:
+        matched_fvu, prose_fvu = fvu.loc[domain, domain], fvu.loc["prose", domain]
+        helps += matched_fvu < prose_fvu
+        versus[domain] = {
+            "matched": matched_fvu,
+            "prose": prose_fvu,
+            "matched is": "better" if matched_fvu < prose_fvu else "worse",
+            "best": fvu[domain].idxmin(),
+            # own neurons' median FVU (NaN where the domain has no own neurons)
+            "own, matched": own_fvu.loc[domain, domain] if own_neurons[domain] else float("nan"),
+            "own, prose": own_fvu.loc["prose", domain] if own_neurons[domain] else float("nan"),
+        }
+    table = pd.DataFrame(versus).T.astype({c: float for c in ("matched", "prose",
+                                                               "own, matched", "own, prose")})
+    return MatchedCalibration(table, int(helps))
+
+
+def calibration_constants(model: TransformerBridge,
+                          calibrations=tuple(CALIBRATION_TEXTS)) -> pd.DataFrame:
+    """Each calibration text's constants relative to prose's: the LN2 scale, and the geometric
+    mean over the contextual heads of the calibrated denominators."""
+    prose = get_circuit(model, "prose").calibration
+    return pd.DataFrame(
+        {
+            calib: {
+                "LN2 scale s2 / prose": c.ln2_scale / prose.ln2_scale,
+                "Dhat_h / prose (geometric mean)": float(
+                    (c.log_dhat - prose.log_dhat).mean().exp()),
+            }
+            for calib in calibrations
+            for c in [get_circuit(model, calib).calibration]
+        }
+    ).T
+
+
+@dataclass(frozen=True)
+class IngredientSwap:
+    """Which ingredient of the circuit matters on one domain (section 6.6): the median FVU and
+    context r of the domain's own neurons on its texts, with the calibration text (denominators
+    and LN2 scale) and the reference distribution of the mean keys and values each taken from
+    prose or from the domain."""
+
+    domain: str
+    neurons: list[int]
+    table: pd.DataFrame  # index (denominators and LN2 scale from, mean keys and values from)
+
+    def finding(self) -> str:
+        """Which ingredient moves the FVU more, in one sentence."""
+        base = self.table.loc[("prose", "prose"), "FVU"]
+        by_reference = abs(self.table.loc[("prose", self.domain), "FVU"] - base)
+        by_calibration = abs(self.table.loc[(self.domain, "prose"), "FVU"] - base)
+        return ("The reference distribution changes the FVU "
+                + ("more" if by_reference > by_calibration else "less")
+                + f" than the denominators and LN2 scale ({by_reference:.4f} vs "
+                f"{by_calibration:.4f}).")
+
+
+def ingredient_swap(model: TransformerBridge, circuit: ContextualCircuit,
+                    sensitivity: pd.DataFrame,
+                    domain_sets: dict[str, list[Int[Tensor, " _pos"]]],
+                    own_neurons: dict[str, list[int]], truth_cache: dict | None = None,
+                    domains: tuple[str, ...] = MATCHED) -> IngredientSwap | None:
+    """:class:`IngredientSwap` on the domain where the matched calibration text changes its own
+    neurons' FVU most (None when no domain has neurons of its own)."""
+    own_fvu = sensitivity["own neurons' FVU"]
+    change = {d: own_fvu.loc[d, d] / own_fvu.loc["prose", d] for d in domains if own_neurons[d]}
+    if not change:
+        return None
+    domain = max(change, key=lambda d: abs(math.log(change[d])))
+    tokens = {name: get_circuit(model, name).calibration.tokens for name in ("prose", domain)}
+    rows = {}
+    for calib in ("prose", domain):
+        for reference in ("prose", domain):
+            swapped = build_circuit(
+                model, calib, heads=circuit.heads, reference_tokens=tokens[reference][1:]
+            )
+            res = evaluate(
+                swapped, model, domain_sets[domain], own_neurons[domain], truth_cache=truth_cache
+            )
+            rows[(calib, reference)] = {
+                "FVU": res.median_fvu,
+                "context r": res.median_context_pearson,
+            }
+    swap = pd.DataFrame(rows).T
+    swap.index.names = ["denominators and LN2 scale from", "mean keys and values from"]
+    return IngredientSwap(domain, list(own_neurons[domain]), swap)

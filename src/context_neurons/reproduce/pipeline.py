@@ -11,7 +11,9 @@ contextual head, the steps that need them say so instead of running on anything 
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 import time
 
 import torch
@@ -135,13 +137,20 @@ def discovery_rows(
     precision and recall on the planted model)."""
     found = scores.found(theta)
     planted = sorted(truth.context_neurons) if truth is not None else None
+    d_mlp = len(scores.top)
+    sweep = {t: len(scores.found(t)) for t in SWEEP_THETAS}
+    saturated = [f"{t:g}" for t, n in sweep.items() if n == d_mlp]
     rows = [
         Row("theta", theta, "threshold on top[j] = mean of the 20 largest robust |z| of a "
             "neuron's token contributions"),
         Row("neurons_found", len(found), f"layer-0 neurons with top[j] >= {theta:g}",
-            truth=len(planted) if planted else None),
-        Row("neurons_found_sweep", {t: len(scores.found(t)) for t in SWEEP_THETAS},
-            "neurons found at other thresholds", show="sweep", index="theta"),
+            truth=len(planted) if planted else None,
+            reading=(f"every one of the {d_mlp} neurons is found: the threshold separates "
+                     "nothing on this model (chapter 8, 'the score saturates')"
+                     if len(found) == d_mlp else "")),
+        Row("neurons_found_sweep", sweep, "neurons found at other thresholds", show="sweep",
+            index="theta", reading=(f"theta {', '.join(saturated)} finds every neuron"
+                                    if saturated else "")),
         Row("loud_token_share", loud_token_share(scores, circuit),
             f"share of all neurons' {scores.k} extreme-token slots held by the 1% of tokens with "
             "the largest extended embeddings (about 0.01 if loudness played no part; near 1: the "
@@ -233,7 +242,9 @@ def evaluation_rows(
         Row("median_pearson_r", ev.median_pearson,
             f"true vs approximate pre-activations, {pairs} (median over neuron-text pairs; "
             "per-position calibrated denominators)"),
-        Row("median_fvu", ev.median_fvu, "fraction of variance unexplained, same pairs (median)"),
+        Row("median_fvu", ev.median_fvu, "fraction of variance unexplained, same pairs (median)",
+            reading=("above 1: the approximation explains less of the variance than a constant "
+                     "would (the paper's 0.14 is on GPT-2 Small)" if ev.median_fvu > 1 else "")),
         Row("median_pearson_r_constant_denominator", constant.median_pearson,
             "same, with one median denominator per head at every position"),
         Row("median_fvu_constant_denominator", constant.median_fvu,
@@ -287,6 +298,24 @@ def lookup_rows(model: TransformerBridge, truth: PlantedTruth | None, progress: 
             "balanced accuracy of the offline explanation, majority-class chance",
             truth=planted, show="records", index="#")
     ]
+
+
+class Steps:
+    """The main job's progress on stderr: each step's name when it starts and its seconds when it
+    ends (``enabled`` False: silent), so that no long step looks like a hung run."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        start = time.perf_counter()
+        if self.enabled:
+            print(f"main job: {name} ...", file=sys.stderr, flush=True)
+        yield
+        if self.enabled:
+            print(f"main job: {name}: {time.perf_counter() - start:.0f} s", file=sys.stderr,
+                  flush=True)
 
 
 #: Quantities computed from the model's outputs that are finite for any usable model: NaN or
@@ -350,28 +379,38 @@ def reproduce(
         print(f"note: only {len(windows)} full-length windows available ({report}).")
     windows = [w.to(hooked.cfg.device) for w in windows]
 
+    step = Steps(progress)
     method = MethodValues(hooked)  # the taxonomy, circuits and scores: computed once, passed on
-    taxonomy = method.taxonomy()
+    with step("the taxonomy of the layer-0 heads (chapter 2)"):
+        taxonomy = method.taxonomy()
     heads = method.contextual_heads()
     rows = taxonomy_rows(taxonomy, truth) + paper_heads_rows(loaded, heads)
     rows += decomposition_rows(hooked, windows, heads, progress)
-    rows += stability_rows(hooked, windows, labels)
+    with step("the denominators across texts (chapter 3)"):
+        rows += stability_rows(hooked, windows, labels)
     heldout = None
     if heads:
-        circuit, scores = method.circuit(heads), method.scores(heads)
-        rows += discovery_rows(scores, circuit, theta, truth)
+        with step("the contextual circuit and every neuron's score (chapters 4 and 5)"):
+            circuit, scores = method.circuit(heads), method.scores(heads)
+            rows += discovery_rows(scores, circuit, theta, truth)
         if loaded.directory is not None:
-            found_rows, heldout = activation_rows(loaded, scores, theta, heads, progress)
+            with step("truth from activations on held-out text (chapter 8)"):
+                found_rows, heldout = activation_rows(loaded, scores, theta, heads, progress)
             rows += found_rows
     if loaded.directory is not None:  # each protocol chooses its own heads, or says it cannot
-        rows += verdict_rows(loaded, method, progress=progress)
-        rows += v3_rows(loaded, method, progress)
+        with step("protocols v1 and v2 (chapter 8)"):
+            rows += verdict_rows(loaded, method, progress=progress)
+        with step("protocol v3, the confirmatory test (chapter 8)"):
+            rows += v3_rows(loaded, method, progress)
     if heads:
-        rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta), progress)
+        with step("the approximation's accuracy (chapter 6)"):
+            rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta),
+                                    progress)
     else:
         rows.append(Row("neurons_found", 0, "no contextual head: there is no contextual circuit, "
                         "so no neuron can be discovered from it (nothing stands in for it)"))
-    rows += lookup_rows(hooked, truth, progress)
+    with step("context look-ups (chapter 7)"):
+        rows += lookup_rows(hooked, truth, progress)
     check_finite(rows)
     return Results(
         model=loaded.name, model_source=loaded.source, planted=loaded.is_planted,

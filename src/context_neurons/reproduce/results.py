@@ -37,7 +37,8 @@ SHOWN_AS = ("cell", "per_head", "groups", "records", "sweep", "json")
 class Row:
     """One reproduced quantity: its key, the value computed in this run, the planted truth (if
     any), what it is and how the table shows it (:data:`SHOWN_AS`; ``index`` names the first
-    column of a table of its own). The paper's value is looked up by key in :data:`PAPER`."""
+    column of a table of its own; ``reading``, a line printed under the table where the value
+    would mislead without it). The paper's value is looked up by key in :data:`PAPER`."""
 
     key: str
     value: Any
@@ -45,6 +46,7 @@ class Row:
     truth: Any = None
     show: str = "cell"
     index: str = "name"
+    reading: str = ""  # one line under the table when the value needs reading (saturated, ...)
 
     def __post_init__(self) -> None:
         if self.show not in SHOWN_AS:

@@ -7,24 +7,39 @@ model, the planted truth.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
 
-from context_neurons.printing import fixed, number_cell
+from context_neurons.printing import fixed, number_cell, significant
 from context_neurons.reproduce.results import Results, Row
 from context_neurons.verdict import verdict_sentences
 from context_neurons.verdict.v3_report import verdict_sentences_v3
 
 
-def fmt(value: Any) -> str:
-    """A value as a table cell: fixed decimals for a float, a short list as its items."""
-    if isinstance(value, float):  # fixed decimals: a value near zero prints alike everywhere
+def number(value: float) -> str:
+    """A float at the precision it carries: a whole number as one (``6``, not ``6.0000``); from 1
+    on, 4 significant digits (``91.5``, ``1.235e+06``); below 1, 4 fixed decimals without the
+    trailing zeros (``0.123``), so that a value near zero prints alike on every machine."""
+    if math.isnan(value) or math.isinf(value):
         return fixed(value, 4)
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if abs(value) >= 1:
+        return significant(value, 4)
+    return fixed(value, 4).rstrip("0").rstrip(".")
+
+
+def fmt(value: Any) -> str:
+    """A value as a table cell: a float at its precision (:func:`number`), a short list as a
+    list (``[0]``: head 0, not a count)."""
+    if isinstance(value, float):
+        return number(value)
     if isinstance(value, (list, tuple)):
         if len(value) > 12 or any(isinstance(v, (dict, list, tuple)) for v in value):
             return f"{len(value)} items (the JSON)"
-        return ", ".join(fmt(v) for v in value) if value else "none"
+        return "[" + ", ".join(fmt(v) for v in value) + "]" if value else "none"
     if isinstance(value, dict):
         return "see the JSON"
     if isinstance(value, str) and (value != value.strip() or not value.isprintable()):
@@ -140,6 +155,7 @@ def format_table(results: Results) -> str:
     # What was not computed, and why, under the table (the JSON's labels hold it too).
     out += [""] + [f"note: {r.key}: {r.label}" for r in rows
                    if r.label.startswith(SKIPPED_PREFIXES)]
+    out += [f"reading: {r.key}: {r.reading}" for r in rows if r.reading]
     # The verdicts in words (chapter 8) of each protocol the run evaluated, each with its status.
     for name, protocol, sentences in PROTOCOLS:
         evaluation = results.evaluation(name)

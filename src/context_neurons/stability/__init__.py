@@ -61,3 +61,11 @@ from context_neurons.stability.study import (  # noqa: F401
     denominator_study,
     kernel_weighted_density,
 )
+from context_neurons.stability.across_texts import (  # noqa: F401
+    DENSITY_COLUMNS,
+    ShareSpread,
+    density_effect,
+    quantile_intervals,
+    share_spread,
+    signed_formats,
+)

@@ -420,7 +420,8 @@ def truth_summary(result: dict, set_name: str = "primary") -> str:
 
 __all__ = ["Measurements", "PREVIOUS_WINDOWS", "PredictedPaths", "evaluate", "frequency_rho",
            "head_sets", "highest_scoring", "measure", "predicted_paths", "previous_token_heads",
-           "resample_window_means", "score_entry", "score_sentence", "score_table",
+           "resample_window_means", "score_entry", "score_readings", "score_sentence",
+           "score_table",
            "show_scores", "stable_broad_heads", "top_rho", "truth_summary", "verdict_sentences",
            "weight_controls", "with_interval"]
 
@@ -449,3 +450,21 @@ def verdict_sentences(result: dict) -> list[str]:
     scores = result["primary"]["scores"]
     return [score_sentence("frequency-aware score (primary)", scores["frequency_aware"]),
             score_sentence("the paper's top[j]", scores["top"])]
+
+
+def score_readings(result: dict) -> list[str]:
+    """What a v1- or v2-style result says about both scores (chapter 8.10): each verdict, its
+    AUC against chance, its rho, and precision against the base rate."""
+    above = lambda e: e["auc_ci95"][0] > 0.5  # noqa: E731
+    fa = result["primary"]["scores"]["frequency_aware"]
+    tp = result["primary"]["scores"]["top"]
+    return [
+        f"- The frequency-aware score: {fa['verdict']}. Its AUC {with_interval(fa, 'auc')} "
+        f"lies {'above' if above(fa) else 'not above'} chance; its predicted context shifts "
+        f"correlate with the measured ones at rho {with_interval(fa, 'spearman')}; precision "
+        f"{fixed(fa['precision'], 2)} against a base rate of {fixed(fa['base_rate'], 2)}.",
+        f"- The paper's top[j]: {tp['verdict']}. AUC {with_interval(tp, 'auc')}, "
+        f"rho {with_interval(tp, 'spearman')}: the shape of a neuron's "
+        "contributions over a uniformly weighted vocabulary "
+        f"{'ranks' if above(tp) else 'does not rank'} the neurons the heads move.",
+    ]

@@ -63,4 +63,13 @@ def planted_control(
     return out
 
 
-__all__ = ["PRECISION_MARGIN", "planted_control", "planted_truth"]
+def control_reading(control: dict) -> str:
+    """The planted control (:func:`planted_control`) in one sentence."""
+    return (f"- Planted control (planted model, label-half domains): the frequency-aware score "
+            f"{'recovers' if control['recovers_what_top_recovers'] else 'does NOT recover'} what "
+            f"top[j] recovers (precision at |T| "
+            f"{control['frequency_aware']['precision_at_truth_size']:.2f} against "
+            f"{control['top']['precision_at_truth_size']:.2f}).")
+
+
+__all__ = ["PRECISION_MARGIN", "control_reading", "planted_control", "planted_truth"]

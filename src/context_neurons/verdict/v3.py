@@ -81,14 +81,18 @@ STOP_NO_CONTEXT = "not testable: no non-local contextual head"
 
 
 class Timer:
-    """Seconds per phase (``with timer("phase"): ...``)."""
+    """Seconds per phase (``with timer("phase"): ...``); ``announce``: each phase's name on
+    stderr when it starts (progress through a run of several minutes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, announce: bool = False) -> None:
         self.seconds: dict[str, float] = {}
+        self.announce = announce
 
     @contextlib.contextmanager
     def __call__(self, phase: str):
         t0 = time.perf_counter()
+        if self.announce:
+            print(f"protocol v3: {phase} ...", file=sys.stderr, flush=True)
         try:
             yield
         finally:
@@ -321,7 +325,7 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: dict | None = 
     """Protocol v3 on one model (module docstring). ``data``: :func:`v3_data`, when already
     read; ``n_resamples``: fewer resamples for a quick look (the protocol's 2000 otherwise);
     ``method``: the run's taxonomy, circuits and scores, when made."""
-    timer, protocol = Timer(), protocol or load_protocol_v3()
+    timer, protocol = Timer(announce=progress), protocol or load_protocol_v3()
     method = method or MethodValues(model)
     if data is None:
         with timer("data"):

@@ -197,7 +197,33 @@ def sensitivity_line(entry: dict) -> str:
     return text
 
 
-__all__ = ["MODELS", "NEURON_SEED", "PENDING", "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED",
-           "UNIT_SEED", "VOCABULARY_SEED", "baseline_records", "comparability",
+#: Each primary verdict protocol v3 registers, in words about the decomposition.
+MEANING = {
+    "adds something": "adds measurably to the ranking",
+    "no difference shown": "does not add measurably to the ranking",
+    "baseline better": "ranks the context neurons worse than the best baseline",
+    "not testable": "could not be tested here",
+}
+
+
+def decomposition_readings(result: dict) -> list[str]:
+    """What one model's v3 result says about the method (chapter 8.10), in two sentences: the
+    primary verdict about the decomposition, the secondary verdicts about the scores."""
+    p3 = result["primary"]
+    fa3, top3 = result["secondary"]["frequency_aware"], result["secondary"]["top"]
+    return [
+        f"- Protocol v3 (confirmatory), primary: {p3['verdict'].upper()}. The decomposition's "
+        f"context share {MEANING[p3['verdict']]}: the score's AUC minus the best baseline's is "
+        f"{interval_text(p3['delta'], p3['delta_ci95'])}, the best baseline at the point being "
+        f"{p3['best_baseline'].replace('_', ' ')}.",
+        f"- Protocol v3, secondary: the frequency-aware score is {fa3['verdict'].upper()} at "
+        f"finding the context neurons (AUC {interval_text(fa3['auc'], fa3['auc_ci95'])}); the "
+        f"paper's top[j] is {top3['verdict'].upper()} (AUC "
+        f"{interval_text(top3['auc'], top3['auc_ci95'])}).",
+    ]
+
+
+__all__ = ["MEANING", "MODELS", "NEURON_SEED", "PENDING", "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED",
+           "UNIT_SEED", "VOCABULARY_SEED", "baseline_records", "comparability", "decomposition_readings",
            "interval_text", "jsonable", "model_entries", "model_key", "primary_words",
            "report_lines", "sensitivity_line", "verdict_sentences_v3"]
