@@ -20,14 +20,16 @@ from collections import Counter
 from context_neurons import circuit, discovery, domain_shift, method, taxonomy
 from context_neurons.__main__ import main as command_line
 from context_neurons.models import weights
-from context_neurons.verdict import evaluate, v3, v3_scores
+from context_neurons.verdict import v3, v3_scores
 
+#: The module ``verdict.evaluate`` (the package's attribute of that name is the function).
+EVALUATE = sys.modules["context_neurons.verdict.evaluate"]
 #: Each counted computation and the modules that hold a reference to it (the first defines it).
 COUNTED = {
     "classify_heads": (taxonomy, method),
     "build_circuit": (circuit, method),
     "score_neurons": (discovery, method),
-    "predict_path_shifts": (domain_shift, evaluate, v3, v3_scores),
+    "predict_path_shifts": (domain_shift, EVALUATE, v3, v3_scores),
 }
 
 

@@ -492,7 +492,7 @@ def test_precision_recall_rows_have_no_typed_truth(planted, circuit):
     d_mlp = planted.model.cfg.d_mlp
     saturated = [f"{t:g}" for t, n in rows["neurons_found_sweep"].value.items() if n == d_mlp]
     assert rows["neurons_found_sweep"].reading == (
-        f"theta {', '.join(saturated)} finds every neuron" if saturated else "")
+        f"every neuron is found at theta {', '.join(saturated)}" if saturated else "")
     assert rows["neurons_found"].value < d_mlp and rows["neurons_found"].reading == ""
 
 

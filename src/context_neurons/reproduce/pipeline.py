@@ -149,7 +149,7 @@ def discovery_rows(
                      "nothing on this model (chapter 8, 'the score saturates')"
                      if len(found) == d_mlp else "")),
         Row("neurons_found_sweep", sweep, "neurons found at other thresholds", show="sweep",
-            index="theta", reading=(f"theta {', '.join(saturated)} finds every neuron"
+            index="theta", reading=(f"every neuron is found at theta {', '.join(saturated)}"
                                     if saturated else "")),
         Row("loud_token_share", loud_token_share(scores, circuit),
             f"share of all neurons' {scores.k} extreme-token slots held by the 1% of tokens with "
