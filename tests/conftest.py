@@ -11,6 +11,42 @@ os.environ.setdefault("CONTEXT_NEURONS_MODEL", "planted")
 torch.set_grad_enabled(False)
 
 
+#: (cell, output type) of the stored chapters' outputs that matched within the tolerance only
+#: (tests/notebooks/conftest.py), gathered from the reports, pytest-xdist's workers' included.
+WITHIN_TOLERANCE: list[tuple[str, str]] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.when == "call":
+        WITHIN_TOLERANCE.extend((report.nodeid, key) for name, key in report.user_properties
+                                if name == "matched_within_tolerance")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if WITHIN_TOLERANCE:
+        terminalreporter.write_sep("-", "stored outputs that matched within the tolerance only")
+        for cell, key in WITHIN_TOLERANCE:
+            terminalreporter.write_line(f"{cell} ('{key}')")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``pytest -n 2``: each stored chapter's cells go to one worker, in order (a chapter's
+    kernel keeps its state from cell to cell), the chapters first as the longest units; each
+    unit test goes to whichever worker is free. (xdist's own ``--dist loadgroup`` cannot be
+    used: under pytest 9 its renaming of test ids no longer takes effect.) An explicit
+    ``--dist`` keeps its own meaning."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ChaptersTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.endswith(".ipynb") else nodeid
+
+    return ChaptersTogether(config, log)
+
+
 @pytest.fixture(scope="session")
 def planted():
     """The planted ground-truth model (GPT-2 Small shapes, 2 layers); about 10 s to build."""

@@ -10,9 +10,10 @@ from nbval.plugin import IPyNbCell, transform_streams_for_comparison
 from context_neurons.book.stored_outputs import output_difference
 
 os.environ["CONTEXT_NEURONS_MODEL"] = "planted"
-#: (cell, output type) of outputs that matched within the tolerance but not character for
-#: character: what another CPU changed, listed at the end of the run.
-WITHIN_TOLERANCE: list[tuple[str, str]] = []
+#: A cell's report names (in ``user_properties``) each output type that matched within the
+#: tolerance but not character for character: what another CPU changed. tests/conftest.py lists
+#: them at the end of the run (it, not this file, is loaded where pytest-xdist reports).
+TOLERANCE_PROPERTY = "matched_within_tolerance"
 os.environ.setdefault("CONTEXT_NEURONS_THREADS", "2")  # 1 and 2 must print alike
 
 
@@ -53,15 +54,8 @@ def compare_within_tolerance(self: IPyNbCell, test, ref, skip_compare=None) -> b
                 self.format_output_compare(key, was, now)
                 return False
             if was != now:
-                WITHIN_TOLERANCE.append((self.nodeid, key))
+                self.user_properties.append((TOLERANCE_PROPERTY, key))
     return True
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    if WITHIN_TOLERANCE:
-        terminalreporter.write_sep("-", "stored outputs that matched within the tolerance only")
-        for cell, key in WITHIN_TOLERANCE:
-            terminalreporter.write_line(f"{cell} ('{key}')")
 
 
 IPyNbCell.compare_outputs = compare_within_tolerance
