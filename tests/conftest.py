@@ -29,6 +29,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
             terminalreporter.write_line(f"{cell} ('{key}')")
 
 
+@pytest.hookimpl(optionalhook=True)  # without pytest-xdist the hook is never called
 def pytest_xdist_make_scheduler(config, log):
     """``pytest -n 2``: each stored chapter's cells go to one worker, in order (a chapter's
     kernel keeps its state from cell to cell), the chapters first as the longest units; each
