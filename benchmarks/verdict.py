@@ -70,14 +70,14 @@ def time_v3(model, record, args) -> None:
             print(f"  {phase}: {seconds:.1f} s")
 
 
-def time_protocol(model, record, protocol: dict, version: str, args):
+def time_protocol(model, record, protocol, version: str, args):
     """Seconds to read the documents, to run the forward passes and the whole evaluation."""
     t0 = time.perf_counter()
     data = protocol_data(model.tokenizer, record, protocol)
     t_data = time.perf_counter() - t0
     sets, _ = head_sets(MethodValues(model), protocol, data)
     t0 = time.perf_counter()
-    measured = measure(model, data, sets, protocol["data"]["window_mean_start"])
+    measured = measure(model, data, sets, protocol.data.window_mean_start)
     t_measure = time.perf_counter() - t0
     t0 = time.perf_counter()
     evaluate(model, record, protocol, n_resamples=args.resamples)

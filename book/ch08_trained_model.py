@@ -106,10 +106,10 @@ if isinstance(evaluation_v3, dict):
                   "documents):"))
     for sentence in verdict_sentences_v3(evaluation_v3):
         print(wrapped(f"- {sentence}"))
-if isinstance(evaluation, dict):
+if evaluation is not None:
     for name, result in protocols.items():
         print(wrapped(f"Protocol {name}, trained model: {truth_summary(result)}; primary heads "
-                      f"{result['head_sets']['primary']}."))
+                      f"{result.head_sets['primary']}."))
         for sentence in verdict_sentences(result):
             print(wrapped(f"- {sentence}"))
 else:  # online: the held-out documents of the training split are not on this machine
@@ -277,11 +277,11 @@ figure = plot_kernel_shapes(
 from context_neurons import circuit as cc
 from context_neurons import discovery as disc
 
-if isinstance(evaluation, dict) and "primary" in evaluation:
-    highest = pd.DataFrame(evaluation["primary"]["frequency_aware_highest"])
+if evaluation is not None and evaluation.primary is not None:
+    highest = pd.DataFrame(evaluation.primary.frequency_aware_highest)
     show_table(highest[["neuron", "score", "domain", "share"]].set_index("neuron"),
                f"the five highest frequency-aware scores with the contextual heads "
-               f"{evaluation['primary']['heads']}, each neuron's predicted domain and the heads' "
+               f"{evaluation.primary.heads}, each neuron's predicted domain and the heads' "
                "predicted share of its shift there", model=loaded.title, decimals=2,
                formats={"score": 1})
 
@@ -340,28 +340,28 @@ from context_neurons.printing import nested_lines
 from context_neurons.verdict import load_protocol
 
 protocol = load_protocol()
-print("\n".join(nested_lines({k: protocol[k] for k in ("truth", "verdict")})))
+print("\n".join(nested_lines(protocol.sections("truth", "verdict"))))
 
 # %%
-if isinstance(evaluation, dict) and "primary" in evaluation:
-    primary = evaluation["primary"]
-    truth_domains = pd.Series(primary["truth_domains"]).value_counts()
-    per_domain = pd.DataFrame({"EVAL windows": pd.Series(evaluation["eval_windows"]),
+if evaluation is not None and evaluation.primary is not None:
+    primary = evaluation.primary
+    truth_domains = pd.Series(primary.truth_domains).value_counts()
+    per_domain = pd.DataFrame({"EVAL windows": pd.Series(evaluation.eval_windows),
                                "context neurons": truth_domains}).fillna(0).astype(int)
     show_table(per_domain.rename_axis("domain"), "EVAL windows per domain, and the context "
                "neurons by activation (protocol v1, primary heads) whose best domain it is",
                model=loaded.title)
-    low, high = (fixed(bound, 0) for bound in primary["truth_count_ci95"])
+    low, high = (fixed(bound, 0) for bound in primary.truth_count_ci95)
     print(wrapped(
-        f"{len(primary['truth_neurons'])} of {cfg.d_mlp} neurons are context neurons by "
-        f"activation (primary heads {primary['heads']}); bootstrap 95% interval of the count: "
+        f"{len(primary.truth_neurons)} of {cfg.d_mlp} neurons are context neurons by "
+        f"activation (primary heads {primary.heads}); bootstrap 95% interval of the count: "
         f"[{low}, {high}]"))
     print(f"with resample ablation instead of mean ablation: "
-          f"{primary['truth_count_resample_ablation']} neurons")
-    if "secondary" in evaluation:
-        secondary = evaluation["secondary"]
-        print(wrapped(f"secondary head set (all non-local heads {secondary['heads']}): "
-                      f"{len(secondary['truth_neurons'])} neurons"))
+          f"{primary.truth_count_resample_ablation} neurons")
+    if evaluation.secondary is not None:
+        secondary = evaluation.secondary
+        print(wrapped(f"secondary head set (all non-local heads {secondary.heads}): "
+                      f"{len(secondary.truth_neurons)} neurons"))
 
 # %% [markdown]
 # The truth is broad on this model: most neurons move by at least a pooled standard deviation on
@@ -377,22 +377,20 @@ from context_neurons.plotting.training import plot_verdict
 
 from context_neurons.verdict.evaluate import show_scores, with_interval
 
-if isinstance(evaluation, dict) and "primary" in evaluation:
-    for set_name in ("primary", "secondary"):
+if evaluation is not None and evaluation.primary is not None:
+    for set_name in evaluation.results:
         show_scores(evaluation, "v1", loaded.title, set_name)
-    controls = evaluation["primary"]["controls"]
-    scores_p = evaluation["primary"]["scores"]
-    print(f"neurons-permuted control: rho {fixed(scores_p['frequency_aware']['permutation_spearman'], 2)}"
-          f" (frequency-aware), {fixed(scores_p['top']['permutation_spearman'], 2)} (top)")
-    for name in ("frequency_aware", "top"):
-        c = controls[f"{name}_random_directions"]
-        print(wrapped(f"{name}: {c['honest_found']} real neurons above the 99th percentile of "
-                      "random read directions with the same norms "
-                      f"({c['honest_found_share']:.1%})"))
+    scores_p = evaluation.primary.scores
+    print(f"neurons-permuted control: rho "
+          f"{fixed(scores_p['frequency_aware'].permutation_spearman, 2)} (frequency-aware), "
+          f"{fixed(scores_p['top'].permutation_spearman, 2)} (top)")
+    for name, c in evaluation.primary.controls.random_directions.items():
+        print(wrapped(f"{name}: {c.honest_found} real neurons above the 99th percentile of "
+                      f"random read directions with the same norms ({c.honest_found_share:.1%})"))
     figure = plot_verdict(
-        {f"{k} ({s})": v for s in ("primary", "secondary") if s in evaluation
-         for k, v in evaluation[s]["scores"].items()},
-        protocol["verdict"],
+        {f"{k} ({s})": v for s, result in evaluation.results.items()
+         for k, v in result.scores.items()},
+        protocol.verdict,
         title=f"Figure 8.3. {loaded.title}: each score against the truth, 95% intervals",
     )
 
@@ -502,9 +500,9 @@ print(wrapped(f"planted model: the loudest 1% hold {float(planted_shares.mean())
 
 # %%
 protocol_v2 = load_protocol("v2")
-registered = protocol_v2["registered"].split(" (issue")[0]  # the project's issue number dropped
-print(wrapped(f"{protocol_v2['name']}: registered {registered}."))
-for change in protocol_v2["changes_from_v1"]:
+registered = protocol_v2.registered.split(" (issue")[0]  # the project's issue number dropped
+print(wrapped(f"{protocol_v2.name}: registered {registered}."))
+for change in protocol_v2.changes_from_v1:
     print(wrapped(f"- {change}"))
 
 # %% [markdown]
@@ -515,21 +513,21 @@ for change in protocol_v2["changes_from_v1"]:
 # of the taxonomy's contextual heads:
 
 # %%
-if isinstance(evaluation_v2, dict) and "primary" in evaluation_v2:
-    stability = evaluation_v2["denominator_stability"]
+if evaluation_v2 is not None and evaluation_v2.primary is not None:
+    stability = evaluation_v2.denominator_stability
     cv = pd.DataFrame({
         "group (v1, v2)": [taxonomy_v1.group_of(h) for h in taxonomy_v1.heads],
-        "CV of D across texts": [stability["cv_texts"][str(h)] for h in taxonomy_v1.heads],
+        "CV of D across texts": [stability.cv_texts[h] for h in taxonomy_v1.heads],
     }, index=pd.Index(taxonomy_v1.heads, name="head"))
     show_table(cv, f"the stability of each head's denominator D at destination n = "
-               f"{stability['n']} over {stability['texts']} CAL texts", model=loaded.title,
+               f"{stability.n} over {stability.texts} CAL texts", model=loaded.title,
                decimals=2)
-    values = list(stability["cv_texts"].values())
+    values = list(stability.cv_texts.values())
     print(f"CV from {min(values):.2f} to {max(values):.2f} over the heads")
     print(wrapped(
         f"largest CV among the contextual heads {taxonomy_v1.groups['contextual']}: "
-        f"{stability['largest_contextual_cv']:.2f}; heads added: {stability['added'] or 'none'}; "
-        f"v2's primary heads: {evaluation_v2['head_sets']['primary']}"))
+        f"{stability.largest_contextual_cv:.2f}; heads added: {stability.added or 'none'}; "
+        f"v2's primary heads: {evaluation_v2.primary.heads}"))
 
 # %% [markdown]
 # A CV is the fraction of its mean by which a head's denominator moves from one text to another.
@@ -541,24 +539,23 @@ if isinstance(evaluation_v2, dict) and "primary" in evaluation_v2:
 # **The truth and the verdict.**
 
 # %%
-if isinstance(evaluation_v2, dict) and "primary" in evaluation_v2:
-    primary_v2 = evaluation_v2["primary"]
-    tried = ", ".join(f"d >= {d:g}: {n}" for d, n in evaluation_v2["truth_threshold"]["tried"])
-    low, high = primary_v2["truth_count_ci95"]
+if evaluation_v2 is not None and evaluation_v2.primary is not None:
+    primary_v2 = evaluation_v2.primary
+    tried = ", ".join(f"d >= {d:g}: {n}" for d, n in evaluation_v2.truth_threshold.tried)
+    low, high = primary_v2.truth_count_ci95
     print(wrapped(f"protocol v2, trained model: {truth_summary(evaluation_v2)}; thresholds "
                   f"tried: {tried}; bootstrap 95% interval of the count [{low:.0f}, {high:.0f}]; "
-                  f"{primary_v2['truth_count_resample_ablation']} with resample ablation"))
-    sets_v2 = evaluation_v2["head_sets"]
-    show_scores(evaluation_v2, "v2", loaded.title)
-    if sets_v2["secondary"] == sets_v2["primary"]:
+                  f"{primary_v2.truth_count_resample_ablation} with resample ablation"))
+    shown = {"primary": primary_v2}  # the secondary set too, where its heads differ
+    if evaluation_v2.secondary is not None and evaluation_v2.secondary.heads != primary_v2.heads:
+        shown["secondary"] = evaluation_v2.secondary
+    for set_name in shown:
+        show_scores(evaluation_v2, "v2", loaded.title, set_name)
+    if len(shown) == 1:
         print("(the secondary head set, all non-local heads, is the same: same rows)")
-    else:
-        show_scores(evaluation_v2, "v2", loaded.title, "secondary")
     figure = plot_verdict(
-        {f"{k} ({s})": v for s in ("primary", "secondary") if s in evaluation_v2
-         and (s == "primary" or sets_v2["secondary"] != sets_v2["primary"])
-         for k, v in evaluation_v2[s]["scores"].items()},
-        protocol_v2["verdict"],
+        {f"{k} ({s})": v for s, result in shown.items() for k, v in result.scores.items()},
+        protocol_v2.verdict,
         title=f"Figure 8.6. {loaded.title}: protocol v2, each score against the truth",
     )
 
@@ -678,27 +675,11 @@ if isinstance(seed0, dict) and seed0.get("primary"):
 # protocol registers for replication are listed whether or not they exist yet.
 
 # %%
-from context_neurons.verdict.v3_report import interval_text, sensitivity_line
+from context_neurons.verdict.v3_report import detail_lines
 
 if isinstance(seed0, dict) and seed0.get("primary"):
-    for score, entry in seed0["secondary"].items():
-        print(wrapped(f"secondary, {score.replace('_', '-')}: {entry['verdict'].upper()}; AUC "
-                      f"{interval_text(entry['auc'], entry['auc_ci95'])}, rho "
-                      f"{interval_text(entry['spearman'], entry['spearman_ci95'])}, precision "
-                      f"{fixed(entry['precision'], 2)} (base rate {fixed(entry['base_rate'], 2)})"))
-    vocab = seed0["controls"]["frequency_aware_vocabulary_permuted"]
-    print(wrapped(f"control, token ids permuted in p_D: AUC "
-                  f"{interval_text(vocab['auc'], vocab['auc_ci95'])}, rho "
-                  f"{interval_text(vocab['spearman'], vocab['spearman_ci95'])}"))
-    for name, entry in seed0["sensitivities"].items():
-        print(wrapped(f"sensitivity {name.replace('_', ' ')} (no verdict): "
-                      f"{sensitivity_line(entry)}"))
-    for domain, entry in seed0["non_pooled"].items():
-        rho = entry["spearman_context_shift"]
-        print(wrapped(f"not pooled, {domain}: {entry['units']} documents, {entry['windows']} "
-                      f"windows, rho {'undefined' if rho is None else fixed(rho, 2)}, neurons with "
-                      f"|d| >= 1 and the context set's part >= 0.5: "
-                      f"{entry['n_effect_and_context']}"))
+    for line in detail_lines(seed0):
+        print(wrapped(line))
 if isinstance(evaluation_v3, dict):
     for name, entry in evaluation_v3.items():
         if isinstance(entry, str):
@@ -729,27 +710,13 @@ if isinstance(evaluation_v3, dict):
 
 # %%
 from context_neurons.plotting.training import plot_development
+from context_neurons.training.development import CHECKPOINT_COLUMNS, CHECKPOINT_COUNTS
+from context_neurons.training.development import DEVELOPMENT_FILE, checkpoint_table
 
-development = json.loads((TRAINED_DIR / "development.json").read_text())
-steps = pd.DataFrame(
-    {
-        "tokens": f"{r['tokens']:,}",
-        "loss": r["heldout_loss"],
-        "contextual": ", ".join(map(str, r["contextual_heads"])) or "-",
-        "prev.-token": ", ".join(map(str, r.get("previous_token_heads", []))) or "-",
-        "sep. (old)": r["separating_neurons"],
-        "act. (old)": r["context_neurons_by_activation"],
-        "additive": r.get("additive_truth"),
-        "found": r["neurons_found"],
-    }
-    for r in development["checkpoints"]
-)
-counts = ["sep. (old)", "act. (old)", "additive", "found"]
-show_table(steps.set_index("tokens"), "the checkpoints: held-out loss, contextual and "
-           "previous-token heads, and neuron counts (sep. (old): separating a domain; act. "
-           "(old): context neurons by the old rule; additive: the additive truth of protocol v1; "
-           "found: top[j] at theta)", model=loaded.title, decimals=3,
-           formats={c: 0 for c in counts})
+development = json.loads((TRAINED_DIR / DEVELOPMENT_FILE).read_text())
+show_table(checkpoint_table(development), "the checkpoints: held-out loss, contextual and "
+           f"previous-token heads, and neuron counts ({CHECKPOINT_COLUMNS})", model=loaded.title,
+           decimals=3, formats={c: 0 for c in CHECKPOINT_COUNTS})
 figure = plot_development(development, title=f"Figure 8.8. {loaded.title}: development")
 
 # %% [markdown]
@@ -771,7 +738,7 @@ from context_neurons.verdict.v3_report import decomposition_readings
 if isinstance(seed0, dict) and seed0.get("primary"):
     for sentence in decomposition_readings(seed0):
         print(wrapped(sentence))
-if isinstance(evaluation, dict) and "primary" in evaluation:
+if evaluation is not None and evaluation.primary is not None:
     for name, result in protocols.items():
         print(wrapped(f"Protocol {name}, trained model:"))
         for sentence in score_readings(result):
@@ -908,11 +875,11 @@ if truth_broad is not None:
 if isinstance(evaluation_v3, dict):
     for sentence in verdict_sentences_v3(evaluation_v3):
         print(wrapped(f"- protocol v3, {sentence}"))
-if isinstance(evaluation, dict) and "primary" in evaluation:
+if evaluation is not None and evaluation.primary is not None:
     for name, result in protocols.items():
-        for score_name, entry in result["primary"]["scores"].items():
+        for score_name, entry in result.primary.scores.items():
             print(f"- protocol {name.split()[0]}, {score_name.replace('_', '-')}: "
-                  f"{entry['verdict']} (AUC {with_interval(entry, 'auc')})")
+                  f"{entry.verdict} (AUC {with_interval(entry, 'auc')})")
 else:
     print("not computed on this machine (no held-out documents): see the stored page.")
 

@@ -56,7 +56,8 @@ from context_neurons.training.corpus import is_heldout, iter_documents  # noqa: 
 from context_neurons.training.heldout import PER_DOMAIN, domain_of_corpus, read_record  # noqa: E402
 from context_neurons.training.stream import eval_windows, tokenize_documents  # noqa: E402
 from context_neurons.training.tokenizer import load_tokenizer  # noqa: E402
-from context_neurons.verdict.data import cal_fraction_value, is_cal, load_protocol  # noqa: E402
+from context_neurons.verdict.data import cal_fraction_value, is_cal  # noqa: E402
+from context_neurons.verdict.protocol import load_protocol  # noqa: E402
 
 #: The v3 CONFIRM order: a hash with its own prefix (independent of the training split's and of
 #: the CAL/EVAL split's).
@@ -147,8 +148,8 @@ def v1v2_reads(held: dict[str, list], encoded: dict[str, list[np.ndarray]], n_ct
         windows, units_read, docs_read = 0, 0, 0
         for _, _, members, member_lengths in sorted(eval_units, key=lambda u: (u[0], u[1])):
             n_windows = min(len(packed_spans(member_lengths, n_ctx)),
-                            spec["eval_windows_per_document"])
-            take = min(n_windows, spec["eval_windows_per_domain"] - windows)
+                            spec.eval_windows_per_document)
+            take = min(n_windows, spec.eval_windows_per_domain - windows)
             if take > 0:
                 windows += take
                 units_read += 1
@@ -332,8 +333,8 @@ def inventory(chapters: bool = True) -> dict:
     corpora_dir = settings.corpora_root()
     tokenizer = load_tokenizer(TRAINED_DIR)
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
-    spec = load_protocol("v2")["data"]
-    assert spec == load_protocol("v1")["data"], "v1 and v2 read the same documents"
+    spec = load_protocol("v2").data
+    assert spec == load_protocol("v1").data, "v1 and v2 read the same documents"
     trained_on = [c for c, w in cfg["corpus_weights"].items() if w > 0]
     owner = domain_of_corpus(DOMAINS)
     by_domain: dict[str, list[str]] = {}

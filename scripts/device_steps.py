@@ -79,7 +79,8 @@ def summary(run_dir: Path, out: Path, device: str) -> dict:
     from context_neurons.training.development import summarize_checkpoint
     from context_neurons.training.heldout import labelled_windows, read_record
     from context_neurons.training.tokenizer import load_tokenizer
-    from context_neurons.verdict.data import load_protocol, protocol_data
+    from context_neurons.verdict.data import protocol_data
+    from context_neurons.verdict.protocol import load_protocol
     from context_neurons.verdict.development import structure
 
     torch.set_grad_enabled(False)
@@ -97,7 +98,7 @@ def summary(run_dir: Path, out: Path, device: str) -> dict:
     protocol = load_protocol()
     row.update(structure(model, protocol_data(tokenizer, record, protocol), protocol))
     result = {"run": str(run_dir), "device": device, "heldout_windows": len(windows),
-              "protocol": protocol["name"], "final": row,
+              "protocol": protocol.name, "final": row,
               "kernels": {"query": query, "token": " the",
                           "heads": [{k: round(v, 4) if isinstance(v, float) else v
                                      for k, v in r.items()} for r in kernels]}}

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from context_neurons.__main__ import main
+from verdict_cases import evaluation_of, score_result  # tests/unit/verdict_cases.py
 
 #: The keys the issues ask the main job to report (foundation, chapters 2-7).
 REQUIRED_KEYS = {
@@ -80,23 +81,28 @@ def test_reproduce_rejects_an_unknown_model(capsys):
 def test_verdict_rows_summarise_scores_controls_and_the_secondary_set():
     """Both protocols' ``discovery_scores`` rows come from one summary: every score, every
     control (with an AUC, or its note as it is), and every score on the secondary head set."""
-    from context_neurons.reproduce.verdict_rows import _scores
+    from dataclasses import replace
 
-    entry = {"auc": 0.9, "auc_ci95": [0.8, 0.95], "spearman": 0.5, "precision": 0.6,
-             "base_rate": 0.2, "verdict": "positive", "scores_of_every_neuron": [1.0, 2.0]}
-    result = {
-        "primary": {"scores": {"frequency_aware": entry},
-                    "controls": {"vocabulary_permuted": {**entry, "verdict": "inconclusive"},
-                                 "shuffled_kernels": {"stopped": "no contextual head"}}},
-        "secondary": {"scores": {"frequency_aware": entry}},
-    }
+    from context_neurons.reproduce.verdict_rows import _scores
+    from context_neurons.verdict.results import Controls, RandomDirections
+
+    score = score_result()
+    controls = Controls(score_result(verdict="inconclusive"),
+                        {"top": RandomDirections(1.5, 3, 0.25)})
+    primary_only = evaluation_of({"frequency_aware": score})
+    primary = replace(primary_only.primary, controls=controls)
+    result = replace(primary_only, results={"primary": primary,
+                                            "secondary": replace(primary, controls=None)})
     scores = _scores(result)
-    assert list(scores) == ["frequency_aware", "vocabulary_permuted", "shuffled_kernels",
+    assert list(scores) == ["frequency_aware", "frequency_aware_vocabulary_permuted",
+                            "top_random_directions",
                             "frequency_aware (secondary: all non-local heads)"]
-    assert "scores_of_every_neuron" not in scores["frequency_aware"]
-    assert scores["vocabulary_permuted"]["verdict"] == "inconclusive"
-    assert scores["shuffled_kernels"] == {"stopped": "no contextual head"}
-    assert list(_scores({"primary": {"scores": {"frequency_aware": entry}}})) == ["frequency_aware"]
+    assert set(scores["frequency_aware"]) == {"auc", "auc_ci95", "spearman", "spearman_ci95",
+                                              "precision", "base_rate", "verdict"}
+    assert scores["frequency_aware_vocabulary_permuted"]["verdict"] == "inconclusive"
+    assert scores["top_random_directions"] == {"random_99th_percentile": 1.5,
+                                               "honest_found": 3, "honest_found_share": 0.25}
+    assert list(_scores(primary_only)) == ["frequency_aware"]
 
 
 def _results(rows: list, planted: bool, model: str):
@@ -112,10 +118,14 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
     under a line saying which protocol it is and whether it is the one to believe (v3 first)."""
     from context_neurons.reproduce import Row, format_table
 
-    entry = {"verdict": "positive", "auc": 0.9, "auc_ci95": [0.8, 0.95], "spearman": 0.5,
-             "spearman_ci95": [0.4, 0.6], "precision": 0.6, "n_truth": 10, "base_rate": 0.2}
-    evaluation = {"primary": {"scores": {"frequency_aware": entry,
-                                         "top": {**entry, "verdict": "inconclusive"}}}}
+    from context_neurons.verdict.results import Evaluation
+
+    score = score_result()
+    entry = score.to_json()
+    evaluation = evaluation_of({"frequency_aware": score,
+                                "top": score_result(verdict="inconclusive")})
+    stopped = Evaluation(protocol="v2", head_sets={"primary": []}, domains=[], eval_windows={},
+                         eval_documents={}, n_resamples=0, stopped="no contextual head")
     primary = {"score": "frequency_aware", "score_auc": 0.9, "score_auc_ci95": [0.8, 0.95],
                "delta": 0.01, "delta_ci95": [-0.02, 0.03], "best_baseline": "bag_of_tokens",
                "verdict": "no difference shown", "equivalent_within_margin": True}
@@ -124,9 +134,14 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
                             "secondary": {"frequency_aware": entry}},
           "trained-seed1": "pending: not trained"}
     rows = [Row("x", 1.0, "a row"), Row("discovery_evaluation", evaluation, show="json"),
-            Row("discovery_evaluation_v2", {"stopped": "no contextual head"}, show="json"),
+            Row("discovery_evaluation_v2", stopped, show="json"),
             Row("discovery_evaluation_v3", v3, show="json")]
-    lines = format_table(_results(rows, planted=False, model="trained")).splitlines()
+    results = _results(rows, planted=False, model="trained")
+    written = json.loads(results.to_json())  # typed results enter the JSON as their to_json()
+    assert written["discovery_evaluation"]["primary"]["scores"]["frequency_aware"] == entry
+    assert written["discovery_evaluation_v2"]["stopped"] == "no contextual head"
+    assert results.evaluation("v1") is evaluation
+    lines = format_table(results).splitlines()
     start = next(k for k, line in enumerate(lines) if line.startswith("verdict"))
     verdicts = lines[start:]
     assert verdicts[0].startswith("verdict, protocol v3 (confirmatory")

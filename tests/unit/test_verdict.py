@@ -5,6 +5,7 @@ scikit-learn, with the verdict rule's boundaries."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -22,9 +23,11 @@ from context_neurons.domain_shift import (
 )
 from context_neurons.checks import InputError
 from context_neurons.verdict import statistics as st
-from context_neurons.verdict.data import cal_fraction_value, is_cal, load_protocol
+from context_neurons.verdict.data import cal_fraction_value, is_cal
+from context_neurons.verdict.protocol import load_protocol
+from verdict_cases import evaluation_of, score_result  # tests/unit/verdict_cases.py
 
-RULE = load_protocol()["verdict"]
+RULE = load_protocol().verdict
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,14 +276,33 @@ def test_protocol_data_without_the_corpora_is_a_clear_error(monkeypatch):
 
 def test_protocol_v2_changes_only_what_it_says_it_changes():
     v1, v2 = load_protocol("v1"), load_protocol("v2")
-    assert v2["verdict"] == v1["verdict"] and v2["bootstrap"] == v1["bootstrap"]
-    assert v2["data"] == v1["data"] and v2["controls"] == v1["controls"]
-    assert v2["truth"]["min_context_part"] == v1["truth"]["min_context_part"]
-    assert v2["truth"]["spread"] == "single_position" and "spread" not in v1["truth"]
-    assert "add_stable_broad_heads" in v2["head_sets"] and "add_stable_broad_heads" not in v1[
-        "head_sets"]
+    assert v2.verdict == v1.verdict and v2.bootstrap == v1.bootstrap
+    assert v2.data == v1.data and v2.document["controls"] == v1.document["controls"]
+    assert v2.truth.min_context_part == v1.truth.min_context_part
+    assert v2.truth.single_position and not v1.truth.single_position
+    assert v2.truth.has_ladder and not v1.truth.has_ladder
+    assert v2.add_stable_broad_heads and not v1.add_stable_broad_heads
+    assert v1.primary_score == v2.primary_score == "frequency_aware"
     with pytest.raises(InputError, match="Unknown protocol"):
         load_protocol("v3")
+
+
+def test_protocol_reads_every_rule_from_its_file():
+    """The typed protocol holds the file's numbers, and quotes the file as registered."""
+    protocol = load_protocol("v2")
+    document = protocol.document
+    assert protocol.name == document["name"] and protocol.version == "v2"
+    assert protocol.data.window_mean_start == document["data"]["window_mean_start"]
+    assert protocol.truth.ladder_down == tuple(document["truth"]["min_cohens_d_ladder"]["down"])
+    assert protocol.bootstrap.resamples == document["bootstrap"]["resamples"]
+    rule = document["verdict"]
+    assert protocol.verdict.min_truth == rule["min_truth"]
+    assert protocol.verdict.negative_rho == tuple(rule["negative"]["rho_interval_inside"])
+    assert protocol.verdict.anti_auc_upper_below == rule["anti_ranking"]["auc_upper_below"]
+    assert protocol.sections("verdict") == {"verdict": rule}
+    assert protocol.changes_from_v1 == tuple(document["changes_from_v1"])
+    with pytest.raises(TypeError):
+        protocol.document["name"] = "edited"  # the registered file is read-only
 
 
 def test_stable_broad_heads_add_exactly_the_heads_as_stable_as_the_contextual_ones():
@@ -299,11 +321,11 @@ def test_stable_broad_heads_add_exactly_the_heads_as_stable_as_the_contextual_on
     out = stable_broad_heads(model, windows, contextual=[1], candidates=[0, 1, 2, 3])
     study = denominator_study(model, windows, n=n_ctx // 2)
     cv = {h: coefficient_of_variation(study.measured(h)) for h in range(model.cfg.n_heads)}
-    assert out["cv_texts"] == pytest.approx(cv) and out["n"] == n_ctx // 2
-    assert out["largest_contextual_cv"] == pytest.approx(cv[1])
-    assert out["added"] == [h for h in (0, 2, 3) if cv[h] <= cv[1]]
+    assert out.cv_texts == pytest.approx(cv) and out.n == n_ctx // 2
+    assert out.largest_contextual_cv == pytest.approx(cv[1])
+    assert out.added == [h for h in (0, 2, 3) if cv[h] <= cv[1]]
     everything = stable_broad_heads(model, windows, contextual=[0, 1, 2, 3], candidates=[0, 1])
-    assert everything["added"] == []  # a contextual head is never "added"
+    assert everything.added == []  # a contextual head is never "added"
 
 
 def test_score_readings_and_the_planted_control_in_words():
@@ -311,11 +333,10 @@ def test_score_readings_and_the_planted_control_in_words():
     from context_neurons.verdict.evaluate import score_readings
     from context_neurons.verdict.planted import control_reading
 
-    entry = {"verdict": "inconclusive", "auc": 0.7, "auc_ci95": [0.6, 0.8], "spearman": 0.5,
-             "spearman_ci95": [0.4, 0.6], "precision": 0.5, "base_rate": 0.4}
-    top = {**entry, "verdict": "negative", "auc_ci95": [0.45, 0.55]}
-    fa_line, top_line = score_readings({"primary": {"scores": {"frequency_aware": entry,
-                                                               "top": top}}})
+    entry = score_result(verdict="inconclusive", auc=0.7, auc_ci95=[0.6, 0.8], spearman=0.5,
+                         spearman_ci95=[0.4, 0.6], precision=0.5, base_rate=0.4)
+    top = replace(entry, verdict="negative", auc_ci95=[0.45, 0.55])
+    fa_line, top_line = score_readings(evaluation_of({"frequency_aware": entry, "top": top}))
     assert "Its AUC 0.70 [0.60, 0.80] lies above chance" in fa_line
     assert "precision 0.50 against a base rate of 0.40" in fa_line
     assert top_line.endswith("does not rank the neurons the heads move.")

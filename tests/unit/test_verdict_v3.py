@@ -22,7 +22,7 @@ from context_neurons.models.weights import as_weights
 from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.training.corpus import Doc
 from context_neurons.verdict import statistics as st
-from context_neurons.verdict.data import load_protocol
+from context_neurons.verdict.protocol import load_protocol
 from context_neurons.verdict.v3 import SENSITIVITY_D
 from context_neurons.verdict.v3_compare import (
     ADDS_SOMETHING,
@@ -537,3 +537,28 @@ def test_decomposition_readings_word_each_registered_verdict():
                        "score's AUC minus the best baseline's is 0.001 [-0.019, 0.017], the best "
                        "baseline at the point being d without share.")
     assert "frequency-aware score is POSITIVE" in secondary and "top[j] is NEGATIVE" in secondary
+
+
+def test_detail_lines_word_every_secondary_control_sensitivity_and_unpooled_domain():
+    """Chapter 8.8's details of one model, computed in the package (issue 33): one line per
+    secondary verdict, the vocabulary control, one per sensitivity and one per domain not
+    pooled, an undefined rho said in words."""
+    from context_neurons.verdict.v3_report import detail_lines
+
+    score = {"verdict": "inconclusive", "auc": 0.7, "auc_ci95": [0.6, 0.8], "spearman": 0.2,
+             "spearman_ci95": [0.1, 0.3], "precision": 0.25, "base_rate": 0.1}
+    entry = {"secondary": {"frequency_aware": score, "top": {**score, "verdict": "negative"}},
+             "controls": {"frequency_aware_vocabulary_permuted": score},
+             "sensitivities": {"cohens_d_0.5": {"n_truth": 40, "note": "wider truth"}},
+             "non_pooled": {"astronomy": {"spearman_context_shift": None, "units": 1,
+                                          "windows": 4, "n_effect_and_context": 0}}}
+    lines = detail_lines(entry)
+    assert lines[0] == ("secondary, frequency-aware: INCONCLUSIVE; AUC 0.700 [0.600, 0.800], rho "
+                        "0.200 [0.100, 0.300], precision 0.25 (base rate 0.10)")
+    assert lines[1].startswith("secondary, top: NEGATIVE; AUC 0.700")
+    assert lines[2] == ("control, token ids permuted in p_D: AUC 0.700 [0.600, 0.800], rho "
+                        "0.200 [0.100, 0.300]")
+    assert lines[3] == "sensitivity cohens d 0.5 (no verdict): |T| = 40; wider truth"
+    assert lines[4] == ("not pooled, astronomy: 1 documents, 4 windows, rho undefined, neurons "
+                        "with |d| >= 1 and the context set's part >= 0.5: 0")
+    assert len(lines) == 5

@@ -10,6 +10,8 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from context_neurons.plotting.style import head_colour
+from context_neurons.verdict.protocol import VerdictRule
+from context_neurons.verdict.results import ScoreResult
 
 
 def plot_loss(loss: pd.DataFrame, heldout: pd.DataFrame, title: str = ""):
@@ -112,33 +114,30 @@ def plot_discovery_vs_activation(
     return fig
 
 
-def plot_verdict(scores: dict[str, dict], rule: dict, title: str = ""):
+def plot_verdict(scores: dict[str, ScoreResult], rule: VerdictRule, title: str = ""):
     """Each score's AUC and Spearman correlation with their 95% intervals (chapter 8's verdict).
 
     Args:
-        scores: name -> ``{"auc", "auc_ci95", "spearman", "spearman_ci95", "verdict"}`` (entries
-            without an AUC, such as the random-direction controls, are left out).
-        rule: the protocol's ``verdict`` section (the decision lines drawn).
+        scores: name -> the score against the truth.
+        rule: the protocol's verdict rule (the decision lines drawn).
         title: the figure's title (name the model in it).
     """
-    names = [n for n, e in scores.items() if isinstance(e, dict) and "auc" in e]
+    names = list(scores)
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.55 * len(names) + 1.6), sharey=True)
     y = np.arange(len(names))[::-1]
     for ax, key, lines in (
-        (axes[0], "auc", [0.5, rule["positive"]["auc_lower_at_least"],
-                          *rule["negative"]["auc_interval_inside"]]),
-        (axes[1], "spearman", [0.0, rule["positive"]["rho_lower_at_least"],
-                               *rule["negative"]["rho_interval_inside"]]),
+        (axes[0], "auc", [0.5, rule.auc_lower_at_least, *rule.negative_auc]),
+        (axes[1], "spearman", [0.0, rule.rho_lower_at_least, *rule.negative_rho]),
     ):
-        point = np.array([scores[n][key] for n in names], dtype=float)
-        ci = np.array([scores[n][f"{key}_ci95"] for n in names], dtype=float)
+        point = np.array([getattr(scores[n], key) for n in names], dtype=float)
+        ci = np.array([getattr(scores[n], f"{key}_ci95") for n in names], dtype=float)
         ax.errorbar(point, y, xerr=[point - ci[:, 0], ci[:, 1] - point], fmt="o", color="k",
                     ecolor="tab:blue", capsize=3)
         for x in lines:
             ax.axvline(x, color="grey", ls=":", lw=1)
         ax.set_xlabel({"auc": "AUC against the truth", "spearman": "Spearman rho"}[key])
     axes[0].set_yticks(y)
-    axes[0].set_yticklabels([f"{n}\n({scores[n]['verdict']})" for n in names], fontsize=8)
+    axes[0].set_yticklabels([f"{n}\n({scores[n].verdict})" for n in names], fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig

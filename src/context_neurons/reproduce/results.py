@@ -24,6 +24,7 @@ from context_neurons.discovery import NeuronScores
 from context_neurons.method import MethodValues
 from context_neurons.reproduce.paper import PAPER
 from context_neurons.taxonomy import HeadTaxonomy
+from context_neurons.verdict.results import Evaluation
 
 
 #: How a row is shown in the table (:attr:`Row.show`): ``cell`` its value in the row's cell;
@@ -127,26 +128,32 @@ class Results:
         """``top[j]`` of every neuron on :attr:`circuit` (None without contextual heads)."""
         return self.method.scores(self.heads) if self.heads else None
 
-    def evaluation(self, protocol: str) -> dict | None:
-        """A protocol's whole result (``"v1"``, ``"v2"``: its JSON; ``"v3"``: every registered
-        model's), None when the run did not evaluate it (no held-out documents, or not trained)."""
+    def evaluation(self, protocol: str) -> Evaluation | dict | None:
+        """A protocol's whole result (``"v1"``, ``"v2"``: an :class:`Evaluation`; ``"v3"``:
+        every registered model's JSON), None when the run did not evaluate it (no held-out
+        documents, or not a trained model)."""
         key = {"v1": "discovery_evaluation", "v2": "discovery_evaluation_v2",
                "v3": "discovery_evaluation_v3"}[protocol]
         value = self.value(key)
-        return value if isinstance(value, dict) else None
+        return value if isinstance(value, (Evaluation, dict)) else None
 
     def to_json(self) -> str:
         """The results as JSON: the run, values by key, ``labels``, ``paper``, ``planted_truth``."""
         out: dict[str, Any] = {"model": self.model, "model_source": self.model_source,
                                "planted": self.planted, "n_texts": self.n_texts,
                                "texts": self.texts, "device": self.device}
-        out.update({row.key: row.value for row in self.rows})
+        out.update({row.key: _json_value(row.value) for row in self.rows})
         out["seconds"] = self.seconds
         out["labels"] = {r.key: r.label for r in self.rows if r.label}
         out["paper"] = {r.key: r.paper for r in self.rows if r.paper}
         if self.planted:
             out["planted_truth"] = {r.key: r.truth for r in self.rows if r.truth is not None}
         return json.dumps(out, indent=2, default=str)
+
+
+def _json_value(value: Any) -> Any:
+    """A row's value as JSON: a typed result through its ``to_json()``."""
+    return value.to_json() if hasattr(value, "to_json") else value
 
 
 __all__ = ["HeldOutTruth", "Results", "Row", "SHOWN_AS"]

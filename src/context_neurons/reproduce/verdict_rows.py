@@ -19,25 +19,31 @@ from context_neurons.reproduce.results import Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict.evaluate import previous_token_heads
+from context_neurons.verdict.results import Evaluation, ScoreResult
 
 KEYS = ("previous_token_heads", "activation_truth_neurons", "discovery_scores",
         "discovery_primary_score", "discovery_verdict")
 
 
-def _score_summary(entry: dict) -> dict:
-    keep = ("auc", "auc_ci95", "spearman", "spearman_ci95", "precision", "base_rate", "verdict")
-    return {k: entry[k] for k in keep if k in entry}
+def _score_summary(entry: ScoreResult) -> dict:
+    return {"auc": entry.auc, "auc_ci95": entry.auc_ci95, "spearman": entry.spearman,
+            "spearman_ci95": entry.spearman_ci95, "precision": entry.precision,
+            "base_rate": entry.base_rate, "verdict": entry.verdict}
 
 
-def _scores(result: dict) -> dict:
+def _scores(result: Evaluation) -> dict:
     """Each score's summary against the primary truth, the controls' included, then each score's
     against the secondary head set (all non-local heads) where the protocol has one."""
-    primary = result["primary"]
-    scores = {name: _score_summary(entry) for name, entry in primary["scores"].items()}
-    for name, entry in primary.get("controls", {}).items():
-        scores[name] = _score_summary(entry) if "auc" in entry else entry
-    for name, entry in result.get("secondary", {}).get("scores", {}).items():
-        scores[f"{name} (secondary: all non-local heads)"] = _score_summary(entry)
+    primary = result.primary
+    scores = {name: _score_summary(entry) for name, entry in primary.scores.items()}
+    if primary.controls is not None:
+        controls = primary.controls
+        scores.update({name: _score_summary(e) for name, e in controls.scored().items()})
+        scores.update({f"{name}_random_directions": c.to_json()
+                       for name, c in controls.random_directions.items()})
+    if result.secondary is not None:
+        scores.update({f"{name} (secondary: all non-local heads)": _score_summary(entry)
+                       for name, entry in result.secondary.scores.items()})
     return scores
 
 
@@ -52,12 +58,12 @@ def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | N
         data = protocol_data(model.tokenizer, record, protocol)
     except DataError as error:  # online: the training split's documents are not here
         return [Row(key, math.nan, f"not computed: {error}") for key in KEYS]
-    start = protocol["data"]["window_mean_start"]
+    start = protocol.data.window_mean_start
     previous, previous_heads = previous_token_heads(model, data, start)
     cache: dict = {}  # the forward passes both protocols share
     result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache,
                       progress=progress, method=method)
-    primary_name = protocol["scores"]["primary"]
+    primary_name = protocol.primary_score
     rows = [
         Row("previous_token_heads", previous_heads,
             f"layer-0 heads whose mean attention to the previous token is >= "
@@ -65,13 +71,13 @@ def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | N
         Row("previous_token_attention", [round(float(x), 3) for x in previous],
             "each layer-0 head's mean attention to the previous token on EVAL windows"),
     ]
-    if "primary" not in result:
-        rows.append(Row("discovery_verdict", "not testable", result.get("stopped", "")))
+    primary = result.primary
+    if primary is None:
+        rows.append(Row("discovery_verdict", "not testable", result.stopped or ""))
         return rows
-    primary = result["primary"]
     scores = _scores(result)
     rows += [
-        Row("activation_truth_neurons", len(primary["truth_neurons"]),
+        Row("activation_truth_neurons", len(primary.truth_neurons),
             "context neurons by activation under the protocol's additive truth (Cohen's d >= 1 "
             "at the best domain, the contextual heads' part >= half of the shift)"),
         Row("discovery_scores", scores,
@@ -80,7 +86,7 @@ def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | N
             show="records"),
         Row("discovery_primary_score", primary_name,
             "the score the verdict is about: the frequency-aware score of chapter 8"),
-        Row("discovery_verdict", primary["scores"][primary_name]["verdict"],
+        Row("discovery_verdict", primary.scores[primary_name].verdict,
             "the pre-registered verdict of the frequency-aware score (positive, negative, "
             "anti-ranking, inconclusive or not testable)"),
         Row("discovery_evaluation", result, "the protocol's whole result", show="json"),
@@ -95,22 +101,22 @@ def _v2_rows(method: MethodValues, record: dict, data: dict, n_resamples: int | 
     protocol = load_protocol("v2")
     result = evaluate(method.model, record, protocol, n_resamples=n_resamples, data=data,
                       cache=cache, progress=progress, method=method)
-    if "primary" not in result:
-        return [Row("discovery_verdict_v2", "not testable", result.get("stopped", ""))]
-    primary = result["primary"]
-    name = protocol["scores"]["primary"]
+    primary = result.primary
+    if primary is None:
+        return [Row("discovery_verdict_v2", "not testable", result.stopped or "")]
+    name = protocol.primary_score
     scores = _scores(result)
-    threshold = result["truth_threshold"]["min_cohens_d"]
+    threshold = result.truth_threshold.min_cohens_d
     return [
-        Row("primary_heads_v2", primary["heads"],
+        Row("primary_heads_v2", primary.heads,
             "protocol v2's primary heads: the taxonomy's contextual heads and the broad heads "
             "whose denominators are as stable as theirs (chapter 3's CV across texts)"),
-        Row("activation_truth_neurons_v2", len(primary["truth_neurons"]),
+        Row("activation_truth_neurons_v2", len(primary.truth_neurons),
             f"context neurons by activation under protocol v2: Cohen's d >= {threshold:g} in "
             "units of the single-position spread, the primary heads' part >= half"),
         Row("discovery_scores_v2", scores,
             "each score and control against protocol v2's truth (as above)", show="records"),
-        Row("discovery_verdict_v2", primary["scores"][name]["verdict"],
+        Row("discovery_verdict_v2", primary.scores[name].verdict,
             "protocol v2's verdict of the frequency-aware score (registered after v1's)"),
         Row("discovery_evaluation_v2", result, "protocol v2's whole result", show="json"),
     ]

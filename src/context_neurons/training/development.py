@@ -15,6 +15,7 @@ import csv
 import json
 from pathlib import Path
 
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
@@ -28,6 +29,24 @@ from context_neurons.training.tokenizer import load_tokenizer
 
 #: The summary's file name, beside the run's ``training.json``.
 DEVELOPMENT_FILE = "development.json"
+#: The neuron counts of :func:`checkpoint_table`, and what they are (for a caption).
+CHECKPOINT_COUNTS = ("sep. (old)", "act. (old)", "additive", "found")
+CHECKPOINT_COLUMNS = ("sep. (old): separating a domain; act. (old): context neurons by the old "
+                      "rule; additive: the additive truth of protocol v1; found: top[j] at theta")
+
+
+def checkpoint_table(development: dict) -> pd.DataFrame:
+    """One row per checkpoint of ``development.json`` (index: tokens seen): held-out loss,
+    contextual and previous-token heads ("-" for none), and :data:`CHECKPOINT_COUNTS`
+    (None where the checkpoint's row lacks the additive truth)."""
+    heads = lambda values: ", ".join(map(str, values)) or "-"  # noqa: E731
+    return pd.DataFrame([{
+        "tokens": f"{r['tokens']:,}", "loss": r["heldout_loss"],
+        "contextual": heads(r["contextual_heads"]),
+        "prev.-token": heads(r.get("previous_token_heads", [])),
+        "sep. (old)": r["separating_neurons"], "act. (old)": r["context_neurons_by_activation"],
+        "additive": r.get("additive_truth"), "found": r["neurons_found"],
+    } for r in development["checkpoints"]]).set_index("tokens")
 
 
 def _step(path: Path) -> int:

@@ -16,8 +16,9 @@ once): CONFIRM data (:mod:`.v3_data`), the context set (:mod:`.v3_heads`), the t
 (:mod:`.v3_report`).
 """
 
-from context_neurons.verdict.data import load_protocol, protocol_data
+from context_neurons.verdict.data import protocol_data
 from context_neurons.verdict.evaluate import evaluate, head_sets, truth_summary, verdict_sentences
+from context_neurons.verdict.protocol import Protocol, load_protocol
 
-__all__ = ["evaluate", "head_sets", "load_protocol", "protocol_data", "truth_summary",
+__all__ = ["Protocol", "evaluate", "head_sets", "load_protocol", "protocol_data", "truth_summary",
            "verdict_sentences"]

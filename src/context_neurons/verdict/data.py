@@ -4,9 +4,7 @@ EVAL halves, unigram distributions from CAL, and EVAL windows that remember thei
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -15,26 +13,12 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from context_neurons import config as settings
-from context_neurons.checks import DataError, InputError
+from context_neurons.checks import DataError
 from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA
 from context_neurons.training.corpus import Doc, is_heldout, iter_documents
 from context_neurons.training.heldout import domain_of_corpus
 from context_neurons.training.stream import pack_windows, tokenize_documents
-
-#: The protocol file, committed before any verdict was computed.
-PROTOCOL_FILE = "discovery-verdict.json"
-#: The protocols, in the order they were registered: v1 (before any verdict), v2 (after v1's).
-PROTOCOL_FILES = {"v1": PROTOCOL_FILE, "v2": "discovery-verdict-v2.json"}
-
-
-def load_protocol(version: str = "v1") -> dict:
-    """A pre-registered protocol (``assets/protocol/``): ``"v1"`` (``discovery-verdict.json``,
-    registered before any verdict) or ``"v2"`` (registered after v1's verdicts)."""
-    if version not in PROTOCOL_FILES:
-        raise InputError(f"Unknown protocol {version!r}; there are {list(PROTOCOL_FILES)}.")
-    path = resources.files("context_neurons") / "assets" / "protocol" / PROTOCOL_FILES[version]
-    return json.loads(path.read_text())
-
+from context_neurons.verdict.protocol import Protocol, load_protocol
 
 def cal_fraction_value(key: str) -> float:
     """The document's position in ``[0, 1)`` for the CAL/EVAL split (independent of the
@@ -84,13 +68,12 @@ def _units(corpus: str, docs: list[Doc], tokenizer, eot_id: int, n_ctx: int):
 def protocol_data(
     tokenizer,
     record: dict,
-    protocol: dict | None = None,
+    protocol: Protocol | None = None,
     corpora_dir: str | Path | None = None,
     domains: dict[str, tuple[str, ...]] = DOMAINS,
 ) -> dict[str, DomainData]:
     """Every domain's CAL tokens and windows and EVAL windows (the protocol's ``data``)."""
-    protocol = protocol or load_protocol()
-    spec = protocol["data"]
+    spec = (protocol or load_protocol()).data
     config = record["config"]
     corpora_dir = Path(corpora_dir) if corpora_dir else settings.corpora_root()
     if corpora_dir is None or not corpora_dir.is_dir():
@@ -122,11 +105,11 @@ def protocol_data(
         data = DomainData(cal_tokens=torch.from_numpy(np.concatenate(cal_parts).astype("int64")))
         cal_packed = pack_windows(np.concatenate(cal_windows), n_ctx, eot_id)
         data.cal_windows = [torch.from_numpy(w.astype("int64"))
-                            for w in cal_packed[: spec["cal_windows_per_domain"]]]
+                            for w in cal_packed[: spec.cal_windows_per_domain]]
         for _, key, tokens in sorted(eval_units, key=lambda u: (u[0], u[1])):  # by the hash
-            packed = pack_windows(tokens, n_ctx, eot_id)[: spec["eval_windows_per_document"]]
+            packed = pack_windows(tokens, n_ctx, eot_id)[: spec.eval_windows_per_document]
             for window in packed:
-                if len(data.eval_windows) >= spec["eval_windows_per_domain"]:
+                if len(data.eval_windows) >= spec.eval_windows_per_domain:
                     break
                 data.eval_windows.append(torch.from_numpy(window.astype("int64")))
                 data.eval_documents.append(key)

@@ -9,19 +9,21 @@ from pathlib import Path
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
+from context_neurons.files import write_text_whole
 from context_neurons.method import MethodValues
 from context_neurons.models.loading import bridge_from_hf, load_checkpoint
 from context_neurons.training.development import DEVELOPMENT_FILE
 from context_neurons.training.heldout import read_record
 from context_neurons.training.tokenizer import load_tokenizer
 from context_neurons.verdict import statistics as st
-from context_neurons.verdict.data import eval_arrays, load_protocol, protocol_data
+from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.evaluate import head_sets, measure, previous_token_heads
+from context_neurons.verdict.protocol import Protocol, load_protocol
 
 
-def structure(model: TransformerBridge, data, protocol: dict) -> dict:
+def structure(model: TransformerBridge, data, protocol: Protocol) -> dict:
     """Previous-token attention, head sets and the additive truth count of one model."""
-    start = protocol["data"]["window_mean_start"]
+    start = protocol.data.window_mean_start
     previous, previous_heads = previous_token_heads(model, data, start)
     sets, _ = head_sets(MethodValues(model))
     out = {
@@ -37,7 +39,7 @@ def structure(model: TransformerBridge, data, protocol: dict) -> dict:
         truth = st.additive_truth(
             st.domain_shifts(measured.full, measured.domain_index, n_dom),
             st.domain_shifts(measured.ablated["primary"], measured.domain_index, n_dom),
-            protocol["truth"]["min_cohens_d"], protocol["truth"]["min_context_part"])
+            protocol.truth.min_cohens_d, protocol.truth.min_context_part)
         out["additive_truth"] = int(truth.mask.sum())
     return out
 
@@ -59,9 +61,7 @@ def add_development_view(run_dir: str | Path, progress: bool = True) -> Path:
             directory = run_dir
         model = bridge_from_hf(load_checkpoint(directory), tokenizer, "checkpoint", device="cpu")
         rows[step].update(structure(model, data, protocol))
-    summary["protocol"] = protocol["name"]
+    summary["protocol"] = protocol.name
     summary["eval_windows"] = len(eval_arrays(data)[0])
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=1) + "\n")
-    tmp.replace(path)
+    write_text_whole(path, json.dumps(summary, indent=1) + "\n")
     return path

@@ -8,7 +8,7 @@ frequency-aware score) CAL unigram counts; the truth only from EVAL activations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -29,8 +29,12 @@ from context_neurons.stability import denominator_study
 from context_neurons.stability.bounds import coefficient_of_variation
 from context_neurons.text.windows import pad_windows
 from context_neurons.verdict import statistics as st
-from context_neurons.verdict.data import eval_arrays, load_protocol, protocol_data
+from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.data import unigram_distributions
+from context_neurons.verdict.protocol import Protocol, VerdictRule, load_protocol
+from context_neurons.verdict.results import Controls, Evaluation, HeadSetResult
+from context_neurons.verdict.results import RandomDirections, ScoreResult, StableBroadHeads
+from context_neurons.verdict.results import TruthThreshold
 
 
 @dataclass
@@ -59,15 +63,15 @@ def previous_token_heads(model: TransformerBridge, data, start: int) -> tuple[Te
     return previous, [h for h in range(len(previous)) if previous[h] >= PREVIOUS_TOKEN_MIN]
 
 
-def head_sets(method: MethodValues, protocol: dict | None = None,
-              data: dict | None = None) -> tuple[dict[str, list[int]], dict]:
+def head_sets(method: MethodValues, protocol: Protocol | None = None,
+              data: dict | None = None) -> tuple[dict[str, list[int]], StableBroadHeads | None]:
     """The protocol's head sets: the taxonomy's contextual heads (primary) and every non-local
     head (secondary). Under protocol v2 (``head_sets.add_stable_broad_heads``) the primary set
     adds the non-local heads whose denominators are as stable as the contextual heads'
     (:func:`stable_broad_heads` on the CAL windows of ``data``).
 
     Returns:
-        ``(sets, stability)``; ``stability`` is empty unless the rule applies.
+        ``(sets, stability)``; ``stability`` is None unless the rule applies.
     """
     taxonomy = method.taxonomy(previous_token_rule=False)  # the rules v1 and v2 registered
     contextual = list(taxonomy.groups["contextual"])
@@ -75,25 +79,23 @@ def head_sets(method: MethodValues, protocol: dict | None = None,
         "primary": contextual,
         "secondary": [h for h in taxonomy.heads if taxonomy.shapes[h] != "local"],
     }
-    rule = (protocol or {}).get("head_sets", {}).get("add_stable_broad_heads")
-    if not rule or not contextual:
-        return sets, {}
+    if protocol is None or not protocol.add_stable_broad_heads or not contextual:
+        return sets, None
     cal = [w for item in data.values() for w in item.cal_windows]
     stability = stable_broad_heads(method.model, cal, contextual, sets["secondary"])
-    sets["primary"] = sorted(contextual + stability["added"])
+    sets["primary"] = sorted(contextual + stability.added)
     return sets, stability
 
 
 def stable_broad_heads(model: TransformerBridge, windows: list[Tensor], contextual: list[int],
-                       candidates: list[int]) -> dict:
+                       candidates: list[int]) -> StableBroadHeads:
     """Chapter 3's "CV texts" of every head (destination ``n_ctx // 2``, token ``' the'``) and the
     ``candidates`` outside ``contextual`` whose CV is at most the largest among ``contextual``."""
     study = denominator_study(model, windows, n=model.cfg.n_ctx // 2)
     cv = {h: coefficient_of_variation(study.measured(h)) for h in study.heads}
     bar = max(cv[h] for h in contextual)
     added = [h for h in candidates if h not in contextual and cv[h] <= bar]
-    return {"cv_texts": cv, "largest_contextual_cv": bar, "added": added,
-            "texts": len(study.labels), "n": study.n}
+    return StableBroadHeads(cv, bar, added, len(study.labels), study.n)
 
 
 @torch.no_grad()
@@ -189,29 +191,22 @@ def _once(cache: dict | None, key: tuple, compute):
 
 def score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: float,
                 rho_boot: np.ndarray, neuron_draws: np.ndarray, permutation_rho: float,
-                protocol: dict) -> dict:
-    """One score against the truth: AUC and Spearman with their intervals, precision at |T|
-    against the base rate, the criteria and the verdict (shared by protocols v1, v2 and v3)."""
-    level = protocol["bootstrap"]["level"]
-    rule = protocol["verdict"]
+                rule: VerdictRule, level: float) -> ScoreResult:
+    """One score against the truth: AUC and Spearman with their intervals at ``level``, precision
+    at |T| against the base rate, the criteria and the verdict (protocols v1, v2 and v3)."""
     n_truth = int(truth.mask.sum())
-    d_mlp = len(score)
     auc_point = float(st.auc(score, truth.mask))
     auc_boot = st.auc(score[neuron_draws], np.take_along_axis(boot_truth.mask, neuron_draws, 1))
     auc_ci = st.percentile_interval(auc_boot, level)
     rho_ci = st.percentile_interval(rho_boot, level)
     precision = st.precision_at_truth_size(score, truth.mask)
-    base = n_truth / d_mlp
-    entry = {
-        "auc": auc_point, "auc_ci95": auc_ci, "spearman": float(rho), "spearman_ci95": rho_ci,
-        "precision": precision, "base_rate": base, "n_truth": n_truth,
-        "verdict": st.verdict(n_truth, auc_ci, precision, base, rho_ci, permutation_rho, rule),
-    }
-    entry["criteria"] = st.criteria(auc_ci, precision, base, rho_ci, permutation_rho, rule)
-    if entry["verdict"] == "inconclusive":
-        entry["deciding_truth_size"] = (st.deciding_size(n_truth, auc_point, auc_ci, rule)
-                                        if entry["criteria"]["precision_reachable"] else None)
-    return entry
+    base = n_truth / len(score)
+    verdict = st.verdict(n_truth, auc_ci, precision, base, rho_ci, permutation_rho, rule)
+    criteria = st.criteria(auc_ci, precision, base, rho_ci, permutation_rho, rule)
+    deciding = (st.deciding_size(n_truth, auc_point, auc_ci, rule)
+                if verdict == "inconclusive" and criteria["precision_reachable"] else None)
+    return ScoreResult(auc_point, auc_ci, float(rho), rho_ci, precision, base, n_truth, verdict,
+                       criteria, deciding)
 
 
 def frequency_rho(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
@@ -225,10 +220,35 @@ def top_rho(top: np.ndarray, truth: st.Truth, sd: np.ndarray) -> np.ndarray:
     return st.spearman(np.broadcast_to(top, best.shape), np.abs(best) / np.maximum(sd, 1e-30))
 
 
+def both_scores(prediction, top: np.ndarray, truth: st.Truth, boot: st.Truth,
+                sd: tuple[np.ndarray, np.ndarray], neuron_draws: np.ndarray,
+                permutation: np.ndarray, rule: VerdictRule,
+                level: float) -> dict[str, ScoreResult]:
+    """The frequency-aware score (``prediction``, the head set's split of the predicted paths)
+    and ``top[j]`` against one truth, each with its rho, the rho with the neurons permuted, and
+    (the frequency-aware score) the rho partial on the other paths' predicted shifts; ``sd``:
+    the pooled spread of the point estimate and of the bootstrap (protocols v1, v2, v3)."""
+    predicted = prediction.shift_context.double().numpy()
+    measured = truth.context_shift
+    frequency = prediction.score().double().numpy()
+    perm_f = float(frequency_rho(predicted[:, permutation], measured))
+    perm_t = float(top_rho(top[permutation], truth, sd[0]))
+    partial = float(np.nanmedian(st.partial_spearman(
+        predicted, measured, prediction.shift_other.double().numpy())))
+    frequency_entry = score_entry(
+        frequency, truth, boot, float(frequency_rho(predicted, measured)),
+        frequency_rho(predicted[None], boot.context_shift), neuron_draws, perm_f, rule, level)
+    top_entry = score_entry(top, truth, boot, float(top_rho(top, truth, sd[0])),
+                            top_rho(top, boot, sd[1]), neuron_draws, perm_t, rule, level)
+    return {"frequency_aware": replace(frequency_entry, spearman_partial=partial,
+                                       permutation_spearman=perm_f),
+            "top": replace(top_entry, permutation_spearman=perm_t)}
+
+
 def evaluate(
     model: TransformerBridge,
     record: dict,
-    protocol: dict | None = None,
+    protocol: Protocol | None = None,
     corpora_dir=None,
     n_resamples: int | None = None,
     controls: bool = True,
@@ -236,34 +256,28 @@ def evaluate(
     data: dict | None = None,
     cache: dict | None = None,
     method: MethodValues | None = None,
-) -> dict:
-    """The whole pre-registered evaluation on one model; JSON-ready. ``data``: the protocol's
-    documents (:func:`~context_neurons.verdict.data.protocol_data`), when already read;
-    ``cache``: forward passes and predictions kept between protocols on the same model and data
-    (:func:`measure`, :func:`predicted_paths`); ``method``: the run's
-    taxonomy, circuits and scores (:class:`~context_neurons.method.MethodValues`), when made."""
+) -> Evaluation:
+    """The whole pre-registered evaluation on one model. ``data``: the protocol's documents
+    (:func:`~context_neurons.verdict.data.protocol_data`), when already read; ``cache``: forward
+    passes and predictions kept between protocols on the same model and data (:func:`measure`,
+    :func:`predicted_paths`); ``method``: the run's taxonomy, circuits and scores
+    (:class:`~context_neurons.method.MethodValues`), when made."""
     method = method or MethodValues(model)
     protocol = protocol or load_protocol()
-    spec, truth_spec = protocol["data"], protocol["truth"]
-    start = spec["window_mean_start"]
-    n_resamples = n_resamples or protocol["bootstrap"]["resamples"]
-    seed = protocol["bootstrap"]["seed"]
+    start, truth_rules = protocol.data.window_mean_start, protocol.truth
+    n_resamples = n_resamples or protocol.bootstrap.resamples
+    seed, level = protocol.bootstrap.seed, protocol.bootstrap.level
     if data is None:
         data = protocol_data(model.tokenizer, record, protocol, corpora_dir)
     sets, stability = head_sets(method, protocol, data)
-    result: dict = {"protocol": protocol["name"], "head_sets": sets, "domains": list(data),
-                    "eval_windows": {d: len(v.eval_windows) for d, v in data.items()},
-                    "eval_documents": {d: len(set(v.eval_documents)) for d, v in data.items()},
-                    "n_resamples": n_resamples}
+    run = dict(protocol=protocol.name, head_sets=sets, domains=list(data),
+               eval_windows={d: len(v.eval_windows) for d, v in data.items()},
+               eval_documents={d: len(set(v.eval_documents)) for d, v in data.items()},
+               n_resamples=n_resamples)
     if not sets["primary"]:
-        result["stopped"] = "the taxonomy finds no contextual head: the method stops"
-        return result
-    if stability:
-        result["denominator_stability"] = {**stability, "cv_texts": {
-            str(h): v for h, v in stability["cv_texts"].items()}}
+        return Evaluation(**run, stopped="the taxonomy finds no contextual head: the method stops")
     measured = measure(model, data, sets, start, progress, cache=cache)
-    single = truth_spec.get("spread") == "single_position"
-    squares = measured.full_squares if single else None
+    squares = measured.full_squares if truth_rules.single_position else None
     distributions = unigram_distributions(data, model.cfg.d_vocab)
     n_dom = len(data)
     weights = st.cluster_weights(measured.domain_index, measured.documents, n_resamples, seed)
@@ -273,20 +287,20 @@ def evaluate(
     permutation = np.random.Generator(np.random.PCG64(seed + 1)).permutation(d_mlp)
     full = st.domain_shifts(measured.full, measured.domain_index, n_dom, squares=squares)
     full_boot = st.domain_shifts(measured.full, measured.domain_index, n_dom, weights, squares)
-    min_d, min_part = truth_spec["min_cohens_d"], truth_spec["min_context_part"]
-    ladder = truth_spec.get("min_cohens_d_ladder")
-    if ladder:  # protocol v2: the threshold reads the primary set's truth size only
+    min_d, min_part = truth_rules.min_cohens_d, truth_rules.min_context_part
+    threshold = None
+    if truth_rules.has_ladder:  # protocol v2: the threshold reads the primary set's truth size
         ablated = st.domain_shifts(measured.ablated["primary"], measured.domain_index, n_dom)
         min_d, tried = st.ladder_threshold(
             lambda d: st.additive_truth(full, ablated, d, min_part).mask.sum(), min_d,
-            ladder["down"], ladder["up"], protocol["verdict"]["min_truth"], d_mlp / 3)
-        result["truth_threshold"] = {"min_cohens_d": min_d, "tried": tried}
+            truth_rules.ladder_down, truth_rules.ladder_up, protocol.verdict.min_truth,
+            d_mlp / 3)
+        threshold = TruthThreshold(min_d, tried)
     vocabulary = scoring_vocabulary(model)
     circuits = {name: method.circuit(heads) for name, heads in sets.items() if heads}
     predicted = _once(cache, ("predicted", start, seed), lambda: predicted_paths(
         model, circuits["primary"], distributions, start, seed))
-    paths, shuffled, random, random_paths = (predicted.paths, predicted.shuffled,
-                                             predicted.random, predicted.random_paths)
+    results = {}
     for set_name, circuit in circuits.items():
         heads = sets[set_name]
         ablated = st.domain_shifts(measured.ablated[set_name], measured.domain_index, n_dom)
@@ -299,45 +313,25 @@ def evaluate(
             resampled = st.additive_truth(
                 full, st.domain_shifts(measured.resampled[set_name], measured.domain_index,
                                        n_dom), min_d, min_part)
-        prediction = paths.split(heads)
-        predicted_context = prediction.shift_context.double().numpy()
-        frequency = prediction.score().double().numpy()
+        prediction = predicted.paths.split(heads)
         top = method.scores(heads).top.double().cpu().numpy()
-        measured_context = truth.context_shift
-        rho_f = float(frequency_rho(predicted_context, measured_context))
-        rho_f_boot = frequency_rho(predicted_context[None], boot.context_shift)
-        rho_partial = float(np.nanmedian(st.partial_spearman(
-            predicted_context, measured_context, prediction.shift_other.double().numpy())))
-        perm_rho = float(frequency_rho(predicted_context[:, permutation], measured_context))
-        rho_t = float(top_rho(top, truth, full.sd))
-        rho_t_boot = top_rho(top, boot, full_boot.sd)
-        perm_rho_t = float(top_rho(top[permutation], truth, full.sd))
-        scores = {
-            "frequency_aware": score_entry(frequency, truth, boot, rho_f, rho_f_boot,
-                                            neuron_draws, perm_rho, protocol),
-            "top": score_entry(top, truth, boot, rho_t, rho_t_boot, neuron_draws, perm_rho_t,
-                                protocol),
-        }
-        scores["frequency_aware"]["spearman_partial"] = rho_partial
-        scores["frequency_aware"]["permutation_spearman"] = perm_rho
-        scores["top"]["permutation_spearman"] = perm_rho_t
-        entry = {
-            "heads": heads,
-            "truth_neurons": np.flatnonzero(truth.mask).tolist(),
-            "truth_domains": {int(j): measured.domains[int(truth.best[j])]
-                              for j in np.flatnonzero(truth.mask)},
-            "truth_count_resample_ablation": (None if resampled is None
-                                              else int(resampled.mask.sum())),
-            "truth_count_ci95": st.percentile_interval(boot.mask.sum(-1), 0.95),
-            "scores": scores,
-            "frequency_aware_highest": highest_scoring(prediction, n=5),
-        }
-        if controls:
-            entry["controls"] = weight_controls(circuit, shuffled.split(heads), random,
-                                          random_paths.split(heads), truth, boot, neuron_draws,
-                                          frequency, top, vocabulary, protocol)
-        result[set_name] = entry
-    return result
+        scores = both_scores(prediction, top, truth, boot, (full.sd, full_boot.sd),
+                             neuron_draws, permutation, protocol.verdict, level)
+        results[set_name] = HeadSetResult(
+            heads=heads, truth_neurons=np.flatnonzero(truth.mask).tolist(),
+            truth_domains={int(j): measured.domains[int(truth.best[j])]
+                           for j in np.flatnonzero(truth.mask)},
+            truth_count_resample_ablation=(None if resampled is None
+                                           else int(resampled.mask.sum())),
+            truth_count_ci95=st.percentile_interval(boot.mask.sum(-1), 0.95),
+            scores=scores, frequency_aware_highest=highest_scoring(prediction, n=5),
+            controls=weight_controls(
+                circuit, predicted.shuffled.split(heads), predicted.random,
+                predicted.random_paths.split(heads), truth, boot, neuron_draws,
+                prediction.score().double().numpy(), top, vocabulary, protocol.verdict, level)
+            if controls else None)
+    return Evaluation(**run, denominator_stability=stability, truth_threshold=threshold,
+                      results=results)
 
 
 def highest_scoring(prediction, n: int = 5) -> list[dict]:
@@ -350,26 +344,22 @@ def highest_scoring(prediction, n: int = 5) -> list[dict]:
 
 
 def weight_controls(circuit, shuffled, random, random_prediction, truth, boot, neuron_draws,
-                    frequency, top, vocabulary, protocol) -> dict:
+                    frequency, top, vocabulary, rule: VerdictRule, level: float) -> Controls:
     """The protocol's controls that live on the same model (step 0 and planted: elsewhere)."""
-    out = {}
     shuffled_context = shuffled.shift_context.double().numpy()
     rho = float(frequency_rho(shuffled_context, truth.context_shift))
     rho_boot = frequency_rho(shuffled_context[None], boot.context_shift)
-    out["frequency_aware_vocabulary_permuted"] = score_entry(
-        shuffled.score().double().numpy(), truth, boot, rho, rho_boot, neuron_draws, 0.0,
-        protocol)
+    vocabulary_permuted = score_entry(shuffled.score().double().numpy(), truth, boot, rho,
+                                      rho_boot, neuron_draws, 0.0, rule, level)
     random_frequency = random_prediction.score().double().numpy()
     random_top = top_of_read_vectors(circuit, random, vocabulary).double().cpu().numpy()
+    random_directions = {}
     for name, real, null in (("frequency_aware", frequency, random_frequency),
                              ("top", top, random_top)):
         cut = float(np.percentile(null, 99))
-        out[f"{name}_random_directions"] = {
-            "random_99th_percentile": cut,
-            "honest_found": int((real > cut).sum()),
-            "honest_found_share": float((real > cut).mean()),
-        }
-    return out
+        random_directions[name] = RandomDirections(cut, int((real > cut).sum()),
+                                                   float((real > cut).mean()))
+    return Controls(vocabulary_permuted, random_directions)
 
 
 #: Short names of the scores and controls in :func:`score_table`.
@@ -377,20 +367,19 @@ SHORT_NAMES = {"frequency_aware": "frequency-aware", "top": "top[j] (paper)",
                "frequency_aware_vocabulary_permuted": "freq.-aware, p_D permuted"}
 
 
-def with_interval(entry: dict, key: str) -> str:
-    """``entry[key]`` and its 95% interval, ``0.90 [0.86, 0.92]`` (fixed decimals)."""
-    low, high = entry[f"{key}_ci95"]
-    return f"{fixed(entry[key], 2)} [{fixed(low, 2)}, {fixed(high, 2)}]"
+def with_interval(entry: ScoreResult, key: str) -> str:
+    """``entry.<key>`` and its 95% interval, ``0.90 [0.86, 0.92]`` (fixed decimals)."""
+    low, high = getattr(entry, f"{key}_ci95")
+    return f"{fixed(getattr(entry, key), 2)} [{fixed(low, 2)}, {fixed(high, 2)}]"
 
 
-def score_table(result: dict, set_name: str = "primary") -> list[dict]:
+def score_table(result: Evaluation, set_name: str = "primary") -> list[dict]:
     """One row per score and control with an AUC for one head set: the verdict, AUC and Spearman
     with their 95% intervals, and precision against the base rate (two decimals)."""
-    entries = {**result[set_name]["scores"], **result[set_name].get("controls", {})}
-    return [{"score": SHORT_NAMES.get(name, name), "verdict": e["verdict"],
+    return [{"score": SHORT_NAMES.get(name, name), "verdict": e.verdict,
              "AUC [95%]": with_interval(e, "auc"), "rho [95%]": with_interval(e, "spearman"),
-             "prec./base": f"{fixed(e['precision'], 2)}/{fixed(e['base_rate'], 2)}"}
-            for name, e in entries.items() if "auc" in e]
+             "prec./base": f"{fixed(e.precision, 2)}/{fixed(e.base_rate, 2)}"}
+            for name, e in result.results[set_name].scored().items()]
 
 
 #: What the columns of :func:`score_table` are, for its caption.
@@ -398,27 +387,29 @@ SCORE_TABLE = ("each score and control against the truth: AUC and Spearman rho w
                "intervals; prec./base: precision among the |T| highest against the base rate")
 
 
-def show_scores(result: dict, protocol_name: str, model: str, set_name: str = "primary") -> None:
+def show_scores(result: Evaluation, protocol_name: str, model: str,
+                set_name: str = "primary") -> None:
     """Show :func:`score_table` of one protocol's head set, captioned with its heads and the
     model (``loaded.title``)."""
-    heads = result[set_name].get("heads", result["head_sets"][set_name])
+    heads = result.results[set_name].heads
     show_table(pd.DataFrame(score_table(result, set_name)),
                f"protocol {protocol_name}, {set_name} heads {heads}, {SCORE_TABLE}",
                model=model, index=False)
 
 
-def truth_summary(result: dict, set_name: str = "primary") -> str:
+def truth_summary(result: Evaluation, set_name: str = "primary") -> str:
     """One sentence: how many context neurons by activation, and where."""
-    entry = result.get(set_name)
+    entry = result.results.get(set_name)
     if entry is None:
-        return result.get("stopped", "not computed")
-    domains = list(entry["truth_domains"].values())
+        return result.stopped or "not computed"
+    domains = list(entry.truth_domains.values())
     counts = {d: domains.count(d) for d in sorted(set(domains))}
     listed = ", ".join(f"{d} {n}" for d, n in sorted(counts.items(), key=lambda x: -x[1]))
-    return f"{len(entry['truth_neurons'])} context neurons by activation ({listed or 'none'})"
+    return f"{len(entry.truth_neurons)} context neurons by activation ({listed or 'none'})"
 
 
-__all__ = ["Measurements", "PREVIOUS_WINDOWS", "PredictedPaths", "evaluate", "frequency_rho",
+__all__ = ["Measurements", "PREVIOUS_WINDOWS", "PredictedPaths", "both_scores", "evaluate",
+           "frequency_rho",
            "head_sets", "highest_scoring", "measure", "predicted_paths", "previous_token_heads",
            "resample_window_means", "score_entry", "score_readings", "score_sentence",
            "score_table",
@@ -426,44 +417,42 @@ __all__ = ["Measurements", "PREVIOUS_WINDOWS", "PredictedPaths", "evaluate", "fr
            "weight_controls", "with_interval"]
 
 
-def score_sentence(name: str, entry: dict) -> str:
+def score_sentence(name: str, entry: ScoreResult) -> str:
     """One score's verdict and numbers in words (two decimals: stable across machines)."""
-    text = (f"{name}: {entry['verdict'].upper()}: AUC {with_interval(entry, 'auc')}, Spearman "
-            f"{with_interval(entry, 'spearman')}, precision {fixed(entry['precision'], 2)} at "
-            f"|T| = {entry['n_truth']} (base rate {fixed(entry['base_rate'], 2)})")
-    met = entry.get("criteria", {})
-    if entry["verdict"] == "inconclusive" and not met.get("precision_reachable", True):
+    text = (f"{name}: {entry.verdict.upper()}: AUC {with_interval(entry, 'auc')}, Spearman "
+            f"{with_interval(entry, 'spearman')}, precision {fixed(entry.precision, 2)} at "
+            f"|T| = {entry.n_truth} (base rate {fixed(entry.base_rate, 2)})")
+    if entry.verdict == "inconclusive" and not entry.criteria.get("precision_reachable", True):
         text += (f"; 'positive' is out of reach: precision cannot be 3x a base rate of "
-                 f"{entry['base_rate']:.2f}")
-    elif entry.get("deciding_truth_size"):
-        size, d_mlp = entry["deciding_truth_size"], round(entry["n_truth"] / entry["base_rate"])
+                 f"{entry.base_rate:.2f}")
+    elif entry.deciding_truth_size:
+        size, d_mlp = entry.deciding_truth_size, entry.d_mlp
         text += (f"; about {size} truth neurons would decide it" if size <= d_mlp else
                  f"; deciding it would take about {size} truth neurons, more than the model's "
                  f"{d_mlp}")
     return text
 
 
-def verdict_sentences(result: dict) -> list[str]:
+def verdict_sentences(result: Evaluation) -> list[str]:
     """The verdicts of the primary head set, the paper's score after the frequency-aware one."""
-    if "primary" not in result:
-        return [f"not testable: {result.get('stopped', 'not computed')}"]
-    scores = result["primary"]["scores"]
+    if result.primary is None:
+        return [f"not testable: {result.stopped or 'not computed'}"]
+    scores = result.primary.scores
     return [score_sentence("frequency-aware score (primary)", scores["frequency_aware"]),
             score_sentence("the paper's top[j]", scores["top"])]
 
 
-def score_readings(result: dict) -> list[str]:
+def score_readings(result: Evaluation) -> list[str]:
     """What a v1- or v2-style result says about both scores (chapter 8.10): each verdict, its
     AUC against chance, its rho, and precision against the base rate."""
-    above = lambda e: e["auc_ci95"][0] > 0.5  # noqa: E731
-    fa = result["primary"]["scores"]["frequency_aware"]
-    tp = result["primary"]["scores"]["top"]
+    above = lambda e: e.auc_ci95[0] > 0.5  # noqa: E731
+    fa, tp = result.primary.scores["frequency_aware"], result.primary.scores["top"]
     return [
-        f"- The frequency-aware score: {fa['verdict']}. Its AUC {with_interval(fa, 'auc')} "
+        f"- The frequency-aware score: {fa.verdict}. Its AUC {with_interval(fa, 'auc')} "
         f"lies {'above' if above(fa) else 'not above'} chance; its predicted context shifts "
         f"correlate with the measured ones at rho {with_interval(fa, 'spearman')}; precision "
-        f"{fixed(fa['precision'], 2)} against a base rate of {fixed(fa['base_rate'], 2)}.",
-        f"- The paper's top[j]: {tp['verdict']}. AUC {with_interval(tp, 'auc')}, "
+        f"{fixed(fa.precision, 2)} against a base rate of {fixed(fa.base_rate, 2)}.",
+        f"- The paper's top[j]: {tp.verdict}. AUC {with_interval(tp, 'auc')}, "
         f"rho {with_interval(tp, 'spearman')}: the shape of a neuron's "
         "contributions over a uniformly weighted vocabulary "
         f"{'ranks' if above(tp) else 'does not rank'} the neurons the heads move.",

@@ -14,6 +14,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from context_neurons.checks import InputError
+from context_neurons.verdict.protocol import VerdictRule
 
 
 # ----------------------------------------------------------------------------------------------
@@ -213,48 +214,45 @@ def percentile_interval(samples: np.ndarray, level: float) -> list[float]:
 
 
 def verdict(n_truth: int, auc_ci: list[float], precision: float, base_rate: float,
-            rho_ci: list[float], permutation_rho: float, rule: dict) -> str:
-    """The protocol's verdict for one score (``rule`` is the protocol's ``verdict`` section)."""
-    if n_truth < rule["min_truth"]:
+            rho_ci: list[float], permutation_rho: float, rule: VerdictRule) -> str:
+    """The protocol's verdict for one score."""
+    if n_truth < rule.min_truth:
         return "not testable"
-    pos, neg, anti = rule["positive"], rule["negative"], rule["anti_ranking"]
-    if (auc_ci[0] >= pos["auc_lower_at_least"]
-            and precision >= pos["precision_over_base_at_least"] * base_rate
-            and rho_ci[0] >= pos["rho_lower_at_least"]
-            and abs(permutation_rho) <= pos["permutation_control_abs_at_most"]):
+    if (auc_ci[0] >= rule.auc_lower_at_least
+            and precision >= rule.precision_over_base_at_least * base_rate
+            and rho_ci[0] >= rule.rho_lower_at_least
+            and abs(permutation_rho) <= rule.permutation_control_abs_at_most):
         return "positive"
-    lo, hi = neg["auc_interval_inside"]
-    rlo, rhi = neg["rho_interval_inside"]
+    (lo, hi), (rlo, rhi) = rule.negative_auc, rule.negative_rho
     if lo <= auc_ci[0] and auc_ci[1] <= hi and rlo <= rho_ci[0] and rho_ci[1] <= rhi:
         return "negative"
-    if auc_ci[1] < anti["auc_upper_below"]:
+    if auc_ci[1] < rule.anti_auc_upper_below:
         return "anti-ranking"
     return "inconclusive"
 
 
 def criteria(auc_ci: list[float], precision: float, base_rate: float, rho_ci: list[float],
-             permutation_rho: float, rule: dict) -> dict[str, bool]:
+             permutation_rho: float, rule: VerdictRule) -> dict[str, bool]:
     """Each condition of the positive and negative verdicts, met or not (for the report)."""
-    pos, neg = rule["positive"], rule["negative"]
-    lo, hi = neg["auc_interval_inside"]
-    rlo, rhi = neg["rho_interval_inside"]
+    (lo, hi), (rlo, rhi) = rule.negative_auc, rule.negative_rho
     return {
-        "auc_lower_at_least": auc_ci[0] >= pos["auc_lower_at_least"],
-        "precision_over_base_at_least": precision >= pos["precision_over_base_at_least"] * base_rate,
-        "precision_reachable": pos["precision_over_base_at_least"] * base_rate <= 1.0,
-        "rho_lower_at_least": rho_ci[0] >= pos["rho_lower_at_least"],
-        "permutation_control": abs(permutation_rho) <= pos["permutation_control_abs_at_most"],
+        "auc_lower_at_least": auc_ci[0] >= rule.auc_lower_at_least,
+        "precision_over_base_at_least":
+            precision >= rule.precision_over_base_at_least * base_rate,
+        "precision_reachable": rule.precision_over_base_at_least * base_rate <= 1.0,
+        "rho_lower_at_least": rho_ci[0] >= rule.rho_lower_at_least,
+        "permutation_control": abs(permutation_rho) <= rule.permutation_control_abs_at_most,
         "auc_interval_inside_negative": lo <= auc_ci[0] and auc_ci[1] <= hi,
         "rho_interval_inside_negative": rlo <= rho_ci[0] and rho_ci[1] <= rhi,
     }
 
 
-def deciding_size(n_truth: int, auc_point: float, auc_ci: list[float], rule: dict) -> int | None:
+def deciding_size(n_truth: int, auc_point: float, auc_ci: list[float],
+                  rule: VerdictRule) -> int | None:
     """For an inconclusive AUC: the truth-set size at which the interval (shrinking like
     ``1 / sqrt(n)``) would clear the nearest decision boundary (None when it cannot)."""
     half = (auc_ci[1] - auc_ci[0]) / 2
-    bounds = [rule["positive"]["auc_lower_at_least"], rule["anti_ranking"]["auc_upper_below"],
-              *rule["negative"]["auc_interval_inside"]]
+    bounds = [rule.auc_lower_at_least, rule.anti_auc_upper_below, *rule.negative_auc]
     gap = min(abs(auc_point - b) for b in bounds)
     if not np.isfinite(half) or gap <= 0 or n_truth <= 0:
         return None

@@ -40,7 +40,8 @@ from context_neurons.training.heldout import read_record
 from context_neurons.training.loop import build_model
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import unigram_distributions
-from context_neurons.verdict.evaluate import frequency_rho, score_entry, top_rho, weight_controls
+from context_neurons.verdict.evaluate import both_scores, weight_controls
+from context_neurons.verdict.protocol import VerdictRule
 from context_neurons.verdict.planted import planted_control
 from context_neurons.verdict.v3_compare import PrimaryComparison, primary_comparison
 from context_neurons.verdict.v3_compare import resampled_aucs
@@ -146,27 +147,12 @@ def data_summary(data: V3Data) -> dict:
 def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarray,
                        permutation: np.ndarray, protocol: dict) -> dict:
     """v2's verdict for the frequency-aware score and ``top[j]``, each with its own rho and the
-    neurons-permuted rho (v2's code: ``evaluate.score_entry``)."""
-    predicted = ws.prediction.shift_context.double().numpy()
-    measured = pair.point.context_shift
-    frequency = ws.prediction.score().double().numpy()
-    top = ws.top.double().cpu().numpy()
-    perm_f = float(frequency_rho(predicted[:, permutation], measured))
-    perm_t = float(top_rho(top[permutation], pair.point, pair.full.sd))
-    out = {
-        "frequency_aware": score_entry(
-            frequency, pair.point, pair.boot, float(frequency_rho(predicted, measured)),
-            frequency_rho(predicted[None], pair.boot.context_shift), neuron_draws, perm_f,
-            protocol),
-        "top": score_entry(
-            top, pair.point, pair.boot, float(top_rho(top, pair.point, pair.full.sd)),
-            top_rho(top, pair.boot, pair.full_boot.sd), neuron_draws, perm_t, protocol),
-    }
-    out["frequency_aware"]["spearman_partial"] = float(np.nanmedian(st.partial_spearman(
-        predicted, measured, ws.prediction.shift_other.double().numpy())))
-    out["frequency_aware"]["permutation_spearman"] = perm_f
-    out["top"]["permutation_spearman"] = perm_t
-    return out
+    neurons-permuted rho (v2's code: ``evaluate.both_scores``)."""
+    scores = both_scores(ws.prediction, ws.top.double().cpu().numpy(), pair.point, pair.boot,
+                         (pair.full.sd, pair.full_boot.sd), neuron_draws, permutation,
+                         VerdictRule.from_json(protocol["verdict"]),
+                         protocol["bootstrap"]["level"])
+    return {name: entry.to_json() for name, entry in scores.items()}
 
 
 def same_model_controls(model: TransformerBridge, ws: WeightScores, distributions: dict,
@@ -184,7 +170,9 @@ def same_model_controls(model: TransformerBridge, ws: WeightScores, distribution
     random_paths = predict_path_shifts(ws.pieces, random, distributions, start).split(heads)
     out = weight_controls(ws.circuit, shuffled, random, random_paths, pair.point, pair.boot,
                           neuron_draws, ws.prediction.score().double().numpy(),
-                          ws.top.double().cpu().numpy(), scoring_vocabulary(model), protocol)
+                          ws.top.double().cpu().numpy(), scoring_vocabulary(model),
+                          VerdictRule.from_json(protocol["verdict"]),
+                          protocol["bootstrap"]["level"]).to_json()
     bound = protocol["verdict"]["positive"]["permutation_control_abs_at_most"]
     rho_f = secondary["frequency_aware"]["permutation_spearman"]
     rho_t = secondary["top"]["permutation_spearman"]

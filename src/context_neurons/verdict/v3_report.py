@@ -79,11 +79,6 @@ def jsonable(value):
     return value
 
 
-def bounds_text(x: list) -> str:
-    low, high = (float("nan") if v is None else v for v in x)
-    return f"[{low:.3f}, {high:.3f}]"
-
-
 def report_lines(name: str, result: dict | str) -> list[str]:
     """One model's result in the protocol's reporting order (``reporting.order``)."""
     if isinstance(result, str):
@@ -197,6 +192,30 @@ def sensitivity_line(entry: dict) -> str:
     return text
 
 
+def detail_lines(entry: dict) -> list[str]:
+    """One model's v3 details in words (chapter 8.8): each secondary verdict with its numbers,
+    the vocabulary control, each sensitivity (no verdict) and each domain not pooled."""
+    out = []
+    for score, s in entry["secondary"].items():
+        out.append(f"secondary, {score.replace('_', '-')}: {s['verdict'].upper()}; AUC "
+                   f"{interval_text(s['auc'], s['auc_ci95'])}, rho "
+                   f"{interval_text(s['spearman'], s['spearman_ci95'])}, precision "
+                   f"{fixed(s['precision'], 2)} (base rate {fixed(s['base_rate'], 2)})")
+    vocab = entry["controls"]["frequency_aware_vocabulary_permuted"]
+    out.append(f"control, token ids permuted in p_D: AUC "
+               f"{interval_text(vocab['auc'], vocab['auc_ci95'])}, rho "
+               f"{interval_text(vocab['spearman'], vocab['spearman_ci95'])}")
+    out += [f"sensitivity {name.replace('_', ' ')} (no verdict): {sensitivity_line(sens)}"
+            for name, sens in entry["sensitivities"].items()]
+    for domain, pooled in entry["non_pooled"].items():
+        rho = pooled["spearman_context_shift"]
+        out.append(f"not pooled, {domain}: {pooled['units']} documents, {pooled['windows']} "
+                   f"windows, rho {'undefined' if rho is None else fixed(rho, 2)}, neurons with "
+                   f"|d| >= 1 and the context set's part >= 0.5: "
+                   f"{pooled['n_effect_and_context']}")
+    return out
+
+
 #: Each primary verdict protocol v3 registers, in words about the decomposition.
 MEANING = {
     "adds something": "adds measurably to the ranking",
@@ -225,5 +244,6 @@ def decomposition_readings(result: dict) -> list[str]:
 
 __all__ = ["MEANING", "MODELS", "NEURON_SEED", "PENDING", "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED",
            "UNIT_SEED", "VOCABULARY_SEED", "baseline_records", "comparability", "decomposition_readings",
+           "detail_lines",
            "interval_text", "jsonable", "model_entries", "model_key", "primary_words",
            "report_lines", "sensitivity_line", "verdict_sentences_v3"]

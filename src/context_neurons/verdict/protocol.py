@@ -1,0 +1,141 @@
+"""The pre-registered protocols v1 and v2 as typed values (issue 33).
+
+Each file of ``assets/protocol/`` is read once into a :class:`Protocol`, whose sections mirror the
+file's (``data``, ``truth``, ``bootstrap``, ``verdict``); the code reads attributes, and
+:meth:`Protocol.sections` quotes the file as registered. The verdict rule
+(:class:`VerdictRule`) is shared with protocol v3, which registered v2's thresholds unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from types import MappingProxyType
+from typing import Mapping
+
+from context_neurons.checks import InputError
+
+#: The protocol file, committed before any verdict was computed.
+PROTOCOL_FILE = "discovery-verdict.json"
+#: The protocols, in the order they were registered: v1 (before any verdict), v2 (after v1's).
+PROTOCOL_FILES = {"v1": PROTOCOL_FILE, "v2": "discovery-verdict-v2.json"}
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    """The verdict's thresholds (the protocol's ``verdict`` section): ``positive`` needs all four
+    of the first conditions, ``negative`` both intervals inside the chance bands,
+    ``anti-ranking`` the AUC interval below ``anti_auc_upper_below``."""
+
+    min_truth: int
+    auc_lower_at_least: float
+    precision_over_base_at_least: float
+    rho_lower_at_least: float
+    permutation_control_abs_at_most: float
+    negative_auc: tuple[float, float]  # the AUC interval must lie inside it
+    negative_rho: tuple[float, float]  # the Spearman interval must lie inside it
+    anti_auc_upper_below: float
+
+    @classmethod
+    def from_json(cls, rule: Mapping) -> VerdictRule:
+        positive, negative = rule["positive"], rule["negative"]
+        return cls(
+            min_truth=int(rule["min_truth"]),
+            auc_lower_at_least=positive["auc_lower_at_least"],
+            precision_over_base_at_least=positive["precision_over_base_at_least"],
+            rho_lower_at_least=positive["rho_lower_at_least"],
+            permutation_control_abs_at_most=positive["permutation_control_abs_at_most"],
+            negative_auc=tuple(negative["auc_interval_inside"]),
+            negative_rho=tuple(negative["rho_interval_inside"]),
+            anti_auc_upper_below=rule["anti_ranking"]["auc_upper_below"],
+        )
+
+
+@dataclass(frozen=True)
+class DataRules:
+    """Which windows the protocol reads (its ``data`` section)."""
+
+    cal_windows_per_domain: int
+    eval_windows_per_document: int
+    eval_windows_per_domain: int
+    window_mean_start: int  # window means over positions >= this one
+
+
+@dataclass(frozen=True)
+class TruthRules:
+    """The additive truth (its ``truth`` section): Cohen's d at the best domain at least
+    ``min_cohens_d`` and the head set's part of the shift at least ``min_context_part``."""
+
+    min_cohens_d: float
+    min_context_part: float
+    single_position: bool  # v2: d in units of the single-position spread (v1: window means)
+    ladder_down: tuple[float, ...] = ()  # v2: thresholds tried while |T| is too small
+    ladder_up: tuple[float, ...] = ()  # ... and while it is too large
+
+    @property
+    def has_ladder(self) -> bool:
+        return bool(self.ladder_down or self.ladder_up)
+
+
+@dataclass(frozen=True)
+class BootstrapRules:
+    """The cluster bootstrap (its ``bootstrap`` section)."""
+
+    resamples: int
+    seed: int
+    level: float
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One pre-registered protocol, read once from its file."""
+
+    version: str  # "v1" or "v2"
+    name: str
+    registered: str
+    primary_score: str  # the score the verdict is about
+    data: DataRules
+    truth: TruthRules
+    bootstrap: BootstrapRules
+    verdict: VerdictRule
+    add_stable_broad_heads: bool  # v2: the primary set adds broad heads as stable as it
+    changes_from_v1: tuple[str, ...]
+    document: Mapping  # the file as registered, read-only
+
+    @classmethod
+    def from_json(cls, version: str, document: dict) -> Protocol:
+        data, truth, ladder = document["data"], document["truth"], document["truth"].get(
+            "min_cohens_d_ladder", {})
+        return cls(
+            version=version, name=document["name"], registered=document["registered"],
+            primary_score=document["scores"]["primary"],
+            data=DataRules(data["cal_windows_per_domain"], data["eval_windows_per_document"],
+                           data["eval_windows_per_domain"], data["window_mean_start"]),
+            truth=TruthRules(truth["min_cohens_d"], truth["min_context_part"],
+                             truth.get("spread") == "single_position",
+                             tuple(ladder.get("down", ())), tuple(ladder.get("up", ()))),
+            bootstrap=BootstrapRules(**{k: document["bootstrap"][k]
+                                        for k in ("resamples", "seed", "level")}),
+            verdict=VerdictRule.from_json(document["verdict"]),
+            add_stable_broad_heads="add_stable_broad_heads" in document["head_sets"],
+            changes_from_v1=tuple(document.get("changes_from_v1", ())),
+            document=MappingProxyType(document),
+        )
+
+    def sections(self, *names: str) -> dict:
+        """The named sections of the file, as registered (to quote them)."""
+        return {name: self.document[name] for name in names}
+
+
+def load_protocol(version: str = "v1") -> Protocol:
+    """A pre-registered protocol (``assets/protocol/``): ``"v1"`` (``discovery-verdict.json``,
+    registered before any verdict) or ``"v2"`` (registered after v1's verdicts)."""
+    if version not in PROTOCOL_FILES:
+        raise InputError(f"Unknown protocol {version!r}; there are {list(PROTOCOL_FILES)}.")
+    path = resources.files("context_neurons") / "assets" / "protocol" / PROTOCOL_FILES[version]
+    return Protocol.from_json(version, json.loads(path.read_text()))
+
+
+__all__ = ["BootstrapRules", "DataRules", "PROTOCOL_FILE", "PROTOCOL_FILES", "Protocol",
+           "TruthRules", "VerdictRule", "load_protocol"]
