@@ -124,30 +124,13 @@ print(f"identity subspace: {truth.identity_dimensions} dimensions")
 # LayerNorm scales and destinations act on it.
 
 # %%
-heads = pd.DataFrame(
-    [
-        {
-            "head": h,
-            "group": plan["group"],
-            "kernel": plan["kernel"],
-            "width w": plan["width"],
-            "stretch": plan["stretch"],
-            "tail": plan["tail"],
-            "n_eff (planned)": round(truth.kernel_n_eff[h], 1),
-            "content sd": plan["content_sd"],
-            "destination sd": plan["content_destination_sd"],
-            "stop-word": plan["stopword_weight"],
-            "BOS": plan["bos_weight"],
-            "duplicate": plan["duplicate_strength"],
-        }
-        for h, plan in sorted(truth.layer0_heads.items())
-    ]
-).set_index("head")
-decimals = {"width w": 1, "stretch": 2, "tail": 2, "n_eff (planned)": 1, "content sd": 2}
+from context_neurons import recovery
+
+heads = recovery.planned_heads(truth)
 show_table(heads.iloc[:, :6], "the plan of the layer-0 heads: kernels", model=loaded.title,
-           decimals=1, formats=decimals)
+           decimals=1, formats=recovery.PLAN_DECIMALS)
 show_table(heads.iloc[:, 6:], "the plan of the layer-0 heads: content score (nats)",
-           model=loaded.title, decimals=1, formats=decimals)
+           model=loaded.title, decimals=1, formats=recovery.PLAN_DECIMALS)
 
 # %% [markdown]
 # ## GPT-2's difficulties, measured
@@ -157,58 +140,9 @@ show_table(heads.iloc[:, 6:], "the plan of the layer-0 heads: content score (nat
 # expectations from the literature cited above and from the paper's appendix, not measurements.
 
 # %%
-from context_neurons import recovery
-
 measured = recovery.difficulty_measurements(model, truth)
-
-
-def spread(values: dict) -> str:
-    return f"{min(values.values()):.2f} .. {max(values.values()):.2f}"
-
-
-previous = {h: measured[f"head{h}_attention_previous"] for h in truth.head_groups["detokenization"]}
-current = {h: measured[f"head{h}_attention_current"] for h in truth.head_groups["detokenization"]}
-difficulties = pd.DataFrame(
-    [
-        ("position 0 norm / typical norm", f"{measured['pos_norm_0_over_late']:.2f}",
-         "position 0 stands out"),
-        ("position 1 norm / typical norm", f"{measured['pos_norm_1_over_late']:.2f}",
-         "norms fall over the first positions"),
-        ("max / min norm beyond position 100", f"{measured['pos_norm_late_max_over_min']:.2f}",
-         "norms vary"),
-        ("share of W_pos variance in 6 components", f"{measured['pos_pca_top6_share']:.2f}",
-         "low-dimensional helix"),
-        ("sign changes of those 6 components", str(measured["pos_pca_top6_sign_changes"]),
-         "sinusoids of rising frequency"),
-        ("token-position max |cos|, median token", f"{measured['token_pos_max_abs_cos_median']:.3f}",
-         "not orthogonal"),
-        ("same, glitch tokens", f"{measured['token_pos_max_abs_cos_glitch_median']:.3f}",
-         "glitch tokens overlap most"),
-        ("TV to the nearest exponential, per head", spread(measured["kernel_exponential_tv"]),
-         "kernels are not exactly exponential"),
-        ("n_eff max/min over destinations, per head",
-         spread(measured["kernel_n_eff_destination_max_over_min"]),
-         "kernels change with the query"),
-        ("n_eff max/min over n = 150..900, per head",
-         spread(measured["kernel_n_eff_position_max_over_min"]), "and with the position"),
-        ("content: correlation ' the' vs other destinations",
-         f"{measured['content_corr_the_vs_other_destinations_median']:.2f}",
-         "content weights depend on the destination"),
-        ("detokenization heads: attention on i = n - 1", spread(previous),
-         "previous-token heads"),
-        ("detokenization heads: attention on i = n", spread(current),
-         "the paper's appendix: 41-80% at i = n"),
-        ("topic directions: median |cos|", f"{measured['topic_direction_abs_cos_median']:.2f}",
-         "features are not orthogonal"),
-        ("tokens strongly on two or more topics", str(measured["tokens_on_two_or_more_topics"]),
-         "superposition"),
-        ("planting tokens: sd / mean of topic projection",
-         f"{measured['planting_projection_cv_median']:.2f}", "graded membership"),
-    ],
-    columns=["difficulty", "measured here", "GPT-2 (described)"],
-).set_index("difficulty")
-show_table(difficulties, "planted difficulties, measured; GPT-2's column is described, not "
-           "measured", model=loaded.title)
+show_table(recovery.difficulty_table(measured, truth), "planted difficulties, measured; GPT-2's "
+           "column is described, not measured", model=loaded.title)
 
 # %% [markdown]
 # A figure for the first two rows of kernels: the position norms, and the contextual heads'

@@ -306,36 +306,11 @@ print(f"median over heads and positions: {tv.median():.3f}   (paper, GPT-2 Small
 
 # %%
 parts = dec.score_error_parts(model, tokens, heads=shown)
-scores = contextual_decomposition
-error = (scores.positional_scores + scores.content_scores - scores.exact_scores) * mask
-assert (parts.total() - error).abs().max() < 1e-3 * scores.exact_scores.abs().max()  # they add up
-attention = scores.exact_pattern()
-
-
-def weighted_size(part):
-    """Attention-weighted mean |part| over the sources; median over destinations n >= 1."""
-    return (attention * part.abs()).sum(-1)[:, 1:].median(-1).values.cpu()
-
-
-error_parts = pd.DataFrame(
-    {
-        "token scale (nats)": weighted_size(parts.token_scale),
-        "positional key (nats)": weighted_size(parts.position),
-        "median TV": tv_host.median(dim=-1).values,
-    },
-    index=pd.Index(shown, name="head"),
-)
-show_table(error_parts, "the score error's two parts where the head looks, median over n",
+sizes = dec.error_part_sizes(contextual_decomposition, parts, tv)
+assert sizes.mismatch < 1e-3  # the two parts add up to the reconstruction's score error
+show_table(sizes.table, "the score error's two parts where the head looks, median over n",
            model=loaded.title, decimals=4)
-larger = int((error_parts["token scale (nats)"] > error_parts["positional key (nats)"]).sum())
-if 2 * larger == len(shown):
-    dominant = "neither part dominates"
-else:
-    dominant = f"the {'token-scale' if 2 * larger > len(shown) else 'positional-key'} part dominates"
-print(wrapped(
-    f"the token-scale part is the larger one for {larger} of {len(shown)} heads, "
-    f"the positional-key part for {len(shown) - larger}: on {loaded.title}, {dominant}"
-))
+print(wrapped(sizes.finding(loaded.title)))
 
 # %% [markdown]
 # The token-scale part is set by how much $\sigma(t, i)$ differs from $\sigma(t, n)$ for one

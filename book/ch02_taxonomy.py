@@ -84,6 +84,7 @@ model = loaded.model
 
 # %%
 from context_neurons import taxonomy as tx
+from context_neurons import taxonomy_findings as findings
 from context_neurons.printing import show_table, wrapped
 
 taxonomy = tx.classify_heads(model)  # at tx.default_position(model)
@@ -152,18 +153,7 @@ print(
     f"{tx.UNIFORM_MIN_FRACTION * (taxonomy.n + 1):g}"
 )
 print(f"previous-token head at a share >= {tx.PREVIOUS_TOKEN_MIN:g}")
-widths_table = table[["n_eff", "mean distance", "kernel", "prev. share"]].copy()
-if loaded.is_planted:
-    planted_widths = getattr(loaded.truth, "kernel_n_eff", None)
-    if planted_widths:  # the planted kernels' own widths, as recorded by the planted model
-        widths_table["planted n_eff"] = [planted_widths[h] for h in widths_table.index]
-    else:  # exponential kernels of decay length w
-        decay = loaded.truth.kernel_widths
-        widths_table["planted w"] = [decay[h] for h in widths_table.index]
-        widths_table["planted n_eff"] = [
-            tx.exponential_width(decay[h], taxonomy.n + 1) for h in widths_table.index
-        ]
-    widths_table["planted shape"] = [loaded.truth.kernel_shapes[h] for h in widths_table.index]
+widths_table = findings.width_table(taxonomy, loaded.truth)  # planted columns on the planted model
 planted_note = "; planted: as built (shapes equal by construction)" if loaded.is_planted else ""
 show_table(widths_table, f"kernel widths at n = {taxonomy.n}, destination ' the', and the "
            f"previous-token share{planted_note}", model=loaded.title, decimals=1,
@@ -243,29 +233,9 @@ import pandas as pd
 
 show_table(tx.threshold_rules(taxonomy.n)[["threshold", "unit"]], f"the rules at n = {taxonomy.n}",
            model=loaded.title)
-for head in taxonomy.groups["miscellaneous"]:
-    reason = (
-        "uniform kernel"
-        if taxonomy.shapes[head] == "uniform"
-        else f"content sd {table.loc[head, 'content sd']:.2f} > {tx.CONTEXTUAL_MAX_CONTENT_SD:g}"
-    )
-    print(f"head {head} is miscellaneous: {reason}")
-if not taxonomy.groups["miscellaneous"]:
-    print("no head is miscellaneous")
-by_share = [h for h in taxonomy.groups["detokenization"] if taxonomy.shapes[h] != "local"]
-print(wrapped(f"detokenization heads by the previous-token share alone (kernel not local): "
-              f"{by_share or 'none'}"))
-without_rule = tx.classify_heads(model, previous_token_rule=False).groups
-moved = {g: h for g, h in without_rule.items() if h != taxonomy.groups[g]}
-print(wrapped("groups without the previous-token rule: "
-              + (f"differ: {moved}" if moved else "the same, group for group")))
-if not taxonomy.groups["contextual"]:
-    print(wrapped(
-        "NO CONTEXTUAL HEAD: no head of this model has a slowly decaying kernel with weak "
-        "content dependence and a previous-token share below 0.4. Chapter 3 still measures every "
-        "head's denominators; the circuit of chapter 4 and the discovery of chapter 5 need "
-        "contextual heads and stop there."
-    ))
+without_rule = tx.classify_heads(model, previous_token_rule=False)
+for line in findings.rule_effects(taxonomy, without_rule).findings():
+    print(wrapped(line))
 
 # %% [markdown]
 # The map below places every head by its width and its self-preference, with the three
@@ -323,38 +293,12 @@ print(wrapped(
 # first and its kernel does not change its group).
 
 # %%
-width_call = calls.loc["kernel width -> shape"]
-head = int(width_call["closest head"])
-print(wrapped(
-    f"closest call on the width: head {head}, n_eff {taxonomy.width(head):.1f}, "
-    f"{width_call['margin']:.2f} x the {margins.loc[head, 'width threshold']} threshold; "
-    f"its group ({taxonomy.group_of(head)}) "
-    + (
-        "does not depend on it (the duplicate test comes first)"
-        if taxonomy.group_of(head) == "duplicate"
-        else "depends on it"
-    )
-))
-windows = taxonomy.width_windows()
-show_table(windows, "the nearest widths on either side of each width threshold",
+room = findings.rule_room(taxonomy)
+print(wrapped(room.closest_call()))
+show_table(room.windows, "the nearest widths on either side of each width threshold",
            model=loaded.title, decimals=1, formats={"head below": 0, "head above": 0})
-if slow:
-    largest_sd = table.loc[slow, "content sd"].max()
-    print(wrapped(
-        f"largest content sd of a slowly decaying head: {largest_sd:.2f} nats, "
-        f"{tx.CONTEXTUAL_MAX_CONTENT_SD / largest_sd:.1f} x below the threshold "
-        f"{tx.CONTEXTUAL_MAX_CONTENT_SD:g}"
-    ))
-local_window = windows.loc["local"]
-if local_window[["n_eff below", "n_eff above"]].notna().all():
-    print(wrapped(
-        f"the local threshold {tx.LOCAL_MAX_N_EFF:g} lies "
-        f"{tx.LOCAL_MAX_N_EFF / local_window['n_eff below'] - 1:.0%} above the widest narrower "
-        f"kernel and {local_window['n_eff above'] / tx.LOCAL_MAX_N_EFF - 1:.0%} below the "
-        "narrowest wider one"
-    ))
-else:
-    print(f"every head lies on one side of the local threshold {tx.LOCAL_MAX_N_EFF:g}")
+for line in room.findings():
+    print(wrapped(line))
 
 # %% [markdown]
 # Any threshold inside a printed window gives the same kernel shapes. Two signs of a rule tuned on
@@ -377,41 +321,11 @@ else:
 # %%
 from context_neurons.reproduce.paper import PAPER_GROUPS
 
-comparison = tx.compare_groups(taxonomy.groups, PAPER_GROUPS)
-comparison = comparison.rename(columns={"expected": "GPT-2 Small (paper)"})
-if loaded.name == "gpt2":
-    comparison = comparison.rename(columns={"agree": "agrees with the paper"})
-    show_table(comparison, "computed groups and the paper's", model=loaded.title)
-    differ = comparison.index[~comparison["agrees with the paper"]].tolist()
-    if differ:
-        print(wrapped(
-            f"!!! THE COMPUTED GROUPS DIFFER FROM THE PAPER'S for: {', '.join(differ)}. "
-            f"Computed contextual heads {taxonomy.groups['contextual']}, the paper's "
-            f"{PAPER_GROUPS['contextual']}. The circuit (chapter 4) and everything after it use the "
-            "COMPUTED heads; read the margins above to see which differences are close calls.",
-            indent="!!! ",
-        ))
-    else:
-        print("The computed groups are the paper's, group for group.")
-elif loaded.is_planted:
-    truth = tx.compare_groups(taxonomy.groups, loaded.truth.head_groups)
-    comparison = comparison.drop(columns="agree")
-    comparison["planted truth"] = truth["expected"]
-    comparison["agrees with the planted truth (by construction)"] = truth["agree"]
-    show_table(comparison, "computed groups, the paper's and the planted ones", model=loaded.title)
-    shapes_agree = taxonomy.shapes == loaded.truth.kernel_shapes
-    print(f"kernel shapes agree with the planted shapes (by construction): {shapes_agree}")
-    print(wrapped(
-        "The planted model was built to this taxonomy, so agreement here shows that the code "
-        "reads back what was planted; it is not evidence that the rules find GPT-2's groups."
-    ))
-else:
-    comparison = comparison.drop(columns="agree")
-    show_table(comparison, "computed groups and GPT-2 Small's (paper)", model=loaded.title)
-    print(wrapped(
-        f"The last column is GPT-2 Small's taxonomy in the paper, for reference only: the "
-        f"{loaded.title} is another model, whose groups nobody wrote down."
-    ))
+known = findings.compare_with_known(taxonomy, PAPER_GROUPS, gpt2=loaded.name == "gpt2",
+                              truth=loaded.truth)  # the planted truth on the planted model
+show_table(known.table, known.caption, model=loaded.title)
+for line in known.findings(loaded.title):
+    print(wrapped(line, indent=known.indent))
 
 # %% [markdown]
 # ## 2.6 Does the kernel depend on the destination token?

@@ -92,9 +92,7 @@ model = loaded.model
 import torch
 
 from context_neurons import stability as st
-from context_neurons import taxonomy as tx
 from context_neurons.printing import fixed, show_table, wrapped, wrapped_items
-from context_neurons.reproduce.paper import PAPER_GROUPS
 from context_neurons.text.windows import corpus_windows, domain_windows
 
 n_ctx = model.cfg.n_ctx
@@ -103,10 +101,15 @@ windows, labels, report = corpus_windows(
     model.tokenizer, None, n=1000, min_tokens=half, n_ctx=n_ctx
 )
 full_length = [i for i, w in enumerate(windows) if len(w) == n_ctx]
-taxonomy = tx.classify_heads(model)
-contextual = taxonomy.groups["contextual"]
 print(wrapped(f"{len(windows)} texts of at least {half + 1} tokens (the paper: 1000) ({report})"))
 print(f"{len(full_length)} of them of the full {n_ctx} tokens, all used for Figure 3.1")
+
+# %%
+from context_neurons import taxonomy as tx
+from context_neurons.reproduce.paper import PAPER_GROUPS
+
+taxonomy = tx.classify_heads(model)
+contextual = taxonomy.groups["contextual"]
 print(f"contextual heads (computed): {contextual}")
 print(f"GPT-2 Small's in the paper, for comparison: {PAPER_GROUPS['contextual']}")
 if contextual:
@@ -341,28 +344,13 @@ figure = plot_tail_bounds(
 # half-width covers the measured one.
 
 # %%
-half_widths = table[["group", "t Chebyshev", "t Hoeffding", "t texts", "t i.i.d."]].copy()
-for bound in ("Chebyshev", "Hoeffding"):
-    half_widths[f"{bound} covers texts"] = half_widths[f"t {bound}"] >= half_widths["t texts"]
-    half_widths[f"{bound} covers i.i.d."] = half_widths[f"t {bound}"] >= half_widths["t i.i.d."]
-show_table(half_widths.iloc[:, :5], "half-width t of a 95% interval of D/mu: bounds, measured",
+half_widths = st.interval_half_widths(table)
+show_table(half_widths.table.iloc[:, :5],
+           "half-width t of a 95% interval of D/mu: bounds, measured", model=loaded.title)
+show_table(half_widths.table.iloc[:, 5:], "does each bound's half-width cover the measured one?",
            model=loaded.title)
-show_table(half_widths.iloc[:, 5:], "does each bound's half-width cover the measured one?",
-           model=loaded.title)
-tighter = (half_widths["t Chebyshev"] < half_widths["t Hoeffding"]).sum()
-print(
-    f"Chebyshev's 95% half-width is the narrower of the two for {tighter} of "
-    f"{len(half_widths)} heads"
-)
-for group in ("contextual", "detokenization"):
-    rows = half_widths[half_widths["group"] == group]
-    for bound in ("Chebyshev", "Hoeffding"):
-        ratios = rows[f"t {bound}"] / rows["t texts"]
-        if len(ratios):
-            print(wrapped(
-                f"{group}: {bound}'s half-width is {ratios.min():.1f} to {ratios.max():.1f} "
-                "times the measured one"
-            ))
+for line in half_widths.findings():
+    print(wrapped(line))
 
 # %% [markdown]
 # Under independence, each bound holds for *every* weight distribution with this variance (or
@@ -405,6 +393,8 @@ if loaded.is_planted:
         "the two definitions overlap, so agreement with the planted heads below is still largely "
         "by construction"
     ))
+
+# %%
 preference = study.preference(stops)
 signed = {"stop-word preference (nats)": lambda value: fixed(value, 2, sign=True)}
 show_table(pd.DataFrame({"stop-word preference (nats)": [preference[h] for h in shown]},

@@ -116,18 +116,10 @@ except NoContextualHeadsError as error:
     raise NoContextualHeadsError(
         f"Chapter 4 stops here: the {loaded.title} has no contextual head. {error}"
     ) from None
-print(f"contextual heads (computed):  {heads}")
-if loaded.name == "gpt2":
-    print(f"paper (GPT-2 Small):          {PAPER_GROUPS['contextual']}")
-    if sorted(heads) != sorted(PAPER_GROUPS["contextual"]):
-        print(
-            "!!! THE COMPUTED CONTEXTUAL HEADS DIFFER FROM THE PAPER'S. This chapter uses the "
-            "COMPUTED heads; chapter 2's margins say which differences are close calls."
-        )
-elif loaded.is_planted:
-    print(f"planted truth:                {loaded.truth.contextual_heads}  (by construction)")
-else:
-    print(f"GPT-2 Small's in the paper:   {PAPER_GROUPS['contextual']}  (another model; reference)")
+planted = loaded.truth.contextual_heads if loaded.is_planted else None
+known = cc.KnownHeads(heads, PAPER_GROUPS["contextual"], loaded.name == "gpt2", planted)
+for line in known.findings():
+    print(line)
 circuit = cc.get_circuit(model, "prose", heads=heads)
 d_in = len(heads) * model.cfg.d_head
 print(
@@ -271,25 +263,9 @@ windows, labels, report = evaluation_windows(model.tokenizer, 4, n_ctx=model.cfg
 tokens, _ = pad_windows(windows)
 tokens = tokens.to(model.cfg.device)
 true = cc.true_head_output(model, tokens, circuit.heads)
-variants = {
-    "the circuit (Dhat_h, shared kernel)": dict(denominators="median", kernel="shared"),
-    "per-position D_h(n), shared kernel": dict(denominators="per_position", kernel="shared"),
-    "Dhat_h, each head's own kernel": dict(denominators="median", kernel="per_head"),
-    "per-position D_h(n), own kernels": dict(denominators="per_position", kernel="per_head"),
-}
-fits = {
-    name: cc.circuit_error(circuit, model, tokens, true=true, **kw) for name, kw in variants.items()
-}
-rows = {}
-for name, fit in fits.items():
-    rows[name] = {
-        "cosine": float(fit.cosine[:, 1:].median()),
-        "rel. error, n < 100": float(fit.relative_error[:, 1:100].median()),
-        "rel. error, n >= 100": float(fit.relative_error[:, 100:].median()),
-        "bag cosine, n >= 100": float(fit.bag_cosine[:, 100:].median()),
-    }
+fits = cc.variant_fits(circuit, model, tokens, true)  # the circuit, and each approximation removed
 print(wrapped(f"texts: {', '.join(labels)}"))
-show_table(pd.DataFrame(rows).T, "median fit of the contextual heads' output on the four texts",
+show_table(cc.fit_table(fits), "median fit of the contextual heads' output on the four texts",
            model=loaded.title)
 
 # %% [markdown]

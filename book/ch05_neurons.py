@@ -138,33 +138,8 @@ from context_neurons.plotting.discovery import plot_scores, plot_sweep
 null = scores.null()
 found = scores.found(disc.THETA)
 planted = sorted(loaded.truth.context_neurons) if loaded.is_planted else None
-print(
-    wrapped(
-        f"{scores.n_tokens} scored tokens: Gaussian null {null:.2f}; theta = {disc.THETA:g} "
-        f"({disc.THETA - null:.2f} above the null)"
-    )
-)
-others = {n: disc.gaussian_null_score(n) for n in (8191, 50256, 200_000)}
-print(
-    wrapped(
-        "the null for other vocabularies: "
-        + ", ".join(f"{n} tokens {v:.2f}" for n, v in others.items())
-    )
-)
-median_score = float(scores.top.median())
-print(
-    wrapped(
-        f"neurons found: {len(found)} of {cfg.d_mlp} ({len(found) / cfg.d_mlp:.1%}); "
-        f"median score over all neurons: {median_score:.2f}"
-    )
-)
-if median_score >= disc.THETA:
-    print(
-        wrapped(
-            "the typical neuron of this model scores above theta: the threshold separates "
-            "little here, and the bounded set below (the highest scores) decides what is studied"
-        )
-    )
+for finding in disc.score_summary(scores, disc.THETA).findings():
+    print(wrapped(finding))
 figure = plot_scores(
     scores, disc.THETA, planted=planted, null=null, title=f"{loaded.title}: discovery scores"
 )
@@ -447,7 +422,8 @@ cases = [(british, "british"), (british, "american"), (british_2, "british")]
 cases += [(war, "war"), (religion, "bible")]
 cases += list(zip(domain_neurons, CASE_DOMAINS))
 cases = list(dict.fromkeys(cases))
-evidence = casestudies.domain_evidence(acts, cases)
+against_texts = rs.case_verdicts(acts, cases, spelling=(british, british_2))
+evidence = against_texts.evidence
 
 
 def signed(value):
@@ -459,22 +435,10 @@ show_table(evidence.iloc[:, :7], "case studies against the texts: excess on the 
            model=loaded.title, formats=dict.fromkeys(evidence.columns[:6], signed))
 show_table(evidence.iloc[:, 7:], "up- and down-token densities of the case studies",
            model=loaded.title, decimals=1)
-for name in ("confirmed", "weak", "not shown", "contradicted"):
-    chosen = evidence.index[evidence["verdict"] == name]
-    listed = ", ".join(f"{j} on {d}" for j, d in chosen) or "-"
+for name, listed in against_texts.verdicts().items():
     print(wrapped(f"{name:>12s}: {listed}", indent=" " * 14))
-gap = (evidence["excess"] - evidence["predicted excess"]).abs()
-worst = gap.idxmax()
-print(f"largest |excess - predicted excess|: {gap.max():.2f} (neuron {worst[0]} on {worst[1]})")
-for (j, domain), row in evidence.loc[[c for c in cases if c[0] in (british, british_2)]].iterrows():
-    then = "tests it" if row["verdict"] != "confirmed" else "measures it"
-    print(
-        wrapped(
-            f"{j} on {domain}: {row['verdict']} with {row['up-tokens /1000, domain']:.1f} "
-            f"up-tokens and {row['down-tokens /1000, domain']:.1f} down-tokens per 1000 tokens; "
-            f"the respelling experiment {then} at fixed text"
-        )
-    )
+for finding in against_texts.findings():
+    print(wrapped(finding))
 
 # %% [markdown]
 # How to read the verdicts: a domain's effect counts as **confirmed** when it moves the
@@ -578,30 +542,9 @@ respelling = rs.respelled_texts(
 )
 print(wrapped(f"spelling pairs: {len(pairs)} ({pairs_source}); {len(aligned)} keep the token "
               "count"))
-print(
-    f"texts: {len(respelling.labels)}, from {respelling.n_examined} examined "
-    f"({respelling.n_dropped} left out: not aligned)"
-)
-print(wrapped("respelled words per text: " + ", ".join(map(str, respelling.words))))
-print(f"respelled words per 1000 tokens: {respelling.per_1000():.1f}")
-both_versions = torch.cat([respelling.american, respelling.british])
-marks = casestudies.token_marks(circuit, model, [british], both_versions, scores)[..., 0]
-n_texts, changed = len(respelling.labels), respelling.respelled
-up_gb = float((marks[n_texts:][changed] > 0).float().mean())
-down_us = float((marks[:n_texts][changed] < 0).float().mean())
-print(
-    f"respelled tokens: British up-tokens of {british} {up_gb:.0%}, "
-    f"American down-tokens {down_us:.0%}"
-)
-tokens = float((respelling.lengths - 1).sum())
-up_density = 1000 * float((marks[n_texts:] > 0).sum()) / tokens
-table_density = evidence.loc[(british, "british"), "up-tokens /1000, domain"]
-print(
-    wrapped(
-        f"up-tokens of {british} per 1000 tokens: {up_density:.1f} in the respelled texts, "
-        f"{table_density:.1f} in the british texts of the table"
-    )
-)
+coverage = respelling.coverage(circuit, model, british, scores, against_texts)
+for finding in coverage.findings():  # the lines as printed (the long ones wrapped)
+    print(finding)
 
 # %% [markdown]
 # The last line compares how dense the respelled texts and the British texts of the table are
@@ -655,32 +598,9 @@ figure = plot_activation_grid(
 # does that the first does not:
 
 # %%
-respelled = effect.summary()
-for j in (british, british_2):
-    texts_row, fixed = evidence.loc[(j, "british")], respelled.loc[j]
-    print(
-        wrapped(
-            f"neuron {j}: british texts {texts_row['verdict']} "
-            f"({texts_row['excess / SD']:+.2f} SD); respelling {fixed['verdict']} "
-            f"({fixed['next 50 / SD']:+.2f} SD within 50 tokens of a respelled word, "
-            f"{fixed['all / SD']:+.2f} SD over the whole text)"
-        )
-    )
-ratio = respelled.loc[british_2, "next 50, true"] / respelled.loc[british, "next 50, true"]
-print(
-    wrapped(
-        f"{british_2}'s effect near respelled words is {ratio:+.2f} times {british}'s; "
-        f"cosine of their output weights: {output_cos:+.3f}"
-    )
-)
-responds = {j: respelled.loc[j, "verdict"] in ("confirmed", "weak") for j in (british, british_2)}
-if all(responds.values()) and ratio > 0 and output_cos < -0.5:
-    print("both read British spelling the same way and write opposite outputs")
-elif all(responds.values()) and ratio > 0:
-    print("both read British spelling the same way; their outputs are not opposite")
-else:
-    shown = [j for j, r in responds.items() if r] or "neither"
-    print(f"a response to the spelling is shown for: {shown}")
+comparison = rs.compare_with_texts(against_texts, effect, output_cos)
+for finding in comparison.findings():
+    print(wrapped(finding))
 
 # %% [markdown]
 # How to read this. Where the respelling verdict is *confirmed* but the British texts left the

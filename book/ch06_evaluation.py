@@ -146,15 +146,12 @@ model = loaded.model
 # `--texts`).
 
 # %%
-import pandas as pd
 import torch
 
-from context_neurons import casestudies
 from context_neurons import circuit as cc
 from context_neurons import discovery as disc
 from context_neurons import evaluation as ev
 from context_neurons.printing import show_table, wrapped
-from context_neurons.reproduce.paper import PAPER_MEDIAN_FVU, PAPER_MEDIAN_R
 
 from context_neurons.config import reduced_scale
 
@@ -166,17 +163,13 @@ found = scores.found(disc.THETA)
 carried = disc.carried(found)
 other_heads = [h for h in range(model.cfg.n_heads) if h not in circuit.heads]
 print(f"contextual heads {circuit.heads}; other heads {other_heads}")
-windows, labels, report, left_out = ev.held_out_general_windows(model.tokenizer, N_TEXTS)
 truth_cache = {}
-result = ev.evaluate(circuit, model, windows, carried, labels=labels, truth_cache=truth_cache)
-constant = ev.evaluate(
-    circuit, model, windows, carried, labels=labels, truth_cache=truth_cache, denominators="median"
-)
-corpora = pd.Series([label.split(":")[0] for label in labels]).value_counts()
-note = disc.selection_note(carried, found)
-print(wrapped(f"neurons: {note}; {len(windows)} general texts ({report})"))
-print(wrapped(f"calibration documents left out of them: {left_out or 'none was among them'}"))
-print(wrapped("texts per corpus: " + ", ".join(f"{name} {n}" for name, n in corpora.items())))
+on_general = ev.evaluate_general(circuit, model, carried, N_TEXTS, found=found,
+                                 truth_cache=truth_cache)
+windows, labels = on_general.windows, on_general.labels
+result, constant = on_general.result, on_general.constant
+for finding in on_general.findings():
+    print(wrapped(finding))
 
 # %% [markdown]
 # Each neuron of chapter 5 also has a domain. To see the approximation where the context part
@@ -194,74 +187,32 @@ print(wrapped("texts per corpus: " + ", ".join(f"{name} {n}" for name, n in corp
 # own-domain column, and the code lists it.
 
 # %%
+from context_neurons import casestudies
 from context_neurons.text.corpora import DOMAINS
-from context_neurons.text.windows import DomainTexts
 
-domain_sets, domain_labels = ev.held_out_domain_sets(model.tokenizer, DOMAINS, n=4)
-domain_texts = DomainTexts(
-    windows=[w for d in domain_sets for w in domain_sets[d]],
-    labels=[label for d in domain_sets for label in domain_labels[d]],
-    domains=[d for d in domain_sets for _ in domain_sets[d]],
-)
+domain_sets, domain_texts = ev.held_out_domain_texts(model.tokenizer, DOMAINS, n=4)
 densities = casestudies.token_densities(circuit, model, carried, domain_texts, scores)
 own = casestudies.domain_from_weights(densities, scores)
 own_domain = own["domain"].to_dict()
-domain_results = ev.evaluate_sets(circuit, model, domain_sets, carried, truth_cache=truth_cache)
-domain_constant = ev.evaluate_sets(
-    circuit, model, domain_sets, carried, truth_cache=truth_cache, denominators="median"
-)
-matched, matched_medians = ev.matched_domains(domain_results, own_domain)
-_, matched_constant = ev.matched_domains(domain_constant, own_domain)
-without = [j for j in carried if own_domain[j] is None]
-print(wrapped(f"{len(domain_texts.windows)} domain texts: " + ", ".join(domain_sets)))
-print(f"own domain from the weights: {len(carried) - len(without)} of {len(carried)} neurons")
-print(wrapped(f"no own domain (their tokens suggest none of these domains): {without or 'none'}"))
+on_domains = ev.evaluate_own_domains(circuit, model, domain_sets, carried, own_domain,
+                                     truth_cache=truth_cache)
+domain_results, matched = on_domains.results, on_domains.matched
+for finding in on_domains.findings():
+    print(wrapped(finding))
 
 # %%
-everything = torch.ones_like(result.pearson, dtype=torch.bool)
-general_medians = result.select(everything)
-general_constant = constant.select(everything)
-measures = {
-    "median Pearson r": ("median r", f"{PAPER_MEDIAN_R}"),
-    "median FVU": ("median FVU", f"{PAPER_MEDIAN_FVU}"),
-    "median context share": ("context share", "not reported"),
-    "median context r": ("context r", "not reported"),
-    "median context FVU": ("context FVU", "not reported"),
-}
-columns = {
-    "GPT-2 Small (paper)": [paper for _, paper in measures.values()],
-    "general, D_h(n)": general_medians,
-    "general, Dhat_h": general_constant,
-    "own domain, D_h(n)": matched_medians,
-    "own domain, Dhat_h": matched_constant,
-}
-headline = pd.DataFrame(index=list(measures))
-for name, values in columns.items():
-    if not isinstance(values, list):  # medians of this run, by measure
-        values = [values[key] for key, _ in measures.values()]
-    headline[name] = values
+from context_neurons.reproduce.paper import PAPER_MEDIAN_FVU, PAPER_MEDIAN_R
+
+headline = ev.headline_medians(on_general, on_domains, PAPER_MEDIAN_R, PAPER_MEDIAN_FVU)
 show_table(
-    headline,
+    headline.table,
     f"medians over neuron-text pairs of {len(windows)} general texts and of 4 texts of each "
     "neuron's own domain, with per-position D_h(n) or constant Dhat_h denominators; the "
     "paper's column: GPT-2 Small on 1000 OpenWebText texts",
     model=loaded.title, decimals=4,
 )
-share = general_medians["context share"]
-print(wrapped(
-    f"On the general texts the context part carries a median {share:.1%} of a pair's variance: "
-    + (
-        "most of the headline r and FVU measures the local terms, and the context part alone "
-        f"is predicted with median r = {general_medians['context r']:.3f}."
-        if share < 0.5
-        else "the headline r and FVU mostly measure the context part."
-    )
-))
-print(wrapped(
-    f"On each neuron's own domain the context share is {matched_medians['context share']:.1%} "
-    f"and the context part alone has median r = {matched_medians['context r']:.3f}, "
-    f"FVU = {matched_medians['context FVU']:.3f} (per-position denominators)."
-))
+for finding in headline.findings():
+    print(wrapped(finding))
 
 # %% [markdown]
 # The medians are over neuron-text pairs: the general texts times the carried neurons, and each
@@ -309,41 +260,8 @@ show_table(
 # %%
 # NBVAL_IGNORE_OUTPUT
 # (wall-clock timings vary from run to run and machine to machine.)
-import time
-
-from context_neurons.text.windows import pad_windows
-
-batch, _ = pad_windows(windows[:4])
-batch = batch.to(model.cfg.device)
-approx_fn = ev.approximator(circuit, model, carried)
-
-
-def best_time(fn, repeats=3):
-    """Best wall-clock time of ``fn()`` over ``repeats`` runs, after one warm-up run."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        if torch.device(model.cfg.device).type == "cuda":
-            torch.cuda.synchronize()
-        begin = time.perf_counter()
-        fn()
-        if torch.device(model.cfg.device).type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - begin)
-    return min(times)
-
-
-t_approx = best_time(lambda: approx_fn(batch))
-t_layer0 = best_time(lambda: ev.true_pre_activations(model, batch, carried))
-t_hooks = best_time(
-    lambda: model.run_with_cache(batch, stop_at_layer=1, names_filter="blocks.0.mlp.hook_pre")
-)
-print(wrapped(
-    f"4 texts, {len(carried)} neurons: approximation {t_approx:.3f} s; first layer, fused "
-    f"{t_layer0:.3f} s ({t_layer0 / t_approx:.1f}x); first layer through hooks {t_hooks:.3f} s "
-    f"({t_hooks / t_approx:.1f}x): here the approximation is "
-    f"{'faster' if t_approx < t_layer0 else 'slower'} than the fused first layer"
-))
+timings = ev.time_approximation(circuit, model, windows[:4], carried)
+print(wrapped(timings.finding()))
 
 # %% [markdown]
 # The ratios depend on the machine (a GPU changes them) and on the number of neurons: the bag
@@ -359,46 +277,10 @@ print(wrapped(
 # true minus local terms against the predicted bag plus positional part.
 
 # %%
-import matplotlib.pyplot as plt
+from context_neurons.plotting.evaluation import plot_accuracy, plot_example_pairs
 
-from context_neurons.plotting.discovery import plot_activation_curves
-from context_neurons.plotting.evaluation import plot_accuracy
-
-
-def draw_pair(row, tokens, neuron, title, legend):
-    """The whole pre-activation (left) and its context part (right) of one neuron-text pair."""
-    curves = ev.activation_curves(circuit, model, tokens, neuron, parts=True)
-    panels = (
-        (row[0], title, ("local terms", "true", "approximation")),
-        (row[1], "context part", ("true minus local", "bag + positional")),
-    )
-    for ax, name, keys in panels:
-        plot_activation_curves({k: curves[k] for k in keys}, title=name, ax=ax, legend=False)
-        if legend:
-            ax.legend(fontsize=7, ncol=3)
-
-
-def pick(values, q):
-    """(text, neuron column) of the pair at quantile q of a [texts, neurons] tensor."""
-    flat = values.flatten()
-    order = flat.argsort()
-    return divmod(int(order[int(q * (len(order) - 1))]), values.shape[1])
-
-
-fig, axes = plt.subplots(3, 2, figsize=(11, 7.2), gridspec_kw={"width_ratios": [3, 2]})
-for i, q in enumerate((0.1, 0.5, 0.9)):
-    text, k = pick(result.pearson, q)
-    draw_pair(
-        axes[i],
-        windows[text],
-        carried[k],
-        f"{int(q * 100)}th percentile of r: neuron {carried[k]} on {labels[text]} "
-        f"(r = {float(result.pearson[text, k]):.3f}, context r = "
-        f"{float(result.context_pearson[text, k]):.3f})",
-        legend=i == 0,
-    )
-fig.suptitle(f"{loaded.title}: general texts", fontsize=10)
-fig.tight_layout()
+examples = ev.general_examples(result, windows)  # at the 10th, 50th and 90th percentile of r
+figure = plot_example_pairs(circuit, model, examples, title=f"{loaded.title}: general texts")
 
 # %% [markdown]
 # *Figure 6.1: three neuron-text pairs of the general texts, at the 10th, 50th and 90th
@@ -414,29 +296,11 @@ fig.tight_layout()
 # than the current one). Pairs on a neuron's own domain show the context part at full size:
 
 # %%
-own_pairs = sorted(
-    (float(domain_results[d].context_pearson[i, carried.index(j)]), d, i, j)
-    for j, d in own_domain.items()
-    if d is not None
-    for i in range(len(domain_sets[d]))
+examples = ev.own_domain_examples(domain_results, domain_sets, own_domain)
+figure = plot_example_pairs(
+    circuit, model, examples,
+    title=f"{loaded.title}: neurons on texts of their own domain (from the weights)",
 )
-assert own_pairs, "no carried neuron has an own domain from its weights: nothing to draw"
-fig, axes = plt.subplots(3, 2, figsize=(11, 7.2), gridspec_kw={"width_ratios": [3, 2]})
-for i, q in enumerate((0.1, 0.5, 0.9)):
-    context_r, domain, text, neuron = own_pairs[int(q * (len(own_pairs) - 1))]
-    k = carried.index(neuron)
-    draw_pair(
-        axes[i],
-        domain_sets[domain][text],
-        neuron,
-        f"{int(q * 100)}th percentile of context r: neuron {neuron} on {domain} text {text} "
-        f"(r = {float(domain_results[domain].pearson[text, k]):.3f}, context r = {context_r:.3f})",
-        legend=i == 0,
-    )
-fig.suptitle(
-    f"{loaded.title}: neurons on texts of their own domain (from the weights)", fontsize=10
-)
-fig.tight_layout()
 
 # %% [markdown]
 # *Figure 6.2: as Figure 6.1, for neurons on texts of their own domain (chosen from the
@@ -478,25 +342,8 @@ figure = plot_accuracy(
 
 # %%
 SUBSET = 48
-rows = {}
-for name, denominators in (("per-position D_h(n)", "per_position"), ("constant Dhat_h", "median")):
-    for span, start in (("all positions", 1), ("n >= 100", 100)):
-        res = ev.evaluate(
-            circuit,
-            model,
-            windows[:SUBSET],
-            carried,
-            truth_cache=truth_cache,
-            denominators=denominators,
-            start=start,
-        )
-        rows[(name, span)] = {
-            "median r": res.median_pearson,
-            "median FVU": res.median_fvu,
-            "median context FVU": res.median_context_fvu,
-        }
 show_table(
-    pd.DataFrame(rows).T,
+    ev.error_by_position(circuit, model, windows[:SUBSET], carried, truth_cache=truth_cache),
     f"first {SUBSET} general texts, by denominator and by the positions evaluated",
     model=loaded.title, decimals=4,
 )
@@ -527,29 +374,12 @@ show_table(
 # paper's concern is the domain's neurons on the domain's text.
 
 # %%
-from context_neurons.text.corpora import CALIBRATION_TEXTS
-from context_neurons.plotting.evaluation import plot_calibration_sensitivity
-
-sets = {"general": windows[:16]}
-for domain in ("bible", "spanish", "legal", "code"):
-    sets[domain] = domain_sets[domain]
-own_neurons = {d: list(matched.index[matched["domain"] == d]) for d in sets}
-sensitivity = ev.calibration_sensitivity(
-    model,
-    sets,
-    carried,
-    calibrations=tuple(CALIBRATION_TEXTS),
-    truth_cache=truth_cache,
-    own_neurons=own_neurons,
-)
-leaks = ev.calibration_leaks(model.tokenizer, sets)  # by content, not by name
-print(wrapped(f"calibration texts found inside these sets: {leaks or 'none'}"))
-print(wrapped("own neurons: " + "; ".join(f"{d} {js}" for d, js in own_neurons.items())))
-for measure, what in (
-    ("median r", "median r of the carried neurons"),
-    ("median FVU", "median FVU of the carried neurons"),
-    ("own neurons' FVU", "own neurons' FVU: median FVU of each set's own neurons (NaN: none)"),
-):
+study = ev.calibration_study(model, windows[:16], domain_sets, matched, carried,
+                             truth_cache=truth_cache)  # every calibration text, ev.MATCHED
+sensitivity, own_neurons = study.sensitivity, study.own_neurons
+for finding in study.findings():
+    print(wrapped(finding))
+for measure, what in ev.SENSITIVITY_TABLES.items():
     show_table(
         sensitivity[measure],
         f"{what}, by calibration text (rows) and set of texts (columns)",
@@ -557,6 +387,8 @@ for measure, what in (
     )
 
 # %%
+from context_neurons.plotting.evaluation import plot_calibration_sensitivity
+
 figure = plot_calibration_sensitivity(
     sensitivity, "median FVU", title=f"{loaded.title}: median FVU by calibration text"
 )
@@ -631,40 +463,17 @@ else:
 # calibration text and over all positions of the domain texts.
 
 # %%
-from context_neurons.text.corpora import calibration_text, describe
-
-silent = ev.silent_on_calibration(circuit, model, carried, domain_results)
-quiet = silent[silent["quiet on calibration"]]
-columns = [
-    "max pre-activation, calibration text",
-    "max output, calibration text",
-    "best set",
-    "max pre-activation, best set",
-    "max output, best set",
-    "output ratio",
-]
-shown = quiet[columns].copy()
-if loaded.is_planted:
-    shown["planted truth"] = [disc.planted_description(loaded.truth, j) for j in shown.index]
-calibration_name = describe(calibration_text(circuit.calibration.name))
-print(wrapped(
-    f"{len(quiet)} of {len(carried)} carried neurons are quiet on the calibration text "
-    f"({calibration_name}) and fire strongly in a domain:"
-))
+quiet = ev.quiet_on_calibration(circuit, model, carried, domain_results,
+                                truth=loaded.truth if loaded.is_planted else None)
+print(wrapped(quiet.summary()))
 show_table(
-    shown.rename(columns=lambda c: c.replace("calibration text", "calibration")),
+    quiet.table,
     "neurons quiet on the calibration text: largest pre-activation (before GELU) and output "
     "(after GELU) there and on the best set of domain texts",
     model=loaded.title, decimals=2,
 )
-if len(quiet):
-    clear = list(quiet.index[quiet["fires clearly on calibration"]])
-    print(wrapped(
-        f"their largest output on the calibration text is at most "
-        f"{quiet['output ratio'].max():.0%} of their largest on the best set; "
-        f"{len(clear)} of them still reach an output of {ev.STRONG_OUTPUT:g} (clear firing) "
-        f"somewhere in the calibration text: {clear or 'none'}"
-    ))
+for finding in quiet.findings():
+    print(wrapped(finding))
 
 # %% [markdown]
 # A neuron in this table is far quieter on the calibration text than on some domain's texts

@@ -308,23 +308,8 @@ print(wrapped(
 
 # %%
 lookups = [lk.examine_neuron(model, layer, neuron, pool, scores=scores) for layer, neuron in chosen]
-table = pd.DataFrame(
-    [
-        {
-            "neuron": f"{lookup.layer}.{lookup.neuron} {lookup.token!r}",
-            "prompt length": sum(len(p.tokens) - 1 for p in lookup.prompts) / len(lookup.prompts),
-            **{f"head {i + 1}": lk.head_name(l, h) for i, (l, h, _) in enumerate(lookup.top_heads)},
-            "attribution 1": lookup.top_heads[0][2],
-            "ablation drop 1": float(
-                lookup.ablation[:, lookup.top_heads[0][0], lookup.top_heads[0][1]].mean()
-            ),
-            "attribution 2": lookup.top_heads[1][2],
-        }
-        for lookup in lookups
-    ]
-)
 show_table(
-    table,
+    lk.top_heads_table(lookups),
     "the top heads of each examined neuron (layer.neuron and its token), over its ten "
     "truncated prompts",
     model=loaded.title, decimals=2, index=False,  # fixed decimals: no "-0.00"
@@ -476,28 +461,16 @@ figure = plot_head_activity(
 # paper's sense: it reads nothing but the explanation.
 
 # %%
-from context_neurons.lookups.explainers import OfflineExplainer, examples_from_prompts
-
-explainer = OfflineExplainer(model.tokenizer)
-train_prompts, train_active = activity.split(train=True)
-examples = examples_from_prompts(train_prompts, model.tokenizer)
-summary = (
-    f"{lk.head_name(*activity.head)}: {sum(train_active)} active of {len(train_active)} "
-    "training prompts"
-)
-if 0 < sum(train_active) < len(train_active):  # a contrast to explain
-    odds = explainer.word_log_odds(
-        [e for e, a in zip(examples, train_active) if a],
-        [e for e, a in zip(examples, train_active) if not a],
-    )
+odds = lk.word_odds(activity, model.tokenizer, k=10)  # the offline explainer's statistics
+if odds.table is not None:  # a contrast to explain
     show_table(
-        pd.DataFrame(odds[:10], columns=["word", "log-odds", "active with", "inactive with"]),
-        f"{summary}; the ten words with the largest log-odds ratio (active with, inactive "
+        odds.table,
+        f"{odds.summary}; the ten words with the largest log-odds ratio (active with, inactive "
         "with: the active and inactive training prompts that contain the word)",
         model=loaded.title, decimals=2, index=False,
     )
 else:  # every prompt active, or none: nothing separates them, so there is nothing to explain
-    print(f"{summary}: no contrast, so no word list (the explainer needs both kinds)")
+    print(f"{odds.summary}: no contrast, so no word list (the explainer needs both kinds)")
 
 # %% [markdown]
 # The top of this list mixes words that trigger the head with words that merely share documents
@@ -507,25 +480,7 @@ else:  # every prompt active, or none: nothing separates them, so there is nothi
 # %%
 from context_neurons.plotting.lookups import plot_explanation_scores
 
-results = pd.DataFrame(
-    [
-        {
-            "name": f"{lk.head_name(*lookup.activity.head)}\n{lookup.token!r}",
-            "neuron": f"{lookup.layer}.{lookup.neuron}",
-            "head": lk.head_name(*lookup.activity.head),
-            "active": lookup.activity.base_rate,
-            "accuracy": lookup.evaluation["accuracy"],
-            "chance": lookup.evaluation["chance"],
-            "balanced_accuracy": lookup.evaluation["balanced_accuracy"],
-            "explanation": (
-                ", ".join(lookup.explanation.tokens)
-                if lookup.explanation
-                else lookup.evaluation.get("error", "")
-            ),
-        }
-        for lookup in lookups
-    ]
-)
+results = lk.explanation_results(lookups)
 show_table(
     results.drop(columns="name").rename(columns={"balanced_accuracy": "balanced accuracy"}),
     "explanations of each neuron's top head, scored as classifiers on the held-out prompts "
@@ -592,50 +547,15 @@ else:
 # what was built.
 
 # %%
-from context_neurons.lookups.explainers import normalise_word
-
 if loaded.is_planted:
-    found = {(lookup.layer, lookup.neuron): lookup for lookup in lookups}
-    rows = []
-    for truth in loaded.truth.lookups:
-        lookup = found.get((truth["layer"], truth["neuron"]))
-        topic_words = loaded.truth.topic_words[truth["topic"]]
-        topic = {normalise_word(w) for w in topic_words}
-        explanation = lookup.explanation if lookup else None
-        words = explanation.tokens if explanation else []
-        evaluation = lookup.evaluation if explanation else {}
-        token_ok = lookup is not None and lookup.token == truth["target"]
-        head_ok = lookup is not None and lookup.top_heads[0][:2] == (truth["layer"], truth["head"])
-        beats_chance = bool(explanation) and (
-            evaluation["accuracy"] > evaluation["chance"] and evaluation["balanced_accuracy"] > 0.5
-        )
-        rows.append(
-            {
-                "planted neuron": f"{truth['layer']}.{truth['neuron']} {truth['target']!r}",
-                "top head (planted)": (
-                    f"{lk.head_name(*lookup.top_heads[0][:2]) if lookup else '-'} "
-                    f"({lk.head_name(truth['layer'], truth['head'])})"
-                ),
-                "topic": truth["topic"],
-                "words in topic (label half)": f"{sum(w in topic for w in words)}/{len(words)}",
-                "first word": words[0] if words else "-",
-                "topic share": (
-                    lk.topic_share(lookup.activity, explanation, topic_words, model.tokenizer)
-                    if explanation
-                    else float("nan")
-                ),
-                "beats chance": beats_chance,
-                "recovered": token_ok and head_ok and beats_chance,
-            }
-        )
-    recovery = pd.DataFrame(rows)
+    recovery = lk.planted_recovery(lookups, loaded.truth, model.tokenizer)
     show_table(
-        recovery,
+        recovery.table,
         "each planted look-up against what the method found (recovered: the planted token, the "
         "planted head on top and an explanation that beats chance, all three)",
         model=loaded.title, decimals=2, index=False,
     )
-    print(f"planted look-ups recovered end to end: {int(recovery.recovered.sum())} of {len(rows)}")
+    print(recovery.finding())
 else:
     print("GPT-2 has no planted truth: compare with the paper's case studies instead.")
 

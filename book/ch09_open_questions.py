@@ -91,11 +91,9 @@ import torch
 
 from context_neurons import circuit as cc
 from context_neurons import discovery as disc
-from context_neurons import evaluation as ev
 from context_neurons import clusters as clu
 from context_neurons import sweeps as sw
 from context_neurons.printing import below, fixed, show_table, wrapped
-from context_neurons.text.windows import DomainTexts
 
 N_TEXTS = 4  # general texts (sections 9.1 and 9.2)
 DOMAINS = ("general", "bible", "medical", "legal", "astronomy", "code")
@@ -108,6 +106,13 @@ circuit = cc.get_circuit(model)
 scores = disc.get_scores(circuit, model)
 found = scores.found(disc.THETA)
 neurons = disc.carried(found if found else scores.ranking()[:10], N_NEURONS)
+print(wrapped(f"model: {loaded.title}; contextual heads (computed): {circuit.heads}"))
+print(wrapped(f"neurons evaluated: {disc.selection_note(neurons, found)} (theta = {disc.THETA})"))
+
+# %%
+from context_neurons import evaluation as ev
+from context_neurons.text.windows import DomainTexts
+
 windows, labels, _, left_out = ev.held_out_general_windows(model.tokenizer, N_TEXTS)
 sets, set_labels = ev.held_out_domain_sets(model.tokenizer, DOMAINS, n=PER_DOMAIN)
 domains = DomainTexts(
@@ -115,8 +120,6 @@ domains = DomainTexts(
     labels=[label for d in DOMAINS for label in set_labels[d]],
     domains=[d for d in DOMAINS for _ in sets[d]],
 )
-print(wrapped(f"model: {loaded.title}; contextual heads (computed): {circuit.heads}"))
-print(wrapped(f"neurons evaluated: {disc.selection_note(neurons, found)} (theta = {disc.THETA})"))
 print(wrapped(f"general texts: {', '.join(labels)}"))
 print(wrapped(f"domain texts: {len(domains.windows)} ({PER_DOMAIN} per domain of "
               f"{', '.join(DOMAINS)})"))
@@ -363,38 +366,14 @@ print(f"paper (GPT-2 Small): head {PAPER_GROUPS['miscellaneous'][0]}, miscellane
 # %%
 from context_neurons.text.windows import pad_windows
 
-heads_plus = sorted(circuit.heads + [added])
-plus = cc.get_circuit(model, heads=heads_plus)
-tokens, _ = pad_windows(windows[:2])
+tokens, _ = pad_windows(windows[:2])  # two texts for the attention TV
 tokens = tokens.to(model.cfg.device)
-n_min = circuit.calibration.n_min
-tv = {
-    f"{len(c.heads)} heads": {
-        h: float(v) for h, v in zip(c.heads, sw.circuit_attention_tv(c, model, tokens)[
-            :, :, n_min:].flatten(1).median(1).values)
-    }
-    for c in (circuit, plus)
-}
-plus_found = disc.score_neurons(plus, model, k=k, vocabulary=vocabulary).found(disc.THETA)
-truth_cache = {}
-rows = {}
-for name, c, f in (
-    (f"{len(circuit.heads)} contextual heads", circuit, sweep.found[classes.tokens[0]]),
-    (f"with head {added}", plus, plus_found),
-):
-    result = ev.evaluate(c, model, windows, neurons, truth_cache=truth_cache)
-    rows[name] = {
-        "median TV, old heads": pd.Series(tv[f"{len(c.heads)} heads"]).loc[circuit.heads].median(),
-        "found (quarter vocabulary)": len(f),
-        f"Jaccard with {len(circuit.heads)}-head set": sw.jaccard(f, sweep.found[classes.tokens[0]]),
-        "median r": result.median_pearson,
-        "median FVU": result.median_fvu,
-        "context FVU": result.median_context_fvu,
-    }
-show_table(pd.DataFrame(rows).T, f"the circuit with head {added} added", model=loaded.title,
+with_head = sw.add_head(circuit, model, added, tokens, windows, neurons,
+                        sweep.found[classes.tokens[0]], k=k, vocabulary=vocabulary)
+plus, tv = with_head.plus, with_head.tv
+show_table(with_head.table, f"the circuit with head {added} added", model=loaded.title,
            formats={"found (quarter vocabulary)": 0})
-print(f"head {added}'s own median TV in the new circuit: "
-      f"{tv[f'{len(plus.heads)} heads'][added]:.3f}")
+print(with_head.finding())
 
 # %% [markdown]
 # The first column is the median, over the original contextual heads, of their attention TV; the

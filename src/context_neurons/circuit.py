@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pandas as pd
 import torch
 from einops import rearrange
 from jaxtyping import Float, Int
@@ -455,6 +456,43 @@ def contextual_heads(model: Model) -> list[int]:
     return list(found)
 
 
+@dataclass(frozen=True)
+class KnownHeads:
+    """The computed contextual heads beside the known ones (chapter 4, section 4.1): the paper's
+    on GPT-2 Small (where they can differ), the planted ones on the planted model (the same by
+    construction), else GPT-2 Small's in the paper as a reference.
+
+    Attributes:
+        computed: the contextual heads computed from the weights (:func:`contextual_heads`).
+        paper: GPT-2 Small's in the paper.
+        gpt2: whether the model is GPT-2 Small.
+        planted: the planted contextual heads (the planted model only).
+    """
+
+    computed: list[int]
+    paper: list[int]
+    gpt2: bool = False
+    planted: list[int] | None = None
+
+    def findings(self) -> list[str]:
+        """The computed heads, then the known ones (and on GPT-2 Small, an alarm when they
+        differ), one line each."""
+        lines = [f"contextual heads (computed):  {self.computed}"]
+        if self.gpt2:
+            lines.append(f"paper (GPT-2 Small):          {self.paper}")
+            if sorted(self.computed) != sorted(self.paper):
+                lines.append(
+                    "!!! THE COMPUTED CONTEXTUAL HEADS DIFFER FROM THE PAPER'S. This chapter uses "
+                    "the COMPUTED heads; chapter 2's margins say which differences are close "
+                    "calls."
+                )
+        elif self.planted is not None:
+            lines.append(f"planted truth:                {self.planted}  (by construction)")
+        else:
+            lines.append(f"GPT-2 Small's in the paper:   {self.paper}  (another model; reference)")
+        return lines
+
+
 def get_circuit(
     model: TransformerBridge, calibration: str = "prose", heads=None
 ) -> ContextualCircuit:
@@ -544,6 +582,45 @@ def circuit_error(
         bag_cosine=cos(true_ctx, bag, dim=-1),
         bag_relative_error=(true_ctx - bag).norm(dim=-1) / true_ctx.norm(dim=-1),
     )
+
+
+#: The approximations of chapter 4's section 4.5, each a variant of :func:`circuit_error`'s
+#: options: the circuit as the paper defines it, then each approximation removed in turn.
+FIT_VARIANTS: dict[str, dict[str, str]] = {
+    "the circuit (Dhat_h, shared kernel)": dict(denominators="median", kernel="shared"),
+    "per-position D_h(n), shared kernel": dict(denominators="per_position", kernel="shared"),
+    "Dhat_h, each head's own kernel": dict(denominators="median", kernel="per_head"),
+    "per-position D_h(n), own kernels": dict(denominators="per_position", kernel="per_head"),
+}
+
+
+@torch.no_grad()
+def variant_fits(
+    circuit: ContextualCircuit,
+    model: TransformerBridge,
+    tokens: Int[Tensor, "*batch pos"],
+    true: Float[Tensor, "batch pos d_model"] | None = None,
+) -> dict[str, CircuitFit]:
+    """:func:`circuit_error` of each of :data:`FIT_VARIANTS` on the same texts (``true``: their
+    :func:`true_head_output`, when already computed)."""
+    return {
+        name: circuit_error(circuit, model, tokens, true=true, **options)
+        for name, options in FIT_VARIANTS.items()
+    }
+
+
+def fit_table(fits: dict[str, CircuitFit]) -> pd.DataFrame:
+    """One row per fit (:func:`variant_fits`): the median cosine over positions ``n >= 1``, the
+    median relative error before and from position 100, and the bag's median cosine from 100."""
+    rows = {}
+    for name, fit in fits.items():
+        rows[name] = {
+            "cosine": float(fit.cosine[:, 1:].median()),
+            "rel. error, n < 100": float(fit.relative_error[:, 1:100].median()),
+            "rel. error, n >= 100": float(fit.relative_error[:, 100:].median()),
+            "bag cosine, n >= 100": float(fit.bag_cosine[:, 100:].median()),
+        }
+    return pd.DataFrame(rows).T
 
 
 def kernel_spread(circuit: ContextualCircuit, n) -> dict[str, float]:

@@ -32,7 +32,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from context_neurons.checks import check_heads, check_position, check_sequence, token_id
+from context_neurons.checks import InputError, check_heads, check_position, check_sequence
+from context_neurons.checks import token_id
 from context_neurons.models.weights import Model, as_weights
 
 #: The destination token the method fixes (a stop word), looked up in each model's tokenizer.
@@ -515,3 +516,74 @@ def score_error_parts(
     ) / scale
     mask = causal_mask(n, tokens.device)
     return ScoreErrorParts(heads, token_scale * mask, position * mask)
+
+
+@dataclass(frozen=True)
+class ErrorPartSizes:
+    """How large each part of the score error is where a head looks (chapter 1, section 1.5).
+
+    Attributes:
+        table: one row per head (index ``head``): ``token scale (nats)`` and ``positional key
+            (nats)``, the attention-weighted mean of the part's absolute value over the sources,
+            median over the destinations ``n >= 1``; ``median TV``, the median over destinations
+            of the reconstruction's TV distance.
+        mismatch: ``max |token scale + position - (reconstructed - exact score)|`` over
+            ``max |exact score|``: float rounding when the two parts add up to the error.
+    """
+
+    table: pd.DataFrame
+    mismatch: float
+
+    def finding(self, model: str) -> str:
+        """Which part is the larger one for how many heads of ``model`` (its title), in one
+        sentence."""
+        heads = len(self.table)
+        larger = int((self.table["token scale (nats)"] > self.table["positional key (nats)"]).sum())
+        if 2 * larger == heads:
+            dominant = "neither part dominates"
+        else:
+            part = "token-scale" if 2 * larger > heads else "positional-key"
+            dominant = f"the {part} part dominates"
+        return (f"the token-scale part is the larger one for {larger} of {heads} heads, "
+                f"the positional-key part for {heads - larger}: on {model}, {dominant}")
+
+
+def _weighted_size(
+    attention: Float[Tensor, "selected_head query_pos key_pos"],
+    part: Float[Tensor, "selected_head query_pos key_pos"],
+) -> Float[Tensor, " selected_head"]:
+    """Attention-weighted mean ``|part|`` over the sources; median over destinations ``n >= 1``."""
+    return (attention * part.abs()).sum(-1)[:, 1:].median(-1).values.cpu()
+
+
+@torch.no_grad()
+def error_part_sizes(
+    decomposition: AttentionDecomposition,
+    parts: ScoreErrorParts,
+    tv: Float[Tensor, "selected_head query_pos"] | None = None,
+) -> ErrorPartSizes:
+    """:class:`ErrorPartSizes` of one sequence's decomposition and its :func:`score_error_parts`
+    (the same heads, in the same order).
+
+    Args:
+        decomposition: :func:`decompose_attention` of the sequence.
+        parts: :func:`score_error_parts` of the same sequence and heads.
+        tv: the decomposition's :meth:`~AttentionDecomposition.tv_distance`, when already computed.
+    """
+    if list(parts.heads) != list(decomposition.heads):
+        raise InputError(f"The error parts are of heads {parts.heads}, the decomposition of "
+                         f"{decomposition.heads}: compute both for the same heads.")
+    scores = decomposition
+    error = (scores.positional_scores + scores.content_scores - scores.exact_scores) * scores.mask
+    mismatch = (parts.total() - error).abs().max() / scores.exact_scores.abs().max()
+    attention = scores.exact_pattern()
+    tv = scores.tv_distance() if tv is None else tv
+    table = pd.DataFrame(
+        {
+            "token scale (nats)": _weighted_size(attention, parts.token_scale),
+            "positional key (nats)": _weighted_size(attention, parts.position),
+            "median TV": tv.cpu().median(dim=-1).values,
+        },
+        index=pd.Index(decomposition.heads, name="head"),
+    )
+    return ErrorPartSizes(table, float(mismatch))

@@ -199,6 +199,70 @@ def selection_note(chosen, found) -> str:
     return f"the {len(chosen)} highest-scoring of {len(found)} found neurons"
 
 
+#: Vocabulary sizes whose Gaussian null chapter 5 prints beside the model's own.
+OTHER_VOCABULARIES = (8191, 50256, 200_000)
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """Where the threshold sits against the scores of one model (chapter 5, section 5.2).
+
+    Attributes:
+        n_tokens: the tokens scored (the vocabulary without ``<|endoftext|>``).
+        null: the Gaussian null score for that vocabulary (:func:`gaussian_null_score`).
+        theta: the threshold.
+        n_found: the neurons with a score of at least ``theta``.
+        n_neurons: all neurons scored (``d_mlp``).
+        median: the median score over all neurons.
+        other_nulls: vocabulary size -> its Gaussian null (:data:`OTHER_VOCABULARIES`).
+    """
+
+    n_tokens: int
+    null: float
+    theta: float
+    n_found: int
+    n_neurons: int
+    median: float
+    other_nulls: dict[int, float]
+
+    @property
+    def saturated(self) -> bool:
+        """Whether the typical neuron already scores at or above ``theta``."""
+        return self.median >= self.theta
+
+    def findings(self) -> list[str]:
+        """The null against ``theta``, the null of other vocabularies, how many neurons pass, and
+        (when :attr:`saturated`) that the threshold separates little on this model."""
+        out = [
+            f"{self.n_tokens} scored tokens: Gaussian null {self.null:.2f}; theta = "
+            f"{self.theta:g} ({self.theta - self.null:.2f} above the null)",
+            "the null for other vocabularies: "
+            + ", ".join(f"{n} tokens {v:.2f}" for n, v in self.other_nulls.items()),
+            f"neurons found: {self.n_found} of {self.n_neurons} "
+            f"({self.n_found / self.n_neurons:.1%}); median score over all neurons: "
+            f"{self.median:.2f}",
+        ]
+        if self.saturated:
+            out.append("the typical neuron of this model scores above theta: the threshold "
+                       "separates little here, and the bounded set below (the highest scores) "
+                       "decides what is studied")
+        return out
+
+
+def score_summary(scores: NeuronScores, theta: float = THETA,
+                  vocabularies=OTHER_VOCABULARIES) -> ScoreSummary:
+    """:class:`ScoreSummary` of ``scores`` at ``theta``, with the null of ``vocabularies``."""
+    return ScoreSummary(
+        n_tokens=scores.n_tokens,
+        null=scores.null(),
+        theta=theta,
+        n_found=len(scores.found(theta)),
+        n_neurons=len(scores.top),
+        median=float(scores.top.median()),
+        other_nulls={n: gaussian_null_score(n, scores.k) for n in vocabularies},
+    )
+
+
 @torch.no_grad()
 def score_neurons(
     circuit: ContextualCircuit,

@@ -8,6 +8,10 @@ planted ones, evaluate the approximation of the neurons found at ``theta`` (chap
 denominator variants) and the decomposition's total-variation error (chapter 1). On the negative
 control (``variant="shuffled-kernels"``) no head should be contextual and nothing found; the method
 stops there and says so. ``scripts/planted_recovery.py`` runs it over seeds.
+
+The appendix on the planted model prints its plan and its difficulties from here:
+:func:`planned_heads` (the plan of the layer-0 heads) and :func:`difficulty_table` (each planted
+difficulty, measured by :func:`difficulty_measurements`, beside what GPT-2 is described to show).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import math
 import time
 
 import torch
+import pandas as pd
 from jaxtyping import Float
 from torch import Tensor
 
@@ -292,3 +297,92 @@ def summarise(rows: list[dict]) -> list[str]:
             if values:
                 lines.append(f"  {key}: {min(values):.3f} .. {max(values):.3f}")
     return lines
+
+
+# ----------------------------------------------------------------------------------------------
+# The appendix's tables: the plan of the heads, and the difficulties measured
+# ----------------------------------------------------------------------------------------------
+
+#: Decimals of :func:`planned_heads`' columns (the other numbers: one decimal).
+PLAN_DECIMALS = {"width w": 1, "stretch": 2, "tail": 2, "n_eff (planned)": 1, "content sd": 2}
+
+
+def planned_heads(truth) -> pd.DataFrame:
+    """The plan of the planted layer-0 heads (``truth``: the planted model's
+    :class:`~context_neurons.models.planted_plan.PlantedTruth`), one row per head: its group,
+    kernel shape, decay length ``w``, stretch and tail of its target log-kernel and the planned
+    kernel's width at ``n = 500`` (the first six columns: the kernel), then the content part of
+    its score: the content sd at the destination ``' the'`` and across destinations, and the
+    stop-word, BOS and duplicate-token weights (nats)."""
+    return pd.DataFrame(
+        [
+            {
+                "head": h,
+                "group": plan["group"],
+                "kernel": plan["kernel"],
+                "width w": plan["width"],
+                "stretch": plan["stretch"],
+                "tail": plan["tail"],
+                "n_eff (planned)": round(truth.kernel_n_eff[h], 1),
+                "content sd": plan["content_sd"],
+                "destination sd": plan["content_destination_sd"],
+                "stop-word": plan["stopword_weight"],
+                "BOS": plan["bos_weight"],
+                "duplicate": plan["duplicate_strength"],
+            }
+            for h, plan in sorted(truth.layer0_heads.items())
+        ]
+    ).set_index("head")
+
+
+def _spread(values: dict) -> str:
+    """``min .. max`` of per-head values, two decimals."""
+    return f"{min(values.values()):.2f} .. {max(values.values()):.2f}"
+
+
+def difficulty_table(measured: dict, truth) -> pd.DataFrame:
+    """Each planted difficulty as :func:`difficulty_measurements` measured it (``measured``),
+    as printed text, beside what GPT-2 is described to show (from the literature and the paper's
+    appendix: a description, not a measurement); one row per difficulty."""
+    detokenization = truth.head_groups["detokenization"]
+    previous = {h: measured[f"head{h}_attention_previous"] for h in detokenization}
+    current = {h: measured[f"head{h}_attention_current"] for h in detokenization}
+    return pd.DataFrame(
+        [
+            ("position 0 norm / typical norm", f"{measured['pos_norm_0_over_late']:.2f}",
+             "position 0 stands out"),
+            ("position 1 norm / typical norm", f"{measured['pos_norm_1_over_late']:.2f}",
+             "norms fall over the first positions"),
+            ("max / min norm beyond position 100",
+             f"{measured['pos_norm_late_max_over_min']:.2f}", "norms vary"),
+            ("share of W_pos variance in 6 components", f"{measured['pos_pca_top6_share']:.2f}",
+             "low-dimensional helix"),
+            ("sign changes of those 6 components", str(measured["pos_pca_top6_sign_changes"]),
+             "sinusoids of rising frequency"),
+            ("token-position max |cos|, median token",
+             f"{measured['token_pos_max_abs_cos_median']:.3f}", "not orthogonal"),
+            ("same, glitch tokens", f"{measured['token_pos_max_abs_cos_glitch_median']:.3f}",
+             "glitch tokens overlap most"),
+            ("TV to the nearest exponential, per head", _spread(measured["kernel_exponential_tv"]),
+             "kernels are not exactly exponential"),
+            ("n_eff max/min over destinations, per head",
+             _spread(measured["kernel_n_eff_destination_max_over_min"]),
+             "kernels change with the query"),
+            ("n_eff max/min over n = 150..900, per head",
+             _spread(measured["kernel_n_eff_position_max_over_min"]), "and with the position"),
+            ("content: correlation ' the' vs other destinations",
+             f"{measured['content_corr_the_vs_other_destinations_median']:.2f}",
+             "content weights depend on the destination"),
+            ("detokenization heads: attention on i = n - 1", _spread(previous),
+             "previous-token heads"),
+            ("detokenization heads: attention on i = n", _spread(current),
+             "the paper's appendix: 41-80% at i = n"),
+            ("topic directions: median |cos|",
+             f"{measured['topic_direction_abs_cos_median']:.2f}", "features are not orthogonal"),
+            ("tokens strongly on two or more topics", str(measured["tokens_on_two_or_more_topics"]),
+             "superposition"),
+            ("planting tokens: sd / mean of topic projection",
+             f"{measured['planting_projection_cv_median']:.2f}", "graded membership"),
+        ],
+        columns=["difficulty", "measured here", "GPT-2 (described)"],
+    ).set_index("difficulty")

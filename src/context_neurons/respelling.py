@@ -6,6 +6,11 @@ fixed text: :func:`respelled_texts` respells American texts into British spellin
 token by token, and :func:`respelling_effect` measures the difference of the pre-activations,
 British minus American, near the respelled words and away from them (chapter 5, neurons 300 and
 704 of the planted model).
+
+Around the experiment, chapter 5's findings: :func:`case_verdicts` lists the case studies'
+verdicts on the texts of their domains and says which British-spelling cases the experiment has
+to test; :meth:`Respelling.coverage` says how dense the respelled texts are in a neuron's tokens;
+:func:`compare_with_texts` sets the experiment's verdicts beside those of the British texts.
 """
 
 from __future__ import annotations
@@ -21,10 +26,18 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
-from context_neurons.casestudies import START, verdict
+from context_neurons.casestudies import (
+    START,
+    TextActivations,
+    domain_evidence,
+    token_marks,
+    verdict,
+)
 from context_neurons.checks import DataError, InputError, check_neurons
 from context_neurons.circuit import ContextualCircuit
+from context_neurons.discovery import NeuronScores
 from context_neurons.evaluation import approximator, true_pre_activations
+from context_neurons.printing import wrapped
 from context_neurons.text.corpora import corpora_dir
 from context_neurons.text.topics import read_gb_us_pairs, swap_spellings
 from context_neurons.text.windows import bos_id, context_length, pad_windows
@@ -114,6 +127,25 @@ class Respelling:
     def per_1000(self) -> float:
         """Respelled words per 1000 tokens over all the texts (BOS not counted)."""
         return 1000 * sum(self.words) / float((self.lengths - 1).sum())
+
+    @torch.no_grad()
+    def coverage(self, circuit: ContextualCircuit, model: TransformerBridge, neuron,
+                 scores: NeuronScores, against: CaseVerdicts) -> RespellingCoverage:
+        """:class:`RespellingCoverage` of ``neuron`` by these texts (its up- and down-tokens:
+        ``scores``'s robust z-scores, :func:`~context_neurons.casestudies.token_marks`), with the
+        density of the ``(neuron, "british")`` case of ``against`` beside it."""
+        both = torch.cat([self.american, self.british])
+        marks = token_marks(circuit, model, [neuron], both, scores)[..., 0]
+        n_texts, changed = len(self.labels), self.respelled
+        tokens = float((self.lengths - 1).sum())
+        return RespellingCoverage(
+            neuron=neuron,
+            respelling=self,
+            up_british=float((marks[n_texts:][changed] > 0).float().mean()),
+            down_american=float((marks[:n_texts][changed] < 0).float().mean()),
+            up_density=1000 * float((marks[n_texts:] > 0).sum()) / tokens,
+            table_density=against.evidence.loc[(neuron, "british"), "up-tokens /1000, domain"],
+        )
 
 
 def respelled_texts(
@@ -340,3 +372,165 @@ def respelling_effect(
         start=start,
         near=near,
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# The case studies on texts, and the experiment beside them (chapter 5)
+# ----------------------------------------------------------------------------------------------
+
+#: The verdicts of :func:`~context_neurons.casestudies.verdict`, in the order chapter 5 lists them.
+VERDICTS = ("confirmed", "weak", "not shown", "contradicted")
+
+
+@dataclass(frozen=True)
+class CaseVerdicts:
+    """The case studies against the texts of their domains, and what they leave to the respelling
+    experiment (chapter 5, section 5.4).
+
+    Attributes:
+        evidence: :func:`~context_neurons.casestudies.domain_evidence` of the cases, one row per
+            ``(neuron, domain)`` in their order.
+        spelling: the British-spelling neurons (the first and the second), as given.
+    """
+
+    evidence: pd.DataFrame
+    spelling: tuple
+
+    def verdicts(self) -> dict[str, str]:
+        """Each verdict of :data:`VERDICTS` -> its cases, ``"<neuron> on <domain>"`` separated by
+        commas (``"-"`` for none)."""
+        listed = {}
+        for name in VERDICTS:
+            chosen = self.evidence.index[self.evidence["verdict"] == name]
+            listed[name] = ", ".join(f"{j} on {d}" for j, d in chosen) or "-"
+        return listed
+
+    def findings(self) -> list[str]:
+        """The largest gap between the measured and the predicted excess, then each
+        British-spelling case's verdict, the densities of its tokens behind it, and whether the
+        respelling experiment tests the reading (a verdict other than confirmed) or measures it."""
+        gap = (self.evidence["excess"] - self.evidence["predicted excess"]).abs()
+        worst = gap.idxmax()
+        out = [f"largest |excess - predicted excess|: {gap.max():.2f} "
+               f"(neuron {worst[0]} on {worst[1]})"]
+        spelling = [case for case in self.evidence.index if case[0] in self.spelling]
+        for (j, domain), row in self.evidence.loc[spelling].iterrows():
+            then = "tests it" if row["verdict"] != "confirmed" else "measures it"
+            out.append(
+                f"{j} on {domain}: {row['verdict']} with {row['up-tokens /1000, domain']:.1f} "
+                f"up-tokens and {row['down-tokens /1000, domain']:.1f} down-tokens per 1000 "
+                f"tokens; the respelling experiment {then} at fixed text"
+            )
+        return out
+
+
+def case_verdicts(acts: TextActivations, cases, spelling) -> CaseVerdicts:
+    """:class:`CaseVerdicts` of the ``(neuron, domain)`` ``cases`` on the texts of ``acts``;
+    ``spelling``: the British-spelling neurons."""
+    return CaseVerdicts(domain_evidence(acts, cases), tuple(spelling))
+
+
+@dataclass(frozen=True)
+class RespellingCoverage:
+    """How the respelled texts cover a British-spelling neuron's tokens (chapter 5).
+
+    Attributes:
+        neuron: the neuron.
+        respelling: the texts, in both spellings.
+        up_british: the share of the respelled tokens that are the neuron's up-tokens in
+            British spelling.
+        down_american: the share of them that are its down-tokens in American spelling.
+        up_density: its up-tokens per 1000 tokens of the British versions (BOS not counted).
+        table_density: its up-tokens per 1000 tokens of the *british* texts of the case studies.
+    """
+
+    neuron: int
+    respelling: Respelling
+    up_british: float
+    down_american: float
+    up_density: float
+    table_density: float
+
+    def findings(self) -> list[str]:
+        """The texts (how many, the respelled words), the coverage and the density against the
+        british texts: the lines as printed, the two that can be long wrapped to the text width."""
+        texts = self.respelling
+        return [
+            f"texts: {len(texts.labels)}, from {texts.n_examined} examined "
+            f"({texts.n_dropped} left out: not aligned)",
+            wrapped("respelled words per text: " + ", ".join(map(str, texts.words))),
+            f"respelled words per 1000 tokens: {texts.per_1000():.1f}",
+            f"respelled tokens: British up-tokens of {self.neuron} {self.up_british:.0%}, "
+            f"American down-tokens {self.down_american:.0%}",
+            wrapped(f"up-tokens of {self.neuron} per 1000 tokens: {self.up_density:.1f} in the "
+                    f"respelled texts, {self.table_density:.1f} in the british texts of the "
+                    "table"),
+        ]
+
+
+@dataclass(frozen=True)
+class SpellingComparison:
+    """The British-spelling neurons on British texts beside the respelling experiment (chapter 5).
+
+    Attributes:
+        table: per neuron, its verdict and ``excess / SD`` on the british texts, and the
+            experiment's verdict, its effect near respelled words and over all positions (in
+            within-text SDs).
+        neurons: the two neurons (first, second), as given.
+        ratio: the second's true effect near respelled words over the first's.
+        output_cos: the cosine of their output weights.
+        near: positions counted as near a respelled word.
+    """
+
+    table: pd.DataFrame
+    neurons: tuple
+    ratio: float
+    output_cos: float
+    near: int
+
+    def findings(self) -> list[str]:
+        """Each neuron's two verdicts, the ratio of their effects with the cosine of their
+        outputs, and what the two do together."""
+        rows = list(zip(self.neurons, self.table.to_dict("records")))
+        out = [
+            f"neuron {j}: british texts {row['british texts']} "
+            f"({row['british texts, excess / SD']:+.2f} SD); respelling {row['respelling']} "
+            f"({row['respelling, near / SD']:+.2f} SD within {self.near} tokens of a respelled "
+            f"word, {row['respelling, all / SD']:+.2f} SD over the whole text)"
+            for j, row in rows
+        ]
+        first, second = self.neurons
+        out.append(f"{second}'s effect near respelled words is {self.ratio:+.2f} times "
+                   f"{first}'s; cosine of their output weights: {self.output_cos:+.3f}")
+        responds = {j: row["respelling"] in ("confirmed", "weak") for j, row in rows}
+        if all(responds.values()) and self.ratio > 0 and self.output_cos < -0.5:
+            out.append("both read British spelling the same way and write opposite outputs")
+        elif all(responds.values()) and self.ratio > 0:
+            out.append("both read British spelling the same way; their outputs are not opposite")
+        else:
+            shown = [j for j, r in responds.items() if r] or "neither"
+            out.append(f"a response to the spelling is shown for: {shown}")
+        return out
+
+
+def compare_with_texts(against: CaseVerdicts, effect: RespellingEffect,
+                       output_cos: float) -> SpellingComparison:
+    """:class:`SpellingComparison` of the two British-spelling neurons of ``against`` (their
+    ``"british"`` cases) and ``effect`` (:func:`respelling_effect` of both);
+    ``output_cos``: the cosine of their output weights."""
+    summary, near = effect.summary(), effect.near_name
+    first, second = against.spelling
+    rows = []
+    for j in (first, second):
+        on_texts, fixed = against.evidence.loc[(j, "british")], summary.loc[j]
+        rows.append({
+            "british texts": on_texts["verdict"],
+            "british texts, excess / SD": on_texts["excess / SD"],
+            "respelling": fixed["verdict"],
+            "respelling, near / SD": fixed[f"{near} / SD"],
+            "respelling, all / SD": fixed["all / SD"],
+        })
+    table = pd.DataFrame(rows, index=pd.Index([first, second], name="neuron"))
+    ratio = summary.loc[second, f"{near}, true"] / summary.loc[first, f"{near}, true"]
+    return SpellingComparison(table, (first, second), float(ratio), float(output_cos),
+                              effect.near)

@@ -246,3 +246,35 @@ def test_circuit_fit_figure_on_a_log_axis_names_the_model():
     assert low < 0.01 and high > 0.3  # both errors visible
     plt.close(figure)
     assert plot_circuit_fit(errors, log=False).axes[0].get_yscale() == "linear"
+
+
+# ---- chapter 4's findings, computed in the package (issue 33) ----------------------------------
+
+
+def test_known_heads_lines():
+    assert C.KnownHeads([0, 2], [2, 0], gpt2=True).findings() == [
+        "contextual heads (computed):  [0, 2]", "paper (GPT-2 Small):          [2, 0]"]
+    lines = C.KnownHeads([0, 3], [0, 2], gpt2=True).findings()
+    assert len(lines) == 3 and lines[2].startswith("!!! THE COMPUTED CONTEXTUAL HEADS DIFFER")
+    assert C.KnownHeads([0, 3], [0, 2], planted=[0, 3]).findings()[1] == (
+        "planted truth:                [0, 3]  (by construction)")
+    assert C.KnownHeads([0, 3], [0, 2]).findings()[1] == (
+        "GPT-2 Small's in the paper:   [0, 2]  (another model; reference)")
+
+
+def test_variant_fits_and_their_table(toy):
+    model, circuit, texts = toy
+    true = C.true_head_output(model, texts, circuit.heads)
+    fits = C.variant_fits(circuit, model, texts, true)
+    assert list(fits) == list(C.FIT_VARIANTS)
+    for name, options in C.FIT_VARIANTS.items():
+        direct = C.circuit_error(circuit, model, texts, **options)
+        torch.testing.assert_close(fits[name].relative_error, direct.relative_error)
+    table = C.fit_table(fits)
+    assert list(table.index) == list(C.FIT_VARIANTS)
+    assert list(table.columns) == ["cosine", "rel. error, n < 100", "rel. error, n >= 100",
+                                   "bag cosine, n >= 100"]
+    fit = fits["the circuit (Dhat_h, shared kernel)"]
+    assert table.iloc[0]["cosine"] == pytest.approx(float(fit.cosine[:, 1:].median()))
+    assert table.iloc[0]["rel. error, n < 100"] == pytest.approx(
+        float(fit.relative_error[:, 1:100].median()))

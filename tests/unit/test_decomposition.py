@@ -310,3 +310,48 @@ def test_read_weights_refuses_another_architecture_in_words(monkeypatch):
     assert all(name in str(error.value) for name in ARCHITECTURE)
     check_architecture(model.cfg)  # GPT-2's choices pass
     check_architecture(SimpleNamespace(normalization_type="LNPre"))  # LayerNorm folded
+
+
+# ---- chapter 1's findings, computed in the package (issue 33) ----------------------------------
+
+
+def test_error_part_sizes_are_the_attention_weighted_parts():
+    model, _ = make_small_model(seed=7)
+    gen = torch.Generator().manual_seed(2)
+    tokens = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=gen)
+    reference = torch.randint(0, model.cfg.d_vocab, (50,), generator=gen)
+    heads = [0, model.cfg.n_heads - 1]
+    parts = dec.score_error_parts(model, tokens, heads=heads, reference_tokens=reference)
+    decomposed = dec.decompose_attention(model, tokens, heads=heads, reference_tokens=reference)
+    sizes = dec.error_part_sizes(decomposed, parts)
+    assert list(sizes.table.index) == heads and sizes.table.index.name == "head"
+    assert sizes.mismatch < 1e-4  # the two parts add up to the score error
+    attention = decomposed.exact_pattern()
+    for k in range(len(heads)):
+        for part, column in ((parts.token_scale, "token scale (nats)"),
+                             (parts.position, "positional key (nats)")):
+            per_destination = [float((attention[k, n] * part[k, n].abs()).sum())
+                               for n in range(1, len(tokens))]
+            assert sizes.table[column].iloc[k] == pytest.approx(
+                float(torch.tensor(per_destination).median()), rel=1e-5)
+    tv = decomposed.tv_distance()
+    assert sizes.table["median TV"].tolist() == pytest.approx(tv.median(-1).values.tolist())
+    assert dec.error_part_sizes(decomposed, parts, tv).table.equals(sizes.table)
+    with pytest.raises(InputError):
+        dec.error_part_sizes(decomposed, dec.ScoreErrorParts(heads[::-1], parts.token_scale,
+                                                             parts.position))
+
+
+def test_error_part_sizes_finding_names_the_dominant_part():
+    import pandas as pd
+
+    def finding(token_scale, position):
+        table = pd.DataFrame({"token scale (nats)": token_scale,
+                              "positional key (nats)": position, "median TV": 0.1})
+        return dec.ErrorPartSizes(table, 0.0).finding("a model")
+
+    assert finding([0.1, 0.3], [0.2, 0.2]) == (
+        "the token-scale part is the larger one for 1 of 2 heads, the positional-key part for "
+        "1: on a model, neither part dominates")
+    assert finding([0.3, 0.3, 0.1], [0.2, 0.2, 0.2]).endswith("the token-scale part dominates")
+    assert finding([0.1], [0.2]).endswith("the positional-key part dominates")

@@ -554,3 +554,212 @@ def test_ingredient_swap_says_which_ingredient_moves_the_fvu_more(planted):
     swap = ev.IngredientSwap("code", [3], table)
     assert swap.finding() == ("The reference distribution changes the FVU more than the "
                               "denominators and LN2 scale (0.3000 vs 0.0500).")
+
+
+def _evaluation(pearson, neurons, context_share=None, seed=0):
+    """An Evaluation by hand: ``pearson`` given, the other measures drawn (shape of ``pearson``)."""
+    pearson = torch.tensor(pearson, dtype=torch.float32)
+    gen = torch.Generator().manual_seed(seed)
+    draw = lambda: torch.rand(pearson.shape, generator=gen)  # noqa: E731
+    share = draw() if context_share is None else torch.full(pearson.shape, context_share)
+    return E.Evaluation(neurons=list(neurons), labels=[f"c:{i}" for i in range(len(pearson))],
+                        pearson=pearson, fvu=draw(), true_max=draw(), approx_max=draw(),
+                        context_pearson=draw(), context_fvu=draw(), context_share=share,
+                        true_mean=draw())
+
+
+@pytest.fixture(scope="module")
+def long_toy():
+    """The exact toy model with a context of 128 tokens: texts long enough to evaluate from
+    position 100 on."""
+    model, heads = exact_toy_model(seed=2, n_ctx=128)
+    gen = torch.Generator().manual_seed(5)
+    calibration = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=gen)
+    circuit = C.build_circuit(model, calibration, heads=heads, dest_token=7, n_min=4)
+    texts = list(torch.randint(0, model.cfg.d_vocab, (4, model.cfg.n_ctx), generator=gen))
+    return model, circuit, texts
+
+
+def test_general_and_own_domain_findings(long_toy):
+    """The headline: the general texts' findings, each neuron on its own domain, the medians
+    beside the paper's, and how much of them the context part carries."""
+    from context_neurons.text.windows import WindowReport
+
+    model, circuit, texts = long_toy
+    result = _evaluation([[0.9, 0.8], [0.7, 0.6], [0.5, 0.4]], [0, 3], context_share=0.25)
+    constant = _evaluation([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]], [0, 3], seed=1)
+    general = E.GeneralEvaluation(
+        windows=texts[:3], labels=["brown:a", "masc:b", "brown:c"], report=WindowReport(),
+        left_out=[], result=result, constant=constant, note="all 2 found neurons")
+    assert general.findings() == [
+        f"neurons: all 2 found neurons; 3 general texts ({WindowReport()})",
+        "calibration documents left out of them: none was among them",
+        "texts per corpus: brown 2, masc 1",
+    ]
+    sets = {"a": texts[:2], "b": texts[2:]}
+    own_domain = {0: "a", 3: None, 5: "b"}
+    domains = E.evaluate_own_domains(circuit, model, sets, [0, 3, 5], own_domain)
+    expected = E.evaluate_sets(circuit, model, sets, [0, 3, 5])
+    assert torch.equal(domains.results["b"].pearson, expected["b"].pearson)
+    table, medians = E.matched_domains(expected, own_domain)
+    assert domains.medians == pytest.approx(medians, nan_ok=True)
+    assert domains.matched["domain"].tolist() == ["a", None, "b"] and domains.without == [3]
+    assert domains.findings() == ["4 domain texts: a, b", "own domain from the weights: 2 of 3 "
+                                  "neurons", "no own domain (their tokens suggest none of these "
+                                  "domains): [3]"]
+    headline = E.headline_medians(general, domains, 0.9485, 0.1426)
+    assert list(headline.table.index) == list(E.HEADLINE_MEASURES)
+    assert headline.table["GPT-2 Small (paper)"].tolist()[:3] == ["0.9485", "0.1426",
+                                                                  "not reported"]
+    # torch's median of an even count is the lower middle value
+    assert headline.table.loc["median Pearson r", "general, D_h(n)"] == pytest.approx(0.6)
+    assert headline.table.loc["median Pearson r", "general, Dhat_h"] == pytest.approx(0.3)
+    assert headline.table.loc["median FVU", "own domain, D_h(n)"] == pytest.approx(
+        medians["median FVU"])
+    first, second = headline.findings()
+    assert first == ("On the general texts the context part carries a median 25.0% of a pair's "
+                     "variance: most of the headline r and FVU measures the local terms, and the "
+                     f"context part alone is predicted with median r = "
+                     f"{headline.general['context r']:.3f}.")
+    assert second.startswith("On each neuron's own domain the context share is "
+                             f"{medians['context share']:.1%}")
+    mostly = E.Headline(headline.table, {**headline.general, "context share": 0.6},
+                        headline.own_domain)
+    assert mostly.findings()[0].endswith("the headline r and FVU mostly measure the context part.")
+
+
+def test_held_out_domain_texts_are_the_domain_sets_in_order(planted):
+    tokenizer = planted.model.tokenizer
+    sets, texts = E.held_out_domain_texts(tokenizer, ("bible", "spanish"), n=2)
+    again, labels = E.held_out_domain_sets(tokenizer, ("bible", "spanish"), n=2)
+    assert texts.domains == ["bible", "bible", "spanish", "spanish"]
+    assert texts.labels == labels["bible"] + labels["spanish"]
+    assert all(torch.equal(a, b) for a, b in zip(texts.windows, again["bible"] + again["spanish"]))
+    assert list(sets) == ["bible", "spanish"]
+
+
+def test_examples_are_the_pairs_at_the_quantiles(long_toy):
+    model, circuit, texts = long_toy
+    result = _evaluation([[0.9, 0.1, 0.5], [0.3, 0.7, 0.2]], [4, 5, 6])
+    ranked = sorted((v, i, k) for i, row in enumerate(result.pearson.tolist())
+                    for k, v in enumerate(row))
+    for q in E.QUANTILES:
+        _, text, k = ranked[int(q * 5)]
+        assert E.quantile_pair(result.pearson, q) == (text, k)
+    examples = E.general_examples(result, texts[:2])
+    assert [e.neuron for e in examples] == [5, 4, 5]  # ranks 0, 2 and 4 of 6: r 0.1, 0.3, 0.7
+    assert examples[2].title == (f"90th percentile of r: neuron 5 on c:1 (r = 0.700, context r = "
+                                 f"{float(result.context_pearson[1, 1]):.3f})")
+    assert torch.equal(examples[0].tokens, texts[0])
+    results = {"a": result, "b": _evaluation([[0.2, 0.4, 0.6]], [4, 5, 6], seed=3)}
+    sets = {"a": texts[:2], "b": texts[2:3]}
+    own = E.own_domain_examples(results, sets, {4: "a", 5: None, 6: "b"}, quantiles=(0.0, 1.0))
+    pairs = sorted([(float(result.context_pearson[i, 0]), "a", i, 4) for i in range(2)]
+                   + [(float(results["b"].context_pearson[0, 2]), "b", 0, 6)])
+    assert [(e.neuron, e.title.split(" text ")[1][0]) for e in own] == [
+        (pairs[0][3], str(pairs[0][2])), (pairs[-1][3], str(pairs[-1][2]))]
+    assert own[0].title.startswith(f"0th percentile of context r: neuron {pairs[0][3]} on "
+                                   f"{pairs[0][1]} text {pairs[0][2]} (r = ")
+    with pytest.raises(E.EvaluationError, match="no carried neuron has an own domain"):
+        E.own_domain_examples(results, sets, {4: None})
+
+
+def test_plot_example_pairs_draws_a_row_per_pair(long_toy):
+    from context_neurons.plotting.evaluation import plot_example_pairs
+
+    model, circuit, texts = long_toy
+    result = E.evaluate(circuit, model, texts[:2], [0, 3])
+    figure = plot_example_pairs(circuit, model, E.general_examples(result, texts[:2]),
+                                title="toy: general texts")
+    assert len(figure.axes) == 6 and figure.axes[2].get_title().startswith("50th percentile")
+    assert figure.axes[1].get_title() == "context part"
+
+
+def test_error_by_position_on_the_toy(long_toy):
+    model, circuit, texts = long_toy
+    table = E.error_by_position(circuit, model, texts, [0, 3, 5])
+    assert list(table.columns) == ["median r", "median FVU", "median context FVU"]
+    assert list(table.index) == [("per-position D_h(n)", "all positions"),
+                                 ("per-position D_h(n)", "n >= 100"),
+                                 ("constant Dhat_h", "all positions"),
+                                 ("constant Dhat_h", "n >= 100")]
+    late = E.evaluate(circuit, model, texts, [0, 3, 5], denominators="median", start=100)
+    assert table.loc[("constant Dhat_h", "n >= 100"), "median FVU"] == pytest.approx(
+        late.median_fvu)
+
+
+def test_timings_say_which_is_faster(long_toy):
+    timings = E.Timings(4, 19, 0.039, 0.551, 3.38)
+    assert timings.finding() == (
+        "4 texts, 19 neurons: approximation 0.039 s; first layer, fused 0.551 s (14.1x); first "
+        "layer through hooks 3.380 s (86.7x): here the approximation is faster than the fused "
+        "first layer")
+    assert "is slower than" in E.Timings(4, 19, 0.6, 0.551, 3.38).finding()
+    model, circuit, texts = long_toy
+    measured = E.time_approximation(circuit, model, texts[:2], [0, 3], repeats=1)
+    assert (measured.n_texts, measured.n_neurons) == (2, 2)
+    assert min(measured.approximation, measured.first_layer, measured.hooks) > 0
+
+
+def test_calibration_study_sets_and_findings(long_toy, monkeypatch):
+    import pandas as pd
+
+    from context_neurons.evaluation import calibration
+
+    model, circuit, texts = long_toy
+    seen = {}
+
+    def sensitivity(model, sets, neurons, calibrations, truth_cache, own_neurons):
+        seen.update(sets=list(sets), own=own_neurons, calibrations=calibrations)
+        return pd.DataFrame({"x": [1.0]})
+
+    monkeypatch.setattr(calibration, "calibration_sensitivity", sensitivity)
+    monkeypatch.setattr(calibration, "calibration_leaks", lambda tokenizer, sets: [])
+    matched = pd.DataFrame({"domain": pd.Series({0: "bible", 3: None, 5: "code", 7: "bible"},
+                                                dtype=object)})
+    domain_sets = {d: texts[:1] for d in ("bible", "spanish", "legal", "code", "medical")}
+    study = E.calibration_study(model, texts[:2], domain_sets, matched, [0, 3, 5, 7])
+    assert seen["sets"] == ["general", "bible", "spanish", "legal", "code"]
+    assert study.own_neurons == {"general": [], "bible": [0, 7], "spanish": [], "legal": [],
+                                 "code": [5]}
+    assert study.findings() == [
+        "calibration texts found inside these sets: none",
+        "own neurons: general []; bible [0, 7]; spanish []; legal []; code [5]",
+    ]
+    assert list(E.SENSITIVITY_TABLES) == ["median r", "median FVU", "own neurons' FVU"]
+
+
+def test_quiet_on_calibration_lists_the_quiet_neurons(long_toy, monkeypatch):
+    import pandas as pd
+    from types import SimpleNamespace
+
+    from context_neurons.evaluation import quiet as quiet_module
+
+    model, circuit, texts = long_toy
+    numbers = [column for column in E.QUIET_COLUMNS if column != "best set"]
+    table = pd.DataFrame({column: [1.0, 2.0, 3.0] for column in numbers},
+                         index=pd.Index([0, 3, 5], name="neuron"))
+    table["best set"] = ["a", "b", "a"]
+    table["output ratio"] = [0.05, 0.5, 0.08]
+    table["quiet on calibration"] = [True, False, True]
+    table["fires clearly on calibration"] = [False, False, True]
+    monkeypatch.setattr(quiet_module, "silent_on_calibration", lambda *args: table)
+    monkeypatch.setattr(quiet_module, "calibration_text", lambda name: name)
+    monkeypatch.setattr(quiet_module, "describe", lambda text: "a calibration text")
+    truth = SimpleNamespace(context_neurons={5: {"description": "astronomy"}})
+    evaluations = {"a": E.evaluate(circuit, model, texts[:1], [0, 3, 5])}
+    quiet = E.quiet_on_calibration(circuit, model, [0, 3, 5], evaluations, truth=truth)
+    assert list(quiet.table.index) == [0, 5] and quiet.clear == [5]
+    assert list(quiet.table.columns)[:2] == ["max pre-activation, calibration",
+                                             "max output, calibration"]
+    assert quiet.table["planted truth"].tolist() == ["not planted", "astronomy"]
+    assert quiet.summary() == ("2 of 3 carried neurons are quiet on the calibration text (a "
+                               "calibration text) and fire strongly in a domain:")
+    assert quiet.findings() == [
+        "their largest output on the calibration text is at most 8% of their largest on the "
+        "best set; 1 of them still reach an output of 1 (clear firing) somewhere in the "
+        "calibration text: [5]"]
+    table["quiet on calibration"] = False
+    none = E.quiet_on_calibration(circuit, model, [0, 3, 5], evaluations)
+    assert none.findings() == [] and "planted truth" not in none.table.columns
+    assert none.summary().startswith("0 of 3 carried neurons are quiet")

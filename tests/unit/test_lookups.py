@@ -870,3 +870,112 @@ def test_examine_neuron_skips_prompts_where_the_neuron_is_silent(planted):
     if lk.firing_windows(silent_pool, 1, plan["neuron"]) == 0:
         with pytest.raises(lk.NotFiring, match="never"):
             lk.examine_neuron(model, 1, plan["neuron"], silent_pool)
+
+
+# ---- chapter 7's findings, computed in the package (issue 33) ----------------------------------
+
+#: A tokenizer of ten words, enough for the explainer's statistics.
+_WORDS = ["<bos>", " star", " stars", " sky", " the", " war", " God", " bread", " river", " que"]
+
+
+class _Tokenizer:
+    def decode(self, ids):
+        return "".join(_WORDS[int(i)] for i in ids)
+
+
+def _activity(head=(1, 2), star_active=True, all_active=False):
+    """Prompts from eight documents: those with ' star' or ' sky' active (all, when asked), the
+    first half of the documents for training."""
+    from context_neurons.lookups.prompts import Prompt
+
+    gen = torch.Generator().manual_seed(0)
+    prompts, active = [], []
+    for k in range(40):
+        tokens = torch.randint(4, 9, (6,), generator=gen)
+        tokens[0] = 0
+        if k % 3 == 0:
+            tokens[2] = 1 if k % 2 else 3
+        prompts.append(Prompt(tokens=tokens, activation=1.0, source=f"astronomy|c:doc{k % 8}"))
+        active.append(all_active or (star_active and k % 3 == 0))
+    train = torch.tensor([int(p.source[-1]) < 4 for p in prompts])
+    active = torch.tensor(active)
+    return lk.HeadActivity(1, 777, head, 0.5, prompts, active.float(), active, train)
+
+
+def _lookup(neuron, token, head, accuracy=0.9, words=("star", "sky"), activity=None):
+    """An examined neuron by hand: two prompts, its top head first."""
+    from context_neurons.lookups.explainers import Explanation
+    from context_neurons.lookups.prompts import Prompt
+
+    prompts = [Prompt(tokens=torch.arange(n), activation=1.0) for n in (4, 7)]
+    ablation = torch.full((2, 2, 12), float("nan"))
+    ablation[:, 1, head] = torch.tensor([2.0, 3.0])
+    explanation = Explanation(", ".join(words), tokens=list(words)) if words else None
+    evaluation = {"explanation": explanation, "accuracy": accuracy, "chance": 0.8,
+                  "balanced_accuracy": 0.6, "error": "" if words else "nothing to explain"}
+    return lk.NeuronLookup(1, neuron, token, 9.0, prompts, torch.zeros(2, 2, 12), torch.zeros(2),
+                           torch.ones(2), ablation, [(1, head, 9.5), (0, 4, 0.25), (1, 7, -0.125)],
+                           activity or _activity((1, head)), evaluation)
+
+
+def test_top_heads_and_explanation_tables():
+    lookups = [_lookup(777, " telescope", 2), _lookup(1200, " Lord", 4, words=())]
+    heads = lk.top_heads_table(lookups)
+    assert heads["neuron"].tolist() == ["1.777 ' telescope'", "1.1200 ' Lord'"]
+    assert heads["prompt length"].tolist() == [4.5, 4.5]  # BOS not counted
+    assert heads[["head 1", "head 2", "head 3"]].values.tolist()[0] == ["L1H2", "L0H4", "L1H7"]
+    assert heads["attribution 1"].tolist() == [9.5, 9.5] and heads["attribution 2"].tolist() == [
+        0.25, 0.25]
+    assert heads["ablation drop 1"].tolist() == [2.5, 2.5]
+    results = lk.explanation_results(lookups)
+    assert results["name"].tolist() == ["L1H2\n' telescope'", "L1H4\n' Lord'"]
+    assert results["explanation"].tolist() == ["star, sky", "nothing to explain"]
+    assert list(results.columns[1:]) == ["neuron", "head", "active", "accuracy", "chance",
+                                         "balanced_accuracy", "explanation"]
+    assert results["active"].tolist() == pytest.approx([lookups[0].activity.base_rate] * 2)
+
+
+def test_word_odds_are_the_offline_explainers():
+    activity = _activity()
+    odds = lk.word_odds(activity, _Tokenizer(), k=3)
+    prompts, active = activity.split(train=True)
+    examples = ex.examples_from_prompts(prompts, _Tokenizer())
+    direct = ex.OfflineExplainer(_Tokenizer()).word_log_odds(
+        [e for e, a in zip(examples, active) if a], [e for e, a in zip(examples, active) if not a])
+    assert odds.table.values.tolist() == [list(row) for row in direct[:3]]
+    assert list(odds.table.columns) == ["word", "log-odds", "active with", "inactive with"]
+    assert odds.table["word"].tolist()[:2] == ["star", "sky"]  # the words that make it active
+    assert odds.summary == f"L1H2: {sum(active)} active of {len(active)} training prompts"
+    for flat in (_activity(star_active=False), _activity(all_active=True)):
+        none = lk.word_odds(flat, _Tokenizer())
+        assert none.table is None and none.summary.startswith("L1H2: ")
+
+
+def test_planted_recovery_against_the_truth():
+    import math
+    from types import SimpleNamespace
+
+    lookups = [_lookup(777, " telescope", 2), _lookup(1200, " Lord", 4, accuracy=0.7),
+               _lookup(3000, " que", 7, words=())]
+    plans = [(777, 2, " telescope", "astronomy"), (1200, 4, " Lord", "religion"),
+             (3000, 7, " que", "spanish"), (2400, 9, " troops", "war")]
+    truth = SimpleNamespace(
+        lookups=[{"layer": 1, "neuron": n, "head": h, "target": t, "topic": topic}
+                 for n, h, t, topic in plans],
+        topic_words={"astronomy": ["Stars", "moon"], "religion": ["God"], "spanish": ["que"],
+                     "war": ["war"]})
+    recovery = lk.planted_recovery(lookups, truth, _Tokenizer())
+    table = recovery.table
+    assert table["planted neuron"].tolist() == ["1.777 ' telescope'", "1.1200 ' Lord'",
+                                                "1.3000 ' que'", "1.2400 ' troops'"]
+    assert table["top head (planted)"].tolist() == ["L1H2 (L1H2)", "L1H4 (L1H4)", "L1H7 (L1H7)",
+                                                    "- (L1H9)"]
+    assert table["words in topic (label half)"].tolist() == ["1/2", "0/2", "0/0", "0/0"]
+    assert table["first word"].tolist() == ["star", "star", "-", "-"]
+    assert table["beats chance"].tolist() == [True, False, False, False]
+    assert table["recovered"].tolist() == [True, False, False, False] and recovery.recovered == 1
+    expected = lk.topic_share(lookups[0].activity, lookups[0].explanation, ["Stars", "moon"],
+                              _Tokenizer())
+    assert table["topic share"][0] == pytest.approx(expected) and 0 < expected < 1
+    assert math.isnan(table["topic share"][2])
+    assert recovery.finding() == "planted look-ups recovered end to end: 1 of 4"

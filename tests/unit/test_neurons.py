@@ -637,3 +637,120 @@ def test_bad_neuron_lists(planted, circuit):
         N.sub_latents(circuit, planted.model, 300, k=3, n_clusters=4)
     with pytest.raises(ValueError, match="side"):
         N.top_tokens(circuit, planted.model, 300, side="middle")
+
+
+# ---- chapter 5's findings, computed in the package (issue 33) ----------------------------------
+
+
+def _scores_of(top, n_tokens=1000, k=20):
+    n = len(top)
+    vocabulary = torch.ones(n_tokens + 1, dtype=torch.bool)
+    vocabulary[0] = False  # <|endoftext|>
+    return N.NeuronScores(top=torch.tensor(top), median=torch.zeros(n), spread=torch.ones(n),
+                          sign=torch.ones(n), k=k, vocabulary=vocabulary,
+                          extreme_tokens=torch.zeros(n, k, dtype=torch.long))
+
+
+def test_score_summary_against_the_threshold():
+    summary = N.score_summary(_scores_of([1.0, 2.0, 7.0, 30.0]), theta=6.0)
+    null = N.gaussian_null_score(1000)
+    assert (summary.n_tokens, summary.n_found, summary.n_neurons) == (1000, 2, 4)
+    assert summary.null == pytest.approx(null) and summary.median == pytest.approx(2.0)
+    assert list(summary.other_nulls) == list(N.OTHER_VOCABULARIES) and not summary.saturated
+    assert summary.findings() == [
+        f"1000 scored tokens: Gaussian null {null:.2f}; theta = 6 ({6 - null:.2f} above the null)",
+        "the null for other vocabularies: 8191 tokens 3.31, 50256 tokens 3.79, 200000 tokens 4.12",
+        "neurons found: 2 of 4 (50.0%); median score over all neurons: 2.00",
+    ]
+    saturated = N.score_summary(_scores_of([6.5, 7.0, 8.0]), theta=6.0)
+    assert saturated.saturated and saturated.findings()[-1].startswith(
+        "the typical neuron of this model scores above theta")
+
+
+def _evidence(cases, verdicts, excess, predicted):
+    import pandas as pd
+
+    rows = [{"neuron": j, "domain": d, "excess": e, "predicted excess": p, "excess / SD": e / 2,
+             "verdict": v, "up-tokens /1000, domain": 10.0 * j, "down-tokens /1000, domain": 1.25}
+            for (j, d), v, e, p in zip(cases, verdicts, excess, predicted)]
+    return pd.DataFrame(rows).set_index(["neuron", "domain"])
+
+
+def test_case_verdicts_list_the_cases_and_the_largest_gap():
+    cases = [(3, "british"), (3, "american"), (4, "british"), (7, "bible")]
+    against = rs.CaseVerdicts(
+        _evidence(cases, ["not shown", "weak", "confirmed", "confirmed"], [0.1, -0.8, 2.0, 5.0],
+                  [0.2, -0.7, 1.0, 4.9]), (3, 4))
+    assert against.verdicts() == {"confirmed": "4 on british, 7 on bible",
+                                  "weak": "3 on american", "not shown": "3 on british",
+                                  "contradicted": "-"}
+    findings = against.findings()
+    assert findings[0] == "largest |excess - predicted excess|: 1.00 (neuron 4 on british)"
+    assert findings[1] == ("3 on british: not shown with 30.0 up-tokens and 1.2 down-tokens per "
+                           "1000 tokens; the respelling experiment tests it at fixed text")
+    assert len(findings) == 4 and findings[3].endswith("experiment measures it at fixed text")
+
+
+def _respelling(n_texts=2, pos=8):
+    american = torch.arange(n_texts * pos).reshape(n_texts, pos)
+    respelled = torch.zeros(n_texts, pos, dtype=torch.bool)
+    respelled[:, 3] = True
+    return rs.Respelling(labels=[f"t:{i}" for i in range(n_texts)], american=american,
+                         british=american + 100 * respelled, lengths=torch.tensor([pos, pos - 2]),
+                         respelled=respelled, words=[1, 1], n_examined=4, n_dropped=1)
+
+
+def test_respelling_coverage_counts_the_marks(planted, circuit, scores):
+    """The coverage of neuron 300's tokens by a respelled text, against the marks recomputed."""
+    from context_neurons import printing
+
+    model = planted.model
+    respelling = rs.respelled_texts(model.tokenizer, _documents(), SPELLINGS, n=5, min_tokens=100)
+    against = rs.CaseVerdicts(_evidence([(300, "british")], ["weak"], [1.0], [1.0]), (300, 704))
+    coverage = respelling.coverage(circuit, model, 300, scores, against)
+    british = casestudies.token_marks(circuit, model, [300], respelling.british, scores)[..., 0]
+    american = casestudies.token_marks(circuit, model, [300], respelling.american, scores)[..., 0]
+    changed = respelling.respelled
+    n_tokens = int(respelling.lengths[0]) - 1
+    assert coverage.up_british == pytest.approx(float((british[changed] > 0).float().mean()))
+    assert coverage.down_american == pytest.approx(float((american[changed] < 0).float().mean()))
+    assert coverage.up_density == pytest.approx(1000 * int((british > 0).sum()) / n_tokens)
+    assert coverage.table_density == 3000.0  # the "british" case's density in the table
+    findings = coverage.findings()
+    assert findings[:3] == [
+        "texts: 1, from 2 examined (1 left out: not aligned)",
+        "respelled words per text: 8",
+        f"respelled words per 1000 tokens: {1000 * 8 / n_tokens:.1f}",
+    ]
+    assert findings[3] == (f"respelled tokens: British up-tokens of 300 {coverage.up_british:.0%}, "
+                           f"American down-tokens {coverage.down_american:.0%}")
+    assert findings[4] == printing.wrapped(
+        f"up-tokens of 300 per 1000 tokens: {coverage.up_density:.1f} in the respelled texts, "
+        "3000.0 in the british texts of the table")
+    assert "\n  " in findings[4]  # a long line, wrapped to the text width
+
+
+def test_respelling_compared_with_the_texts():
+    respelling = _respelling()
+    true = torch.zeros(2, 8, 2)
+    true[:, 3:] = torch.tensor([2.0, 1.0])  # both rise from the respelled word on
+    effect = rs.RespellingEffect(neurons=[3, 4], respelling=respelling, true=true, approx=true,
+                                 spread=torch.tensor([1.0, 1.0]), start=1, near=2)
+    cases = [(3, "british"), (4, "british")]
+    against = rs.CaseVerdicts(_evidence(cases, ["not shown", "weak"], [0.2, 1.2], [0.1, 1.0]),
+                              (3, 4))
+    comparison = rs.compare_with_texts(against, effect, output_cos=-0.9)
+    assert comparison.ratio == pytest.approx(0.5) and comparison.near == 2
+    assert comparison.table["respelling"].tolist() == ["confirmed", "confirmed"]
+    findings = comparison.findings()
+    assert findings[0] == ("neuron 3: british texts not shown (+0.10 SD); respelling confirmed "
+                           "(+2.00 SD within 2 tokens of a respelled word, +1.33 SD over the "
+                           "whole text)")
+    assert findings[2] == "4's effect near respelled words is +0.50 times 3's; cosine of their " \
+                          "output weights: -0.900"
+    assert findings[3] == "both read British spelling the same way and write opposite outputs"
+    apart = rs.compare_with_texts(against, effect, output_cos=0.2).findings()[3]
+    assert apart == "both read British spelling the same way; their outputs are not opposite"
+    effect.true[..., 1] = 0.0  # the second neuron ignores the spelling
+    assert rs.compare_with_texts(against, effect, -0.9).findings()[3] == (
+        "a response to the spelling is shown for: [3]")

@@ -216,3 +216,47 @@ def test_negative_control_has_no_contextual_head(tokenizer):
     # The method stops with a clear message; nothing stands in for the missing heads.
     with pytest.raises(NoContextualHeadsError, match="found no contextual head"):
         C.build_circuit(model, "prose")
+
+
+# ----------------------------------------------------------------------------------------------
+# The appendix's tables (issue 33: computed in the package)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_planned_heads_and_difficulty_table_on_a_made_up_plan():
+    from types import SimpleNamespace
+
+    plan = {"group": "contextual", "kernel": "slowly decaying", "width": 22.0, "stretch": 1.0,
+            "tail": 0.15, "content_sd": 0.25, "content_destination_sd": 0.2,
+            "stopword_weight": -0.8, "bos_weight": 2.0, "duplicate_strength": 0.0}
+    truth = SimpleNamespace(
+        layer0_heads={3: {**plan, "group": "detokenization"}, 0: plan},
+        kernel_n_eff={0: 96.24, 3: 1.26}, head_groups={"detokenization": [3, 4]})
+    heads = recovery.planned_heads(truth)
+    assert list(heads.index) == [0, 3]
+    assert list(heads.columns[:6]) == ["group", "kernel", "width w", "stretch", "tail",
+                                       "n_eff (planned)"]
+    assert heads.loc[0, "n_eff (planned)"] == 96.2 and heads.loc[3, "group"] == "detokenization"
+    assert set(recovery.PLAN_DECIMALS) <= set(heads.columns)
+    measured = {key: 0.5 for key in (
+        "pos_norm_0_over_late", "pos_norm_1_over_late", "pos_norm_late_max_over_min",
+        "pos_pca_top6_share", "token_pos_max_abs_cos_median",
+        "token_pos_max_abs_cos_glitch_median", "content_corr_the_vs_other_destinations_median",
+        "topic_direction_abs_cos_median", "planting_projection_cv_median")}
+    measured.update({
+        "pos_pca_top6_sign_changes": [1, 2], "tokens_on_two_or_more_topics": 7,
+        "kernel_exponential_tv": {0: 0.04, 2: 0.213},
+        "kernel_n_eff_destination_max_over_min": {0: 1.4},
+        "kernel_n_eff_position_max_over_min": {0: 1.1},
+        "head3_attention_previous": 0.7, "head4_attention_previous": 0.8,
+        "head3_attention_current": 0.1, "head4_attention_current": 0.2,
+    })
+    table = recovery.difficulty_table(measured, truth)
+    assert list(table.columns) == ["measured here", "GPT-2 (described)"]
+    assert len(table) == 16
+    assert table.loc["position 0 norm / typical norm", "measured here"] == "0.50"
+    assert table.loc["same, glitch tokens", "measured here"] == "0.500"
+    assert table.loc["TV to the nearest exponential, per head", "measured here"] == "0.04 .. 0.21"
+    assert table.loc["detokenization heads: attention on i = n - 1", "measured here"] == (
+        "0.70 .. 0.80")
+    assert table.loc["sign changes of those 6 components", "measured here"] == "[1, 2]"

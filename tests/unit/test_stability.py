@@ -372,3 +372,35 @@ def test_density_effect_and_share_spread_match_their_definitions(windows, study)
     assert spread.quantiles.loc["all", "median"] == pytest.approx(float(np.median(share)))
     assert spread.explained == pytest.approx(abs(r) * log_d.std(ddof=1), rel=1e-5)
     assert f"(r^2 = {r**2:.2f})" in spread.finding()
+
+
+def test_interval_half_widths_cover_and_compare_the_bounds():
+    import pandas as pd
+
+    table = pd.DataFrame(
+        {
+            "n_eff": [50.0, 60.0, 2.0, 3.0],
+            "group": ["contextual", "contextual", "detokenization", "duplicate"],
+            "t Chebyshev": [0.2, 0.3, 1.0, 2.0],
+            "t Hoeffding": [0.4, 0.6, 0.5, 1.0],
+            "t texts": [0.1, 0.1, 0.5, 4.0],
+            "t i.i.d.": [0.1, 0.4, 0.5, 1.0],
+        },
+        index=pd.Index([0, 2, 3, 5], name="head"),
+    )
+    widths = st.interval_half_widths(table)
+    assert list(widths.table.columns[:5]) == ["group", "t Chebyshev", "t Hoeffding", "t texts",
+                                              "t i.i.d."]
+    assert widths.table["Chebyshev covers texts"].tolist() == [True, True, True, False]
+    assert widths.table["Chebyshev covers i.i.d."].tolist() == [True, False, True, True]
+    assert widths.table["Hoeffding covers texts"].tolist() == [True, True, True, False]
+    assert widths.findings() == [
+        "Chebyshev's 95% half-width is the narrower of the two for 2 of 4 heads",
+        "contextual: Chebyshev's half-width is 2.0 to 3.0 times the measured one",
+        "contextual: Hoeffding's half-width is 4.0 to 6.0 times the measured one",
+        "detokenization: Chebyshev's half-width is 2.0 to 2.0 times the measured one",
+        "detokenization: Hoeffding's half-width is 1.0 to 1.0 times the measured one",
+    ]
+    alone = st.interval_half_widths(table[table["group"] == "duplicate"])
+    assert alone.findings() == [
+        "Chebyshev's 95% half-width is the narrower of the two for 0 of 1 heads"]

@@ -397,3 +397,29 @@ def test_small_clusters_are_merged_into_the_nearest():
     clusters = clu.cluster_calibrations(x, 3, min_size=3)
     assert 12 not in clusters.calibration.values()
     assert all(int((clusters.labels == c).sum()) >= 3 for c in clusters.calibration)
+
+
+def test_add_head_measures_both_circuits(small):
+    model, circuit, calibration, texts = small
+    plus = cc.build_circuit(model, calibration, heads=[0, 1, 2], dest_token=DEST, n_min=N_MIN)
+    neurons, k, theta = [1, 5], 3, 3.0
+    found = disc.score_neurons(circuit, model, k=k).found(theta)
+    added = sw.add_head(circuit, model, 1, texts, list(texts), neurons, found, k=k, theta=theta,
+                        plus=plus)
+    assert added.plus is plus and set(added.tv) == {"2 heads", "3 heads"}
+    tv = sw.circuit_attention_tv(plus, model, texts)[:, :, N_MIN:].flatten(1).median(1).values
+    assert added.tv["3 heads"] == pytest.approx(dict(zip(plus.heads, tv.tolist())))
+    table = added.table
+    assert list(table.index) == ["2 contextual heads", "with head 1"]
+    plus_found = disc.score_neurons(plus, model, k=k).found(theta)
+    assert table["found (quarter vocabulary)"].tolist() == [len(found), len(plus_found)]
+    assert table.loc["with head 1", "Jaccard with 2-head set"] == pytest.approx(
+        sw.jaccard(plus_found, found))
+    direct = ev.evaluate(plus, model, list(texts), neurons)
+    assert table.loc["with head 1", "median FVU"] == pytest.approx(direct.median_fvu, rel=1e-5)
+    assert table.loc["2 contextual heads", "median TV, old heads"] == pytest.approx(
+        float(pd.Series(added.tv["2 heads"]).median()))
+    assert added.finding() == (
+        f"head 1's own median TV in the new circuit: {added.tv['3 heads'][1]:.3f}")
+    with pytest.raises(InputError):
+        sw.add_head(circuit, model, 3, texts, list(texts), neurons, found, k=k, plus=plus)

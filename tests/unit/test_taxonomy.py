@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from context_neurons import taxonomy as tx
+from context_neurons import taxonomy_findings as findings
 from context_neurons.checks import InputError
 from context_neurons.plotting.taxonomy import panel_range, plot_head_map, plot_kernel_shapes
 
@@ -279,3 +280,113 @@ def test_the_previous_token_rule_moves_a_slowly_decaying_head(planted, monkeypat
     calls = after.closest_calls()
     assert calls.loc["prev. share -> detokenization", "heads it decides"] > 0
     assert after.margins().loc[head, "prev. share / 0.4"] > 1
+
+
+# ---- chapter 2's findings, computed in the package (issue 33) ----------------------------------
+
+
+def shared_taxonomy(n_eff, content_sd, self_z, share, n: int = 99) -> tx.HeadTaxonomy:
+    """:func:`fake_taxonomy` with a previous-token share per head, grouped with the rule."""
+    heads = list(range(len(n_eff)))
+    shapes = {h: tx.classify_kernel(n_eff[h], n + 1) for h in heads}
+    previous = torch.tensor(share)
+    groups = tx.assign_groups(heads, shapes, torch.tensor([content_sd]), torch.tensor([self_z]),
+                              previous, True)
+    return tx.HeadTaxonomy(n, heads, [" the"], torch.full((1, len(heads), n + 1), 1 / (n + 1)),
+                           torch.tensor([n_eff], dtype=torch.float64), torch.tensor([content_sd]),
+                           torch.tensor([self_z]), shapes, groups, previous, True)
+
+
+def test_width_table_adds_the_planted_kernels():
+    from types import SimpleNamespace
+
+    taxonomy = shared_taxonomy([30.0, 40.0], [0.5, 0.4], [0.0, 1.0], [0.1, 0.2])
+    plain = findings.width_table(taxonomy)
+    assert list(plain.columns) == ["n_eff", "mean distance", "kernel", "prev. share"]
+    recorded = SimpleNamespace(kernel_n_eff={0: 31.0, 1: 44.0},
+                               kernel_shapes={0: "local", 1: "slowly decaying"})
+    widths = findings.width_table(taxonomy, recorded)
+    assert widths["planted n_eff"].tolist() == [31.0, 44.0]
+    assert widths["planted shape"].tolist() == ["local", "slowly decaying"]
+    decays = SimpleNamespace(kernel_n_eff={}, kernel_widths={0: 5.0, 1: 20.0},
+                             kernel_shapes={0: "local", 1: "slowly decaying"})
+    widths = findings.width_table(taxonomy, decays)
+    assert widths["planted w"].tolist() == [5.0, 20.0]
+    assert widths.loc[1, "planted n_eff"] == pytest.approx(tx.exponential_width(20.0, 100))
+
+
+def test_rule_effects_say_why_and_what_the_previous_token_rule_moved():
+    # head 0 contextual but for its share of 0.6; head 1 contextual; head 2 uniform; head 3 too
+    # content-sensitive
+    taxonomy = shared_taxonomy([40.0, 45.0, 90.0, 35.0], [0.5, 0.4, 0.3, 1.6],
+                               [0.0, 1.0, 0.5, 0.2], [0.6, 0.1, 0.0, 0.2])
+    effects = findings.rule_effects(taxonomy, taxonomy.with_rule(False))
+    assert effects.findings() == [
+        "head 2 is miscellaneous: uniform kernel",
+        "head 3 is miscellaneous: content sd 1.60 > 1.5",
+        "detokenization heads by the previous-token share alone (kernel not local): [0]",
+        "groups without the previous-token rule: differ: {'contextual': [0, 1], "
+        "'detokenization': []}",
+    ]
+    local = shared_taxonomy([3.0, 4.0], [0.5, 0.4], [0.0, 1.0], [0.6, 0.1])
+    lines = findings.rule_effects(local, local.with_rule(False)).findings()
+    assert lines[0] == "no head is miscellaneous"
+    assert lines[1].endswith("(kernel not local): none")
+    assert lines[2] == "groups without the previous-token rule: the same, group for group"
+    assert lines[3] == findings.NO_CONTEXTUAL_HEAD
+
+
+def test_rule_room_reads_the_closest_calls_and_windows():
+    taxonomy = fake_taxonomy(
+        [30.0, 40.0, 3.0, 45.0, 90.0], [0.5, 0.4, 1.0, 1.6, 0.3], [0.0, 1.0, 6.0, 0.5, 0.2]
+    )
+    room = findings.rule_room(taxonomy)
+    assert (room.head, room.threshold, room.group) == (0, "local 32", "detokenization")
+    assert room.margin == pytest.approx(30 / 32) and room.n_eff == pytest.approx(30.0)
+    assert room.closest_call() == (
+        "closest call on the width: head 0, n_eff 30.0, 0.94 x the local 32 threshold; its "
+        "group (detokenization) depends on it")
+    assert room.windows.equals(taxonomy.width_windows())
+    assert room.findings() == [
+        "largest content sd of a slowly decaying head: 1.60 nats, 0.9 x below the threshold 1.5",
+        "the local threshold 32 lies 7% above the widest narrower kernel and 25% below the "
+        "narrowest wider one",
+    ]
+    wide = fake_taxonomy([60.0, 70.0], [0.5, 0.4], [0.0, 6.0])  # uniform, duplicate closest
+    room = findings.rule_room(wide)
+    assert room.largest_sd is None and room.group == "miscellaneous"
+    assert room.findings() == ["every head lies on one side of the local threshold 32"]
+    duplicate = fake_taxonomy([40.0, 31.0], [0.5, 0.4], [0.0, 6.0])
+    assert findings.rule_room(duplicate).closest_call().endswith(
+        "does not depend on it (the duplicate test comes first)")
+
+
+def test_compare_with_known_on_gpt2_the_planted_model_and_another():
+    from types import SimpleNamespace
+
+    taxonomy = fake_taxonomy(
+        [30.0, 40.0, 3.0, 45.0, 90.0], [0.5, 0.4, 1.0, 1.6, 0.3], [0.0, 1.0, 6.0, 0.5, 0.2]
+    )
+    same = dict(taxonomy.groups)
+    known = findings.compare_with_known(taxonomy, same, gpt2=True)
+    assert known.caption == "computed groups and the paper's" and known.indent == "  "
+    assert known.table["agrees with the paper"].all()
+    assert known.findings("GPT-2 Small") == ["The computed groups are the paper's, group for group."]
+    other = {**same, "contextual": [1, 3], "miscellaneous": [4]}
+    known = findings.compare_with_known(taxonomy, other, gpt2=True)
+    assert known.differ == ["contextual", "miscellaneous"] and known.indent == "!!! "
+    [alarm] = known.findings("GPT-2 Small")
+    assert alarm.startswith("!!! THE COMPUTED GROUPS DIFFER FROM THE PAPER'S for: contextual, "
+                            "miscellaneous. Computed contextual heads [1], the paper's [1, 3].")
+    truth = SimpleNamespace(head_groups=same, kernel_shapes=dict(taxonomy.shapes))
+    known = findings.compare_with_known(taxonomy, other, truth=truth)
+    assert known.caption == "computed groups, the paper's and the planted ones"
+    assert list(known.table.columns) == ["computed", "GPT-2 Small (paper)", "planted truth",
+                                         "agrees with the planted truth (by construction)"]
+    assert known.findings("m")[0] == (
+        "kernel shapes agree with the planted shapes (by construction): True")
+    known = findings.compare_with_known(taxonomy, other)
+    assert list(known.table.columns) == ["computed", "GPT-2 Small (paper)"]
+    assert known.findings("trained model") == [
+        "The last column is GPT-2 Small's taxonomy in the paper, for reference only: the trained "
+        "model is another model, whose groups nobody wrote down."]

@@ -3,7 +3,10 @@
 pre-activation of a neuron (:mod:`.approximation`), its accuracy against the model's own
 pre-activations text by text (:mod:`.accuracy`), its dependence on the calibration text
 (:mod:`.calibration`), and the evaluation texts, which leave out every calibration text
-(:mod:`.texts`)."""
+(:mod:`.texts`). Chapter 6's findings, one module per section: the headline medians
+(:mod:`.headline`), the timings (:mod:`.speed`), the pairs drawn (:mod:`.examples`), the error
+by position (:mod:`.early_positions`) and the neurons quiet on the calibration text
+(:mod:`.quiet`)."""
 
 from context_neurons.evaluation.accuracy import (  # noqa: F401  (the chapter's namespace: ev.*)
     PAIR_MEASURES,
@@ -31,11 +34,14 @@ from context_neurons.evaluation.approximation import (  # noqa: F401
 from context_neurons.evaluation.calibration import (  # noqa: F401
     MATCHED,
     QUIET_FRACTION,
+    SENSITIVITY_TABLES,
     STRONG_OUTPUT,
+    CalibrationStudy,
     IngredientSwap,
     MatchedCalibration,
     calibration_constants,
     calibration_sensitivity,
+    calibration_study,
     ingredient_swap,
     matched_calibration,
     matched_domains,
@@ -47,6 +53,34 @@ from context_neurons.evaluation.texts import (  # noqa: F401
     contains_run,
     document_key,
     held_out_domain_sets,
+    held_out_domain_texts,
     held_out_domain_windows,
     held_out_general_windows,
 )
+from context_neurons.evaluation.early_positions import (  # noqa: F401
+    DENOMINATOR_CHOICES,
+    POSITION_SPANS,
+    error_by_position,
+)
+from context_neurons.evaluation.examples import (  # noqa: F401
+    QUANTILES,
+    ExamplePair,
+    general_examples,
+    own_domain_examples,
+    quantile_pair,
+)
+from context_neurons.evaluation.headline import (  # noqa: F401
+    HEADLINE_MEASURES,
+    GeneralEvaluation,
+    Headline,
+    OwnDomainEvaluation,
+    evaluate_general,
+    evaluate_own_domains,
+    headline_medians,
+)
+from context_neurons.evaluation.quiet import (  # noqa: F401
+    QUIET_COLUMNS,
+    QuietNeurons,
+    quiet_on_calibration,
+)
+from context_neurons.evaluation.speed import Timings, best_time, time_approximation  # noqa: F401

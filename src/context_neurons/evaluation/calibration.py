@@ -1,6 +1,6 @@
 """Calibration. This module measures how the approximation depends on its one calibration text
 (whether a domain's own text helps it, which ingredient matters), and which neurons are quiet on
-it (chapter 6)."""
+it (chapter 6; the quiet ones are listed by :mod:`.quiet`)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from context_neurons.evaluation.approximation import (
     EvaluationError,
     true_pre_activations,
 )
+from context_neurons.evaluation.texts import calibration_leaks
 from context_neurons.text.corpora import CALIBRATION_TEXTS
 
 
@@ -213,6 +214,55 @@ def matched_domains(
 
 #: The domains with a calibration text of their own (section 6.6's comparison).
 MATCHED = ("bible", "spanish", "legal", "code")
+
+#: The measures of :func:`calibration_sensitivity` that chapter 6 tabulates -> what each shows.
+SENSITIVITY_TABLES = {
+    "median r": "median r of the carried neurons",
+    "median FVU": "median FVU of the carried neurons",
+    "own neurons' FVU": "own neurons' FVU: median FVU of each set's own neurons (NaN: none)",
+}
+
+
+@dataclass(frozen=True)
+class CalibrationStudy:
+    """The neurons evaluated with every calibration text on general texts and on the domains
+    with a calibration text of their own (section 6.6).
+
+    Attributes:
+        own_neurons: each set's own neurons (those whose own domain, from the weights, it is).
+        sensitivity: :func:`calibration_sensitivity` on the sets, with their own neurons' FVU.
+        leaks: calibration texts found inside the sets, by content (none expected).
+    """
+
+    own_neurons: dict[str, list[int]]
+    sensitivity: pd.DataFrame
+    leaks: list[str]
+
+    def findings(self) -> list[str]:
+        """Whether a calibration text hides in the sets, and each set's own neurons."""
+        return [
+            f"calibration texts found inside these sets: {self.leaks or 'none'}",
+            "own neurons: " + "; ".join(f"{d} {js}" for d, js in self.own_neurons.items()),
+        ]
+
+
+def calibration_study(model: TransformerBridge, general: list[Int[Tensor, " _pos"]],
+                      domain_sets: dict[str, list[Int[Tensor, " _pos"]]], matched: pd.DataFrame,
+                      neurons, truth_cache: dict | None = None, domains=MATCHED,
+                      calibrations=tuple(CALIBRATION_TEXTS)) -> CalibrationStudy:
+    """:class:`CalibrationStudy` of ``neurons`` on the ``general`` texts and the texts of
+    ``domains`` (from ``domain_sets``); ``matched``: each neuron's own domain
+    (:func:`matched_domains`); ``truth_cache``: see :func:`evaluate`."""
+    sets = {"general": general}
+    for domain in domains:
+        sets[domain] = domain_sets[domain]
+    own_neurons = {d: list(matched.index[matched["domain"] == d]) for d in sets}
+    sensitivity = calibration_sensitivity(
+        model, sets, neurons, calibrations=calibrations, truth_cache=truth_cache,
+        own_neurons=own_neurons,
+    )
+    leaks = calibration_leaks(model.tokenizer, sets)  # by content, not by name
+    return CalibrationStudy(own_neurons, sensitivity, leaks)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from context_neurons.text.corpora import (
     domain_documents,
 )
 from context_neurons.text.windows import (
+    DomainTexts,
     WindowReport,
     context_length,
     evaluation_windows,
@@ -132,6 +133,22 @@ def held_out_domain_sets(
             tokenizer, domain, n, exclude, n_ctx
         )
     return sets, labels
+
+
+def held_out_domain_texts(
+    tokenizer,
+    domains=DOMAINS,
+    n: int = 4,
+) -> tuple[dict[str, list[Int[Tensor, " _pos"]]], DomainTexts]:
+    """:func:`held_out_domain_sets` of each domain, and the same windows as one
+    :class:`~context_neurons.text.windows.DomainTexts` (domain by domain, in order)."""
+    sets, labels = held_out_domain_sets(tokenizer, domains, n=n)
+    texts = DomainTexts(
+        windows=[w for d in sets for w in sets[d]],
+        labels=[label for d in sets for label in labels[d]],
+        domains=[d for d in sets for _ in sets[d]],
+    )
+    return sets, texts
 
 
 def contains_run(window: Int[Tensor, " pos"], run: Int[Tensor, " n"]) -> bool:

@@ -41,15 +41,18 @@ neuron that predicts one token in that context. The method has four steps:
 
 :func:`examine_neuron` runs all four steps for one neuron (:mod:`.report`). Modules:
 :mod:`.scores` (1), :mod:`.prompts` (2), :mod:`.attribution` (3), :mod:`.activity` and
-:mod:`.explainers` (4).
+:mod:`.explainers` (4); :mod:`.planted` checks the planted model's look-ups against what was
+found.
 """
 
 from context_neurons.lookups.activity import (  # noqa: F401  (the chapter's namespace: lk.*)
     ACTIVE_FRACTION,
     HELD_OUT_FRACTION,
     HeadActivity,
+    WordOdds,
     evaluate_explainer,
     explanation_dataset,
+    word_odds,
 )
 from context_neurons.lookups.attribution import (  # noqa: F401
     NeuronAttribution,
@@ -75,12 +78,15 @@ from context_neurons.lookups.prompts import (  # noqa: F401
     truncate_prompt,
     truncate_prompts,
 )
+from context_neurons.lookups.planted import PlantedRecovery, planted_recovery  # noqa: F401
 from context_neurons.lookups.report import (  # noqa: F401
     LookupPool,
     NeuronLookup,
     examine_neuron,
+    explanation_results,
     firing_windows,
     scan_pool,
+    top_heads_table,
     topic_share,
 )
 from context_neurons.lookups.scores import (  # noqa: F401

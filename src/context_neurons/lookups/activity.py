@@ -1,21 +1,24 @@
 """When is a head active? This module builds the explanation data set of a head (prompts
-labelled active or not, split by document) and scores an explainer on it (step 4, chapter 7)."""
+labelled active or not, split by document), lists the words that mark its active training prompts
+(:func:`word_odds`) and scores an explainer on it (step 4, chapter 7)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import InputError, check_layer_neuron, check_upstream_head
-from context_neurons.lookups.attribution import NeuronAttribution, attribute_neuron
+from context_neurons.lookups.attribution import NeuronAttribution, attribute_neuron, head_name
 from context_neurons.lookups.explainers import (
     Explainer,
     NoExplanation,
+    OfflineExplainer,
     examples_from_prompts,
 )
 from context_neurons.lookups.prompts import Prompt, top_activating_prompts
@@ -174,3 +177,44 @@ def evaluate_explainer(explainer: Explainer, activity: HeadActivity, tokenizer) 
         "base_rate": base_rate,
         "n_test": len(test_labels),
     }
+
+
+@dataclass(frozen=True)
+class WordOdds:
+    """The words that mark a head's active training prompts (chapter 7, section 7.4).
+
+    Attributes:
+        head: the head, ``(layer, head)``.
+        n_active: the active training prompts.
+        n_train: all training prompts.
+        table: the words of largest log-odds ratio, highest first: ``word``, ``log-odds``,
+            ``active with`` and ``inactive with`` (the active and inactive training prompts that
+            contain it); ``None`` without a contrast (every prompt active, or none).
+    """
+
+    head: tuple[int, int]
+    n_active: int
+    n_train: int
+    table: pd.DataFrame | None
+
+    @property
+    def summary(self) -> str:
+        """``L<layer>H<head>: <n> active of <m> training prompts``."""
+        return f"{head_name(*self.head)}: {self.n_active} active of {self.n_train} training prompts"
+
+
+def word_odds(activity: HeadActivity, tokenizer, k: int = 10) -> WordOdds:
+    """:class:`WordOdds` of the ``k`` words with the largest log-odds ratio of appearing in an
+    active training prompt rather than an inactive one (the offline explainer's statistics,
+    :meth:`~context_neurons.lookups.explainers.OfflineExplainer.word_log_odds`)."""
+    prompts, active = activity.split(train=True)
+    n_active = sum(active)
+    table = None
+    if 0 < n_active < len(active):  # a contrast to explain
+        examples = examples_from_prompts(prompts, tokenizer)
+        odds = OfflineExplainer(tokenizer).word_log_odds(
+            [e for e, a in zip(examples, active) if a],
+            [e for e, a in zip(examples, active) if not a],
+        )
+        table = pd.DataFrame(odds[:k], columns=["word", "log-odds", "active with", "inactive with"])
+    return WordOdds(activity.head, n_active, len(active), table)

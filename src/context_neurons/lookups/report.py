@@ -1,5 +1,7 @@
 """All steps for one neuron. This module scans a prompt pool once and runs the four steps of
-the look-up method for a token-predicting neuron (chapter 7)."""
+the look-up method for a token-predicting neuron, and tabulates what they found for several
+neurons: their top heads (:func:`top_heads_table`) and their explanations scored as classifiers
+(:func:`explanation_results`) (chapter 7)."""
 
 from __future__ import annotations
 
@@ -290,3 +292,66 @@ def topic_share(
         hits += bool(present)
         topic_hits += bool(present & topic)
     return topic_hits / hits if hits else float("nan")
+
+
+def _neuron_label(lookup: NeuronLookup) -> str:
+    """``layer.neuron 'token'``: a neuron as chapter 7's tables name it."""
+    return f"{lookup.layer}.{lookup.neuron} {lookup.token!r}"
+
+
+def top_heads_table(lookups: Sequence[NeuronLookup]) -> pd.DataFrame:
+    """The top heads of each examined neuron over its truncated prompts (chapter 7, section 7.3).
+
+    Returns:
+        One row per neuron: ``neuron`` (``layer.neuron 'token'``), ``prompt length`` (the mean
+        length of its truncated prompts, BOS not counted), ``head 1..n`` (the heads of largest
+        mean attribution), ``attribution 1`` (the first one's mean), ``ablation drop 1`` (the
+        mean drop when it is mean-ablated) and ``attribution 2`` (the runner-up's mean).
+    """
+    return pd.DataFrame(
+        [
+            {
+                "neuron": _neuron_label(lookup),
+                "prompt length": sum(len(p.tokens) - 1 for p in lookup.prompts)
+                / len(lookup.prompts),
+                **{f"head {i + 1}": head_name(l, h)
+                   for i, (l, h, _) in enumerate(lookup.top_heads)},
+                "attribution 1": lookup.top_heads[0][2],
+                "ablation drop 1": float(
+                    lookup.ablation[:, lookup.top_heads[0][0], lookup.top_heads[0][1]].mean()
+                ),
+                "attribution 2": lookup.top_heads[1][2],
+            }
+            for lookup in lookups
+        ]
+    )
+
+
+def explanation_results(lookups: Sequence[NeuronLookup]) -> pd.DataFrame:
+    """Each examined neuron's top head and its explanation, scored as a classifier on the held-out
+    prompts (chapter 7, section 7.4).
+
+    Returns:
+        One row per neuron: ``name`` (head and token, a figure's label), ``neuron``, ``head``,
+        ``active`` (the base rate), ``accuracy``, ``chance`` (the majority guess's accuracy),
+        ``balanced_accuracy`` and ``explanation`` (its words, or why there is none).
+    """
+    return pd.DataFrame(
+        [
+            {
+                "name": f"{head_name(*lookup.activity.head)}\n{lookup.token!r}",
+                "neuron": f"{lookup.layer}.{lookup.neuron}",
+                "head": head_name(*lookup.activity.head),
+                "active": lookup.activity.base_rate,
+                "accuracy": lookup.evaluation["accuracy"],
+                "chance": lookup.evaluation["chance"],
+                "balanced_accuracy": lookup.evaluation["balanced_accuracy"],
+                "explanation": (
+                    ", ".join(lookup.explanation.tokens)
+                    if lookup.explanation
+                    else lookup.evaluation.get("error", "")
+                ),
+            }
+            for lookup in lookups
+        ]
+    )

@@ -1,4 +1,4 @@
-"""Figures of chapter 6: accuracy of the approximation and its calibration."""
+"""Figures of chapter 6: accuracy of the approximation, typical pairs and the calibration."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Float
 
+from context_neurons.circuit import ContextualCircuit
+from context_neurons.evaluation import ExamplePair, activation_curves
+from context_neurons.plotting.discovery import plot_activation_curves
 from context_neurons.plotting.style import APPROX_COLOUR, TRUE_COLOUR
 
 
@@ -40,6 +43,35 @@ def plot_accuracy(evaluations: dict, bins: int = 40, title: str = ""):
         ax.legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def draw_pair(row, circuit: ContextualCircuit, model, example: ExamplePair,
+              legend: bool = False):
+    """The whole pre-activation (``row[0]``: true, approximate and the local terms) and its context
+    part (``row[1]``: true minus the local terms against bag plus positional part) of one pair."""
+    curves = activation_curves(circuit, model, example.tokens, example.neuron, parts=True)
+    panels = (
+        (row[0], example.title, ("local terms", "true", "approximation")),
+        (row[1], "context part", ("true minus local", "bag + positional")),
+    )
+    for ax, name, keys in panels:
+        plot_activation_curves({k: curves[k] for k in keys}, title=name, ax=ax, legend=False)
+        if legend:
+            ax.legend(fontsize=7, ncol=3)
+
+
+def plot_example_pairs(circuit: ContextualCircuit, model, examples: list[ExamplePair],
+                       title: str = "", height: float = 7.2):
+    """One row per pair (:func:`draw_pair`; the legends in the first row), the whole
+    pre-activation on the left and its context part on the right (``title``: the figure's
+    title; name the model in it; ``height``: the figure's, in inches)."""
+    fig, axes = plt.subplots(len(examples), 2, figsize=(11, height), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]})
+    for i, example in enumerate(examples):
+        draw_pair(axes[i], circuit, model, example, legend=i == 0)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 

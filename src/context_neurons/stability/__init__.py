@@ -69,3 +69,7 @@ from context_neurons.stability.across_texts import (  # noqa: F401
     share_spread,
     signed_formats,
 )
+from context_neurons.stability.half_widths import (  # noqa: F401
+    HalfWidths,
+    interval_half_widths,
+)

@@ -28,6 +28,9 @@
    * :mod:`.attention_tv`: how close are the circuit's attention weights to the model's?
      :func:`circuit_attention_tv` measures the attention weights the circuit implies for each of
      its heads against the true ones.
+   * :mod:`.added_head`: what changes when that head joins the circuit? :func:`add_head` rebuilds
+     the circuit with it and measures the attention TV, the neurons found and the accuracy before
+     and after (:class:`AddedHead`).
 
 :mod:`.shared` holds what several studies use: :func:`token_counts`, :func:`word_token`,
 :func:`circuit_mean_keys`, :func:`sample_vocabulary` and :func:`jaccard`. Every public name is
@@ -36,6 +39,7 @@ denominators, is :mod:`context_neurons.clusters`.
 """
 
 from context_neurons.sweeps.actual_destination import actual_destination_terms
+from context_neurons.sweeps.added_head import AddedHead, add_head
 from context_neurons.sweeps.attention_tv import circuit_attention_tv
 from context_neurons.sweeps.closest_head import closest_to_contextual, contextual_distance
 from context_neurons.sweeps.destination_rules import DestinationRules, compare_destination_rules
@@ -60,6 +64,7 @@ from context_neurons.sweeps.shared import (
 )
 
 __all__ = [
+    "AddedHead",
     "CLASSES",
     "KEYWORD_MIN_LETTERS",
     "STOP_RANKS",
@@ -70,6 +75,7 @@ __all__ = [
     "DestinationSweep",
     "SweepResult",
     "actual_destination_terms",
+    "add_head",
     "circuit_attention_tv",
     "circuit_mean_keys",
     "closest_to_contextual",
