@@ -8,7 +8,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,7 +16,9 @@ import torch
 from context_neurons import config
 from context_neurons.checks import ContextNeuronsError, InputError, ModelLoadError
 from context_neurons.checks import writable_directory
-from context_neurons.models.loading import MODEL_NAMES, load_tokenizer, resolve_model_name
+from context_neurons.files import write_text_whole
+from context_neurons.models.loading import MODEL_NAMES, checkpoint_context, load_tokenizer
+from context_neurons.models.loading import resolve_model_name
 from context_neurons.models.planted import VARIANTS, build_planted_state
 from context_neurons.training.cli import DefaultsHelpFormatter, seed_int
 from context_neurons.training.config import MAX_SEED
@@ -78,22 +79,6 @@ def check_output_file(path: Path, flag: str = "--out") -> Path:
     return path
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a reader
-    sees the old file or the new one, never half of one."""
-    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".tmp", delete=False, encoding="utf-8")
-    try:
-        with handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
-
-
 def finite_or_none(value: Any) -> Any:
     """``value`` with every NaN or infinity replaced by None (JSON's null), recursively."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -119,6 +104,16 @@ def check_device(device: str) -> None:
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda was asked for but no CUDA GPU is available: use "
                          "--device cpu (or auto).")
+
+
+def check_checkpoint_context(model: str) -> None:
+    """A checkpoint directory whose context is shorter than the main job needs, refused from its
+    ``config.json`` before anything loads (it used to fail at the last step, chapter 7's)."""
+    from context_neurons.method import check_run_context
+
+    n_ctx = None if model in MODEL_NAMES else checkpoint_context(model)
+    if n_ctx is not None:
+        check_run_context(n_ctx, f"local directory {model}")
 
 
 def check_planted_seed() -> int:
@@ -147,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = command("reproduce", "reproduce the paper's numbers and print the table")
     rep.add_argument("--model", type=model_choice, default="gpt2",
-                     help=f"one of {', '.join(MODEL_NAMES)}, or a checkpoint directory")
+                     help=f"one of {', '.join(MODEL_NAMES)}, or a checkpoint directory "
+                          f"(${config.MODEL.name} is not read here: it picks the chapters' model)")
     rep.add_argument("--texts", type=positive_int, default=None,
                      help="evaluation texts (default: 1000 with --source openwebtext, else 100)")
     rep.add_argument("--source", choices=["auto", "corpora", "openwebtext"], default="auto",
@@ -192,6 +188,19 @@ def build_parser() -> argparse.ArgumentParser:
                       "move the book to another GitHub repository (Colab, website)")
     publish.add_argument("url", help="https://github.com/OWNER/NAME")
 
+    fetch = command("fetch-corpora",
+                    "download the offline corpora (checksummed, resumable) and say where "
+                    f"${config.CORPORA.name} should point")
+    fetch.add_argument("--only", nargs="+", metavar="FOLDER", default=None,
+                       help="only these corpus folders (default: all of them)")
+    fetch.add_argument("--dir", type=Path, default=None,
+                       help=f"the corpora directory (default: ${config.CORPORA.name}, else "
+                            "shared/corpora beside the repository checkout, else the cache)")
+    fetch.add_argument("--base-url", default=None,
+                       help="where the release's archives are, http(s):// or file:// (default: "
+                            "the manifest's GitHub release)")
+    fetch.add_argument("--no-progress", action="store_true", help="no progress bars or messages")
+
     truth = command("planted-truth", "print what the planted model plants, as JSON")
     truth.add_argument("--seed", type=seed_int, default=0, help="seed of the planted model")
     truth.add_argument("--variant", choices=VARIANTS, default="standard",
@@ -208,6 +217,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.variant != "standard" and args.model != "planted":
         raise InputError(f"--variant {args.variant} exists only for the planted model, not "
                          f"{args.model!r}.")
+    check_checkpoint_context(args.model)
     if args.source != "openwebtext":
         config.corpora_root()  # a corpora directory that is named must exist (DataError)
     out = check_output_file(args.out) if args.out else None
@@ -220,7 +230,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.explain:
         print(explain_table(results))
     if out:
-        write_atomic(out, strict_json(results.to_json()))
+        write_text_whole(out, strict_json(results.to_json()))
         print(f"wrote {out}", file=sys.stderr)
     return 0
 
@@ -237,7 +247,7 @@ def _run_chapters(args: argparse.Namespace) -> int:
     chapters = _chapters(args.chapters)
     out = writable_directory(args.out)
     timings = run_chapters(chapters, {config.MODEL.name: args.model}, out)
-    write_atomic(out / "timings.json", json.dumps(timings, indent=1) + "\n")
+    write_text_whole(out / "timings.json", json.dumps(timings, indent=1) + "\n")
     return 0
 
 
@@ -259,6 +269,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from context_neurons.book.publishing import main as set_repository
 
         return set_repository(args.url)
+    if args.command == "fetch-corpora":
+        from context_neurons.text.dataset import default_directory, fetch_corpora
+
+        fetch_corpora(args.only, args.dir or default_directory(), base_url=args.base_url,
+                      progress=not args.no_progress)
+        return 0
     if args.command == "planted-truth":
         _, record = build_planted_state(load_tokenizer(), seed=args.seed, variant=args.variant)
         json.dump(record.to_dict(), sys.stdout, indent=1, default=str)

@@ -233,10 +233,23 @@ def openwebtext_source() -> str:
 
 
 def cache_dir() -> Path:
-    """Directory for derived files (the offline tokenizer in Hugging Face format)."""
+    """Directory for derived files (the offline tokenizer in Hugging Face format), created if
+    missing; one that cannot be created is an :class:`InputError` (:func:`cache_error`)."""
     root = Path(get(CACHE) or Path.home() / ".cache" / "context_neurons").expanduser()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise cache_error(root, err) from None
     return root
+
+
+def cache_error(root: Path, err: OSError) -> InputError:
+    """The one-line error of a cache directory that cannot be written (read-only, full, not a
+    directory), naming it and ``$CONTEXT_NEURONS_CACHE``."""
+    return InputError(
+        f"The cache directory {root} cannot be written ({err.strerror or err}): point "
+        f"{CACHE.name} at a writable directory with free space."
+    )
 
 
 def llm_settings() -> tuple[str, str, str]:

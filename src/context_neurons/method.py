@@ -17,14 +17,33 @@ from dataclasses import dataclass, field
 
 from transformer_lens.model_bridge import TransformerBridge
 
-from context_neurons.checks import check_heads
-from context_neurons.circuit import ContextualCircuit, build_circuit
+from context_neurons.checks import InputError, check_heads
+from context_neurons.circuit import N_MIN, ContextualCircuit, build_circuit
 from context_neurons.discovery import NeuronScores, score_neurons
 from context_neurons.models.weights import ModelWeights, read_weights
 from context_neurons.taxonomy import HeadTaxonomy, classify_heads
+from context_neurons.text.windows import LOOKUP_TOKENS
 
 #: The calibration text of every circuit the method builds in a run.
 CALIBRATION = "prose"
+#: The shortest context the main job runs in: the circuit's median denominator reads the
+#: calibration positions from ``N_MIN`` on (:func:`~context_neurons.circuit.build_circuit` needs
+#: ``N_MIN + 2`` tokens), and chapter 7's look-up windows hold BOS and ``LOOKUP_TOKENS`` tokens.
+MIN_CONTEXT = max(N_MIN + 2, LOOKUP_TOKENS + 1)
+
+
+def check_run_context(n_ctx: int, source: str) -> None:
+    """An :class:`InputError` when a model's context (``n_ctx`` positions) is shorter than
+    :data:`MIN_CONTEXT`, raised before the main job starts rather than at its last step
+    (``source``: where the model came from, as
+    :attr:`~context_neurons.models.LoadedModel.source` says)."""
+    if n_ctx < MIN_CONTEXT:
+        raise InputError(
+            f"The model ({source}) has a context of {n_ctx} tokens (n_positions), but the main "
+            f"job needs at least {MIN_CONTEXT} (the circuit's calibration reads positions "
+            f"{N_MIN} and after; chapter 7's look-up windows hold {LOOKUP_TOKENS + 1} tokens): "
+            f"use a checkpoint with n_positions of {MIN_CONTEXT} or more."
+        )
 
 
 @dataclass(eq=False)

@@ -462,3 +462,43 @@ def test_the_shipped_models_recorded_command_still_rebuilds_its_configuration():
     assert config_to_argv(rebuilt) == argv
     shape = rebuilt.resolved()
     assert (shape.d_model, shape.n_head, shape.d_mlp, shape.n_ctx) == (256, 8, 1024, 256)
+
+
+def test_checkpoint_table_has_a_row_per_checkpoint_and_says_none_for_no_head():
+    """Chapter 8's table of the developmental view, computed in the package (issue 33)."""
+    from context_neurons.training.development import CHECKPOINT_COUNTS, checkpoint_table
+
+    row = {"tokens": 1234567, "heldout_loss": 5.5, "contextual_heads": [1, 6],
+           "separating_neurons": 10, "context_neurons_by_activation": 4, "neurons_found": 2}
+    table = checkpoint_table({"checkpoints": [
+        {**row, "tokens": 0, "contextual_heads": []},
+        {**row, "previous_token_heads": [0], "additive_truth": 7}]})
+    assert list(table.index) == ["0", "1,234,567"]
+    assert list(table["contextual"]) == ["-", "1, 6"]
+    assert list(table["prev.-token"]) == ["-", "0"]
+    assert table["additive"].isna().tolist() == [True, False]  # older rows lack the truth
+    assert set(CHECKPOINT_COUNTS) <= set(table.columns)
+
+
+def test_corpora_that_differ_from_the_dataset_are_refused_unless_no_verify(tmp_path):
+    """Issue 35: a dataset folder whose files differ from the manifest's checksums is refused in
+    one line saying what to do; ``--no-verify`` trains on it and records it as not verified;
+    folders the dataset does not hold are recorded as such."""
+    from context_neurons.training.loop import corpora_dataset
+
+    _write_corpus(tmp_path, "bible_web", ENGLISH, 3, seed=1)  # not the dataset's Bible
+    cfg = tiny_config(tmp_path, tmp_path / "out",
+                      corpus_weights={"bible_web": 1.0, "tiny_en": 1.0}).resolved()
+    with pytest.raises(DataError, match="does not match the corpora dataset, version .*"
+                       "fetch-corpora.*--no-verify") as error:
+        corpora_dataset(cfg)
+    assert "\n" not in str(error.value)
+    record = corpora_dataset(cfg, verify=False)
+    assert record["not_verified"] == ["bible_web"] and record["verified"] == []
+    assert record["not_in_dataset"] == ["tiny_en"]
+
+
+def test_the_run_records_the_corpora_dataset(run_dir):
+    record = json.loads((run_dir / "training.json").read_text())
+    assert record["corpora_dataset"]["not_in_dataset"] == sorted(WEIGHTS)
+    assert record["corpora_dataset"]["version"]

@@ -5,9 +5,10 @@ other place that must name it is derived from it, and ``tests/unit/test_colab.py
 ``tests/unit/test_chapters.py`` fail when one disagrees: ``_config.yml`` (the website's repository
 button and its Colab links), the first cell of every chapter (:data:`~context_neurons.book.colab.
 FIRST_CELL`, which installs the package in Colab before it can import anything), the README's
-Colab line, and the stored and student notebooks (regenerated from the chapters). A publisher runs
-``python -m context_neurons set-repository https://github.com/OWNER/NAME`` and then the two
-regeneration commands it prints.
+Colab line, and the stored and student notebooks (``tests/notebooks/`` and ``book/students/``,
+derived from the chapters). A publisher runs ``python -m context_neurons set-repository
+https://github.com/OWNER/NAME``: it replaces the address in all of them, the notebooks included
+(as text, each file written atomically; nothing is executed), and prints each file it changed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from context_neurons import config
 from context_neurons.book import colab
 from context_neurons.checks import InputError
+from context_neurons.files import write_text_whole
 
 #: ``https://github.com/OWNER/NAME``: an owner is GitHub's user or organisation name (letters,
 #: digits and single hyphens inside, at most 39 characters); a repository's name is letters,
@@ -48,32 +50,41 @@ def set_repository(url: str, root: Path = config.REPOSITORY_ROOT) -> list[Path]:
         root: the repository's root (a copy of it, in tests).
     """
     url = check_repository_url(url)
-    old = colab.REPOSITORY
-    files = [
+    return [path for path in repository_files(root) if replace_in_file(path, colab.REPOSITORY, url)]
+
+
+def repository_files(root: Path) -> list[Path]:
+    """Every file that names the repository: the package's address, the website's configuration,
+    the README, the chapters, and the student and stored notebooks derived from them."""
+    return [
         root / "src" / "context_neurons" / "book" / "colab.py",
+        root / "src" / "context_neurons" / "assets" / "corpora.json",  # the corpora release
         root / "_config.yml",
         root / "README.md",
         *sorted((root / "book").glob("*.py")),
+        *sorted((root / "book" / "students").glob("*.ipynb")),
+        *sorted((root / "tests" / "notebooks").glob("*.ipynb")),
     ]
-    changed = []
-    for path in files:
-        if not path.is_file():
-            continue
-        text = path.read_text()
-        new = text.replace(old, url)
-        if new != text:
-            path.write_text(new)
-            changed.append(path)
-    return changed
 
 
-def main(url: str) -> int:
-    """The command: set the address, then say what to regenerate."""
-    for path in set_repository(url):
-        print(f"updated {path.relative_to(config.REPOSITORY_ROOT)}")
-    print(
-        "now regenerate what is derived from the chapters:\n"
-        "  python -m context_neurons student-notebooks\n"
-        "  python -m context_neurons regenerate-notebooks"
-    )
+def replace_in_file(path: Path, old: str, new: str) -> bool:
+    """Replace ``old`` by ``new`` in the text of ``path`` (a missing file is skipped), written
+    atomically: a reader sees the old file or the new one. Returns whether it changed."""
+    if not path.is_file():
+        return False
+    text = path.read_bytes().decode("utf-8")  # line endings kept as they are
+    changed = text.replace(old, new)
+    if changed == text:
+        return False
+    write_text_whole(path, changed, newline="")  # the file's mode and line endings kept
+    return True
+
+
+def main(url: str, root: Path = config.REPOSITORY_ROOT) -> int:
+    """The command: set the address everywhere, notebooks included, and print each file changed."""
+    changed = set_repository(url, root)
+    for path in changed:
+        print(f"updated {path.relative_to(root)}")
+    if not changed:
+        print(f"nothing to change: no file under {root} names {colab.REPOSITORY}")
     return 0

@@ -221,9 +221,14 @@ def placeholder_tokenizer(d_vocab: int) -> PreTrainedTokenizerBase:
 
 
 def _save_whole(tokenizer: PreTrainedTokenizerBase, saved: Path) -> None:
-    """Save a tokenizer into ``saved`` atomically (parallel test workers never see half of it)."""
+    """Save a tokenizer into ``saved`` atomically (parallel test workers never see half of it);
+    a cache that cannot be written (read-only, full) is an :class:`InputError` naming it."""
     tmp = saved.with_name(saved.name + f".tmp{os.getpid()}")
-    tokenizer.save_pretrained(tmp)
+    try:
+        tokenizer.save_pretrained(tmp)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise config.cache_error(saved.parent, err) from None
     try:
         os.replace(tmp, saved)
     except OSError:  # another process won the race
@@ -369,6 +374,20 @@ def load_checkpoint(directory: str | Path) -> GPT2LMHeadModel:
         ) from err
 
 
+def checkpoint_context(directory: str | Path) -> int | None:
+    """The context (``n_positions``) a checkpoint directory's ``config.json`` gives, read without
+    loading the weights (GPT-2's 1024 when it gives none, as Hugging Face reads it); None when the
+    file cannot be read (:func:`load_checkpoint` then says why)."""
+    try:
+        hf_config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(hf_config, dict):
+        return None
+    n_ctx = hf_config.get("n_positions", GPT2Config().n_positions)
+    return n_ctx if isinstance(n_ctx, int) else None
+
+
 def load_hf_gpt2(name: str = "gpt2", weights: str | Path | None = None) -> tuple[GPT2LMHeadModel, str]:
     """A GPT-2 family model from a local directory, the local cache, or the hub."""
     from_environment = not weights and name == "gpt2" and config.gpt2_weights() is not None
@@ -396,8 +415,15 @@ def load_hf_gpt2(name: str = "gpt2", weights: str | Path | None = None) -> tuple
 
 
 def resolve_model_name(name: str | None) -> str:
-    """A known model name, or a checkpoint directory (as a resolved path string)."""
-    name = (name or config.model_name()).strip()
+    """A known model name, or a checkpoint directory (as a resolved path string); ``None`` reads
+    ``$CONTEXT_NEURONS_MODEL``. An empty name is refused (it used to mean GPT-2 silently, and a
+    blank one the working directory)."""
+    name = (config.model_name() if name is None else name).strip()
+    if not name:
+        raise ModelLoadError(
+            f"The model name is empty: choose one of {', '.join(MODEL_NAMES)}, or give a "
+            "directory holding a GPT-2-architecture Hugging Face checkpoint."
+        )
     if name.lower() in MODEL_NAMES:
         return name.lower()
     path = Path(name).expanduser()

@@ -30,7 +30,7 @@ from context_neurons.discovery import THETA, NeuronScores, loud_token_share, pre
 from context_neurons.evaluation import contextual_heads_accuracy, evaluate
 from context_neurons.lookups import examine_neuron, head_name, scan_pool, select_neurons
 from context_neurons.lookups import NotFiring, token_prediction_scores
-from context_neurons.method import MethodValues
+from context_neurons.method import MethodValues, check_run_context
 from context_neurons.models import LoadedModel, load_model
 from context_neurons.models.planted import PlantedTruth
 from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
@@ -374,6 +374,7 @@ def reproduce(
     torch.set_grad_enabled(False)
     loaded = load_model(model, device=device, seed=seed, variant=variant)
     hooked, truth = loaded.model, loaded.truth
+    check_run_context(hooked.cfg.n_ctx, loaded.source)
     windows, labels, report = evaluation_windows(hooked.tokenizer, n_texts, source=source)
     if len(windows) < n_texts:
         print(f"note: only {len(windows)} full-length windows available ({report}).")

@@ -302,12 +302,25 @@ def _stream_openwebtext(seed: int):
         except DataError:
             raise
         except Exception as err:  # noqa: BLE001  (network and format errors come in many types)
-            errors.append(f"  {repo}@{revision or 'main'}: {type(err).__name__}: {err}")
-    raise DataError(
-        "OpenWebText could not be streamed from any source:\n" + "\n".join(errors) + "\n"
-        f"Online, set {config.OPENWEBTEXT.name}=owner/dataset[@revision] to another copy of "
-        f"OpenWebText (or a local directory of Parquet/JSONL files); offline, use the corpora: set "
-        f"{config.CORPORA.name} or pass source='corpora'."
+            errors.append(f"{repo}@{revision or 'main'}: {_first_line(err)}")
+    raise openwebtext_error("; ".join(errors))
+
+
+def _first_line(err: BaseException, width: int = 160) -> str:
+    """An exception as ``Type: message`` on one line, cut to ``width`` characters."""
+    text = " ".join(str(err).split()) or "no message"
+    text = text if len(text) <= width else text[: width - 3] + "..."
+    return f"{type(err).__name__}: {text}"
+
+
+def openwebtext_error(why: str) -> DataError:
+    """The one-line error of OpenWebText that cannot be read (``why``: each source's failure),
+    saying what to do: the offline corpora, the network, or another copy."""
+    return DataError(
+        f"OpenWebText could not be read ({why}): offline, use the corpora (set "
+        f"{config.CORPORA.name} to their directory); online, check the network, or set "
+        f"{config.OPENWEBTEXT.name} to another copy (owner/dataset[@revision], or a local "
+        "directory of Parquet or JSONL files)."
     )
 
 
@@ -321,10 +334,16 @@ def openwebtext_documents(n: int, seed: int = 0) -> list[Document]:
 @functools.lru_cache(maxsize=4)
 def _openwebtext_documents_cached(n: int, seed: int) -> tuple[Document, ...]:
     docs = []
-    for i, record in enumerate(_stream_openwebtext(seed)):
-        docs.append(Document("openwebtext", str(i), record["text"]))
-        if len(docs) >= n:
-            break
+    try:
+        for i, record in enumerate(_stream_openwebtext(seed)):
+            docs.append(Document("openwebtext", str(i), record["text"]))
+            if len(docs) >= n:
+                break
+    except DataError:
+        raise
+    except Exception as err:  # noqa: BLE001  (a stream that opened can still fail while read)
+        raise openwebtext_error(f"the stream failed after {len(docs)} documents: "
+                                f"{_first_line(err)}") from err
     return tuple(docs)
 
 

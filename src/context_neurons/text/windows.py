@@ -366,10 +366,14 @@ def calibration_tokens(
 # ----------------------------------------------------------------------------------------------
 
 
+#: Tokens after BOS in each of chapter 7's look-up windows (:func:`lookup_windows`).
+LOOKUP_TOKENS = 64
+
+
 def document_windows(
     tokenizer,
     documents: Iterable[Document],
-    n_tokens: int = 64,
+    n_tokens: int = LOOKUP_TOKENS,
     n_windows: int | None = None,
     prefix: str = "",
     skip: set[str] | None = None,
@@ -419,7 +423,7 @@ def lookup_windows(
     tokenizer,
     domains: Sequence[str] | None = None,
     per_domain: int = 48,
-    n_tokens: int = 64,
+    n_tokens: int = LOOKUP_TOKENS,
 ) -> tuple[list[Int[Tensor, " _pos"]], list[str]]:
     """Windows ``[BOS, n_tokens tokens]`` from every domain (cached per tokenizer and arguments).
 

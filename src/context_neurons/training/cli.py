@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-checkpoints", action="store_true",
                         help="save no checkpoints under OUT/checkpoints/")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="train on corpora that differ from the dataset's checksums "
+                             "(assets/corpora.json), deliberately; the record says so")
     return parser
 
 
@@ -171,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     args = build_parser().parse_args(argv)
     try:
-        out = train(config_from_args(args), resume=args.resume, overwrite=args.overwrite)
+        out = train(config_from_args(args), resume=args.resume, overwrite=args.overwrite,
+                    verify=not args.no_verify)
     except ContextNeuronsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

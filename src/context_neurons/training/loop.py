@@ -20,7 +20,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import platform
 import shutil
 import sys
@@ -37,6 +36,8 @@ from transformers.utils import logging as hf_logging
 
 from context_neurons import config as settings
 from context_neurons.checks import DataError, InputError, writable_directory
+from context_neurons.files import write_whole
+from context_neurons.text.dataset import load_manifest, verify_corpora
 from context_neurons.training.config import (
     EOT,
     SHORT_DOCUMENT_CORPORA,
@@ -230,20 +231,22 @@ def _save_checkpoint(model, path: Path, heldout: dict[str, float] | None, step: 
         {"step": step, "tokens": tokens, "heldout": heldout}, indent=1) + "\n")
 
 
-def train(config: TrainConfig, resume: bool = False, overwrite: bool = False) -> Path:
+def train(config: TrainConfig, resume: bool = False, overwrite: bool = False,
+          verify: bool = True) -> Path:
     """Run ``config`` and return the output directory (see the module docstring).
 
     The configuration and the output directory are checked before any data is read. A directory
     that is not empty is refused unless ``resume`` (continue the interrupted run in it from its
     last saved state, to the same weights as a run without the interruption) or ``overwrite``
-    (remove the files of the run it holds first). Sets the thread count and deterministic
-    algorithms for the run and restores them after."""
+    (remove the files of the run it holds first). The corpora are checked against the dataset's
+    manifest unless ``verify`` is False (:func:`corpora_dataset`). Sets the thread count and
+    deterministic algorithms for the run and restores them after."""
     if resume and overwrite:
         raise InputError("--resume and --overwrite exclude each other: choose one.")
     saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
              torch.is_deterministic_algorithms_warn_only_enabled())
     try:
-        return _train(config, resume, overwrite)
+        return _train(config, resume, overwrite, verify)
     finally:
         torch.set_num_threads(saved[0])
         torch.use_deterministic_algorithms(saved[1], warn_only=saved[2])
@@ -259,6 +262,29 @@ def check_config(cfg: TrainConfig) -> None:
     problems = config_problems(cfg, corpus_names(corpora))
     if problems:
         raise InputError("; ".join(problems) + ".")
+
+
+def corpora_dataset(cfg: TrainConfig, verify: bool = True) -> dict:
+    """The version of the corpora dataset (``assets/corpora.json``) the run reads, the folders
+    checked against its checksums, and those it does not hold (the standard library's code, a
+    reader's own text). A dataset folder whose files differ is refused unless ``verify`` is False
+    (other text, deliberately: ``train --no-verify``), and then recorded as not verified."""
+    manifest = load_manifest()
+    read = sorted(c for c, w in cfg.corpus_weights.items() if w > 0)
+    in_dataset = [c for c in read if c in manifest["folders"]]
+    out = {"version": manifest["version"], "verified": [], "not_verified": [],
+           "not_in_dataset": [c for c in read if c not in manifest["folders"]]}
+    if not verify:
+        return {**out, "not_verified": in_dataset}
+    problems = verify_corpora(cfg.corpora, only=in_dataset) if in_dataset else []
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DataError(
+            f"--corpora {cfg.corpora} does not match the corpora dataset, version "
+            f"{manifest['version']}: {problems[0]}{more}. Fetch it with `python -m "
+            "context_neurons fetch-corpora --dir DIR`, or pass --no-verify to train on other "
+            "text deliberately.")
+    return {**out, "verified": in_dataset}
 
 
 def prepare_output(out: Path, resume: bool, overwrite: bool) -> dict | None:
@@ -306,16 +332,6 @@ def read_resume_state(path: Path) -> dict:
                         "is damaged; rerun with --overwrite to start the run again.") from None
 
 
-def _write_atomic(path: Path, write) -> None:
-    """``write(temporary path)``, then rename it over ``path`` (never half a file)."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _continue_config(state: dict, requested: TrainConfig) -> TrainConfig:
     """The saved run's configuration, after checking that ``requested`` asks for the same run
     (``out``, ``progress``, ``stop_after_steps`` and ``resume_every`` may differ)."""
@@ -331,11 +347,12 @@ def _continue_config(state: dict, requested: TrainConfig) -> TrainConfig:
     return dataclasses.replace(TrainConfig(**state["config"]), **kept)
 
 
-def _train(config: TrainConfig, resume: bool, overwrite: bool) -> Path:
+def _train(config: TrainConfig, resume: bool, overwrite: bool, verify: bool = True) -> Path:
     t_start = time.perf_counter()
     quiet_transformers()
     cfg = config.resolved()
     check_config(cfg)
+    dataset = corpora_dataset(cfg, verify)
     device = resolve_device(cfg.device)
     out = Path(cfg.out)
     state = prepare_output(out, resume, overwrite)
@@ -452,7 +469,7 @@ def _train(config: TrainConfig, resume: bool, overwrite: bool) -> Path:
             "measured_rate": measured_rate,
             "tokenizer_sha256": _file_sha256(out / "tokenizer.json"),
         }
-        _write_atomic(out / RESUME_FILE, lambda tmp: torch.save(resume_state, tmp))
+        write_whole(out / RESUME_FILE, lambda tmp: torch.save(resume_state, tmp))
 
     progress = _progress(total_steps, cfg.progress, initial=start)
     t_loop = time.perf_counter()
@@ -517,6 +534,7 @@ def _train(config: TrainConfig, resume: bool, overwrite: bool) -> Path:
         "command_module": reproduce_command(cfg, device.type).replace(
             "-m context_neurons train", "-m context_neurons.training", 1),
         "seed": cfg.seed,
+        "corpora_dataset": dataset,
         "threads": cfg.threads,
         "device": str(device),
         "device_name": (torch.cuda.get_device_name(device) if device.type == "cuda"
@@ -546,7 +564,7 @@ def _train(config: TrainConfig, resume: bool, overwrite: bool) -> Path:
         "split_counts": split.counts(),
         "checkpoint_steps": sorted(ckpt_steps) if cfg.save_checkpoints else [],
     }
-    _write_atomic(out / "training.json",
+    write_whole(out / "training.json",
                   lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n"))
     if steps_done == total_steps:  # finished: no marker, no resume state
         (out / RESUME_FILE).unlink(missing_ok=True)

@@ -1,0 +1,71 @@
+"""Build the offline corpora's release: one deterministic archive per folder, and the manifest.
+
+Writes ``FOLDER.tar.gz`` for every folder of ``--corpora`` and a copy of its ``README.md`` into
+``--out`` (outside the repository: it never holds the corpora), and refreshes the package's
+manifest (``src/context_neurons/assets/corpora.json``): the dataset's version, where the release
+is published, and the SHA-256 and size of every archive and file. Upload every file of ``--out``
+to the release (``base_url``). Building again from the same files gives the same bytes.
+
+With ``--check`` nothing is written: the manifest is verified against the archives in ``--out``
+and the directory (the archives are built again in a temporary folder and compared); the exit
+status is 1 when anything disagrees.
+
+    python scripts/build_corpora_release.py --corpora ../shared/corpora --out /tmp/corpora-release
+    python scripts/build_corpora_release.py --corpora ../shared/corpora --out /tmp/corpora-release \
+        --check
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from context_neurons.book.colab import REPOSITORY
+from context_neurons.checks import ContextNeuronsError
+from context_neurons.text.dataset import MANIFEST_PATH, check_release, load_manifest
+from context_neurons.text.dataset import publish_corpora
+
+
+def release_url(version: str) -> str:
+    """The GitHub release of a dataset version: tag ``corpora-v<version>`` of the repository."""
+    return f"{REPOSITORY}/releases/download/corpora-v{version}/"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpora", type=Path, required=True, help="the corpora directory")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="folder for the archives (outside the repository)")
+    parser.add_argument("--version", default=None,
+                        help="the dataset's version (default: the manifest's, else 1)")
+    parser.add_argument("--base-url", default=None,
+                        help="where the archives are published (default: the repository's "
+                             "release corpora-v<version>)")
+    parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH, help="the manifest")
+    parser.add_argument("--check", action="store_true",
+                        help="verify the manifest against --out and --corpora; write nothing")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            problems = check_release(args.corpora, args.out, args.manifest)
+            for problem in problems:
+                print(problem)
+            print(f"{len(problems)} problem(s)" if problems else
+                  f"the manifest {args.manifest} matches {args.out} and {args.corpora}")
+            return 1 if problems else 0
+        version = args.version or (load_manifest(args.manifest)["version"]
+                                   if args.manifest.is_file() else "1")
+        manifest = publish_corpora(args.corpora, args.out, version,
+                                   args.base_url or release_url(version), args.manifest)
+    except ContextNeuronsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(manifest['folders'])} archives and {args.out / 'README.md'} into "
+          f"{args.out}, and the manifest {args.manifest} (version {manifest['version']}); "
+          f"upload {args.out}/* to {manifest['base_url']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
