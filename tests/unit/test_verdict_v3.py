@@ -22,7 +22,7 @@ from context_neurons.models.weights import as_weights
 from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.training.corpus import Doc
 from context_neurons.verdict import statistics as st
-from context_neurons.verdict.protocol import load_protocol
+from context_neurons.verdict.protocol import VerdictRule, load_protocol
 from context_neurons.verdict.v3 import SENSITIVITY_D
 from context_neurons.verdict.v3_compare import (
     ADDS_SOMETHING,
@@ -83,7 +83,8 @@ def test_the_code_uses_the_registered_seeds_and_thresholds():
     assert PROTOCOL["truth"]["min_cohens_d"] == 1.0 and PROTOCOL["truth"]["min_context_part"] == 0.5
     assert PROTOCOL["context_set"]["taxonomy_fix"]["threshold"] == PREVIOUS_TOKEN_MIN == 0.4
     # v2's verdict thresholds, unchanged, are the secondary question's
-    assert PROTOCOL["verdict"]["positive"] == load_protocol("v2")["verdict"]["positive"]
+    assert PROTOCOL["verdict"]["positive"] == load_protocol("v2").document["verdict"]["positive"]
+    assert VerdictRule.from_json(PROTOCOL["verdict"]) == load_protocol("v2").verdict
 
 
 def test_manifest_lists_every_domain_and_the_fallback():
