@@ -18,22 +18,13 @@ import torch
 from context_neurons import config
 from context_neurons.__main__ import build_parser, main, strict_json
 from context_neurons.checks import DataError, ModelLoadError
+from cli_cases import one_line_error  # tests/unit/cli_cases.py
 
 ENGLISH = ("the cat sat on the mat and the dog ran to the house while the bird sang in the old "
            "tree by the river").split()
 SPANISH = ("el gato se sienta en la casa y el perro corre hacia la plaza mientras el pájaro canta "
            "en el árbol junto al río").split()
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _one_line_error(captured, *fragments: str) -> str:
-    """The stderr of a refused command: ``error: ...`` on one line, no traceback."""
-    err = captured.err.strip()
-    assert err.startswith("error: "), err
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    for fragment in fragments:
-        assert fragment in err, (fragment, err)
-    return err
 
 
 def _digest(path: Path) -> str:
@@ -57,24 +48,24 @@ def no_run(monkeypatch):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
 def test_device_cuda_without_a_gpu_is_one_line(capsys, no_run):
     assert main(["reproduce", "--model", "planted", "--device", "cuda"]) == 2
-    _one_line_error(capsys.readouterr(), "--device cuda", "no CUDA")
+    one_line_error(capsys.readouterr(), "--device cuda", "no CUDA")
 
 
 def test_a_bad_seed_variable_is_one_line(monkeypatch, capsys, no_run):
     monkeypatch.setenv(config.PLANTED_SEED.name, "seven")
     assert main(["reproduce", "--model", "planted"]) == 2
-    _one_line_error(capsys.readouterr(), config.PLANTED_SEED.name, "'seven'")
+    one_line_error(capsys.readouterr(), config.PLANTED_SEED.name, "'seven'")
 
 
 def test_a_variant_of_another_model_is_one_line(capsys, no_run):
     assert main(["reproduce", "--model", "gpt2", "--variant", "shuffled-kernels"]) == 2
-    _one_line_error(capsys.readouterr(), "only for the planted model")
+    one_line_error(capsys.readouterr(), "only for the planted model")
 
 
 def test_a_missing_checkpoint_is_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(config.GPT2_WEIGHTS.name, str(tmp_path / "missing"))
     assert main(["reproduce", "--model", "gpt2", "--texts", "1", "--no-progress"]) == 2
-    _one_line_error(capsys.readouterr(), config.GPT2_WEIGHTS.name, "missing")
+    one_line_error(capsys.readouterr(), config.GPT2_WEIGHTS.name, "missing")
 
 
 @pytest.mark.parametrize("seed", ["12345678901234567890123", "-1"])
@@ -120,7 +111,7 @@ def test_a_llama_directory_is_refused(tmp_path, capsys):
     capsys.readouterr()  # the saving's progress bar
     assert main(["reproduce", "--model", str(tmp_path / "llama"), "--texts", "1",
                  "--no-progress"]) == 2
-    _one_line_error(capsys.readouterr(), "not a GPT-2-architecture model", "llama")
+    one_line_error(capsys.readouterr(), "not a GPT-2-architecture model", "llama")
 
 
 def test_a_gpt2_config_over_other_weights_is_refused(tmp_path):
@@ -188,7 +179,7 @@ def test_a_bad_out_path_is_refused_before_the_run(kind, tmp_path, capsys, no_run
     finally:
         if kind == "unwritable":
             out.parent.chmod(0o700)
-    _one_line_error(capsys.readouterr(), "--out")
+    one_line_error(capsys.readouterr(), "--out")
     assert not out.is_file()
 
 
@@ -238,7 +229,7 @@ def test_run_chapters_checks_its_out_before_running(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("keep me")
     assert main(["run-chapters", "--model", "planted", "--out", str(blocker)]) == 2
-    _one_line_error(capsys.readouterr(), "--out", "not a directory")
+    one_line_error(capsys.readouterr(), "--out", "not a directory")
     assert blocker.read_text() == "keep me"
 
 
@@ -261,7 +252,7 @@ def test_a_missing_corpora_directory_is_an_error_not_openwebtext(monkeypatch, tm
 def test_reproduce_with_a_missing_corpora_directory_is_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(config.CORPORA.name, str(tmp_path / "not-here"))
     assert main(["reproduce", "--model", "planted", "--texts", "1", "--no-progress"]) == 2
-    _one_line_error(capsys.readouterr(), config.CORPORA.name, "not-here")
+    one_line_error(capsys.readouterr(), config.CORPORA.name, "not-here")
 
 
 # ---- 7. corrupt corpus files name the file and the line -----------------------------------------
@@ -327,10 +318,10 @@ def full_run(corpora, tmp_path_factory):
 def test_train_refuses_a_directory_holding_a_run(corpora, full_run, capsys):
     before = {p.name: _digest(p) for p in full_run.iterdir() if p.is_file()}
     assert main(_train_argv(corpora, full_run)) == 2
-    _one_line_error(capsys.readouterr(), "is not empty", "--resume", "--overwrite")
+    one_line_error(capsys.readouterr(), "is not empty", "--resume", "--overwrite")
     assert {p.name: _digest(p) for p in full_run.iterdir() if p.is_file()} == before
     assert main(_train_argv(corpora, full_run, "--resume")) == 2  # finished: nothing to resume
-    _one_line_error(capsys.readouterr(), "finished run")
+    one_line_error(capsys.readouterr(), "finished run")
     assert {p.name: _digest(p) for p in full_run.iterdir() if p.is_file()} == before
 
 
@@ -383,7 +374,7 @@ def test_resume_refuses_a_directory_without_a_run(corpora, tmp_path, capsys, mak
     if make:
         out.mkdir()
     assert main(_train_argv(corpora, out, "--resume")) == 2
-    _one_line_error(capsys.readouterr(), "no run to resume", "Drop --resume")
+    one_line_error(capsys.readouterr(), "no run to resume", "Drop --resume")
     assert not out.exists() or not any(out.iterdir())
 
 
@@ -393,7 +384,7 @@ def test_resume_refuses_other_options(corpora, tmp_path, capsys):
     capsys.readouterr()
     before = _digest(out / "resume.pt")
     assert main(_train_argv(corpora, out, "--resume", "--lr", "0.01")) == 2
-    _one_line_error(capsys.readouterr(), "lr", "--resume")
+    one_line_error(capsys.readouterr(), "lr", "--resume")
     assert _digest(out / "resume.pt") == before
 
 
@@ -412,7 +403,7 @@ def test_train_checks_its_configuration_before_reading_data(corpora, tmp_path, c
     monkeypatch.setattr(loop, "split_corpora", must_not_split)
     out = tmp_path / "never"
     assert main(_train_argv(corpora, out, *extra)) == 2
-    _one_line_error(capsys.readouterr(), *fragments)
+    one_line_error(capsys.readouterr(), *fragments)
     assert not out.exists()
 
 
@@ -454,7 +445,7 @@ def test_regenerate_notebooks_refuses_a_file_that_is_not_a_chapter(tmp_path, cap
     stray.write_text("x = 1\n")
     for name in (str(stray), chapter.name.replace(".py", ".txt"), f"./{chapter.name}"):
         assert main(["regenerate-notebooks", name]) == 2
-        _one_line_error(capsys.readouterr(), "not a chapter of the book", chapter.stem)
+        one_line_error(capsys.readouterr(), "not a chapter of the book", chapter.stem)
     assert (_digest(stored) if stored.exists() else None) == before
     # a chapter's name resolves against book/, not the working directory
     assert resolve_chapters([chapter.stem, chapter.name, str(chapter)]) == [chapter] * 3
@@ -470,7 +461,7 @@ def test_set_repository_refuses_a_bad_address(url, capsys):
     files = [REPO / "src" / "context_neurons" / "book" / "colab.py", REPO / "README.md"]
     before = [_digest(f) for f in files]
     assert main(["set-repository", url]) == 2
-    _one_line_error(capsys.readouterr(), "OWNER/NAME")
+    one_line_error(capsys.readouterr(), "OWNER/NAME")
     assert [_digest(f) for f in files] == before
 
 

@@ -202,17 +202,24 @@ def brute_force_sigma(model, token: int, position: int) -> float:
     return float(((x - x.mean()) ** 2).mean().add(model.cfg.eps).sqrt())
 
 
-@pytest.mark.parametrize("fold_ln", [False, True])
-def test_score_error_parts_against_the_definitions(fold_ln):
-    """The two parts add up to reconstructed minus exact scores, and each equals its formula
-    evaluated from the definitions (keys through the model's own LayerNorm, sigma from x)."""
-    model, _ = make_small_model(seed=7, fold_ln=fold_ln)
+def _error_parts(model):
+    """Random tokens and reference text of the small model, its first and last heads, their
+    score-error parts and their decomposition."""
     gen = torch.Generator().manual_seed(2)
     tokens = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=gen)
     reference = torch.randint(0, model.cfg.d_vocab, (50,), generator=gen)
     heads = [0, model.cfg.n_heads - 1]
     parts = dec.score_error_parts(model, tokens, heads=heads, reference_tokens=reference)
     decomposed = dec.decompose_attention(model, tokens, heads=heads, reference_tokens=reference)
+    return tokens, reference, heads, parts, decomposed
+
+
+@pytest.mark.parametrize("fold_ln", [False, True])
+def test_score_error_parts_against_the_definitions(fold_ln):
+    """The two parts add up to reconstructed minus exact scores, and each equals its formula
+    evaluated from the definitions (keys through the model's own LayerNorm, sigma from x)."""
+    model, _ = make_small_model(seed=7, fold_ln=fold_ln)
+    tokens, reference, heads, parts, decomposed = _error_parts(model)
     difference = decomposed.positional_scores + decomposed.content_scores - decomposed.exact_scores
     torch.testing.assert_close(parts.total(), difference * decomposed.mask, atol=1e-4, rtol=1e-4)
     assert parts.token_scale[:, torch.arange(len(tokens)), torch.arange(len(tokens))].abs().max() == 0
@@ -317,12 +324,7 @@ def test_read_weights_refuses_another_architecture_in_words(monkeypatch):
 
 def test_error_part_sizes_are_the_attention_weighted_parts():
     model, _ = make_small_model(seed=7)
-    gen = torch.Generator().manual_seed(2)
-    tokens = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=gen)
-    reference = torch.randint(0, model.cfg.d_vocab, (50,), generator=gen)
-    heads = [0, model.cfg.n_heads - 1]
-    parts = dec.score_error_parts(model, tokens, heads=heads, reference_tokens=reference)
-    decomposed = dec.decompose_attention(model, tokens, heads=heads, reference_tokens=reference)
+    tokens, _, heads, parts, decomposed = _error_parts(model)
     sizes = dec.error_part_sizes(decomposed, parts)
     assert list(sizes.table.index) == heads and sizes.table.index.name == "head"
     assert sizes.mismatch < 1e-4  # the two parts add up to the score error

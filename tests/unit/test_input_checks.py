@@ -20,6 +20,7 @@ from context_neurons.checks import MAX_SEED, DataError, InputError, ModelLoadErr
 from context_neurons.checks import check_seed
 from context_neurons.models import load_model
 from context_neurons.models.loading import MODEL_NAMES, resolve_model_name
+from cli_cases import one_line_error  # tests/unit/cli_cases.py
 
 
 @pytest.mark.parametrize("seed", [-1, MAX_SEED + 1, 2**40, 1.5, True, "3"])
@@ -109,16 +110,6 @@ def test_the_taxonomy_refuses_a_repeated_head(planted):
 # ---- a newcomer's inputs: one line and exit status 2, never silent or a traceback --------------
 
 
-def _one_line_error(captured, *fragments: str) -> str:
-    """The stderr of a refused command: ``error: ...`` on one line, no traceback."""
-    err = captured.err.strip()
-    assert err.startswith("error: "), err
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    for fragment in fragments:
-        assert fragment in err, (fragment, err)
-    return err
-
-
 @pytest.fixture
 def no_run(monkeypatch):
     """The pipeline replaced by one that fails the test: a refusal must come before any work."""
@@ -172,7 +163,7 @@ def test_a_checkpoint_with_too_short_a_context_is_refused_before_the_run(tmp_pat
     short = _gpt2_checkpoint(tmp_path / "short", n_positions=16)
     capsys.readouterr()  # the saving's progress bar
     assert main(["reproduce", "--model", str(short), "--texts", "1", "--no-progress"]) == 2
-    _one_line_error(capsys.readouterr(), str(short), "context of 16 tokens",
+    one_line_error(capsys.readouterr(), str(short), "context of 16 tokens",
                     f"needs at least {MIN_CONTEXT}", "n_positions")
     check_checkpoint_context(str(_gpt2_checkpoint(tmp_path / "enough", MIN_CONTEXT)))
     with pytest.raises(InputError, match=f"context of {MIN_CONTEXT - 1} tokens"):
@@ -191,7 +182,7 @@ def test_a_full_cache_is_one_line_naming_the_directory_and_variable(monkeypatch,
     monkeypatch.setenv(config.CACHE.name, str(cache))
     monkeypatch.setattr(PreTrainedTokenizerFast, "save_pretrained", full)
     assert main(["planted-truth"]) == 2  # it saves the offline tokenizer into the cache first
-    _one_line_error(capsys.readouterr(), str(cache), config.CACHE.name, "No space left")
+    one_line_error(capsys.readouterr(), str(cache), config.CACHE.name, "No space left")
     assert list(cache.iterdir()) == []  # no half-written tokenizer left
 
 
@@ -204,7 +195,7 @@ def test_a_read_only_cache_is_one_line(monkeypatch, tmp_path, capsys):
             pytest.skip("root writes anywhere")
         monkeypatch.setenv(config.CACHE.name, str(cache))
         assert main(["planted-truth"]) == 2
-        _one_line_error(capsys.readouterr(), str(cache), config.CACHE.name)
+        one_line_error(capsys.readouterr(), str(cache), config.CACHE.name)
     finally:
         cache.chmod(0o700)
 
@@ -268,7 +259,7 @@ def test_reproduce_on_unreachable_openwebtext_exits_2_with_one_line(monkeypatch,
     corpora._openwebtext_documents_cached.cache_clear()
     assert main(["reproduce", "--model", "planted", "--source", "openwebtext", "--texts", "1",
                  "--no-progress"]) == 2
-    _one_line_error(capsys.readouterr(), "OpenWebText could not be read", config.CORPORA.name)
+    one_line_error(capsys.readouterr(), "OpenWebText could not be read", config.CORPORA.name)
 
 
 def test_set_repository_rewrites_the_stored_and_student_notebooks(tmp_path, capsys):

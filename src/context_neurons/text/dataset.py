@@ -44,6 +44,7 @@ from tqdm import tqdm
 
 from context_neurons import config
 from context_neurons.checks import DataError, InputError
+from context_neurons.files import write_text_whole, write_whole
 from context_neurons.text.corpora import read_jsonl
 
 #: The manifest shipped with the package (package data, beside the other assets).
@@ -448,9 +449,12 @@ def count_documents(path: Path) -> int | None:
 def write_archive(corpora: Path, folder: str, path: Path) -> None:
     """``corpora/folder`` as a deterministic ``tar.gz`` at ``path``: members ``folder/<file>`` in
     sorted order, mode 644, mtime 0, uid and gid 0, no user or group names, gzip mtime 0 and no
-    file name in the gzip header (written to ``.part``, then renamed)."""
-    part = path.with_name(path.name + PART_SUFFIX)
-    with part.open("wb") as raw, \
+    file name in the gzip header (written whole: :func:`~context_neurons.files.write_whole`)."""
+    write_whole(path, lambda tmp: _write_tar(corpora, folder, tmp))
+
+
+def _write_tar(corpora: Path, folder: str, tmp: Path) -> None:
+    with tmp.open("wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for relative in _files_in(corpora / folder):
@@ -463,7 +467,6 @@ def write_archive(corpora: Path, folder: str, path: Path) -> None:
             info.uname = info.gname = ""
             with source.open("rb") as handle:
                 tar.addfile(info, handle)
-    os.replace(part, path)
 
 
 def file_entry(path: Path, relative: str) -> dict:
@@ -520,10 +523,7 @@ def publish_corpora(corpora: str | Path, out: str | Path, version: str, base_url
     """Build the release (:func:`build_release`) into ``out`` and write its manifest to
     ``manifest_path`` (atomically). Upload every file of ``out`` to ``base_url``."""
     manifest = build_release(corpora, out, version, base_url)
-    path = Path(manifest_path)
-    part = path.with_name(path.name + PART_SUFFIX)
-    part.write_text(manifest_text(manifest), encoding="utf-8")
-    os.replace(part, path)
+    write_text_whole(Path(manifest_path), manifest_text(manifest))
     return manifest
 
 
