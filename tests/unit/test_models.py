@@ -193,3 +193,26 @@ def test_a_checkpoint_that_does_not_scale_its_scores_is_refused(tmp_path):
                                        scale_attn_weights=False)
     with pytest.raises(ModelLoadError, match="scale_attn_weights=False"):
         load_model(str(path))
+
+
+def test_the_bridge_puts_a_preloaded_model_on_the_device_asked_for(monkeypatch):
+    """TransformerLens's bridge records ``device`` in ``cfg.device`` but leaves a pre-loaded
+    Hugging Face model where it is; bridge_from_hf moves it (on a GPU the weights stayed on the
+    CPU while the method's token ids went to the GPU). Here the move is observed, not made."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from context_neurons.models import loading
+
+    hf_model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, n_positions=32,
+                                          vocab_size=50))
+    moved_to, move = [], GPT2LMHeadModel.to
+
+    def spy(self, *args, **kwargs):
+        moved_to.append(str(args[0] if args else kwargs.get("device")))
+        return move(self, *args, **kwargs)
+
+    monkeypatch.setattr(GPT2LMHeadModel, "to", spy)
+    monkeypatch.setattr(loading.config, "resolve_device", lambda device: torch.device("cpu"))
+    model = loading.bridge_from_hf(hf_model, None, "tiny", device="cuda")
+    assert moved_to == ["cpu"]  # the device resolve_device gave, not left where it was
+    assert {p.device.type for p in model.parameters()} == {"cpu"}

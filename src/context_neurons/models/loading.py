@@ -263,7 +263,9 @@ def bridge_from_hf(
             "by sqrt(d_head). Use a checkpoint with GPT-2's default (scale_attn_weights=True)."
         )
     device = str(config.resolve_device(device))
-    hf_model = hf_model.float().eval()  # checkpoints may be stored in half precision
+    # float32 (checkpoints may be stored in half precision), on the device asked for: the bridge
+    # records `device` in cfg.device but leaves a pre-loaded model where it is
+    hf_model = hf_model.float().eval().to(device)
     placeholder = tokenizer is None
     if placeholder:
         tokenizer = placeholder_tokenizer(hf_model.config.vocab_size)
