@@ -14,8 +14,10 @@ environment) writes into ``artifacts/device-bundle/`` (ignored by git through ``
 - ``shared.tar.xz``: ``corpora/`` and ``gpt2-tokenizer/`` of ``../shared`` (58 MB of JSONL and the
   GPT-2 ``vocab.json``/``merges.txt``; about 13 MB packed);
 - ``code.tar.xz``: the standard-library files the trained model's code corpus reads
-  (:func:`context_neurons.training.corpus.iter_code_documents`) from this Python, 3.11.7 here as
-  in CI and for the shipped model (the device's Python is 3.12, whose standard library differs);
+  (:func:`context_neurons.training.corpus.iter_code_documents`) and the test files protocol v3
+  reads as its fallback code corpus (:func:`context_neurons.verdict.v3_data.
+  stdlib_test_documents`, 1025 files) from this Python, 3.11.7 here as in CI and for the shipped
+  model (the device's Python is 3.12, whose standard library differs);
 - ``wheels/``: :data:`WHEELS`, pinned to the versions this environment runs, for CPython 3.12 on
   x86-64 Linux (``pip download --no-deps``); the device installs them with ``pip --no-index
   --no-deps --target``;
@@ -95,6 +97,7 @@ def prepare(bundle: Path, refresh: bool = False, wheels: bool = True) -> dict:
     sys.path.insert(0, str(REPO / "src"))
     from context_neurons import config
     from context_neurons.training.corpus import iter_code_documents, stdlib_dir
+    from context_neurons.verdict.v3_data import stdlib_test_documents
 
     bundle.mkdir(parents=True, exist_ok=True)
     manifest_path = bundle / "manifest.json"
@@ -122,9 +125,13 @@ def prepare(bundle: Path, refresh: bool = False, wheels: bool = True) -> dict:
     root = stdlib_dir()
     if refresh or not code.is_file():
         names = [doc.id for doc in iter_code_documents(root)]
-        _pack_xz(code, [(root / name, name) for name in names])
-        print(f"code.tar.xz: {len(names)} files, {mib(code.stat().st_size)}", flush=True)
-        files["code.tar.xz"] = {"holds": f"the code corpus: {len(names)} files of {root}",
+        tests = [doc.id for doc in stdlib_test_documents(root)]  # protocol v3's fallback corpus
+        _pack_xz(code, [(root / name, name) for name in names + tests])
+        print(f"code.tar.xz: {len(names)} + {len(tests)} files, {mib(code.stat().st_size)}",
+              flush=True)
+        files["code.tar.xz"] = {"holds": f"the code corpus ({len(names)} files of {root}) and "
+                                         f"protocol v3's fallback corpus of its tests "
+                                         f"({len(tests)} files)",
                                 "python": platform.python_version(),
                                 "bytes": code.stat().st_size, "sha256": sha256(code)}
 

@@ -61,6 +61,16 @@
 # machine's start (1-2 minutes) and the transfers, about 11-12 of the 15 minutes: no time for a
 # second try, so run it once, as below, and give the machine back.
 #
+# Measured on the first lent H100 (2026-11-27; artifacts of that session: the issue 32 note):
+#   step 1 (seed 1) trained in 158.5 s (754,556 tokens/s, 96M tokens) and came back: it is
+#   done, do not run it again (`scripts/device_jobs.sh 2 3`). Step 2 trained at 192,918
+#   tokens/s (28.8 s of training in 78 s of wall: GPT-2's tokenizer on the corpora and the
+#   evaluations take about 50 s); 5.5M tokens left it at held-out loss 5.29 with no contextual
+#   head, so v3 could not test it: give it GPT2_LAYER0_TOKENS=40000000 (about 210 s of
+#   training). The chapters took 30-64 s each on the GPU beside training (ch01 36, ch02 30,
+#   ch03 64, ch04 35, ch05_gallery 40, ch05_neurons 44 s): all eleven do not fit one call beside
+#   step 2; the main jobs took 38 s (planted) and 61 s (trained) with --texts 20.
+#
 # Before (here, once; needs ../shared, the network for pip and this project's venv with Python
 # 3.11.7, whose standard library the shipped model read): `scripts/device_jobs.sh --prepare`
 # writes artifacts/device-bundle/ (ignored through /artifacts/; scripts/device_bundle.py says

@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from context_neurons.models.weights import as_weights
 from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.training.corpus import Doc
 from context_neurons.verdict import statistics as st
+from context_neurons.verdict import v3_report
 from context_neurons.verdict.protocol import VerdictRule, load_protocol
 from context_neurons.verdict.v3 import SENSITIVITY_D
 from context_neurons.verdict.v3_compare import (
@@ -50,6 +52,7 @@ from context_neurons.verdict.v3_heads import fixed_group
 from context_neurons.verdict.v3_label_free import adjusted_rand_index, tf_idf_features
 from context_neurons.verdict.v3_report import (
     NEURON_SEED,
+    NOT_EVALUATED,
     PENDING,
     PERMUTATION_SEED,
     RANDOM_DIRECTIONS_SEED,
@@ -416,13 +419,87 @@ def test_unit_draws_and_neuron_draws_use_separate_generators():
 # ----------------------------------------------------------------------------------------------
 
 
-def test_pending_models_are_named_never_left_out():
+def test_pending_models_are_named_never_left_out(monkeypatch, tmp_path):
+    from context_neurons.verdict import v3_stored
+
+    monkeypatch.setattr(v3_stored, "REGISTERED_DIRS", {"trained-seed1": tmp_path / "none"})
+    monkeypatch.setattr(v3_report, "REGISTERED_DIRS", v3_stored.REGISTERED_DIRS)
     seed0 = {"primary": {"verdict": NO_DIFFERENCE}}
     out = model_entries({"trained-seed0": seed0})
-    assert out["trained-seed1"] == PENDING and out["gpt2-layer0-shape"] == PENDING
+    assert out["trained-seed1"] == NOT_EVALUATED  # in the package, but no result here
+    assert out["gpt2-layer0-shape"].startswith("pending: not evaluated (trained once on a lent")
+    monkeypatch.setattr(v3_report, "PENDING_WHY", {})
+    assert model_entries({"trained-seed0": seed0})["gpt2-layer0-shape"] == PENDING
     out = model_entries({"trained-seed0": seed0, "trained-seed1": {"primary": {
         "verdict": ADDS_SOMETHING}}})
     assert out["trained-seed1"]["replicates"] is False
+
+
+def _fake_model_dir(folder: Path, weights: bytes) -> Path:
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(weights)
+    return folder
+
+
+def test_a_stored_result_is_used_only_for_the_weights_and_protocol_it_was_computed_from(
+        monkeypatch, tmp_path):
+    from context_neurons.verdict import v3_stored
+
+    folder = _fake_model_dir(tmp_path / "seed1", b"weights")
+    monkeypatch.setattr(v3_stored, "REGISTERED_DIRS", {"trained-seed1": folder})
+    entry = {"primary": {"verdict": ADDS_SOMETHING}, "context_set": {"heads": [1]}}
+    path = v3_stored.store_result(folder, "trained-seed1", entry, "python -m x --store", 1)
+    assert path == folder / v3_stored.STORED_FILE and not list(folder.glob(".*tmp*"))
+    read = v3_stored.stored_entry("trained-seed1")
+    assert read["primary"] == entry["primary"] and read["stored"]["command"] == (
+        "python -m x --store")
+    assert "stored result, not computed in this run" in v3_stored.stored_words(read)
+    out = model_entries({"trained-seed0": {"primary": {"verdict": ADDS_SOMETHING}}})
+    assert out["trained-seed1"]["replicates"] is True and out["trained-seed1"]["stored"]
+    (folder / "model.safetensors").write_bytes(b"other weights")  # retrained: stale
+    stale = v3_stored.stored_entry("trained-seed1")
+    assert stale.startswith("stored result not used: weights changed") and "python -m x" in stale
+    assert v3_stored.stored_entry("gpt2-layer0-shape") is None
+
+
+def test_the_shipped_replication_result_matches_the_shipped_weights_and_protocol():
+    """verdict-v3.json beside the seed-1 weights was computed from them and from today's
+    protocol (else regenerate it: python -m context_neurons.verdict.v3 --model trained-seed1
+    --store --threads 1)."""
+    from context_neurons.verdict.v3_stored import stored_entry
+
+    entry = stored_entry("trained-seed1")
+    assert isinstance(entry, dict), entry
+    assert entry["model"] == "trained-seed1" and entry["primary"]["verdict"] in (
+        ADDS_SOMETHING, NO_DIFFERENCE, "baseline better")
+
+
+def test_replication_rows_put_every_model_side_by_side():
+    from context_neurons.verdict.v3_report import replication_rows
+
+    primary = {"verdict": NO_DIFFERENCE, "equivalent_within_margin": True, "delta": 0.001,
+               "delta_ci95": [-0.019, 0.017]}
+    seed0 = {"context_set": {"heads": [1, 6, 7]}, "truth": {"n_truth": 157},
+             "primary": primary, "secondary": {"frequency_aware": {"verdict": "positive"}}}
+    seed1 = {**seed0, "primary": {**primary, "verdict": "baseline better"}, "replicates": False,
+             "stored": {"command": "c"}}
+    rows = replication_rows({"trained-seed0": seed0, "trained-seed1": seed1,
+                             "gpt2-layer0-shape": PENDING})
+    assert rows["trained-seed0"] == {
+        "result": "this run", "context set": "[1, 6, 7]", "|T|": "157",
+        "primary verdict": "no difference shown (equivalent within 0.05)",
+        "Delta [95%]": "0.001 [-0.019, 0.017]", "secondary (frequency-aware)": "positive",
+        "replicates seed 0": "-"}
+    assert rows["trained-seed1"]["result"] == "stored"
+    assert rows["trained-seed1"]["replicates seed 0"] == "no"
+    assert rows["gpt2-layer0-shape"] == {"result": PENDING}
+    seed1["stored"] = {"command": "c", "computed": "2026-11-27 06:20 UTC", "threads": 1,
+                       "versions": {"torch": "2.13.0"}}
+    lines = v3_report.source_lines({"trained-seed0": seed0, "trained-seed1": seed1,
+                                    "gpt2-layer0-shape": PENDING})
+    assert lines == ["trained-seed0: computed in this run",
+                     "trained-seed1: stored result, not computed in this run: `c` on 2026-11-27 "
+                     "06:20 UTC (1 thread(s), torch 2.13.0)", f"gpt2-layer0-shape: {PENDING}"]
 
 
 def test_adjusted_rand_index_matches_scikit_learn():

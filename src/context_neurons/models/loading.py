@@ -64,6 +64,9 @@ GPT2_FAMILY: dict[str, str] = {
 MODEL_NAMES = (*GPT2_FAMILY, "planted", "trained")
 #: The shipped trained model (``python -m context_neurons train`` writes it).
 TRAINED_DIR = Path(__file__).resolve().parents[1] / "assets" / "trained-model"
+#: Protocol v3's replication: the same command with ``--seed 1`` (trained on a lent H100; load
+#: it as a checkpoint directory).
+TRAINED_SEED1_DIR = TRAINED_DIR.with_name("trained-model-seed1")
 
 
 @dataclass(frozen=True)

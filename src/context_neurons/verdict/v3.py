@@ -34,7 +34,8 @@ from context_neurons.discovery import scoring_vocabulary
 from context_neurons.domain_shift import permuted_vocabulary, predict_path_shifts
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
-from context_neurons.models.loading import TRAINED_DIR, bridge_from_hf
+from context_neurons.checks import InputError
+from context_neurons.models.loading import TRAINED_DIR, TRAINED_SEED1_DIR, bridge_from_hf
 from context_neurons.training.config import EOT, TrainConfig
 from context_neurons.training.heldout import read_record
 from context_neurons.training.loop import build_model
@@ -50,6 +51,7 @@ from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.v3_heads import ContextSet, context_set
 from context_neurons.verdict.v3_label_free import LABEL, label_free_pool
 from context_neurons.verdict.v3_report import (
+    MODELS,
     NEURON_SEED,
     PERMUTATION_SEED,
     RANDOM_DIRECTIONS_SEED,
@@ -62,6 +64,7 @@ from context_neurons.verdict.v3_report import (
     report_lines,
 )
 from context_neurons.verdict.v3_scores import WeightScores, bag_of_tokens_score, shifts_against
+from context_neurons.verdict.v3_stored import store_result
 from context_neurons.verdict.v3_scores import weight_scores
 from context_neurons.verdict.v3_truth import (
     ConfirmMeasurements,
@@ -396,11 +399,21 @@ def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resam
 # ----------------------------------------------------------------------------------------------
 
 
+#: Names the command takes besides a directory.
+MODEL_DIRS = {"trained-seed1": TRAINED_SEED1_DIR}
+
+
 def run(model_name: str = "trained", n_resamples: int | None = None, label_free: bool = True,
-        apart: bool = True, batch_size: int = 8) -> dict:
-    """Every registered model's entry, with ``model_name``'s result (the JSON of the command)."""
+        apart: bool = True, batch_size: int = 8, store: str | None = None) -> dict:
+    """Every registered model's entry, with ``model_name``'s result (the JSON of the command);
+    ``store`` (the command line) writes that result beside a replication's weights."""
+    model_name = str(MODEL_DIRS.get(model_name, model_name))
     loaded = load_model(model_name, device="cpu")
     record = read_record(loaded.directory or TRAINED_DIR)
+    key = model_key(record)
+    if store and (key == MODELS[0] or loaded.directory is None):
+        raise InputError("--store writes a replication's result beside its weights; seed 0 "
+                         "is evaluated in every run of the main job instead.")
     protocol = load_protocol_v3()
     t0 = time.perf_counter()
     data = v3_data(loaded.model.tokenizer, record, protocol)
@@ -413,7 +426,10 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         extra, seconds = apart_controls(loaded.model, record, data, n_resamples, batch_size)
         result["controls"].update(jsonable(extra))
         result["runtime"].update({f"{k} (timed apart)": v for k, v in seconds.items()})
-    key = model_key(record)
+    if store:
+        stored = store_result(loaded.directory, key, jsonable(result), store,
+                              torch.get_num_threads())
+        print(f"stored: {stored}", file=sys.stderr)
     return {"protocol": protocol["name"], "registered": protocol["registered"],
             "models": model_entries({key: result}),
             "primary_verdict": (result["primary"] or {}).get("verdict", result["stopped"])}
@@ -422,7 +438,8 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="trained",
-                        help="'trained' (seed 0) or a trained run's directory")
+                        help="'trained' (seed 0), 'trained-seed1' (the shipped replication) or a "
+                             "trained run's directory")
     parser.add_argument("--out", help="write the result JSON here")
     parser.add_argument("--resamples", type=int, default=None,
                         help="bootstrap resamples (default: the protocol's 2000)")
@@ -434,10 +451,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave out the exploratory label-free arm")
     parser.add_argument("--no-apart", action="store_true",
                         help="leave out step 0 and the planted control (timed apart)")
+    parser.add_argument("--store", action="store_true",
+                        help="write a replication's result beside its weights (verdict-v3.json), "
+                             "where the main job and chapter 8 read it, labelled as stored")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads or settings.threads())
+    command = "python -m context_neurons.verdict.v3 " + " ".join(argv or sys.argv[1:])
     out = run(args.model, args.resamples, not args.no_label_free, not args.no_apart,
-              args.batch_size)
+              args.batch_size, store=command if args.store else None)
     for name, entry in out["models"].items():
         print("\n".join(report_lines(name, entry)))
     if args.out:

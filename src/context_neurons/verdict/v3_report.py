@@ -11,7 +11,10 @@ import numpy as np
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
 from context_neurons.verdict.v3_compare import bounds_text, interval_text, primary_words
+from context_neurons.verdict.v3_compare import verdict_label
 from context_neurons.training.heldout import read_record
+from context_neurons.verdict.v3_stored import PENDING_WHY, REGISTERED_DIRS, stored_entry
+from context_neurons.verdict.v3_stored import stored_words
 
 #: The registered seeds (protocol ``bootstrap`` and ``controls``; tests check them against the
 #: protocol's text).
@@ -20,6 +23,9 @@ PERMUTATION_SEED, RANDOM_DIRECTIONS_SEED, VOCABULARY_SEED = 34, 35, 36
 #: The registered models, in the protocol's order.
 MODELS = ("trained-seed0", "trained-seed1", "gpt2-layer0-shape")
 PENDING = "pending: not trained"
+#: A registered model in the package, evaluated neither in this run nor stored.
+NOT_EVALUATED = ("not evaluated in this run (`python -m context_neurons reproduce --model "
+                 "trained` evaluates seed 0; `python -m context_neurons.verdict.v3` any model)")
 
 
 def model_key(record: dict) -> str:
@@ -43,17 +49,21 @@ def comparability(record: dict, reference: dict | None = None) -> str | None:
 
 
 def model_entries(results: dict[str, dict]) -> dict[str, dict | str]:
-    """Every registered model: its result, or ``pending: not trained`` (never left out), with
-    ``replicates`` beside a replication's primary verdict."""
+    """Every registered model: its result in this run, else its stored result (marked
+    ``stored``, :mod:`.v3_stored`), else why it has none (never left out), with ``replicates``
+    beside a replication's primary verdict when seed 0 was evaluated in this run."""
     out: dict[str, dict | str] = {}
     primary = results.get(MODELS[0], {}).get("primary", {}) or {}
     for name in MODELS:
-        if name not in results:
-            out[name] = PENDING
+        entry = results.get(name) or stored_entry(name)
+        if entry is None:
+            out[name] = NOT_EVALUATED if name in REGISTERED_DIRS else PENDING_WHY.get(name,
+                                                                                     PENDING)
             continue
-        entry = dict(results[name])
-        if name != MODELS[0] and entry.get("primary") and primary:
-            entry["replicates"] = entry["primary"]["verdict"] == primary.get("verdict")
+        if isinstance(entry, dict):
+            entry = dict(entry)
+            if name != MODELS[0] and entry.get("primary") and primary:
+                entry["replicates"] = entry["primary"]["verdict"] == primary.get("verdict")
         out[name] = entry
     return out
 
@@ -84,6 +94,8 @@ def report_lines(name: str, result: dict | str) -> list[str]:
     if isinstance(result, str):
         return [f"{name}: {result}"]
     lines = [f"== {name} ({result['protocol']}) =="]
+    if result.get("stored"):
+        lines.append(stored_words(result))
     cs = result["context_set"]
     lines.append(f"context set {cs['heads']} (taxonomy contextual {cs['taxonomy_contextual']}, "
                  f"left out by the fix {cs['left_out_by_the_fix']}, by the CAL windows "
@@ -159,6 +171,8 @@ def verdict_sentences_v3(models: dict[str, dict | str], decimals: int = 3) -> li
             continue
         suffix = "" if name == MODELS[0] or "replicates" not in entry else (
             f" ({'replicates' if entry['replicates'] else 'does not replicate'} seed 0)")
+        if entry.get("stored"):
+            out.append(f"{name}: {stored_words(entry)}")
         out.append(f"{name}: context set {heads}; {entry['truth']['sentence']}")
         out.append(f"{name}: PRIMARY: {primary_words(entry['primary'], decimals)}{suffix}")
         for score, s in entry["secondary"].items():
@@ -216,6 +230,39 @@ def detail_lines(entry: dict) -> list[str]:
     return out
 
 
+def replication_rows(models: dict[str, dict | str]) -> dict[str, dict[str, str]]:
+    """Every registered model side by side (a table's rows): where its result comes from, its
+    context set, truth size, primary verdict with Delta and its interval, the frequency-aware
+    score's secondary verdict, and whether it replicates seed 0's primary verdict."""
+    rows = {}
+    for name, entry in models.items():
+        if isinstance(entry, str):
+            rows[name] = {"result": entry}
+            continue
+        primary = entry.get("primary") or {}
+        replicates = entry.get("replicates")
+        rows[name] = {
+            "result": "stored" if entry.get("stored") else "this run",
+            "context set": str(entry["context_set"]["heads"]),
+            "|T|": str(entry["truth"]["n_truth"]) if primary else "-",
+            "primary verdict": verdict_label(primary) if primary else entry.get("stopped", "-"),
+            "Delta [95%]": interval_text(primary["delta"], primary["delta_ci95"]) if primary
+            else "-",
+            "secondary (frequency-aware)": entry["secondary"]["frequency_aware"]["verdict"]
+            if primary else "-",
+            "replicates seed 0": "-" if replicates is None else ("yes" if replicates else "no"),
+        }
+    return rows
+
+
+def source_lines(models: dict[str, dict | str]) -> list[str]:
+    """Where each registered model's v3 result comes from, one line each: computed in this run,
+    stored (with its command and date) or why there is none."""
+    return [f"{name}: " + (entry if isinstance(entry, str) else stored_words(entry)
+                           if entry.get("stored") else "computed in this run")
+            for name, entry in models.items()]
+
+
 #: Each primary verdict protocol v3 registers, in words about the decomposition.
 MEANING = {
     "adds something": "adds measurably to the ranking",
@@ -242,8 +289,8 @@ def decomposition_readings(result: dict) -> list[str]:
     ]
 
 
-__all__ = ["MEANING", "MODELS", "NEURON_SEED", "PENDING", "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED",
+__all__ = ["MEANING", "MODELS", "NEURON_SEED", "NOT_EVALUATED", "PENDING", "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED",
            "UNIT_SEED", "VOCABULARY_SEED", "baseline_records", "comparability", "decomposition_readings",
            "detail_lines",
            "interval_text", "jsonable", "model_entries", "model_key", "primary_words",
-           "report_lines", "sensitivity_line", "verdict_sentences_v3"]
+           "replication_rows", "report_lines", "source_lines", "sensitivity_line", "verdict_sentences_v3"]
