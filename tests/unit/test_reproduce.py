@@ -113,6 +113,18 @@ def _results(rows: list, planted: bool, model: str):
                    device="cpu", rows=rows, seconds=1.0)
 
 
+def _unwrapped(text: str) -> list[str]:
+    """The lines of ``text``, each wrapped line joined again (its continuations are indented by
+    four spaces more than any line's own indent)."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("    ") and lines:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines
+
+
 def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
     """Under the main job's table, each protocol the run evaluated gives its verdicts in words,
     under a line saying which protocol it is and whether it is the one to believe (v3 first)."""
@@ -141,7 +153,9 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
     assert written["discovery_evaluation"]["primary"]["scores"]["frequency_aware"] == entry
     assert written["discovery_evaluation_v2"]["stopped"] == "no contextual head"
     assert results.evaluation("v1") is evaluation
-    lines = format_table(results).splitlines()
+    text = format_table(results)
+    assert max(len(line) for line in text.splitlines()) <= 100  # long verdicts are wrapped
+    lines = _unwrapped(text)
     start = next(k for k, line in enumerate(lines) if line.startswith("verdict"))
     verdicts = lines[start:]
     assert verdicts[0].startswith("verdict, protocol v3 (confirmatory")
@@ -182,8 +196,12 @@ def test_table_shows_per_head_values_sweeps_and_records_as_tables_of_their_own()
     text = format_table(_results(rows, planted=True, model="planted"))
     assert "..." not in text
     main, *tables = text.split("\n\n")
-    assert "| 2 contextual, 1 miscellaneous: per head |" in main
-    assert "table: found_sweep" in main and "table: lookups" in main
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+             for line in main.splitlines() if line.startswith("|")}
+    # the groups, per head; the paper's groups (60 characters) in a note under the table
+    assert cells["head_groups"] == ["[^1]", "table: per head", "table: per head"]
+    assert "[^1] head_groups (paper): 0,2,6,8,9,10 contextual;" in main
+    assert cells["found_sweep"][1] == cells["lookups"][1] == "table below"
     per_head = next(t for t in tables if t.startswith("per head:")).splitlines()
     assert per_head[1].split("|")[1:-1] == [
         " head ", " head_groups   ", " head_groups (planted) ", " n_eff "]
@@ -197,12 +215,103 @@ def test_table_shows_per_head_values_sweeps_and_records_as_tables_of_their_own()
     assert main.count("see the JSON") == 2
 
 
+def _tables(text: str) -> list[list[str]]:
+    """The blocks of a table's text (separated by blank lines), each as its lines unwrapped; a
+    block that starts with a table's line continues the block above (a table split by width)."""
+    blocks: list[list[str]] = []
+    for block in text.split("\n\n"):
+        lines = _unwrapped(block)
+        if lines[0].startswith("|") and blocks:
+            blocks[-1] += lines
+        else:
+            blocks.append(lines)
+    return blocks
+
+
+def test_every_line_fits_in_100_columns_and_long_cells_are_noted_under_their_table():
+    """Issue 34: a table per section, every line within 100 columns; a cell longer than the cap
+    is a marker, and the note under the same table holds it in full, one note per marker."""
+    import re
+
+    from context_neurons.reproduce import Row, format_table
+    from context_neurons.reproduce.paper import PAPER
+    from context_neurons.reproduce.table import fmt
+
+    groups = {"contextual": [0, 2, 6, 8, 9, 10], "detokenization": [3, 4, 7],
+              "duplicate": [1, 5], "miscellaneous": [11]}
+    attention = [0.441, 0.221, 0.032, 0.02, 0.014, 0.017, 0.113, 0.076]
+    words = ["sky", "ell", "star", "ok", "traditional", "babylon", "pole", "planet"]
+    lookup = {"layer": 1, "neuron": 777, "token": " telescope", "top_heads": ["L1H2", "L1H1"],
+              "explanation_accuracy": 0.927, "balanced_accuracy": 0.714, "chance": 0.89,
+              "prompts": 10, "prompts_skipped_not_firing": 0, "explanation": words}
+    verdict, reading = "no difference shown (equivalent within 0.05)", " ".join(["saturated"] * 20)
+    heads, protocols, accuracy, lookups = ("heads (chapters 1-3)", "protocols (chapter 8)",
+                                           "the approximation's accuracy (chapter 6)",
+                                           "context look-ups (chapter 7)")
+    long_key = "median_contextual_heads_pearson_r_constant_denominator"
+    rows = [  # head_groups' paper text is 60 characters; the keys up to 54
+        Row("head_groups", groups, "groups", truth=groups, show="groups", section=heads),
+        Row("n_eff", {h: 50.5 + h for h in range(12)}, "w", show="per_head", section=heads),
+        Row("tv_distance_median_per_head", {0: 0.05, 2: 0.06}, "tv", show="per_head",
+            section=heads),
+        Row("denominator_cv_predicted", {h: 0.1 for h in range(12)}, "cv", show="per_head",
+            section=heads),
+        Row("contextual_heads", [0, 2, 6], "heads", truth=list(range(12)), section=heads),
+        Row("previous_token_attention", attention, "attention", section=protocols),
+        Row("discovery_verdict_v3", verdict, "v3", reading=reading, section=protocols),
+        Row(long_key, 0.4284, "r", section=accuracy),
+        Row("median_pearson_r_constant_denominator", 0.5647, "r", section=accuracy),
+        Row("lookups", [lookup, lookup], "look-ups", truth=[{"neuron": 777, "topic": "sky"}],
+            show="records", index="#", section=lookups),
+    ]
+    for planted in (True, False):
+        text = format_table(_results(rows, planted=planted, model="gpt2-medium"))
+        assert max(len(line) for line in text.splitlines()) <= 100
+        tables = _tables(text)
+        titles = [table[0] for table in tables]
+        assert titles[:5] == [f"{heads}:", f"{protocols}:", f"{accuracy}:", f"{lookups}:",
+                              "seconds: 1.0"]
+        assert ("planted truth" in "".join(tables[0])) == planted
+        assert "planted truth" not in "".join(tables[1] + tables[2])  # no row with a truth
+        assert any(line.startswith(f"| {long_key} |") for line in tables[2])
+        notes: dict[str, dict[str, str]] = {}  # title -> label -> the note's text
+        seen: set[str] = set()
+        for table in tables:
+            cells = [c.strip() for line in table if line.startswith("|")
+                     for c in line.split("|")[1:-1]]
+            markers = {c for c in cells if re.fullmatch(r"\[\^\d+\]", c)}
+            found = [re.match(r"(\[\^\d+\]) (.+?): (.+)", line) for line in table]
+            found = [m for m in found if m]
+            # each marker has exactly one note, under its own table; markers are never reused
+            assert sorted(m[1] for m in found) == sorted(markers) and not markers & seen
+            seen |= markers
+            notes[table[0]] = {m[2]: m[3] for m in found}
+        assert notes[f"{heads}:"]["head_groups (paper)"] == PAPER["head_groups"]
+        assert notes[f"{protocols}:"]["previous_token_attention"] == fmt(attention)
+        assert notes[f"{protocols}:"]["discovery_verdict_v3"] == verdict
+        assert (notes[f"{accuracy}:"]["median_pearson_r_constant_denominator (paper)"]
+                == PAPER["median_pearson_r_constant_denominator"])
+        assert notes["lookups:"]["lookups, # 2, explanation"] == fmt(words)
+        assert ("contextual_heads (planted)" in notes[f"{heads}:"]) == planted
+        if planted:
+            assert notes[f"{heads}:"]["contextual_heads (planted)"] == fmt(list(range(12)))
+            assert "lookups (planted):" in titles
+        per_head = tables[titles.index("per head:")]
+        assert "| head | head_groups " in per_head[1] and "denominator_cv_predicted" in "".join(
+            per_head)  # the heads' table, split by width, each part with the head column
+        assert sum(line.startswith("| head |") for line in per_head) == (2 if planted else 1)
+        assert f"reading: discovery_verdict_v3: {reading}" in _unwrapped(text)
+
+
 def test_numbers_print_at_the_precision_they_carry_and_head_lists_as_lists():
     """Issue 34: no ``theta 6.0000`` or ``n_eff 91.5000``; ``[0]`` is head 0, not a count."""
     from context_neurons.reproduce.table import fmt
 
     assert [fmt(x) for x in (6.0, 91.5, 1235077.75, 0.123, 0.05, -3e-9, 2e-9)] == [
         "6", "91.5", "1.235e+06", "0.123", "0.05", "0", "0"]
+    # a large float prints alike whether or not it happens to be whole (a GPU gave 4703769.0
+    # where the CPU gave 4703769.25)
+    assert fmt(4703769.0) == fmt(4703769.25) == "4.704e+06" and fmt(1024.0) == "1024"
     assert fmt([0]) == "[0]" and fmt([]) == "none" and fmt(float("nan")) == "NaN"
 
 

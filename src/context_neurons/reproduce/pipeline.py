@@ -46,6 +46,9 @@ from context_neurons.training.heldout import labelled_windows, read_record
 
 #: Thresholds of the sweep reported beside the chosen one.
 SWEEP_THETAS = (4.0, 5.0, 8.0, 12.0)
+#: Titles of the table's sections that two steps share (:func:`in_section`).
+DISCOVERY = "discovery (chapters 4-5)"
+PROTOCOLS = "protocols v1, v2, v3 (chapter 8)"
 
 
 def taxonomy_rows(taxonomy: HeadTaxonomy, truth: PlantedTruth | None) -> list[Row]:
@@ -300,6 +303,13 @@ def lookup_rows(model: TransformerBridge, truth: PlantedTruth | None, progress: 
     ]
 
 
+def in_section(title: str, rows: list[Row]) -> list[Row]:
+    """``rows``, each stamped with the title of the table that prints it (:attr:`Row.section`)."""
+    for row in rows:
+        row.section = title
+    return rows
+
+
 class Steps:
     """The main job's progress on stderr: each step's name when it starts and its seconds when it
     ends (``enabled`` False: silent), so that no long step looks like a hung run."""
@@ -389,29 +399,31 @@ def reproduce(
     rows += decomposition_rows(hooked, windows, heads, progress)
     with step("the denominators across texts (chapter 3)"):
         rows += stability_rows(hooked, windows, labels)
+    rows = in_section("heads (chapters 1-3)", rows)
     heldout = None
     if heads:
         with step("the contextual circuit and every neuron's score (chapters 4 and 5)"):
             circuit, scores = method.circuit(heads), method.scores(heads)
-            rows += discovery_rows(scores, circuit, theta, truth)
+            rows += in_section(DISCOVERY, discovery_rows(scores, circuit, theta, truth))
         if loaded.directory is not None:
             with step("truth from activations on held-out text (chapter 8)"):
                 found_rows, heldout = activation_rows(loaded, scores, theta, heads, progress)
-            rows += found_rows
+            rows += in_section("truth from held-out text (chapter 8)", found_rows)
     if loaded.directory is not None:  # each protocol chooses its own heads, or says it cannot
         with step("protocols v1 and v2 (chapter 8)"):
-            rows += verdict_rows(loaded, method, progress=progress)
+            rows += in_section(PROTOCOLS, verdict_rows(loaded, method, progress=progress))
         with step("protocol v3, the confirmatory test (chapter 8)"):
-            rows += v3_rows(loaded, method, progress)
+            rows += in_section(PROTOCOLS, v3_rows(loaded, method, progress))
     if heads:
         with step("the approximation's accuracy (chapter 6)"):
-            rows += evaluation_rows(circuit, hooked, windows, labels, scores.found(theta),
-                                    progress)
+            rows += in_section("the approximation's accuracy (chapter 6)", evaluation_rows(
+                circuit, hooked, windows, labels, scores.found(theta), progress))
     else:
-        rows.append(Row("neurons_found", 0, "no contextual head: there is no contextual circuit, "
-                        "so no neuron can be discovered from it (nothing stands in for it)"))
+        rows += in_section(DISCOVERY, [Row(
+            "neurons_found", 0, "no contextual head: there is no contextual circuit, so no "
+            "neuron can be discovered from it (nothing stands in for it)")])
     with step("context look-ups (chapter 7)"):
-        rows += lookup_rows(hooked, truth, progress)
+        rows += in_section("context look-ups (chapter 7)", lookup_rows(hooked, truth, progress))
     check_finite(rows)
     return Results(
         model=loaded.name, model_source=loaded.source, planted=loaded.is_planted,

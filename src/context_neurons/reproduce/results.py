@@ -39,7 +39,8 @@ class Row:
     """One reproduced quantity: its key, the value computed in this run, the planted truth (if
     any), what it is and how the table shows it (:data:`SHOWN_AS`; ``index`` names the first
     column of a table of its own; ``reading``, a line printed under the table where the value
-    would mislead without it). The paper's value is looked up by key in :data:`PAPER`."""
+    would mislead without it; ``section``, the title of the table it is printed in, set by the
+    pipeline). The paper's value is looked up by key in :data:`PAPER`."""
 
     key: str
     value: Any
@@ -48,6 +49,7 @@ class Row:
     show: str = "cell"
     index: str = "name"
     reading: str = ""  # one line under the table when the value needs reading (saturated, ...)
+    section: str = ""  # the table's section, e.g. "discovery (chapters 4-5)"; not in the JSON
 
     def __post_init__(self) -> None:
         if self.show not in SHOWN_AS:
