@@ -492,7 +492,11 @@ def test_replication_rows_put_every_model_side_by_side():
         "replicates seed 0": "-"}
     assert rows["trained-seed1"]["result"] == "stored"
     assert rows["trained-seed1"]["replicates seed 0"] == "no"
-    assert rows["gpt2-layer0-shape"] == {"result": PENDING}
+    assert rows["gpt2-layer0-shape"] == {"result": "pending", **dict.fromkeys(
+        v3_report.REPLICATION_COLUMNS, "-")}
+    assert list(rows["trained-seed0"]) == ["result", *v3_report.REPLICATION_COLUMNS]
+    assert replication_rows({"trained-seed1": NOT_EVALUATED})["trained-seed1"]["result"] == (
+        "not evaluated in this run")
     seed1["stored"] = {"command": "c", "computed": "2026-11-27 06:20 UTC", "threads": 1,
                        "versions": {"torch": "2.13.0"}}
     lines = v3_report.source_lines({"trained-seed0": seed0, "trained-seed1": seed1,

@@ -230,14 +230,21 @@ def detail_lines(entry: dict) -> list[str]:
     return out
 
 
+#: The columns of :func:`replication_rows` after ``result``.
+REPLICATION_COLUMNS = ("context set", "|T|", "primary verdict", "Delta [95%]",
+                       "secondary (frequency-aware)", "replicates seed 0")
+
+
 def replication_rows(models: dict[str, dict | str]) -> dict[str, dict[str, str]]:
     """Every registered model side by side (a table's rows): where its result comes from, its
     context set, truth size, primary verdict with Delta and its interval, the frequency-aware
-    score's secondary verdict, and whether it replicates seed 0's primary verdict."""
+    score's secondary verdict, and whether it replicates seed 0's primary verdict; a model with
+    no result shows the first words of why ("pending", "not evaluated in this run")."""
     rows = {}
     for name, entry in models.items():
-        if isinstance(entry, str):
-            rows[name] = {"result": entry}
+        if isinstance(entry, str):  # the reason is in source_lines
+            why = entry.split(":")[0].split(" (")[0]
+            rows[name] = {"result": why, **dict.fromkeys(REPLICATION_COLUMNS, "-")}
             continue
         primary = entry.get("primary") or {}
         replicates = entry.get("replicates")
