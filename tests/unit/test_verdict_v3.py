@@ -644,3 +644,21 @@ def test_detail_lines_word_every_secondary_control_sensitivity_and_unpooled_doma
     assert lines[4] == ("not pooled, astronomy: 1 documents, 4 windows, rho undefined, neurons "
                         "with |d| >= 1 and the context set's part >= 0.5: 0")
     assert len(lines) == 5
+
+
+def test_a_v3_result_reads_back_from_its_json_unchanged():
+    """V3Evaluation.from_json inverts to_json (the shipped stored result: every field, the
+    context set's per-head measures, the truth and the primary comparison with its baselines),
+    so that a stored result can be handled as the typed value a run returns."""
+    import json
+
+    from context_neurons.models.loading import TRAINED_SEED1_DIR
+    from context_neurons.verdict.v3 import V3Evaluation
+    from context_neurons.verdict.v3_stored import STORED_FILE
+
+    written = json.loads((TRAINED_SEED1_DIR / STORED_FILE).read_text())["result"]
+    typed = V3Evaluation.from_json(written)
+    assert typed.context_set.heads == tuple(written["context_set"]["heads"])
+    assert typed.primary.baselines[0].name == next(iter(written["primary"]["baselines"]))
+    assert typed.truth.sentence() == written["truth"]["sentence"]
+    assert json.loads(json.dumps(typed.to_json())) == written

@@ -135,6 +135,22 @@ class V3Evaluation:
                "label_free": self.label_free, "runtime": self.runtime}
         return jsonable(out)
 
+    @classmethod
+    def from_json(cls, data: dict) -> "V3Evaluation":
+        """The value :meth:`to_json` wrote (a stored result read back); keys that
+        :func:`~context_neurons.verdict.v3_report.model_entries` adds (``stored``,
+        ``replicates``) are not part of it."""
+        return cls(
+            protocol=data["protocol"], model=data["model"],
+            comparable=None if data["comparable"] == "yes" else data["comparable"],
+            data=data["data"], context_set=ContextSet.from_json(data["context_set"]),
+            stopped=data["stopped"],
+            truth=TruthSummary.from_json(data["truth"]) if data["truth"] else None,
+            primary=PrimaryComparison.from_json(data["primary"]) if data["primary"] else None,
+            secondary=data["secondary"], controls=data["controls"],
+            sensitivities=data["sensitivities"], non_pooled=data["non_pooled"],
+            label_free=data["label_free"], runtime=data["runtime"])
+
 
 def data_summary(data: V3Data) -> dict:
     return {"domains": {d: c.summary() for d, c in data.confirm.items()},

@@ -155,6 +155,13 @@ class PrimaryComparison:
         out["words"] = self.words()
         return out
 
+    @classmethod
+    def from_json(cls, data: dict) -> "PrimaryComparison":
+        """The value :meth:`to_json` wrote (its words are derived, not read)."""
+        fields = {k: v for k, v in data.items() if k not in ("baselines", "words")}
+        return cls(**fields, baselines=tuple(BaselineResult(**b)
+                                             for b in data["baselines"].values()))
+
 
 def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
                        boot_mask: np.ndarray, neuron_draws: np.ndarray, protocol: dict,

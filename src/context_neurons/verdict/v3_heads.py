@@ -94,6 +94,15 @@ class ContextSet:
                 "previous_token_threshold": self.threshold,
                 "per_head": [asdict(m) for m in self.measures]}
 
+    @classmethod
+    def from_json(cls, data: dict) -> "ContextSet":
+        """The value :meth:`to_json` wrote (a stored result read back)."""
+        return cls(heads=tuple(data["heads"]), non_local=tuple(data["non_local_set"]),
+                   taxonomy_contextual=tuple(data["taxonomy_contextual"]),
+                   fixed_contextual=tuple(data["contextual_with_fix"]),
+                   measures=tuple(HeadMeasures(**m) for m in data["per_head"]),
+                   threshold=data["previous_token_threshold"])
+
 
 def build_context_set(taxonomy: HeadTaxonomy, share_calibration: Float[Tensor, " head"],
                       share_cal: Float[Tensor, " head"]) -> ContextSet:

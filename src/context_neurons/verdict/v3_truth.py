@@ -164,6 +164,11 @@ class TruthSummary:
     def to_json(self) -> dict:
         return {**asdict(self), "sentence": self.sentence()}
 
+    @classmethod
+    def from_json(cls, data: dict) -> "TruthSummary":
+        """The value :meth:`to_json` wrote (its sentence is derived, not read)."""
+        return cls(**{k: v for k, v in data.items() if k != "sentence"})
+
 
 def truth_summary_v3(pair: TruthPair, domains: list[str], spec: dict, min_d: float,
                      resampled: st.Truth | None = None) -> TruthSummary:
