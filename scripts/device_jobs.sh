@@ -19,8 +19,10 @@
 #      d_mlp 3072, context 1024, batch 16 x 1024 = 16,384 tokens a step as in step 1) with GPT-2's
 #      tokenizer (vocab.json and merges.txt of shared/gpt2-tokenizer, 50,257 ids), on the same
 #      mixture, seed 0; then the method's view of its final model on the GPU (scripts/device_steps.py
-#      summary). -> $OUT/gpt2-layer0.tar.gz: training.json, loss.csv, heldout.csv, config.json,
-#      generation_config.json, tokenizer_config.json and summary.json. Its weights (53.6M
+#      summary), then protocol v3 on it on the CPU cores (12 threads, without the parts timed
+#      apart and the exploratory arm: verdict-v3.json, in whatever time is left).
+#      -> $OUT/gpt2-layer0.tar.gz: training.json, loss.csv, heldout.csv, config.json,
+#      generation_config.json, tokenizer_config.json, summary.json, verdict-v3.json. Its weights (53.6M
 #      parameters, 107 MB in half precision) cannot come back: a device call returns at most 16 MiB
 #      a file and 64 MiB in all; they stay in runs/gpt2-layer0 on the machine.
 #      Budget: GPT2_LAYER0_TOKENS, default 7,000,000 (427 steps). Estimate from parameter counts:
@@ -134,6 +136,7 @@ else
     BUDGET=${DEVICE_JOBS_BUDGET_S:-570}
 fi
 RESERVE=12  # seconds kept after the last step for packing
+V3_THREADS=$([ "$SMOKE" = 1 ] && echo 1 || echo 12)  # step 2's v3 on the CPU cores
 LOGS=$WORK/logs
 mkdir -p "$OUT" "$WORK" "$LOGS" "$RUNS"
 rm -f "$OUT"/*.tar.gz "$OUT/timings.tsv"  # (the device empties $OUT; a second smoke run here)
@@ -279,7 +282,7 @@ step1_development() {
 # ---- step 2: GPT-2 Small's layer-0 shape, GPT-2's tokenizer -------------------------------------
 
 RUN2=$RUNS/gpt2-layer0
-STEP2_FILES=training.json,loss.csv,heldout.csv,config.json,generation_config.json,tokenizer_config.json,summary.json
+STEP2_FILES=training.json,loss.csv,heldout.csv,config.json,generation_config.json,tokenizer_config.json,summary.json,verdict-v3.json
 PARAMETER_RATIO=14.31  # 53,561,088 / 3,742,720 parameters (step 2's model / the shipped one's)
 
 step2_tokens() {
@@ -315,6 +318,13 @@ step2() {
     if [ -f "$RUN2/training.json" ] && [ ! -f "$RUN2/RUNNING" ]; then
         run_step 2-summary A 20 - "$PY" scripts/device_steps.py summary "$RUN2" \
             --out "$RUN2/summary.json" --device "$DEVICE"
+        pack_run gpt2-layer0 "$RUN2" "$STEP2_FILES"  # the summary comes back whatever v3 does
+        # Protocol v3 on it, here, because its weights cannot come back: the tested CPU path on
+        # the device's cores, without the parts timed apart (untrained and planted controls) and
+        # the exploratory arm. Untimed so far: bag-of-tokens passes over GPT-2's vocabulary at
+        # d_mlp 3072 are estimated at about 50 times seed 0's 51 s on one core.
+        run_step 2-v3 A 60 - "$PY" -m context_neurons.verdict.v3 --model "$RUN2" --no-apart \
+            --no-label-free --threads "$V3_THREADS" --out "$RUN2/verdict-v3.json"
     else
         skip 2-summary A "step 2's training did not finish"
     fi

@@ -433,6 +433,9 @@ def test_pending_models_are_named_never_left_out(monkeypatch, tmp_path):
     out = model_entries({"trained-seed0": seed0, "trained-seed1": {"primary": {
         "verdict": ADDS_SOMETHING}}})
     assert out["trained-seed1"]["replicates"] is False
+    # a model the protocol cannot judge is reported with its reason and no number
+    out = model_entries({"trained-seed0": "not comparable: corpus weights differ"})
+    assert out["trained-seed0"] == "not comparable: corpus weights differ"
 
 
 def _fake_model_dir(folder: Path, weights: bytes) -> Path:

@@ -431,6 +431,11 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         raise InputError("--store writes a replication's result beside its weights; seed 0 "
                          "is evaluated in every run of the main job instead.")
     protocol = load_protocol_v3()
+    why = comparability(record)
+    if why is not None:  # models.comparable_when: the reason, and no number
+        return {"protocol": protocol["name"], "registered": protocol["registered"],
+                "models": model_entries({key: f"not comparable: {why}"}),
+                "primary_verdict": "not comparable"}
     t0 = time.perf_counter()
     data = v3_data(loaded.model.tokenizer, record, protocol)
     data_s = time.perf_counter() - t0

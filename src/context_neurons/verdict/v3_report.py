@@ -48,12 +48,13 @@ def comparability(record: dict, reference: dict | None = None) -> str | None:
     return None
 
 
-def model_entries(results: dict[str, dict]) -> dict[str, dict | str]:
+def model_entries(results: dict[str, dict | str]) -> dict[str, dict | str]:
     """Every registered model: its result in this run, else its stored result (marked
     ``stored``, :mod:`.v3_stored`), else why it has none (never left out), with ``replicates``
     beside a replication's primary verdict when seed 0 was evaluated in this run."""
     out: dict[str, dict | str] = {}
-    primary = results.get(MODELS[0], {}).get("primary", {}) or {}
+    seed0 = results.get(MODELS[0])
+    primary = (seed0.get("primary") or {}) if isinstance(seed0, dict) else {}
     for name in MODELS:
         entry = results.get(name) or stored_entry(name)
         if entry is None:
