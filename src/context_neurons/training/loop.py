@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import hashlib
 import json
 import math
 import platform
@@ -37,7 +36,7 @@ from transformers.utils import logging as hf_logging
 from context_neurons import config as settings
 from context_neurons.checks import DataError, InputError, writable_directory
 from context_neurons.files import write_whole
-from context_neurons.text.dataset import load_manifest, verify_corpora
+from context_neurons.text.dataset import digest, load_manifest, verify_corpora
 from context_neurons.training.config import (
     EOT,
     SHORT_DOCUMENT_CORPORA,
@@ -219,10 +218,6 @@ def set_determinism(cfg: TrainConfig, device: torch.device) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _save_checkpoint(model, path: Path, heldout: dict[str, float] | None, step: int,
                      tokens: int) -> None:
     path.mkdir(parents=True, exist_ok=True)
@@ -373,7 +368,7 @@ def _train(config: TrainConfig, resume: bool, overwrite: bool, verify: bool = Tr
         f"{sum(len(v) for v in split.heldout.values())} held-out documents")
     if state is not None:  # the tokenizer the interrupted run trained and saved
         tokenizer = load_tokenizer(out)
-        if _file_sha256(out / "tokenizer.json") != state["tokenizer_sha256"]:
+        if digest(out / "tokenizer.json")[0] != state["tokenizer_sha256"]:
             raise DataError(f"{out / 'tokenizer.json'} is not the tokenizer of the saved run: "
                             "rerun with --overwrite to start again.")
     elif cfg.tokenizer:
@@ -467,7 +462,7 @@ def _train(config: TrainConfig, resume: bool, overwrite: bool, verify: bool = Tr
             "losses": list(losses_seen), "heldout_rows": list(heldout_rows),
             "train_seconds": train_seconds, "eval_seconds": eval_seconds,
             "measured_rate": measured_rate,
-            "tokenizer_sha256": _file_sha256(out / "tokenizer.json"),
+            "tokenizer_sha256": digest(out / "tokenizer.json")[0],
         }
         write_whole(out / RESUME_FILE, lambda tmp: torch.save(resume_state, tmp))
 
@@ -542,7 +537,7 @@ def _train(config: TrainConfig, resume: bool, overwrite: bool, verify: bool = Tr
         "versions": _versions(),
         "model": {"parameters": sum(p.numel() for p in model.parameters()),
                   "vocab_size": vocab_size, "eot_id": eot_id},
-        "tokenizer_sha256": _file_sha256(out / "tokenizer.json"),
+        "tokenizer_sha256": digest(out / "tokenizer.json")[0],
         "steps": total_steps,
         "stopped_after_steps": cfg.stop_after_steps,
         "resumed_from_step": start or None,

@@ -35,7 +35,7 @@ from context_neurons.domain_shift import permuted_vocabulary, predict_path_shift
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.checks import InputError
-from context_neurons.models.loading import TRAINED_DIR, TRAINED_SEED1_DIR, bridge_from_hf
+from context_neurons.models.loading import TRAINED_DIR, bridge_from_hf
 from context_neurons.training.config import EOT, TrainConfig
 from context_neurons.training.heldout import read_record
 from context_neurons.training.loop import build_model
@@ -64,7 +64,7 @@ from context_neurons.verdict.v3_report import (
     report_lines,
 )
 from context_neurons.verdict.v3_scores import WeightScores, bag_of_tokens_score, shifts_against
-from context_neurons.verdict.v3_stored import store_result
+from context_neurons.verdict.v3_stored import REGISTERED_DIRS, store_result
 from context_neurons.verdict.v3_scores import weight_scores
 from context_neurons.verdict.v3_truth import (
     ConfirmMeasurements,
@@ -415,15 +415,11 @@ def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resam
 # ----------------------------------------------------------------------------------------------
 
 
-#: Names the command takes besides a directory.
-MODEL_DIRS = {"trained-seed1": TRAINED_SEED1_DIR}
-
-
 def run(model_name: str = "trained", n_resamples: int | None = None, label_free: bool = True,
         apart: bool = True, batch_size: int = 8, store: str | None = None) -> dict:
     """Every registered model's entry, with ``model_name``'s result (the JSON of the command);
     ``store`` (the command line) writes that result beside a replication's weights."""
-    model_name = str(MODEL_DIRS.get(model_name, model_name))
+    model_name = str(REGISTERED_DIRS.get(model_name, model_name))  # e.g. trained-seed1
     loaded = load_model(model_name, device="cpu")
     record = read_record(loaded.directory or TRAINED_DIR)
     key = model_key(record)

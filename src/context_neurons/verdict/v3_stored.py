@@ -24,6 +24,7 @@ import torch
 
 from context_neurons.files import write_text_whole
 from context_neurons.models.loading import TRAINED_DIR, TRAINED_SEED1_DIR
+from context_neurons.text.dataset import digest
 from context_neurons.verdict.v3_data import CONFIRM_MANIFEST_FILE, PROTOCOL_V3_FILE
 
 STORED_FILE = "verdict-v3.json"
@@ -37,15 +38,6 @@ PENDING_WHY = {
 }
 
 
-def sha256(path: Path) -> str:
-    """The SHA-256 of a file, in hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _protocol_hashes() -> dict[str, str]:
     folder = resources.files("context_neurons") / "assets" / "protocol"
     return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
@@ -54,7 +46,7 @@ def _protocol_hashes() -> dict[str, str]:
 
 def provenance(directory: Path) -> dict:
     """What a stored result was computed from: the weights' and the protocol files' hashes."""
-    return {"weights_sha256": sha256(Path(directory) / "model.safetensors"),
+    return {"weights_sha256": digest(Path(directory) / "model.safetensors")[0],
             "protocol_sha256": _protocol_hashes()}
 
 
@@ -97,5 +89,5 @@ def stored_words(entry: dict) -> str:
             f"{stored['versions']['torch']})")
 
 
-__all__ = ["PENDING_WHY", "REGISTERED_DIRS", "STORED_FILE", "provenance", "sha256",
-           "store_result", "stored_entry", "stored_words"]
+__all__ = ["PENDING_WHY", "REGISTERED_DIRS", "STORED_FILE", "provenance", "store_result",
+           "stored_entry", "stored_words"]
