@@ -637,23 +637,14 @@ def test_bad_indices_give_clear_errors(model, pool):
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def recovered(planted):
-    """examine_neuron for the four best neurons on the chapter's default pool."""
-    model = planted.model
-    scores = lk.token_prediction_scores(model)
-    windows, labels = lk.lookup_windows(model.tokenizer)
-    chosen = lk.select_neurons(scores, n=4)
-    pool = lk.scan_pool(model, windows, labels, chosen)
-    return scores, {key: lk.examine_neuron(model, *key, pool, scores=scores) for key in chosen}
-
-
 @pytest.mark.slow
-def test_all_four_planted_lookups_are_recovered(planted, recovered):
+def test_all_four_planted_lookups_are_recovered_and_the_main_job_reports_them(planted):
     """Right neuron, token and head; an explanation that beats chance. The hard look-up's head
-    shares its signal with a second head."""
-    model = planted.model
-    _, found = recovered
+    shares its signal with a second head. The main job's row reports the same look-ups (one
+    computation, examine_best_neurons, checked both ways: it takes minutes)."""
+    from context_neurons.reproduce.pipeline import lookup_row
+
+    found = lk.examine_best_neurons(planted.model, n=4)
     assert set(found) == {(d["layer"], d["neuron"]) for d in planted.truth.lookups}
     for truth in planted.truth.lookups:
         lookup = found[(truth["layer"], truth["neuron"])]
@@ -670,13 +661,7 @@ def test_all_four_planted_lookups_are_recovered(planted, recovered):
         assert evaluation["balanced_accuracy"] > 0.65, (truth["topic"], evaluation)
         assert evaluation["n_test"] > 1000
 
-
-@pytest.mark.slow
-def test_main_job_recovers_the_planted_lookups(planted, recovered):
-    from context_neurons.reproduce.pipeline import lookup_rows
-
-    scores, found = recovered
-    (row,) = lookup_rows(planted.model, planted.truth, progress=False)
+    (row,) = lookup_row(found, planted.truth)  # the main job's row of the same look-ups
     assert row.key == "lookups" and row.paper == ""  # no paper value to compare with
     assert [(t["layer"], t["neuron"], t["top_heads"]) for t in row.truth] == [
         (d["layer"], d["neuron"], [lk.head_name(d["layer"], d["head"])])
@@ -690,9 +675,17 @@ def test_main_job_recovers_the_planted_lookups(planted, recovered):
         assert result["explanation"]
         assert result["explanation_accuracy"] > result["chance"]
         assert result["balanced_accuracy"] > 0.65
-        # The same computation as the chapter's: the same numbers.
         evaluation = found[(truth["layer"], truth["neuron"])].evaluation
         assert result["balanced_accuracy"] == round(evaluation["balanced_accuracy"], 3)
+
+
+def test_a_lookup_that_does_not_fire_is_a_row_with_its_reason():
+    from context_neurons.reproduce.pipeline import lookup_row
+
+    (row,) = lookup_row({(1, 5): lk.NotFiring("the neuron does not fire on any window")}, None)
+    assert row.value == [{"layer": 1, "neuron": 5,
+                          "error": "the neuron does not fire on any window"}]
+    assert row.truth is None
 
 
 # ----------------------------------------------------------------------------------------------

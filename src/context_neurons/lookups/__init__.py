@@ -39,7 +39,8 @@ neuron that predicts one token in that context. The method has four steps:
    documents (:func:`explanation_dataset`, split by a hash of the document, :func:`is_held_out`;
    :func:`evaluate_explainer`).
 
-:func:`examine_neuron` runs all four steps for one neuron (:mod:`.report`). Modules:
+:func:`examine_neuron` runs all four steps for one neuron, :func:`examine_best_neurons`
+for the best token-predicting neurons (:mod:`.report`). Modules:
 :mod:`.scores` (1), :mod:`.prompts` (2), :mod:`.attribution` (3), :mod:`.activity` and
 :mod:`.explainers` (4); :mod:`.planted` checks the planted model's look-ups against what was
 found.
@@ -82,6 +83,7 @@ from context_neurons.lookups.planted import PlantedRecovery, planted_recovery  #
 from context_neurons.lookups.report import (  # noqa: F401
     LookupPool,
     NeuronLookup,
+    examine_best_neurons,
     examine_neuron,
     explanation_results,
     firing_windows,

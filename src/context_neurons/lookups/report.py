@@ -38,7 +38,9 @@ from context_neurons.lookups.prompts import (
     top_activating_prompts,
     truncate_prompts,
 )
-from context_neurons.lookups.scores import neuron_logit_effect
+from context_neurons.lookups.scores import neuron_logit_effect, select_neurons
+from context_neurons.lookups.scores import token_prediction_scores
+from context_neurons.text.windows import lookup_windows
 
 
 def _final_positions(prompts: Sequence[Prompt], device) -> tuple[Tensor, Tensor]:
@@ -270,6 +272,29 @@ def examine_neuron(
         attr,
         skipped=len(top) - len(prompts),
     )
+
+
+def examine_best_neurons(
+    model: TransformerBridge, n: int = 4, progress: bool = False
+) -> dict[tuple[int, int], NeuronLookup | NotFiring]:
+    """Chapter 7's look-ups as the main job runs them: the ``n`` best token-predicting neurons
+    (:func:`~.scores.select_neurons`), one scan of the domain texts' windows
+    (:func:`~context_neurons.text.windows.lookup_windows`: general prose rarely fires a topic
+    look-up), each neuron examined (:func:`examine_neuron`) or, when it does not fire, the
+    :class:`NotFiring` that says so (reported, never skipped)."""
+    scores = token_prediction_scores(model)
+    windows, labels = lookup_windows(model.tokenizer)
+    chosen = select_neurons(scores, n=n)
+    pool = scan_pool(model, [w.to(model.cfg.device) for w in windows], labels, chosen)
+    out: dict[tuple[int, int], NeuronLookup | NotFiring] = {}
+    for layer, neuron in chosen:
+        try:
+            out[(layer, neuron)] = examine_neuron(model, layer, neuron, pool, scores=scores)
+        except NotFiring as err:
+            out[(layer, neuron)] = err
+        if progress:
+            print(f"look-ups: examined neuron {layer}.{neuron}")
+    return out
 
 
 def topic_share(

@@ -28,8 +28,7 @@ from context_neurons.circuit import ContextualCircuit
 from context_neurons.decomposition import decompose_attention, default_mean_keys
 from context_neurons.discovery import THETA, NeuronScores, loud_token_share, precision_recall
 from context_neurons.evaluation import contextual_heads_accuracy, evaluate
-from context_neurons.lookups import examine_neuron, head_name, scan_pool, select_neurons
-from context_neurons.lookups import NotFiring, token_prediction_scores
+from context_neurons.lookups import NeuronLookup, NotFiring, examine_best_neurons, head_name
 from context_neurons.method import MethodValues, check_run_context
 from context_neurons.models import LoadedModel, load_model
 from context_neurons.models.planted import PlantedTruth
@@ -41,7 +40,7 @@ from context_neurons.reproduce.verdict_rows_v3 import v3_rows
 from context_neurons.stability import bootstrap_standard_error, coefficient_of_variation
 from context_neurons.stability import denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy
-from context_neurons.text.windows import evaluation_windows, lookup_windows
+from context_neurons.text.windows import evaluation_windows
 from context_neurons.training.heldout import labelled_windows, read_record
 
 #: Thresholds of the sweep reported beside the chosen one.
@@ -270,23 +269,18 @@ def evaluation_rows(
 
 
 def lookup_rows(model: TransformerBridge, truth: PlantedTruth | None, progress: bool) -> list[Row]:
-    """Chapter 7: token-predicting neurons, their heads and the heads' explanations.
+    """Chapter 7: token-predicting neurons, their heads and the heads' explanations
+    (:func:`~context_neurons.lookups.examine_best_neurons`)."""
+    return lookup_row(examine_best_neurons(model, n=4, progress=progress), truth)
 
-    Prompts come from the domain texts (:func:`~context_neurons.text.windows.lookup_windows`),
-    not the evaluation texts: those are general prose, where topic look-ups rarely fire.
-    """
-    scores = token_prediction_scores(model)
-    windows, labels = lookup_windows(model.tokenizer)
-    chosen = select_neurons(scores, n=4)
-    pool = scan_pool(model, [w.to(model.cfg.device) for w in windows], labels, chosen)
-    found = []
-    for layer, neuron in chosen:
-        try:
-            found.append(examine_neuron(model, layer, neuron, pool, scores=scores).summary())
-        except NotFiring as err:  # reported, not skipped silently
-            found.append({"layer": layer, "neuron": neuron, "error": str(err)})
-        if progress:
-            print(f"look-ups: examined neuron {layer}.{neuron}")
+
+def lookup_row(examined: dict[tuple[int, int], NeuronLookup | NotFiring],
+               truth: PlantedTruth | None) -> list[Row]:
+    """The look-ups row of the examined neurons (one that did not fire: its reason), with the
+    planted look-ups as its truth."""
+    found = [lookup.summary() if isinstance(lookup, NeuronLookup)
+             else {"layer": layer, "neuron": neuron, "error": str(lookup)}
+             for (layer, neuron), lookup in examined.items()]
     planted = None
     if truth is not None:
         planted = [
