@@ -10,9 +10,14 @@ With ``--check`` nothing is written: the manifest is verified against the archiv
 and the directory (the archives are built again in a temporary folder and compared); the exit
 status is 1 when anything disagrees.
 
-    python scripts/build_corpora_release.py --corpora ../shared/corpora --out /tmp/corpora-release
     python scripts/build_corpora_release.py --corpora ../shared/corpora --out /tmp/corpora-release \
-        --check
+        --code /path/to/python3.11.7/lib/python3.11
+    python scripts/build_corpora_release.py --corpora ../shared/corpora --out /tmp/corpora-release \
+        --code /path/to/python3.11.7/lib/python3.11 --check
+
+``--code`` adds the standard library the models were trained on (CPython 3.11.7's ``*.py``
+files) as the folder ``python_stdlib``, so that a reader with another Python reads the same code
+corpus (and protocol v3 the same fallback).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from pathlib import Path
 
 from context_neurons.book.colab import REPOSITORY
 from context_neurons.checks import ContextNeuronsError
-from context_neurons.text.dataset import MANIFEST_PATH, check_release, load_manifest
+from context_neurons.text.dataset import CODE_FOLDER, CODE_PYTHON, MANIFEST_PATH
+from context_neurons.text.dataset import check_release, load_manifest
 from context_neurons.text.dataset import publish_corpora
 
 
@@ -43,12 +49,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the archives are published (default: the repository's "
                              "release corpora-v<version>)")
     parser.add_argument("--manifest", type=Path, default=MANIFEST_PATH, help="the manifest")
+    parser.add_argument("--code", type=Path, default=None,
+                        help="the standard library the models were trained on (CPython "
+                             f"{CODE_PYTHON}'s, e.g. $(python3.11 -c 'import sysconfig; "
+                             "print(sysconfig.get_paths()[\"stdlib\"])')): its *.py files "
+                             f"become the folder {CODE_FOLDER}")
     parser.add_argument("--check", action="store_true",
                         help="verify the manifest against --out and --corpora; write nothing")
     args = parser.parse_args(argv)
     try:
         if args.check:
-            problems = check_release(args.corpora, args.out, args.manifest)
+            problems = check_release(args.corpora, args.out, args.manifest, args.code)
             for problem in problems:
                 print(problem)
             print(f"{len(problems)} problem(s)" if problems else
@@ -57,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         version = args.version or (load_manifest(args.manifest)["version"]
                                    if args.manifest.is_file() else "1")
         manifest = publish_corpora(args.corpora, args.out, version,
-                                   args.base_url or release_url(version), args.manifest)
+                                   args.base_url or release_url(version), args.manifest,
+                                   args.code)
     except ContextNeuronsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -95,7 +95,8 @@ CODE = Variable(
     "CONTEXT_NEURONS_CODE",
     "directory of Python sources read as the trained model's code corpus (the training run and "
     "its held-out text)",
-    "the running Python's standard library",
+    "the corpora's `python_stdlib` folder when fetched, else the running Python's standard "
+    "library",
 )
 SCALE = Variable(
     "CONTEXT_NEURONS_SCALE",
@@ -223,7 +224,8 @@ def gpt2_weights() -> Path | None:
 
 
 def code_corpus_root() -> Path | None:
-    """``$CONTEXT_NEURONS_CODE`` as a path, or None (then the running Python's standard library)."""
+    """``$CONTEXT_NEURONS_CODE`` as a path, or None (then the corpora's ``python_stdlib``
+    folder, else the running Python's standard library: ``training.corpus.stdlib_dir``)."""
     return Path(get(CODE)).expanduser() if get(CODE) else None
 
 

@@ -11,6 +11,8 @@ import hashlib
 import http.server
 import importlib.util
 import json
+import platform
+import sysconfig
 import threading
 import tomllib
 from pathlib import Path
@@ -167,6 +169,66 @@ def test_archives_are_deterministic(tmp_path, corpora):
         archive = f"{name}.tar.gz"
         assert (tmp_path / "one" / archive).read_bytes() == (
             tmp_path / "two" / archive).read_bytes()
+
+
+def make_stdlib(root: Path) -> Path:
+    """A standard library's root: modules, a test package, and what the code folder leaves out."""
+    (root / "json").mkdir(parents=True)
+    (root / "os.py").write_text("import sys\n")
+    (root / "json" / "__init__.py").write_text("def loads(s): ...\n")
+    (root / "test").mkdir()
+    (root / "test" / "test_os.py").write_text("def test_os(): ...\n")
+    for skipped in ("site-packages", "__pycache__"):
+        (root / skipped).mkdir()
+        (root / skipped / "x.py").write_text("pass\n")
+    (root / "README.txt").write_text("not code\n")
+    return root
+
+
+def test_the_code_folder_is_built_from_a_standard_library_and_fetched_and_verified(
+        tmp_path, corpora):
+    """--code adds the standard library's *.py files (tests in, site-packages, __pycache__ and
+    other files out) as python_stdlib; fetched, it is whole; verify_code_root names a changed,
+    missing or extra module."""
+    stdlib = make_stdlib(tmp_path / "lib")
+    manifest_path = tmp_path / "corpora.json"
+    manifest = publish_corpora(corpora, tmp_path / "release", "7", "file:///x/", manifest_path,
+                               code=stdlib)
+    entry = manifest["folders"][dataset.CODE_FOLDER]
+    assert [f["path"] for f in entry["files"]] == ["json/__init__.py", "os.py", "test/test_os.py"]
+    assert entry["licence"] == "PSF-2.0" and dataset.CODE_PYTHON in entry["source"]
+    assert list(manifest["folders"]) == sorted(manifest["folders"])
+    target = fetch_corpora([dataset.CODE_FOLDER], tmp_path / "fetched", progress=False,
+                           base_url=(tmp_path / "release").as_uri(), manifest=manifest_path)
+    assert sorted(p.relative_to(target / dataset.CODE_FOLDER).as_posix()
+                  for p in (target / dataset.CODE_FOLDER).rglob("*.py")) == [
+        "json/__init__.py", "os.py", "test/test_os.py"]
+    assert dataset.verify_code_root(stdlib, manifest_path) == []
+    assert dataset.verify_code_root(target / dataset.CODE_FOLDER, manifest_path) == []
+    (stdlib / "os.py").write_text("import sys  # changed\n")
+    (stdlib / "json" / "__init__.py").unlink()
+    (stdlib / "new.py").write_text("pass\n")
+    assert dataset.verify_code_root(stdlib, manifest_path) == [
+        "python_stdlib/json/__init__.py: missing",
+        "python_stdlib/os.py: 22 bytes, the manifest says 11",
+        "python_stdlib/new.py: not in the manifest"]
+    with pytest.raises(InputError, match="--code"):
+        build_release(corpora, tmp_path / "again", "7", "file:///x/", code=tmp_path / "empty")
+
+
+def test_the_code_corpus_is_read_from_the_fetched_folder_unless_the_variable_names_one(
+        tmp_path, monkeypatch):
+    from context_neurons.training.corpus import stdlib_dir
+
+    corpora = tmp_path / "corpora"
+    corpora.mkdir()
+    monkeypatch.setenv(config.CORPORA.name, str(corpora))
+    monkeypatch.delenv(config.CODE.name, raising=False)
+    assert stdlib_dir() == Path(sysconfig.get_paths()["stdlib"])  # not fetched: this Python's
+    (corpora / dataset.CODE_FOLDER).mkdir()
+    assert stdlib_dir() == corpora / dataset.CODE_FOLDER
+    monkeypatch.setenv(config.CODE.name, str(tmp_path))
+    assert stdlib_dir() == tmp_path
 
 
 def test_the_check_passes_on_a_release_and_names_what_changed(release, corpora, capsys):
@@ -394,10 +456,22 @@ def _shared_corpora() -> Path | None:
 
 @pytest.mark.skipif(_shared_corpora() is None, reason="no corpora directory on this machine")
 def test_the_committed_manifest_matches_the_corpora_directory():
+    """Every folder of the corpora directory, and the code folder built from the standard
+    library (not a folder of the corpora directory here)."""
     root = _shared_corpora()
     manifest = load_manifest()
-    assert dataset.release_folders(root) == list(manifest["folders"])
-    assert verify_corpora(root) == []
+    folders = [name for name in manifest["folders"] if name != dataset.CODE_FOLDER]
+    assert dataset.release_folders(root) == folders
+    assert dataset.CODE_FOLDER in manifest["folders"]
+    assert verify_corpora(root, only=folders) == []
+
+
+@pytest.mark.skipif(platform.python_version() != dataset.CODE_PYTHON,
+                    reason=f"the code folder is CPython {dataset.CODE_PYTHON}'s standard library")
+def test_the_committed_code_folder_is_this_pythons_standard_library():
+    from context_neurons.training.corpus import stdlib_dir
+
+    assert dataset.verify_code_root(stdlib_dir()) == []
 
 
 def test_the_committed_manifest_names_this_repository_and_its_release():

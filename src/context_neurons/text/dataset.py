@@ -61,6 +61,19 @@ CHUNK = 1 << 20
 TIMEOUT_S = 60
 #: The README table's columns the manifest copies: folder names, source, licence.
 README_COLUMNS = {"folder": "folder", "source": "what", "licence": "licence"}
+#: The dataset's folder of the code corpus: the ``*.py`` files of the Python standard library
+#: the shipped models were trained on. It is built from that library (``--code``), not from the
+#: corpora directory, and read from ``$CONTEXT_NEURONS_CODE``, else from this folder of the
+#: corpora directory when it is there, else from the running Python's library
+#: (:func:`context_neurons.training.corpus.stdlib_dir`).
+CODE_FOLDER = "python_stdlib"
+CODE_PYTHON = "3.11.7"
+CODE_DESCRIPTION = {
+    "source": f"CPython {CODE_PYTHON} standard library, its *.py files (site-packages and "
+              "__pycache__ left out): the code corpus; its test files are protocol v3's fallback",
+    "licence": "PSF-2.0",
+}
+_NOT_CODE = ("site-packages", "dist-packages", "__pycache__")
 
 Manifest = dict[str, Any]
 
@@ -127,6 +140,29 @@ def _files_in(folder: Path) -> list[str]:
     """Relative paths (``/``-separated, sorted) of the files under a folder."""
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
                   if p.is_file() or p.is_symlink())
+
+
+def code_files(root: Path) -> list[str]:
+    """The code corpus's files under a standard library's root: relative paths of its ``*.py``
+    files, site-packages, dist-packages and ``__pycache__`` left out (sorted)."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
+                  if p.is_file() and not any(part in _NOT_CODE
+                                             for part in p.relative_to(root).parts))
+
+
+def verify_code_root(root: str | Path, manifest: str | Path | Mapping | None = None
+                     ) -> list[str]:
+    """What in a code corpus root (a standard library) differs from the dataset's
+    :data:`CODE_FOLDER`, one line each (empty: it is the library the models were trained on):
+    its ``*.py`` files missing, changed or not in the manifest."""
+    entry = load_manifest(manifest)["folders"].get(CODE_FOLDER)
+    if entry is None:
+        return []
+    root = Path(root).expanduser()
+    listed = {file["path"] for file in entry["files"]}
+    extra = [f"{CODE_FOLDER}/{path}: not in the manifest" for path in code_files(root)
+             if path not in listed]
+    return _file_problems(root, entry["files"], f"{CODE_FOLDER}/") + extra
 
 
 def verify_corpora(directory: str | Path, only: Iterable[str] | None = None,
@@ -446,19 +482,20 @@ def count_documents(path: Path) -> int | None:
     return sum(1 for record in read_jsonl(path) if len(record.get("text", "")) >= 1)
 
 
-def write_archive(corpora: Path, folder: str, path: Path) -> None:
-    """``corpora/folder`` as a deterministic ``tar.gz`` at ``path``: members ``folder/<file>`` in
-    sorted order, mode 644, mtime 0, uid and gid 0, no user or group names, gzip mtime 0 and no
-    file name in the gzip header (written whole: :func:`~context_neurons.files.write_whole`)."""
-    write_whole(path, lambda tmp: _write_tar(corpora, folder, tmp))
+def write_archive(source: Path, folder: str, files: list[str], path: Path) -> None:
+    """The ``files`` of ``source`` as a deterministic ``tar.gz`` at ``path``: members
+    ``folder/<file>`` in sorted order, mode 644, mtime 0, uid and gid 0, no user or group names,
+    gzip mtime 0 and no file name in the gzip header (written whole:
+    :func:`~context_neurons.files.write_whole`)."""
+    write_whole(path, lambda tmp: _write_tar(source, folder, sorted(files), tmp))
 
 
-def _write_tar(corpora: Path, folder: str, tmp: Path) -> None:
+def _write_tar(root: Path, folder: str, files: list[str], tmp: Path) -> None:
     with tmp.open("wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for relative in _files_in(corpora / folder):
-            source = corpora / folder / relative
+        for relative in files:
+            source = root / relative
             if source.is_symlink():
                 raise DataError(f"{source} is a symbolic link: a release holds files only.")
             info = tarfile.TarInfo(f"{folder}/{relative}")
@@ -476,8 +513,10 @@ def file_entry(path: Path, relative: str) -> dict:
     return entry if documents is None else {**entry, "documents": documents}
 
 
-def build_release(corpora: str | Path, out: str | Path, version: str, base_url: str) -> Manifest:
-    """Write one archive per folder of ``corpora`` and a copy of its README into ``out``; return
+def build_release(corpora: str | Path, out: str | Path, version: str, base_url: str,
+                  code: str | Path | None = None) -> Manifest:
+    """Write one archive per folder of ``corpora`` (and, with ``code``, one of the standard
+    library at that root: :data:`CODE_FOLDER`) and a copy of its README into ``out``; return
     the manifest describing them (not written: :func:`publish_corpora` writes it)."""
     corpora, out = Path(corpora).expanduser(), Path(out).expanduser()
     if not (corpora / README_NAME).is_file():
@@ -496,17 +535,24 @@ def build_release(corpora: str | Path, out: str | Path, version: str, base_url: 
     if undescribed:
         raise DataError(f"The corpora README's table does not describe {', '.join(undescribed)}:"
                         " add their source and licence to it before publishing.")
+    sources = {name: (corpora / name, _files_in(corpora / name), described[name])
+               for name in release_folders(corpora)}
+    if code is not None:
+        code = Path(code).expanduser()
+        if CODE_FOLDER in sources or not code_files(code):
+            raise InputError(f"--code {code}: a standard library's root with *.py files, and no "
+                             f"folder {CODE_FOLDER} in the corpora directory.")
+        sources[CODE_FOLDER] = (code, code_files(code), CODE_DESCRIPTION)
     out.mkdir(parents=True, exist_ok=True)
     folders = {}
-    for name in release_folders(corpora):
+    for name, (source, relatives, description) in sorted(sources.items()):
         archive = out / f"{name}{ARCHIVE_SUFFIX}"
-        write_archive(corpora, name, archive)
+        write_archive(source, name, relatives, archive)
         sha, size = digest(archive)
-        files = [file_entry(corpora / name / relative, relative)
-                 for relative in _files_in(corpora / name)]
+        files = [file_entry(source / relative, relative) for relative in relatives]
         counts = [file["documents"] for file in files if "documents" in file]
         folders[name] = {"archive": archive.name, "sha256": sha, "size": size,
-                         "documents": sum(counts) if counts else None, **described[name],
+                         "documents": sum(counts) if counts else None, **description,
                          "files": files}
     shutil.copyfile(corpora / README_NAME, out / README_NAME)
     return {"format": MANIFEST_FORMAT, "version": str(version),
@@ -519,10 +565,11 @@ def manifest_text(manifest: Manifest) -> str:
 
 
 def publish_corpora(corpora: str | Path, out: str | Path, version: str, base_url: str,
-                    manifest_path: str | Path = MANIFEST_PATH) -> Manifest:
+                    manifest_path: str | Path = MANIFEST_PATH,
+                    code: str | Path | None = None) -> Manifest:
     """Build the release (:func:`build_release`) into ``out`` and write its manifest to
     ``manifest_path`` (atomically). Upload every file of ``out`` to ``base_url``."""
-    manifest = build_release(corpora, out, version, base_url)
+    manifest = build_release(corpora, out, version, base_url, code)
     write_text_whole(Path(manifest_path), manifest_text(manifest))
     return manifest
 
@@ -538,14 +585,16 @@ def _rows(manifest: Manifest) -> dict[str, Any]:
 
 
 def check_release(corpora: str | Path, out: str | Path,
-                  manifest: str | Path | Mapping | None = None) -> list[str]:
+                  manifest: str | Path | Mapping | None = None,
+                  code: str | Path | None = None) -> list[str]:
     """What disagrees between a manifest, the archives in ``out`` and the directory they were
     built from (empty: the release is whole): the archives are built again (into a temporary
     folder) and compared byte for byte through their SHA-256."""
     committed = load_manifest(manifest)
     out = Path(out).expanduser()
     with tempfile.TemporaryDirectory() as scratch:
-        fresh = build_release(corpora, scratch, committed["version"], committed["base_url"])
+        fresh = build_release(corpora, scratch, committed["version"], committed["base_url"],
+                              code)
     old, new = _rows(committed), _rows(fresh)
     problems = [f"{key}: the manifest says {old.get(key)}, the directory gives {new.get(key)}"
                 for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]

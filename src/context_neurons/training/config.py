@@ -14,12 +14,13 @@ from pathlib import Path
 
 from context_neurons import config as settings
 from context_neurons.checks import MAX_SEED, DataError, InputError
+from context_neurons.text.dataset import CODE_FOLDER
 
 #: The special token: beginning of every window, separator between documents (GPT-2's convention).
 EOT = "<|endoftext|>"
 
 #: Programming text: the running Python's standard library, read as one more "corpus".
-CODE_CORPUS = "python_stdlib"
+CODE_CORPUS = CODE_FOLDER  # "python_stdlib": the dataset's folder of it
 
 #: Mixture weights: each corpus's expected share of the training tokens (normalised to sum 1).
 #: General English is about a quarter; every small domain (Spanish, Bible, legal, medical,

@@ -19,6 +19,7 @@ from typing import Iterable, Iterator
 from context_neurons import config as settings
 from context_neurons.checks import DataError
 from context_neurons.text.corpora import read_jsonl
+from context_neurons.text.dataset import CODE_FOLDER
 from context_neurons.training.config import CODE_CORPUS
 
 #: Folders of the Python standard library that are not ordinary library code.
@@ -52,14 +53,26 @@ def is_heldout(key: str, fraction: float) -> bool:
 
 
 def stdlib_dir() -> Path:
-    """The code corpus's root: ``$CONTEXT_NEURONS_CODE``, else the running Python's standard
-    library (a GPU machine with another Python trains on this machine's by setting it)."""
+    """The code corpus's root: ``$CONTEXT_NEURONS_CODE``, else the corpora dataset's folder of
+    it (``python_stdlib``, CPython 3.11.7's library, when fetched into the corpora directory),
+    else the running Python's standard library (a machine with another Python reads the
+    shipped models' code corpus by fetching that folder or setting the variable)."""
     root = settings.code_corpus_root()
     if root is None:
-        return Path(sysconfig.get_paths()["stdlib"])
+        corpora = _corpora_or_none()
+        fetched = corpora / CODE_FOLDER if corpora is not None else None
+        return fetched if fetched is not None and fetched.is_dir() else Path(
+            sysconfig.get_paths()["stdlib"])
     if not root.is_dir():
         raise DataError(f"{settings.CODE.name} is {str(root)!r}, which is not a directory.")
     return root
+
+
+def _corpora_or_none() -> Path | None:
+    try:
+        return settings.corpora_root()
+    except DataError:  # a bad corpora setting is reported where the corpora are read
+        return None
 
 
 def iter_code_documents(root: Path | None = None) -> Iterator[Doc]:

@@ -36,7 +36,8 @@ from transformers.utils import logging as hf_logging
 from context_neurons import config as settings
 from context_neurons.checks import DataError, InputError, writable_directory
 from context_neurons.files import write_whole
-from context_neurons.text.dataset import digest, load_manifest, verify_corpora
+from context_neurons.text.dataset import CODE_FOLDER, digest, load_manifest, verify_code_root
+from context_neurons.text.dataset import verify_corpora
 from context_neurons.training.config import (
     EOT,
     SHORT_DOCUMENT_CORPORA,
@@ -45,7 +46,8 @@ from context_neurons.training.config import (
     config_problems,
     reproduce_command,
 )
-from context_neurons.training.corpus import corpus_names, split_corpora, write_manifest
+from context_neurons.training.corpus import corpus_names, split_corpora, stdlib_dir
+from context_neurons.training.corpus import write_manifest
 from context_neurons.training.stream import (
     DocumentMixture,
     eval_windows,
@@ -261,8 +263,9 @@ def check_config(cfg: TrainConfig) -> None:
 
 def corpora_dataset(cfg: TrainConfig, verify: bool = True) -> dict:
     """The version of the corpora dataset (``assets/corpora.json``) the run reads, the folders
-    checked against its checksums, and those it does not hold (the standard library's code, a
-    reader's own text). A dataset folder whose files differ is refused unless ``verify`` is False
+    checked against its checksums (the code corpus at the root it is read from,
+    :func:`~context_neurons.training.corpus.stdlib_dir`), and those it does not hold (a reader's
+    own text). A dataset folder whose files differ is refused unless ``verify`` is False
     (other text, deliberately: ``train --no-verify``), and then recorded as not verified."""
     manifest = load_manifest()
     read = sorted(c for c, w in cfg.corpus_weights.items() if w > 0)
@@ -271,7 +274,10 @@ def corpora_dataset(cfg: TrainConfig, verify: bool = True) -> dict:
            "not_in_dataset": [c for c in read if c not in manifest["folders"]]}
     if not verify:
         return {**out, "not_verified": in_dataset}
-    problems = verify_corpora(cfg.corpora, only=in_dataset) if in_dataset else []
+    folders = [c for c in in_dataset if c != CODE_FOLDER]  # the code: at its root in use
+    problems = verify_corpora(cfg.corpora, only=folders) if folders else []
+    if CODE_FOLDER in in_dataset:
+        problems += verify_code_root(stdlib_dir())
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise DataError(
