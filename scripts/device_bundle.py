@@ -13,11 +13,12 @@ environment) writes into ``artifacts/device-bundle/`` (ignored by git through ``
 
 - ``shared.tar.xz``: ``corpora/`` and ``gpt2-tokenizer/`` of ``../shared`` (58 MB of JSONL and the
   GPT-2 ``vocab.json``/``merges.txt``; about 13 MB packed);
-- ``code.tar.xz``: the standard-library files the trained model's code corpus reads
+- ``code.tar.xz``: the ``*.py`` files of this Python's standard library, 3.11.7 here as in CI
+  and for the shipped model (the device's Python is 3.12, whose library differs): the corpora
+  dataset's ``python_stdlib`` folder (:func:`context_neurons.text.dataset.code_files`, empty
+  modules included, so that ``train`` verifies the code root), which holds the code corpus
   (:func:`context_neurons.training.corpus.iter_code_documents`) and the test files protocol v3
-  reads as its fallback code corpus (:func:`context_neurons.verdict.v3_data.
-  stdlib_test_documents`, 1025 files) from this Python, 3.11.7 here as in CI and for the shipped
-  model (the device's Python is 3.12, whose standard library differs);
+  reads as its fallback (:func:`context_neurons.verdict.v3_data.stdlib_test_documents`, 1025);
 - ``wheels/``: :data:`WHEELS`, pinned to the versions this environment runs, for CPython 3.12 on
   x86-64 Linux (``pip download --no-deps``); the device installs them with ``pip --no-index
   --no-deps --target``;
@@ -96,6 +97,7 @@ def prepare(bundle: Path, refresh: bool = False, wheels: bool = True) -> dict:
     # the package is needed here only: unpack runs on the device before anything is installed
     sys.path.insert(0, str(REPO / "src"))
     from context_neurons import config
+    from context_neurons.text.dataset import code_files
     from context_neurons.training.corpus import iter_code_documents, stdlib_dir
     from context_neurons.verdict.v3_data import stdlib_test_documents
 
@@ -124,14 +126,16 @@ def prepare(bundle: Path, refresh: bool = False, wheels: bool = True) -> dict:
     code = bundle / "code.tar.xz"
     root = stdlib_dir()
     if refresh or not code.is_file():
-        names = [doc.id for doc in iter_code_documents(root)]
-        tests = [doc.id for doc in stdlib_test_documents(root)]  # protocol v3's fallback corpus
-        _pack_xz(code, [(root / name, name) for name in names + tests])
-        print(f"code.tar.xz: {len(names)} + {len(tests)} files, {mib(code.stat().st_size)}",
-              flush=True)
-        files["code.tar.xz"] = {"holds": f"the code corpus ({len(names)} files of {root}) and "
-                                         f"protocol v3's fallback corpus of its tests "
-                                         f"({len(tests)} files)",
+        # every file of the dataset's code folder (empty modules too: train verifies the code
+        # root against the manifest, text.dataset.verify_code_root), so the code corpus and
+        # protocol v3's fallback corpus of its tests
+        names = code_files(root)
+        reads = len(list(iter_code_documents(root))), len(stdlib_test_documents(root))
+        _pack_xz(code, [(root / name, name) for name in names])
+        print(f"code.tar.xz: {len(names)} files, {mib(code.stat().st_size)}", flush=True)
+        files["code.tar.xz"] = {"holds": f"the *.py files of {root} ({len(names)}): the code "
+                                         f"corpus ({reads[0]} files) and protocol v3's fallback "
+                                         f"corpus of its tests ({reads[1]} files)",
                                 "python": platform.python_version(),
                                 "bytes": code.stat().st_size, "sha256": sha256(code)}
 
