@@ -69,7 +69,9 @@ device = colab_setup()
 
 # %%
 from context_neurons.book.chapter import setup_chapter
+from context_neurons.book.colab import colab_corpora
 
+colab_corpora()  # Colab only: fetch the corpora the verdicts read (elsewhere it does nothing)
 loaded = setup_chapter(model="trained")  # this chapter is about the trained model
 model = loaded.model
 
@@ -101,7 +103,7 @@ evaluation, evaluation_v2 = results.evaluation("v1"), results.evaluation("v2")
 evaluation_v3 = results.evaluation("v3")  # every model v3 registers
 protocols = {"v1 (registered before any verdict; superseded by v3)": evaluation,
              "v2 (registered after v1's verdicts were seen; superseded by v3)": evaluation_v2}
-if isinstance(evaluation_v3, dict):
+if evaluation_v3:
     print(wrapped("Protocol v3 (confirmatory: registered before any of its numbers, fresh "
                   "documents):"))
     for sentence in verdict_sentences_v3(evaluation_v3):
@@ -624,9 +626,13 @@ for name, rule in protocol_v3["primary_comparison"]["verdict"].items():
 # domains' calibration windows:
 
 # %%
-seed0 = evaluation_v3.get("trained-seed0") if isinstance(evaluation_v3, dict) else None
-if isinstance(seed0, dict):
-    per_head = pd.DataFrame(seed0["context_set"]["per_head"]).set_index("head")
+from dataclasses import asdict
+
+from context_neurons.verdict.v3_result import V3Evaluation
+
+seed0 = evaluation_v3.get("trained-seed0") if evaluation_v3 else None
+if isinstance(seed0, V3Evaluation):
+    per_head = pd.DataFrame([asdict(m) for m in seed0.context_set.measures]).set_index("head")
     show_table(per_head[["group", "fixed_group", "kernel_n_eff", "content_sd",
                          "previous_share_calibration", "previous_share_cal_windows",
                          "in_context_set"]].rename(columns={
@@ -635,7 +641,7 @@ if isinstance(seed0, dict):
                    "previous_share_cal_windows": "prev. (CAL)", "in_context_set": "in the set"}),
                "protocol v3: each layer-0 head, its taxonomy group before and after the fix, and "
                "whether it is in the context set", model=loaded.title, decimals=2)
-    print(f"context set: {seed0['context_set']['heads']}")
+    print(f"context set: {list(seed0.context_set.heads)}")
 else:
     print("not computed on this machine (no held-out documents): see the stored page.")
 
@@ -644,21 +650,18 @@ else:
 
 # %%
 from context_neurons.plotting.training import plot_baselines
-from context_neurons.verdict.v3_report import baseline_records, primary_words
+from context_neurons.verdict.v3_report import baseline_records, truth_lines
 
-if isinstance(seed0, dict) and seed0.get("primary"):
-    print(wrapped(f"truth: {seed0['truth']['sentence']}"))
-    per_domain_v3 = ", ".join(f"{d} {n}" for d, n in seed0["truth"]["domains"].items())
-    print(wrapped(f"best domains of the truth neurons: {per_domain_v3}; pooled CONFIRM domains "
-                  f"{seed0['data']['pooled']}, too few documents to pool "
-                  f"{seed0['data']['not_pooled']}, none {seed0['data']['no_confirm_data']}"))
-    show_table(pd.DataFrame(baseline_records(seed0["primary"])).T.rename_axis("score"),
+if isinstance(seed0, V3Evaluation) and seed0.primary:
+    for line in truth_lines(seed0):
+        print(wrapped(line))
+    show_table(pd.DataFrame(baseline_records(seed0.primary)).T.rename_axis("score"),
                "protocol v3: the frequency-aware score and the four registered baselines "
                "against the truth; AUC and AUC(score) minus it, paired 95% intervals",
                model=loaded.title)
-    print(wrapped(f"PRIMARY: {primary_words(seed0['primary'])}"))
+    print(wrapped(f"PRIMARY: {seed0.primary.words()}"))
     figure = plot_baselines(
-        seed0["primary"], protocol_v3["primary_comparison"]["verdict"]["equivalence_margin"],
+        seed0.primary, protocol_v3["primary_comparison"]["verdict"]["equivalence_margin"],
         title=f"Figure 8.7. {loaded.title}: protocol v3, the score against the baselines")
 
 # %% [markdown]
@@ -677,7 +680,7 @@ if isinstance(seed0, dict) and seed0.get("primary"):
 # %%
 from context_neurons.verdict.v3_report import detail_lines
 
-if isinstance(seed0, dict) and seed0.get("primary"):
+if isinstance(seed0, V3Evaluation) and seed0.primary:
     for line in detail_lines(seed0):
         print(wrapped(line))
 
@@ -702,7 +705,7 @@ if isinstance(seed0, dict) and seed0.get("primary"):
 # %%
 from context_neurons.verdict.v3_report import replication_rows, source_lines
 
-if isinstance(evaluation_v3, dict):
+if evaluation_v3:
     show_table(pd.DataFrame(replication_rows(evaluation_v3)).T.rename_axis("model"),
                "protocol v3 on every registered model: seed 0 computed here, the others stored "
                "or pending", model="trained models (seeds 0 and 1)")
@@ -742,6 +745,23 @@ figure = plot_development(development, title=f"Figure 8.8. {loaded.title}: devel
 # checkpoint).* At initialisation every head is uniform and content-blind; the table shows when
 # the previous-token head and the contextual heads appear, and how the truth grows with them.
 #
+# **The seed-1 replication's development.** Its `development.json` was written on the GPU by the
+# same `summarize_run`, after chapter 2's previous-token rule, so its `contextual` column already
+# leaves a previous-token head out. The sentences below read both files alike: each last
+# checkpoint's contextual heads, and which of them are previous-token heads.
+
+# %%
+from context_neurons.models.loading import TRAINED_SEED1_DIR
+from context_neurons.training.development import development_findings
+
+development_seed1 = json.loads((TRAINED_SEED1_DIR / DEVELOPMENT_FILE).read_text())
+show_table(checkpoint_table(development_seed1), "the seed-1 replication's checkpoints "
+           f"({CHECKPOINT_COLUMNS})", model="trained model, seed 1", decimals=3,
+           formats={c: 0 for c in CHECKPOINT_COUNTS})
+for seed, record in (("seed 0", development), ("seed 1", development_seed1)):
+    for line in development_findings(record):
+        print(wrapped(f"{seed}: {line}"))
+#
 # ## 8.10 What this model says about the method
 #
 # The verdicts, and what they mean for chapters 4 to 6, in words computed from this run. The
@@ -752,7 +772,7 @@ from context_neurons.verdict.evaluate import score_readings
 from context_neurons.verdict.planted import control_reading
 from context_neurons.verdict.v3_report import decomposition_readings
 
-if isinstance(seed0, dict) and seed0.get("primary"):
+if isinstance(seed0, V3Evaluation) and seed0.primary:
     for sentence in decomposition_readings(seed0):
         print(wrapped(sentence))
 if evaluation is not None and evaluation.primary is not None:
@@ -890,7 +910,7 @@ if truth_broad is not None:
 #   so), are the chapter's result, v3's first:
 
 # %%
-if isinstance(evaluation_v3, dict):
+if evaluation_v3:
     for sentence in verdict_sentences_v3(evaluation_v3):
         print(wrapped(f"- protocol v3, {sentence}"))
 if evaluation is not None and evaluation.primary is not None:

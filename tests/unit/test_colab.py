@@ -232,3 +232,56 @@ def test_set_repository_moves_every_place_that_names_the_repository(tmp_path):
         assert colab.REPOSITORY not in text and "https://github.com/someone/fork" in text
     with pytest.raises(ValueError, match="OWNER/NAME"):
         set_repository("https://example.com/x", root=tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------
+# Chapter 8's corpora in Colab (issue 35)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_protocol_folders_are_the_trained_models_corpora_in_the_dataset():
+    from context_neurons.models.loading import TRAINED_DIR
+    from context_neurons.text.dataset import CODE_FOLDER, load_manifest
+    from context_neurons.training.heldout import read_record
+
+    folders = colab.protocol_folders()
+    weights = read_record(TRAINED_DIR)["config"]["corpus_weights"]
+    assert folders == sorted(c for c, w in weights.items() if w > 0)  # every one is published
+    assert CODE_FOLDER in folders and set(folders) <= set(load_manifest()["folders"])
+    assert "wordlists_en_gb_us" not in folders  # read by chapter 5, not by the protocols
+
+
+def test_colab_corpora_fetches_the_protocol_folders_only_in_colab_without_corpora(
+        no_colab, monkeypatch, tmp_path, capsys):
+    calls = []
+    fetch = lambda folders, directory: calls.append((folders, directory))  # noqa: E731
+    monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "restored after the test")
+    monkeypatch.delenv("CONTEXT_NEURONS_CORPORA")  # (setenv first: the test's own value goes)
+    assert colab.colab_corpora(fetch) is None and calls == []  # outside Colab: nothing
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab-test")
+    monkeypatch.setattr(colab.config, "corpora_root", lambda: tmp_path / "configured")
+    assert colab.colab_corpora(fetch) == tmp_path / "configured" and calls == []  # already there
+    monkeypatch.setattr(colab.config, "corpora_root", lambda: None)
+    monkeypatch.setattr(colab, "default_directory", lambda: tmp_path / "cache" / "corpora")
+    assert colab.colab_corpora(fetch) == tmp_path / "cache" / "corpora"
+    assert calls == [(colab.protocol_folders(), tmp_path / "cache" / "corpora")]
+    assert colab.os.environ["CONTEXT_NEURONS_CORPORA"] == str(tmp_path / "cache" / "corpora")
+
+
+def test_colab_corpora_says_in_one_line_when_the_release_cannot_be_fetched(
+        no_colab, monkeypatch, tmp_path, capsys):
+    from context_neurons.checks import DataError
+
+    def fetch(folders, directory):
+        raise DataError("https://example.invalid/bible_kjv.tar.gz could not be downloaded")
+
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab-test")
+    monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "restored after the test")
+    monkeypatch.delenv("CONTEXT_NEURONS_CORPORA")
+    monkeypatch.setattr(colab.config, "corpora_root", lambda: None)
+    monkeypatch.setattr(colab, "default_directory", lambda: tmp_path / "corpora")
+    assert colab.colab_corpora(fetch) is None
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["Colab: the corpora could not be fetched (https://example.invalid/bible_kjv."
+                   "tar.gz could not be downloaded); chapter 8 shows no verdict."]
+    assert "CONTEXT_NEURONS_CORPORA" not in colab.os.environ

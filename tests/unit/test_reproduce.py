@@ -7,7 +7,12 @@ import json
 import pytest
 
 from context_neurons.__main__ import main
-from verdict_cases import evaluation_of, score_result  # tests/unit/verdict_cases.py
+from verdict_cases import (  # tests/unit/verdict_cases.py
+    evaluation_of,
+    score_result,
+    truth_case,
+    v3_case,
+)
 
 #: The keys the issues ask the main job to report (foundation, chapters 2-7).
 REQUIRED_KEYS = {
@@ -138,12 +143,7 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
                                 "top": score_result(verdict="inconclusive")})
     stopped = Evaluation(protocol="v2", head_sets={"primary": []}, domains=[], eval_windows={},
                          eval_documents={}, n_resamples=0, stopped="no contextual head")
-    primary = {"score": "frequency_aware", "score_auc": 0.9, "score_auc_ci95": [0.8, 0.95],
-               "delta": 0.01, "delta_ci95": [-0.02, 0.03], "best_baseline": "bag_of_tokens",
-               "verdict": "no difference shown", "equivalent_within_margin": True}
-    v3 = {"trained-seed0": {"context_set": {"heads": [1, 6]}, "stopped": None,
-                            "truth": {"sentence": "40 context neurons"}, "primary": primary,
-                            "secondary": {"frequency_aware": entry}},
+    v3 = {"trained-seed0": v3_case(truth=truth_case(), secondary={"frequency_aware": score}),
           "trained-seed1": "pending: not trained"}
     rows = [Row("x", 1.0, "a row"), Row("discovery_evaluation", evaluation, show="json"),
             Row("discovery_evaluation_v2", stopped, show="json"),
@@ -152,6 +152,7 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
     written = json.loads(results.to_json())  # typed results enter the JSON as their to_json()
     assert written["discovery_evaluation"]["primary"]["scores"]["frequency_aware"] == entry
     assert written["discovery_evaluation_v2"]["stopped"] == "no contextual head"
+    assert written["discovery_evaluation_v3"]["trained-seed0"] == v3["trained-seed0"].to_json()
     assert results.evaluation("v1") is evaluation
     text = format_table(results)
     assert max(len(line) for line in text.splitlines()) <= 100  # long verdicts are wrapped
@@ -159,7 +160,7 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
     start = next(k for k, line in enumerate(lines) if line.startswith("verdict"))
     verdicts = lines[start:]
     assert verdicts[0].startswith("verdict, protocol v3 (confirmatory")
-    assert verdicts[1] == "  trained-seed0: context set [1, 6]; 40 context neurons"
+    assert verdicts[1].startswith("  trained-seed0: context set [1, 6]; 40 context neurons")
     assert verdicts[2].startswith("  trained-seed0: PRIMARY: NO DIFFERENCE SHOWN (equivalent "
                                   "within 0.05): AUC(frequency-aware) minus the best baseline's "
                                   "AUC = 0.010 [-0.020, 0.030] (best baseline: bag of tokens")

@@ -480,6 +480,23 @@ def test_checkpoint_table_has_a_row_per_checkpoint_and_says_none_for_no_head():
     assert set(CHECKPOINT_COUNTS) <= set(table.columns)
 
 
+def test_development_findings_say_when_contextual_heads_appear_and_which_are_local():
+    from context_neurons.training.development import development_findings
+
+    row = {"tokens": 1234567, "heldout_loss": 5.5, "contextual_heads": [1, 6],
+           "separating_neurons": 10, "context_neurons_by_activation": 4, "neurons_found": 2}
+    first, last = development_findings({"checkpoints": [
+        {**row, "tokens": 0, "contextual_heads": []}, row,
+        {**row, "tokens": 2000000, "heldout_loss": 3.5714, "contextual_heads": [0, 1, 6],
+         "previous_token_heads": [0, 3], "additive_truth": 7}]})
+    assert first == "contextual heads first at 1,234,567 tokens (1, 6)"
+    assert last == ("at the end (2,000,000 tokens): contextual heads 0, 1, 6, of which "
+                    "previous-token 0; previous-token heads 0, 3; held-out loss 3.571; additive "
+                    "truth 7 neurons")
+    assert development_findings({"checkpoints": [{**row, "contextual_heads": []}]})[0] == (
+        "no checkpoint has a contextual head")
+
+
 def test_corpora_that_differ_from_the_dataset_are_refused_unless_no_verify(tmp_path):
     """Issue 35: a dataset folder whose files differ from the manifest's checksums is refused in
     one line saying what to do; ``--no-verify`` trains on it and records it as not verified;

@@ -12,6 +12,8 @@ import math
 import re
 from pathlib import Path
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -63,6 +65,8 @@ from context_neurons.verdict.v3_report import (
 from context_neurons.verdict.v3_scores import BAG_LENGTH, bag_of_tokens, bag_responses
 from context_neurons.verdict.v3_scores import shifts_against
 from context_neurons.verdict.v3_truth import ConfirmMeasurements, against_pooled, measure_v3
+from verdict_cases import baseline_case, primary_case, score_result, truth_case  # noqa: E402
+from verdict_cases import v3_case  # noqa: E402  (tests/unit/verdict_cases.py)
 
 PROTOCOL = load_protocol_v3()
 
@@ -424,15 +428,15 @@ def test_pending_models_are_named_never_left_out(monkeypatch, tmp_path):
 
     monkeypatch.setattr(v3_stored, "REGISTERED_DIRS", {"trained-seed1": tmp_path / "none"})
     monkeypatch.setattr(v3_report, "REGISTERED_DIRS", v3_stored.REGISTERED_DIRS)
-    seed0 = {"primary": {"verdict": NO_DIFFERENCE}}
+    seed0 = v3_case(primary=primary_case(verdict=NO_DIFFERENCE))
     out = model_entries({"trained-seed0": seed0})
     assert out["trained-seed1"] == NOT_EVALUATED  # in the package, but no result here
     assert out["gpt2-layer0-shape"].startswith("pending: not evaluated (trained once on a lent")
     monkeypatch.setattr(v3_report, "PENDING_WHY", {})
     assert model_entries({"trained-seed0": seed0})["gpt2-layer0-shape"] == PENDING
-    out = model_entries({"trained-seed0": seed0, "trained-seed1": {"primary": {
-        "verdict": ADDS_SOMETHING}}})
-    assert out["trained-seed1"]["replicates"] is False
+    out = model_entries({"trained-seed0": seed0, "trained-seed1": v3_case(
+        primary=primary_case(verdict=ADDS_SOMETHING))})
+    assert out["trained-seed1"].replicates is False
     # a model the protocol cannot judge is reported with its reason and no number
     out = model_entries({"trained-seed0": "not comparable: corpus weights differ"})
     assert out["trained-seed0"] == "not comparable: corpus weights differ"
@@ -450,15 +454,20 @@ def test_a_stored_result_is_used_only_for_the_weights_and_protocol_it_was_comput
 
     folder = _fake_model_dir(tmp_path / "seed1", b"weights")
     monkeypatch.setattr(v3_stored, "REGISTERED_DIRS", {"trained-seed1": folder})
-    entry = {"primary": {"verdict": ADDS_SOMETHING}, "context_set": {"heads": [1]}}
-    path = v3_stored.store_result(folder, "trained-seed1", entry, "python -m x --store", 1)
+    entry = v3_case(model="trained-seed1", primary=primary_case(verdict=ADDS_SOMETHING))
+    path = v3_stored.store_result(folder, "trained-seed1", entry.to_json(),
+                                  "python -m x --store", 1)
     assert path == folder / v3_stored.STORED_FILE and not list(folder.glob(".*tmp*"))
     read = v3_stored.stored_entry("trained-seed1")
-    assert read["primary"] == entry["primary"] and read["stored"]["command"] == (
-        "python -m x --store")
+    assert read.primary == entry.primary and read.stored["command"] == "python -m x --store"
+    assert replace(read, stored=None) == entry  # typed, and read back unchanged
     assert "stored result, not computed in this run" in v3_stored.stored_words(read)
-    out = model_entries({"trained-seed0": {"primary": {"verdict": ADDS_SOMETHING}}})
-    assert out["trained-seed1"]["replicates"] is True and out["trained-seed1"]["stored"]
+    out = model_entries({"trained-seed0": v3_case(
+        primary=primary_case(verdict=ADDS_SOMETHING))})
+    assert out["trained-seed1"].replicates is True and out["trained-seed1"].stored
+    out = model_entries({"trained-seed0": v3_case()})  # no difference shown
+    assert out["trained-seed1"].replicates is False
+    assert model_entries({})["trained-seed1"].replicates is None  # seed 0 not evaluated
     (folder / "model.safetensors").write_bytes(b"other weights")  # retrained: stale
     stale = v3_stored.stored_entry("trained-seed1")
     assert stale.startswith("stored result not used: weights changed") and "python -m x" in stale
@@ -472,20 +481,20 @@ def test_the_shipped_replication_result_matches_the_shipped_weights_and_protocol
     from context_neurons.verdict.v3_stored import stored_entry
 
     entry = stored_entry("trained-seed1")
-    assert isinstance(entry, dict), entry
-    assert entry["model"] == "trained-seed1" and entry["primary"]["verdict"] in (
+    assert not isinstance(entry, str) and entry is not None, entry
+    assert entry.model == "trained-seed1" and entry.primary.verdict in (
         ADDS_SOMETHING, NO_DIFFERENCE, "baseline better")
 
 
 def test_replication_rows_put_every_model_side_by_side():
     from context_neurons.verdict.v3_report import replication_rows
 
-    primary = {"verdict": NO_DIFFERENCE, "equivalent_within_margin": True, "delta": 0.001,
-               "delta_ci95": [-0.019, 0.017]}
-    seed0 = {"context_set": {"heads": [1, 6, 7]}, "truth": {"n_truth": 157},
-             "primary": primary, "secondary": {"frequency_aware": {"verdict": "positive"}}}
-    seed1 = {**seed0, "primary": {**primary, "verdict": "baseline better"}, "replicates": False,
-             "stored": {"command": "c"}}
+    primary = primary_case(delta=0.001, delta_ci95=[-0.019, 0.017])
+    seed0 = v3_case((1, 6, 7), truth=truth_case(n_truth=157), primary=primary)
+    stored = {"command": "c", "computed": "2026-11-27 06:20 UTC", "threads": 1,
+              "versions": {"torch": "2.13.0"}}
+    seed1 = replace(seed0, primary=replace(primary, verdict="baseline better"),
+                    replicates=False, stored=stored)
     rows = replication_rows({"trained-seed0": seed0, "trained-seed1": seed1,
                              "gpt2-layer0-shape": PENDING})
     assert rows["trained-seed0"] == {
@@ -500,8 +509,6 @@ def test_replication_rows_put_every_model_side_by_side():
     assert list(rows["trained-seed0"]) == ["result", *v3_report.REPLICATION_COLUMNS]
     assert replication_rows({"trained-seed1": NOT_EVALUATED})["trained-seed1"]["result"] == (
         "not evaluated in this run")
-    seed1["stored"] = {"command": "c", "computed": "2026-11-27 06:20 UTC", "threads": 1,
-                       "versions": {"torch": "2.13.0"}}
     lines = v3_report.source_lines({"trained-seed0": seed0, "trained-seed1": seed1,
                                     "gpt2-layer0-shape": PENDING})
     assert lines == ["trained-seed0: computed in this run",
@@ -563,45 +570,43 @@ def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
 def test_baseline_records_and_sentences_print_every_baseline_and_model():
     from context_neurons.verdict.v3_report import baseline_records, verdict_sentences_v3
 
-    baseline = {"name": "top", "auc": 0.43, "auc_ci95": [0.39, 0.49], "difference": 0.49,
-                "difference_ci95": [0.42, 0.54], "best_in_resamples": 0, "best_at_point": False}
-    primary = {"score": "frequency_aware", "score_auc": 0.92, "score_auc_ci95": [0.89, 0.94],
-               "delta": 0.49, "delta_ci95": [0.42, 0.54], "best_baseline": "top",
-               "baselines": {"top": baseline}, "n_resamples": 2000,
-               "verdict": "adds something", "equivalent_within_margin": False}
+    primary = primary_case(
+        (baseline_case(difference_ci95=[0.42, 0.54]),), score_auc=0.92,
+        score_auc_ci95=[0.89, 0.94], delta=0.49, delta_ci95=[0.42, 0.54], best_baseline="top",
+        verdict="adds something", equivalent_within_margin=False)
     records = baseline_records(primary)
     assert records == {
         "frequency_aware": {"AUC": "0.920 [0.890, 0.940]", "score minus it": "-",
                             "best in resamples": "-"},
         "top": {"AUC": "0.430 [0.390, 0.490]", "score minus it": "0.490 [0.420, 0.540]",
                 "best in resamples": "0 of 2000"}}
-    seed1 = {"context_set": {"heads": [2]}, "stopped": None, "replicates": False,
-             "truth": {"sentence": "35 context neurons"},
-             "primary": {**primary, "verdict": "no difference shown"}, "secondary": {}}
-    lines = verdict_sentences_v3({
-        "trained-seed0": {"context_set": {"heads": []},
-                          "stopped": "not testable: no non-local contextual head"},
-        "trained-seed1": seed1, "gpt2-layer0-shape": "pending: not trained"})
+    seed1 = v3_case((2,), replicates=False, primary=replace(
+        primary, verdict="no difference shown"), secondary={})
+    stopped = v3_case((), truth=None, primary=None, secondary={},
+                            stopped="not testable: no non-local contextual head")
+    lines = verdict_sentences_v3({"trained-seed0": stopped, "trained-seed1": seed1,
+                                  "gpt2-layer0-shape": "pending: not trained"})
     assert lines[0] == ("trained-seed0: context set []: not testable: no non-local contextual "
                         "head")
+    assert lines[1] == ("trained-seed1: context set [2]; 40 context neurons by activation of 45 "
+                        "with |d| >= 1: the context criterion removes 5 (11.1%)")
     assert lines[2].startswith("trained-seed1: PRIMARY: NO DIFFERENCE SHOWN: ")
     assert lines[2].endswith("(does not replicate seed 0)")
     assert lines[3] == "gpt2-layer0-shape: pending: not trained"
 
 
 def test_the_equivalence_label_goes_only_with_no_difference_shown():
-    """As PrimaryComparison.words: 'equivalent within 0.05' is said only beside 'no difference
+    """PrimaryComparison.words: 'equivalent within 0.05' is said only beside 'no difference
     shown', never beside another verdict or a sensitivity's missing one."""
-    from context_neurons.verdict.v3_report import primary_words
-
-    base = {"score": "frequency_aware", "score_auc": 0.9, "score_auc_ci95": [0.8, 0.95],
-            "delta": -0.02, "delta_ci95": [-0.04, -0.01], "best_baseline": "top",
-            "equivalent_within_margin": True}
-    assert "(equivalent within 0.05)" in primary_words({**base, "verdict": "no difference shown"})
+    base = primary_case(delta=-0.02, delta_ci95=[-0.04, -0.01], best_baseline="top")
+    assert "(equivalent within 0.05)" in base.words()
+    assert base.label() == "no difference shown (equivalent within 0.05)"
     for verdict in ("baseline better", "adds something", None):
-        words = primary_words({**base, "verdict": verdict})
+        words = replace(base, verdict=verdict).words()
         assert "equivalent" not in words, words
-    assert primary_words({**base, "verdict": None}).startswith("no verdict (sensitivity): ")
+    assert replace(base, verdict=None).words() == (
+        "no verdict (sensitivity): AUC(frequency-aware) minus the best baseline's AUC = -0.020 "
+        "[-0.040, -0.010] (best baseline: top; AUC(frequency-aware) = 0.900 [0.800, 0.950])")
 
 
 def test_decomposition_readings_word_each_registered_verdict():
@@ -612,10 +617,9 @@ def test_decomposition_readings_word_each_registered_verdict():
     from context_neurons.verdict.v3_report import MEANING, decomposition_readings
 
     assert set(MEANING) == {ADDS_SOMETHING, BASELINE_BETTER, NO_DIFFERENCE, NOT_TESTABLE}
-    score = {"verdict": "positive", "auc": 0.9, "auc_ci95": [0.8, 0.95]}
-    result = {"primary": {"verdict": NO_DIFFERENCE, "delta": 0.001, "delta_ci95": [-0.019, 0.017],
-                          "best_baseline": "d_without_share"},
-              "secondary": {"frequency_aware": score, "top": {**score, "verdict": "negative"}}}
+    result = v3_case(primary=primary_case(
+        verdict=NO_DIFFERENCE, delta=0.001, delta_ci95=[-0.019, 0.017],
+        best_baseline="d_without_share"))
     primary, secondary = decomposition_readings(result)
     assert primary == ("- Protocol v3 (confirmatory), primary: NO DIFFERENCE SHOWN. The "
                        "decomposition's context share does not add measurably to the ranking: the "
@@ -630,13 +634,14 @@ def test_detail_lines_word_every_secondary_control_sensitivity_and_unpooled_doma
     pooled, an undefined rho said in words."""
     from context_neurons.verdict.v3_report import detail_lines
 
-    score = {"verdict": "inconclusive", "auc": 0.7, "auc_ci95": [0.6, 0.8], "spearman": 0.2,
-             "spearman_ci95": [0.1, 0.3], "precision": 0.25, "base_rate": 0.1}
-    entry = {"secondary": {"frequency_aware": score, "top": {**score, "verdict": "negative"}},
-             "controls": {"frequency_aware_vocabulary_permuted": score},
-             "sensitivities": {"cohens_d_0.5": {"n_truth": 40, "note": "wider truth"}},
-             "non_pooled": {"astronomy": {"spearman_context_shift": None, "units": 1,
-                                          "windows": 4, "n_effect_and_context": 0}}}
+    score = score_result(verdict="inconclusive", auc=0.7, auc_ci95=[0.6, 0.8], spearman=0.2,
+                         spearman_ci95=[0.1, 0.3], precision=0.25, base_rate=0.1)
+    entry = v3_case(
+        secondary={"frequency_aware": score, "top": replace(score, verdict="negative")},
+        controls={"frequency_aware_vocabulary_permuted": score.to_json()},
+        sensitivities={"cohens_d_0.5": {"n_truth": 40, "note": "wider truth"}},
+        non_pooled={"astronomy": {"spearman_context_shift": None, "units": 1, "windows": 4,
+                                  "n_effect_and_context": 0}})
     lines = detail_lines(entry)
     assert lines[0] == ("secondary, frequency-aware: INCONCLUSIVE; AUC 0.700 [0.600, 0.800], rho "
                         "0.200 [0.100, 0.300], precision 0.25 (base rate 0.10)")
@@ -656,7 +661,7 @@ def test_a_v3_result_reads_back_from_its_json_unchanged():
     import json
 
     from context_neurons.models.loading import TRAINED_SEED1_DIR
-    from context_neurons.verdict.v3 import V3Evaluation
+    from context_neurons.verdict.v3_result import V3Evaluation
     from context_neurons.verdict.v3_stored import STORED_FILE
 
     written = json.loads((TRAINED_SEED1_DIR / STORED_FILE).read_text())["result"]
@@ -665,3 +670,52 @@ def test_a_v3_result_reads_back_from_its_json_unchanged():
     assert typed.primary.baselines[0].name == next(iter(written["primary"]["baselines"]))
     assert typed.truth.sentence() == written["truth"]["sentence"]
     assert json.loads(json.dumps(typed.to_json())) == written
+
+
+def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_compare(tmp_path):
+    """``python -m context_neurons.verdict.v3 --model DIR --out FILE`` on a model the protocol
+    cannot compare (another held-out fraction): no number for it, its reason, and every other
+    registered model's entry, the stored seed-1 result typed and written back as its JSON."""
+    import json
+    import shutil
+
+    from context_neurons.models.loading import TRAINED_SEED1_DIR
+    from context_neurons.verdict import v3
+
+    folder = tmp_path / "other"
+    shutil.copytree(TRAINED_SEED1_DIR, folder, ignore=shutil.ignore_patterns("verdict-v3.json"))
+    record = json.loads((folder / "training.json").read_text())
+    record["config"]["heldout_fraction"] = 0.2
+    (folder / "training.json").write_text(json.dumps(record))
+    out_file = tmp_path / "v3.json"
+    assert v3.main(["--model", str(folder), "--out", str(out_file), "--no-label-free"]) == 0
+    written = json.loads(out_file.read_text())
+    assert written["primary_verdict"] == "not comparable"
+    models = written["models"]
+    assert models["trained-seed1"] == "not comparable: held-out fraction 0.2, not 0.15"
+    assert models["trained-seed0"] == v3_report.NOT_EVALUATED
+    assert models["gpt2-layer0-shape"].startswith("pending")
+    # the shipped seed-1 result, read typed, goes back to the JSON it was stored as
+    stored = json.loads((TRAINED_SEED1_DIR / "verdict-v3.json").read_text())
+    entries = v3_report.entries_json(v3_report.model_entries({}))
+    assert entries["trained-seed1"] == {**stored["result"], "stored": {
+        k: v for k, v in stored.items() if k != "result"}}
+
+
+def test_the_baselines_figure_draws_the_score_and_every_baseline():
+    """Figure 8.7 from a typed primary comparison: the score and each baseline's AUC on the
+    left, the score minus each baseline on the right, the margin drawn at +-0.05."""
+    import matplotlib.pyplot as plt
+
+    from context_neurons.plotting.training import plot_baselines
+
+    primary = primary_case((baseline_case("top"), baseline_case("bag_of_tokens", auc=0.91, auc_ci95=[0.88, 0.93])))
+    figure = plot_baselines(primary, 0.05, title="test")
+    left, right = figure.axes
+    assert [t.get_text() for t in left.get_yticklabels()] == [
+        "frequency aware", "top", "bag of tokens"]
+    assert [t.get_text() for t in right.get_yticklabels()] == ["minus top", "minus bag of tokens"]
+    assert right.get_xlabel() == "AUC(frequency aware) minus the baseline's"
+    assert sorted(line.get_xdata()[0] for line in right.lines if line.get_linestyle() != "None"
+                  )[:1] == [-0.05]
+    plt.close(figure)

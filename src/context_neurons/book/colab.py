@@ -11,6 +11,10 @@ Colab is detected by the ``google.colab`` module being imported (it is, in every
 by the ``COLAB_RELEASE_TAG`` environment variable that Colab sets. In Colab, :func:`colab_setup`
 also turns on Colab's custom widget manager, without which the interactive explorers
 (:mod:`context_neurons.interactive`, ipywidgets 8) do not display.
+
+Chapter 8 also calls :func:`colab_corpora`: in Colab, without the offline corpora, it fetches the
+folders its verdict protocols read from the book's dataset release (``fetch-corpora``), so that
+the page's verdicts are computed there, not read from the stored page.
 """
 
 from __future__ import annotations
@@ -19,12 +23,17 @@ import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Callable
 
 import torch
 
 from context_neurons import config
+from context_neurons.checks import ContextNeuronsError
 from context_neurons.config import in_colab
+from context_neurons.models.loading import TRAINED_DIR
+from context_neurons.text.dataset import default_directory, fetch_corpora, load_manifest
+from context_neurons.training.heldout import read_record
 
 REPOSITORY = "https://github.com/context-neurons/context-neurons"
 #: Only what the chapters import at run time (``online``: ``datasets`` for OpenWebText); the
@@ -141,3 +150,40 @@ def colab_setup(
     if device == "cpu":
         print(NO_GPU_HINT)
     return device
+
+
+def protocol_folders(record: dict | None = None) -> list[str]:
+    """The corpora dataset's folders the verdict protocols read for the trained model: the
+    corpora it was trained on (``corpus_weights``, its held-out documents are v1's and v2's
+    EVAL and v3's CONFIRM and CAL documents), the code corpus among them (v3's fallback)."""
+    record = record or read_record(TRAINED_DIR)
+    folders = load_manifest()["folders"]
+    return sorted(c for c, w in record["config"]["corpus_weights"].items()
+                  if w > 0 and c in folders)
+
+
+def colab_corpora(fetch: Callable[..., object] | None = None) -> Path | None:
+    """In Colab without corpora, fetch the folders the verdict protocols read
+    (:func:`protocol_folders`, about 40 MB) from the book's dataset release and point the
+    package at them, so that chapter 8 computes its verdicts; returns their directory. Outside
+    Colab, or where a corpora directory is already configured, it does nothing (returns the
+    configured directory or None). A fetch that fails is said in one line, and the chapter then
+    shows no verdict, as on any machine without the corpora.
+
+    Args:
+        fetch: the fetching function (default :func:`~context_neurons.text.dataset.fetch_corpora`;
+            tests pass another).
+    """
+    if not in_colab():
+        return None
+    configured = config.corpora_root()
+    if configured is not None:
+        return configured
+    directory = default_directory()
+    try:
+        (fetch or fetch_corpora)(protocol_folders(), directory)
+    except ContextNeuronsError as err:
+        print(f"Colab: the corpora could not be fetched ({err}); chapter 8 shows no verdict.")
+        return None
+    os.environ[config.CORPORA.name] = str(directory)
+    return directory

@@ -12,6 +12,7 @@ from torch import Tensor
 from context_neurons.plotting.style import head_colour
 from context_neurons.verdict.protocol import VerdictRule
 from context_neurons.verdict.results import ScoreResult
+from context_neurons.verdict.v3_compare import PrimaryComparison
 
 
 def plot_loss(loss: pd.DataFrame, heldout: pd.DataFrame, title: str = ""):
@@ -143,21 +144,20 @@ def plot_verdict(scores: dict[str, ScoreResult], rule: VerdictRule, title: str =
     return fig
 
 
-def plot_baselines(primary: dict, margin: float, title: str = ""):
+def plot_baselines(primary: PrimaryComparison, margin: float, title: str = ""):
     """Protocol v3's primary comparison: the score's and each baseline's AUC (left) and the
     score's AUC minus each baseline's (right), with paired 95% intervals.
 
     Args:
-        primary: the primary comparison's JSON (``score``, ``score_auc``, ``score_auc_ci95``,
-            ``baselines``: name -> ``{"auc", "auc_ci95", "difference", "difference_ci95"}``).
+        primary: the primary comparison (the score, its AUC and each baseline's AUC and
+            difference, with their intervals).
         margin: the protocol's equivalence margin (drawn at +-margin on the right).
         title: the figure's title (name the model in it).
     """
-    baselines = primary["baselines"]
-    names = [primary["score"], *baselines]
-    auc = np.array([primary["score_auc"]] + [b["auc"] for b in baselines.values()], dtype=float)
-    auc_ci = np.array([primary["score_auc_ci95"]] + [b["auc_ci95"] for b in baselines.values()],
-                      dtype=float)
+    baselines = primary.baselines
+    names = [primary.score, *(b.name for b in baselines)]
+    auc = np.array([primary.score_auc] + [b.auc for b in baselines], dtype=float)
+    auc_ci = np.array([primary.score_auc_ci95] + [b.auc_ci95 for b in baselines], dtype=float)
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.5 * len(names) + 1.6))
     y = np.arange(len(names))[::-1]
     axes[0].errorbar(auc, y, xerr=[auc - auc_ci[:, 0], auc_ci[:, 1] - auc], fmt="o", color="k",
@@ -166,17 +166,17 @@ def plot_baselines(primary: dict, margin: float, title: str = ""):
     axes[0].set_yticks(y)
     axes[0].set_yticklabels([n.replace("_", " ") for n in names], fontsize=8)
     axes[0].set_xlabel("AUC against the truth (0.5: chance)")
-    diff = np.array([b["difference"] for b in baselines.values()], dtype=float)
-    diff_ci = np.array([b["difference_ci95"] for b in baselines.values()], dtype=float)
+    diff = np.array([b.difference for b in baselines], dtype=float)
+    diff_ci = np.array([b.difference_ci95 for b in baselines], dtype=float)
     yb = y[1:]
     axes[1].errorbar(diff, yb, xerr=[diff - diff_ci[:, 0], diff_ci[:, 1] - diff], fmt="s",
                      color="k", ecolor="tab:orange", capsize=3)
     for x, style in ((0.0, "-"), (-margin, ":"), (margin, ":")):
         axes[1].axvline(x, color="grey", ls=style, lw=1)
     axes[1].set_yticks(yb)
-    axes[1].set_yticklabels([f"minus {n.replace('_', ' ')}" for n in baselines], fontsize=8)
+    axes[1].set_yticklabels([f"minus {b.name.replace('_', ' ')}" for b in baselines], fontsize=8)
     axes[1].set_ylim(axes[0].get_ylim())
-    axes[1].set_xlabel(f"AUC({primary['score'].replace('_', ' ')}) minus the baseline's")
+    axes[1].set_xlabel(f"AUC({primary.score.replace('_', ' ')}) minus the baseline's")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig

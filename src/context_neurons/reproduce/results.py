@@ -132,7 +132,7 @@ class Results:
 
     def evaluation(self, protocol: str) -> Evaluation | dict | None:
         """A protocol's whole result (``"v1"``, ``"v2"``: an :class:`Evaluation`; ``"v3"``:
-        every registered model's JSON), None when the run did not evaluate it (no held-out
+        every registered model's entry, a ``V3Evaluation`` or why it has none), None when the run did not evaluate it (no held-out
         documents, or not a trained model)."""
         key = {"v1": "discovery_evaluation", "v2": "discovery_evaluation_v2",
                "v3": "discovery_evaluation_v3"}[protocol]
@@ -154,8 +154,13 @@ class Results:
 
 
 def _json_value(value: Any) -> Any:
-    """A row's value as JSON: a typed result through its ``to_json()``."""
-    return value.to_json() if hasattr(value, "to_json") else value
+    """A row's value as JSON: a typed result through its ``to_json()``, in a dict too (protocol
+    v3's entries)."""
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, dict):
+        return {key: _json_value(v) for key, v in value.items()}
+    return value
 
 
 __all__ = ["HeldOutTruth", "Results", "Row", "SHOWN_AS"]

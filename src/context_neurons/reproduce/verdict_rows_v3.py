@@ -19,30 +19,24 @@ from context_neurons.method import MethodValues
 from context_neurons.reproduce.results import Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict.v3 import evaluate_v3
-from context_neurons.verdict.v3_compare import NO_DIFFERENCE
 from context_neurons.verdict.v3_data import load_protocol_v3, v3_data
-from context_neurons.verdict.v3_report import baseline_records, interval_text, model_entries
-from context_neurons.verdict.v3_report import model_key
+from context_neurons.verdict.v3_compare import interval_text
+from context_neurons.verdict.v3_report import Entries, baseline_records, model_entries, model_key
+from context_neurons.verdict.v3_result import V3Evaluation
 
 KEYS = ("context_heads_v3", "activation_truth_neurons_v3", "discovery_baselines_v3",
         "discovery_verdict_v3")
 
 
-def _secondary(entry: dict) -> dict[str, dict[str, str]]:
-    return {name: {"verdict": s["verdict"], "AUC": interval_text(s["auc"], s["auc_ci95"]),
-                   "rho": interval_text(s["spearman"], s["spearman_ci95"])}
-            for name, s in entry["secondary"].items()}
+def _secondary(entry: V3Evaluation) -> dict[str, dict[str, str]]:
+    return {name: {"verdict": s.verdict, "AUC": interval_text(s.auc, s.auc_ci95),
+                   "rho": interval_text(s.spearman, s.spearman_ci95)}
+            for name, s in entry.secondary.items()}
 
 
-def _models(models: dict) -> dict[str, dict[str, str]]:
-    out = {}
-    for name, entry in models.items():
-        if isinstance(entry, str):
-            out[name] = {"primary verdict": entry}
-        else:
-            verdict = (entry.get("primary") or {}).get("verdict") or entry.get("stopped")
-            out[name] = {"primary verdict": verdict}
-    return out
+def _models(models: Entries) -> dict[str, dict[str, str]]:
+    return {name: {"primary verdict": entry if isinstance(entry, str) else entry.primary_verdict}
+            for name, entry in models.items()}
 
 
 def v3_rows(loaded: LoadedModel, method: MethodValues, progress: bool = False,
@@ -57,32 +51,30 @@ def v3_rows(loaded: LoadedModel, method: MethodValues, progress: bool = False,
     except DataError as error:  # online: the held-out documents are not here
         return [Row(key, math.nan, f"not computed: {error}") for key in KEYS]
     result = evaluate_v3(model, record, protocol, data, n_resamples, progress=progress,
-                         method=method).to_json()
+                         method=method)
     models = model_entries({model_key(record): result})
-    cs = result["context_set"]
+    cs = result.context_set
     rows = [
-        Row("context_heads_v3", cs["heads"],
+        Row("context_heads_v3", list(cs.heads),
             "protocol v3's context set: the taxonomy's contextual heads whose previous-token "
             "share is below 0.4 on the calibration text and on the CAL windows (left out: "
-            f"{cs['left_out_by_the_fix'] + cs['left_out_by_cal_windows'] or 'none'})"),
+            f"{cs.left_out_by_fix + cs.left_out_by_cal_windows or 'none'})"),
     ]
-    if result["stopped"]:
-        return rows + [Row("discovery_verdict_v3", "not testable", result["stopped"]),
+    if result.stopped:
+        return rows + [Row("discovery_verdict_v3", "not testable", result.stopped),
                        Row("discovery_models_v3", _models(models), "every registered model",
                            show="records"),
                        Row("discovery_evaluation_v3", models, "protocol v3's whole result",
                            show="json")]
-    primary, truth = result["primary"], result["truth"]
-    verdict = primary["verdict"] + (" (equivalent within 0.05)" if primary["verdict"] ==
-                                    NO_DIFFERENCE and primary["equivalent_within_margin"] else "")
+    primary, truth = result.primary, result.truth
     return rows + [
-        Row("activation_truth_neurons_v3", truth["n_truth"],
-            f"context neurons by activation on the CONFIRM documents: {truth['sentence']}"),
+        Row("activation_truth_neurons_v3", truth.n_truth,
+            f"context neurons by activation on the CONFIRM documents: {truth.sentence()}"),
         Row("discovery_baselines_v3", baseline_records(primary),
             "the frequency-aware score and the four registered baselines against that truth: "
             "AUC and AUC(score) minus it, with paired 95% cluster-bootstrap intervals",
             show="records"),
-        Row("discovery_verdict_v3", verdict,
+        Row("discovery_verdict_v3", primary.label(),
             "protocol v3's primary verdict (confirmatory): does the score rank the context "
             "neurons above the best baseline (adds something, no difference shown, baseline "
             "better or not testable)?"),

@@ -49,6 +49,27 @@ def checkpoint_table(development: dict) -> pd.DataFrame:
     } for r in development["checkpoints"]]).set_index("tokens")
 
 
+def development_findings(development: dict) -> list[str]:
+    """The development in two sentences: when contextual heads first appear (tokens seen,
+    which heads), and the last checkpoint's contextual heads with those of them that are
+    previous-token heads (so files written before and after chapter 2's rule read alike), its
+    held-out loss and the additive truth's size."""
+    rows = development["checkpoints"]
+    first = next((r for r in rows if r["contextual_heads"]), None)
+    heads = lambda values: ", ".join(map(str, values)) or "none"  # noqa: E731
+    out = [f"contextual heads first at {first['tokens']:,} tokens "
+           f"({heads(first['contextual_heads'])})" if first
+           else "no checkpoint has a contextual head"]
+    last = rows[-1]
+    local = sorted(set(last["contextual_heads"]) & set(last.get("previous_token_heads", [])))
+    out.append(f"at the end ({last['tokens']:,} tokens): contextual heads "
+               f"{heads(last['contextual_heads'])}, of which previous-token {heads(local)}; "
+               f"previous-token heads {heads(last.get('previous_token_heads', []))}; held-out "
+               f"loss {last['heldout_loss']:.3f}; additive truth {last.get('additive_truth')} "
+               f"neurons")
+    return out
+
+
 def _step(path: Path) -> int:
     return int(path.name.removeprefix("step-"))
 

@@ -21,7 +21,7 @@ import contextlib
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,13 +43,15 @@ from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.evaluate import both_scores, weight_controls
 from context_neurons.verdict.protocol import VerdictRule
+from context_neurons.verdict.results import ScoreResult
 from context_neurons.verdict.planted import planted_control
-from context_neurons.verdict.v3_compare import PrimaryComparison, primary_comparison
+from context_neurons.verdict.v3_compare import primary_comparison
 from context_neurons.verdict.v3_compare import resampled_aucs
 from context_neurons.verdict.v3_data import NO_DATA, NOT_POOLED, V3Data, load_protocol_v3
 from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.v3_heads import ContextSet, context_set
 from context_neurons.verdict.v3_label_free import LABEL, label_free_pool
+from context_neurons.verdict.v3_result import V3Evaluation, jsonable
 from context_neurons.verdict.v3_report import (
     MODELS,
     NEURON_SEED,
@@ -58,7 +60,7 @@ from context_neurons.verdict.v3_report import (
     UNIT_SEED,
     VOCABULARY_SEED,
     comparability,
-    jsonable,
+    entries_json,
     model_entries,
     model_key,
     report_lines,
@@ -70,7 +72,6 @@ from context_neurons.verdict.v3_truth import (
     ConfirmMeasurements,
     SetShifts,
     TruthPair,
-    TruthSummary,
     against_pooled,
     full_shifts,
     measure_v3,
@@ -103,55 +104,6 @@ class Timer:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
 
 
-@dataclass(frozen=True)
-class V3Evaluation:
-    """Protocol v3's result for one model (JSON: :meth:`to_json`).
-
-    ``stopped`` is set (and the later fields empty) when the context set is empty."""
-
-    protocol: str
-    model: str
-    comparable: str | None
-    data: dict
-    context_set: ContextSet
-    stopped: str | None = None
-    truth: TruthSummary | None = None
-    primary: PrimaryComparison | None = None
-    secondary: dict = field(default_factory=dict)
-    controls: dict = field(default_factory=dict)
-    sensitivities: dict = field(default_factory=dict)
-    non_pooled: dict = field(default_factory=dict)
-    label_free: dict | None = None
-    runtime: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        out = {"protocol": self.protocol, "model": self.model,
-               "comparable": self.comparable or "yes", "data": self.data,
-               "context_set": self.context_set.to_json(), "stopped": self.stopped,
-               "truth": self.truth.to_json() if self.truth else None,
-               "primary": self.primary.to_json() if self.primary else None,
-               "secondary": self.secondary, "controls": self.controls,
-               "sensitivities": self.sensitivities, "non_pooled": self.non_pooled,
-               "label_free": self.label_free, "runtime": self.runtime}
-        return jsonable(out)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "V3Evaluation":
-        """The value :meth:`to_json` wrote (a stored result read back); keys that
-        :func:`~context_neurons.verdict.v3_report.model_entries` adds (``stored``,
-        ``replicates``) are not part of it."""
-        return cls(
-            protocol=data["protocol"], model=data["model"],
-            comparable=None if data["comparable"] == "yes" else data["comparable"],
-            data=data["data"], context_set=ContextSet.from_json(data["context_set"]),
-            stopped=data["stopped"],
-            truth=TruthSummary.from_json(data["truth"]) if data["truth"] else None,
-            primary=PrimaryComparison.from_json(data["primary"]) if data["primary"] else None,
-            secondary=data["secondary"], controls=data["controls"],
-            sensitivities=data["sensitivities"], non_pooled=data["non_pooled"],
-            label_free=data["label_free"], runtime=data["runtime"])
-
-
 def data_summary(data: V3Data) -> dict:
     return {"domains": {d: c.summary() for d, c in data.confirm.items()},
             "pooled": data.pooled, "not_pooled": data.by_status(NOT_POOLED),
@@ -164,18 +116,19 @@ def data_summary(data: V3Data) -> dict:
 
 
 def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarray,
-                       permutation: np.ndarray, protocol: dict) -> dict:
+                       permutation: np.ndarray, protocol: dict) -> dict[str, ScoreResult]:
     """v2's verdict for the frequency-aware score and ``top[j]``, each with its own rho and the
     neurons-permuted rho (v2's code: ``evaluate.both_scores``)."""
     scores = both_scores(ws.prediction, ws.top.double().cpu().numpy(), pair.point, pair.boot,
                          (pair.full.sd, pair.full_boot.sd), neuron_draws, permutation,
                          VerdictRule.from_json(protocol["verdict"]),
                          protocol["bootstrap"]["level"])
-    return {name: entry.to_json() for name, entry in scores.items()}
+    return scores
 
 
 def same_model_controls(model: TransformerBridge, ws: WeightScores, distributions: dict,
-                        pair: TruthPair, neuron_draws: np.ndarray, secondary: dict,
+                        pair: TruthPair, neuron_draws: np.ndarray,
+                        secondary: dict[str, ScoreResult],
                         start: int, protocol: dict) -> dict:
     """Neurons permuted (PCG64(34)), random read directions (torch seed 35) and the vocabulary
     permuted (seed 36): v2's code with v3's seeds."""
@@ -193,8 +146,8 @@ def same_model_controls(model: TransformerBridge, ws: WeightScores, distribution
                           VerdictRule.from_json(protocol["verdict"]),
                           protocol["bootstrap"]["level"]).to_json()
     bound = protocol["verdict"]["positive"]["permutation_control_abs_at_most"]
-    rho_f = secondary["frequency_aware"]["permutation_spearman"]
-    rho_t = secondary["top"]["permutation_spearman"]
+    rho_f = secondary["frequency_aware"].permutation_spearman
+    rho_t = secondary["top"].permutation_spearman
     out["neurons_permuted"] = {"frequency_aware_rho": rho_f, "top_rho": rho_t, "bound": bound,
                                "void": bool(abs(rho_f) > bound or abs(rho_t) > bound)}
     return out
@@ -436,20 +389,21 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
     data = v3_data(loaded.model.tokenizer, record, protocol)
     data_s = time.perf_counter() - t0
     result = evaluate_v3(loaded.model, record, protocol, data, n_resamples,
-                         label_free=label_free, batch_size=batch_size).to_json()
-    result["runtime"] = {"data (CONFIRM manifest and CAL)": data_s, **result["runtime"]}
-    result["runtime"]["total_within_budget_s"] += data_s
-    if apart and not result["stopped"]:
+                         label_free=label_free, batch_size=batch_size)
+    runtime = {"data (CONFIRM manifest and CAL)": data_s, **result.runtime}
+    runtime["total_within_budget_s"] += data_s
+    controls = dict(result.controls)
+    if apart and not result.stopped:
         extra, seconds = apart_controls(loaded.model, record, data, n_resamples, batch_size)
-        result["controls"].update(jsonable(extra))
-        result["runtime"].update({f"{k} (timed apart)": v for k, v in seconds.items()})
+        controls.update(jsonable(extra))
+        runtime.update({f"{k} (timed apart)": v for k, v in seconds.items()})
+    result = replace(result, runtime=runtime, controls=controls)
     if store:
-        stored = store_result(loaded.directory, key, jsonable(result), store,
+        stored = store_result(loaded.directory, key, result.to_json(), store,
                               torch.get_num_threads())
         print(f"stored: {stored}", file=sys.stderr)
     return {"protocol": protocol["name"], "registered": protocol["registered"],
-            "models": model_entries({key: result}),
-            "primary_verdict": (result["primary"] or {}).get("verdict", result["stopped"])}
+            "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -481,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         path = Path(args.out)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(out, indent=1) + "\n")
+        path.write_text(json.dumps({**out, "models": entries_json(out["models"])}, indent=1)
+                        + "\n")
         print(f"written: {path}", file=sys.stderr)
     return 0
 

@@ -37,28 +37,6 @@ def interval_text(value: float | None, interval: list, decimals: int = 3) -> str
     return f"{_number(value, decimals)} {bounds_text(interval, decimals)}"
 
 
-def verdict_label(primary: dict, upper: bool = False) -> str:
-    """The primary verdict (in capitals with ``upper``), with "(equivalent within 0.05)" beside
-    "no difference shown" when the whole interval lies inside the margin (never beside another
-    verdict)."""
-    verdict = primary["verdict"]
-    label = verdict.upper() if upper else verdict
-    if verdict == NO_DIFFERENCE and primary.get("equivalent_within_margin"):
-        return f"{label} (equivalent within 0.05)"
-    return label
-
-
-def primary_words(primary: dict, decimals: int = 3) -> str:
-    """The primary comparison's verdict and its statistic in one sentence."""
-    label = (verdict_label(primary, upper=True) if primary.get("verdict")
-             else "no verdict (sensitivity)")
-    name = primary["score"].replace("_", "-")
-    return (f"{label}: AUC({name}) minus the best baseline's AUC = "
-            f"{interval_text(primary['delta'], primary['delta_ci95'], decimals)} (best baseline: "
-            f"{primary['best_baseline'].replace('_', ' ')}; AUC({name}) = "
-            f"{interval_text(primary['score_auc'], primary['score_auc_ci95'], decimals)})")
-
-
 def resampled_aucs(score: np.ndarray, boot_mask: np.ndarray,
                    neuron_draws: np.ndarray) -> np.ndarray:
     """``[resample]`` AUCs of ``score`` against each resample's truth on its neuron draws."""
@@ -145,9 +123,24 @@ class PrimaryComparison:
     verdict: str | None
     equivalent_within_margin: bool
 
-    def words(self) -> str:
-        """The verdict as the report says it (:func:`primary_words`)."""
-        return primary_words(asdict(self))
+    def label(self, upper: bool = False) -> str:
+        """The verdict (in capitals with ``upper``), with "(equivalent within 0.05)" beside
+        "no difference shown" when the whole interval lies inside the margin (never beside
+        another verdict); "no verdict (sensitivity)" for a sensitivity."""
+        if not self.verdict:
+            return "no verdict (sensitivity)"
+        label = self.verdict.upper() if upper else self.verdict
+        if self.verdict == NO_DIFFERENCE and self.equivalent_within_margin:
+            return f"{label} (equivalent within 0.05)"
+        return label
+
+    def words(self, decimals: int = 3) -> str:
+        """The verdict and its statistic in one sentence, as the report says it."""
+        name = self.score.replace("_", "-")
+        return (f"{self.label(upper=True)}: AUC({name}) minus the best baseline's AUC = "
+                f"{interval_text(self.delta, self.delta_ci95, decimals)} (best baseline: "
+                f"{self.best_baseline.replace('_', ' ')}; AUC({name}) = "
+                f"{interval_text(self.score_auc, self.score_auc_ci95, decimals)})")
 
     def to_json(self) -> dict:
         out = asdict(self)

@@ -84,13 +84,22 @@ class ContextSet:
     measures: tuple[HeadMeasures, ...]
     threshold: float
 
+    @property
+    def left_out_by_fix(self) -> list[int]:
+        """Taxonomy-contextual heads the previous-token fix leaves out."""
+        return sorted(set(self.taxonomy_contextual) - set(self.fixed_contextual))
+
+    @property
+    def left_out_by_cal_windows(self) -> list[int]:
+        """Heads left out by the previous-token share on the CAL windows."""
+        return sorted(set(self.fixed_contextual) - set(self.heads))
+
     def to_json(self) -> dict:
         return {"heads": list(self.heads), "non_local_set": list(self.non_local),
                 "taxonomy_contextual": list(self.taxonomy_contextual),
                 "contextual_with_fix": list(self.fixed_contextual),
-                "left_out_by_the_fix": sorted(set(self.taxonomy_contextual)
-                                              - set(self.fixed_contextual)),
-                "left_out_by_cal_windows": sorted(set(self.fixed_contextual) - set(self.heads)),
+                "left_out_by_the_fix": self.left_out_by_fix,
+                "left_out_by_cal_windows": self.left_out_by_cal_windows,
                 "previous_token_threshold": self.threshold,
                 "per_head": [asdict(m) for m in self.measures]}
 

@@ -3,16 +3,14 @@ the pending ones, the registered seeds, and the report in the protocol's order."
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
-import numpy as np
+from dataclasses import replace
 
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
-from context_neurons.verdict.v3_compare import bounds_text, interval_text, primary_words
-from context_neurons.verdict.v3_compare import verdict_label
 from context_neurons.training.heldout import read_record
+from context_neurons.verdict.v3_compare import PrimaryComparison, bounds_text, interval_text
+from context_neurons.verdict.v3_heads import ContextSet
+from context_neurons.verdict.v3_result import V3Evaluation
 from context_neurons.verdict.v3_stored import PENDING_WHY, REGISTERED_DIRS, stored_entry
 from context_neurons.verdict.v3_stored import stored_words
 
@@ -48,117 +46,117 @@ def comparability(record: dict, reference: dict | None = None) -> str | None:
     return None
 
 
-def model_entries(results: dict[str, dict | str]) -> dict[str, dict | str]:
-    """Every registered model: its result in this run, else its stored result (marked
-    ``stored``, :mod:`.v3_stored`), else why it has none (never left out), with ``replicates``
-    beside a replication's primary verdict when seed 0 was evaluated in this run."""
-    out: dict[str, dict | str] = {}
+#: Every registered model's entry: its result, or why it has none.
+Entries = dict[str, "V3Evaluation | str"]
+
+
+def model_entries(results: Entries) -> Entries:
+    """Every registered model: its result in this run, else its stored result (``stored``
+    set, :mod:`.v3_stored`), else why it has none (never left out), with ``replicates`` set
+    on a replication's result when seed 0 was evaluated in this run."""
+    out: Entries = {}
     seed0 = results.get(MODELS[0])
-    primary = (seed0.get("primary") or {}) if isinstance(seed0, dict) else {}
+    seed0_primary = seed0.primary if isinstance(seed0, V3Evaluation) else None
     for name in MODELS:
         entry = results.get(name) or stored_entry(name)
         if entry is None:
             out[name] = NOT_EVALUATED if name in REGISTERED_DIRS else PENDING_WHY.get(name,
                                                                                      PENDING)
             continue
-        if isinstance(entry, dict):
-            entry = dict(entry)
-            if name != MODELS[0] and entry.get("primary") and primary:
-                entry["replicates"] = entry["primary"]["verdict"] == primary.get("verdict")
+        if isinstance(entry, V3Evaluation) and name != MODELS[0] and entry.primary \
+                and seed0_primary:
+            entry = replace(entry, replicates=entry.primary.verdict == seed0_primary.verdict)
         out[name] = entry
     return out
 
 
-def jsonable(value):
-    """``value`` with numpy scalars and arrays, tuples and non-finite floats made JSON-ready
-    (NaN and infinities become None)."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, (np.floating, float)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    if isinstance(value, Path):
-        return str(value)
-    return value
+def entries_json(models: Entries) -> dict[str, dict | str]:
+    """:func:`model_entries`' value as JSON."""
+    return {name: entry if isinstance(entry, str) else entry.to_json()
+            for name, entry in models.items()}
 
 
-def report_lines(name: str, result: dict | str) -> list[str]:
+def _heads_line(cs: ContextSet) -> str:
+    return (f"context set {list(cs.heads)} (taxonomy contextual {list(cs.taxonomy_contextual)}, "
+            f"left out by the fix {cs.left_out_by_fix}, by the CAL windows "
+            f"{cs.left_out_by_cal_windows}); non-local set {list(cs.non_local)}")
+
+
+def report_lines(name: str, result: V3Evaluation | str) -> list[str]:
     """One model's result in the protocol's reporting order (``reporting.order``)."""
     if isinstance(result, str):
         return [f"{name}: {result}"]
-    lines = [f"== {name} ({result['protocol']}) =="]
-    if result.get("stored"):
+    lines = [f"== {name} ({result.protocol}) =="]
+    if result.stored:
         lines.append(stored_words(result))
-    cs = result["context_set"]
-    lines.append(f"context set {cs['heads']} (taxonomy contextual {cs['taxonomy_contextual']}, "
-                 f"left out by the fix {cs['left_out_by_the_fix']}, by the CAL windows "
-                 f"{cs['left_out_by_cal_windows']}); non-local set {cs['non_local_set']}")
-    for h in cs["per_head"]:
-        lines.append(f"  head {h['head']}: {h['group']} -> {h['fixed_group']}, n_eff "
-                     f"{h['kernel_n_eff']:.1f} ({h['kernel']}), content sd {h['content_sd']:.2f}, "
-                     f"self z {h['self_z']:.2f}, prev. share calibration "
-                     f"{h['previous_share_calibration']:.3f} / CAL "
-                     f"{h['previous_share_cal_windows']:.3f}, in set: {h['in_context_set']}")
-    if result.get("stopped"):
-        return lines + [f"STOPPED: {result['stopped']}"]
-    lines.append(f"truth: {result['truth']['sentence']}; domains {result['truth']['domains']}; "
-                 f"|T| 95% {bounds_text(result['truth']['n_truth_ci95'])}")
-    primary = result["primary"]
-    lines.append(f"PRIMARY: {primary['words']}; undefined resamples "
-                 f"{primary['undefined_resamples']} of {primary['n_resamples']}")
-    lines.append(f"  {primary['score']}: AUC {primary['score_auc']:.3f} "
-                 f"{bounds_text(primary['score_auc_ci95'])}")
-    for b in primary["baselines"].values():
-        lines.append(f"  {b['name']}: AUC {b['auc']:.3f} {bounds_text(b['auc_ci95'])}, score - it "
-                     f"{b['difference']:.3f} {bounds_text(b['difference_ci95'])}, best in "
-                     f"{b['best_in_resamples']} resamples")
-    for score, entry in result["secondary"].items():
-        lines.append(f"secondary {score}: {entry['verdict'].upper()}: AUC {entry['auc']:.3f} "
-                     f"{bounds_text(entry['auc_ci95'])}, rho {entry['spearman']:.3f} "
-                     f"{bounds_text(entry['spearman_ci95'])}, precision {entry['precision']:.3f} "
-                     f"(base {entry['base_rate']:.3f})")
-    lines.append(f"controls: {_controls_line(result['controls'])}")
-    for label, entry in result["sensitivities"].items():
+    lines.append(_heads_line(result.context_set))
+    for h in result.context_set.measures:
+        lines.append(f"  head {h.head}: {h.group} -> {h.fixed_group}, n_eff "
+                     f"{h.kernel_n_eff:.1f} ({h.kernel}), content sd {h.content_sd:.2f}, "
+                     f"self z {h.self_z:.2f}, prev. share calibration "
+                     f"{h.previous_share_calibration:.3f} / CAL "
+                     f"{h.previous_share_cal_windows:.3f}, in set: {h.in_context_set}")
+    if result.stopped:
+        return lines + [f"STOPPED: {result.stopped}"]
+    truth, primary = result.truth, result.primary
+    lines.append(f"truth: {truth.sentence()}; domains {truth.domains}; "
+                 f"|T| 95% {bounds_text(truth.n_truth_ci95)}")
+    lines.append(f"PRIMARY: {primary.words()}; undefined resamples "
+                 f"{primary.undefined_resamples} of {primary.n_resamples}")
+    lines.append(f"  {primary.score}: AUC {primary.score_auc:.3f} "
+                 f"{bounds_text(primary.score_auc_ci95)}")
+    for b in primary.baselines:
+        lines.append(f"  {b.name}: AUC {b.auc:.3f} {bounds_text(b.auc_ci95)}, score - it "
+                     f"{b.difference:.3f} {bounds_text(b.difference_ci95)}, best in "
+                     f"{b.best_in_resamples} resamples")
+    for score, entry in result.secondary.items():
+        lines.append(f"secondary {score}: {entry.verdict.upper()}: AUC {entry.auc:.3f} "
+                     f"{bounds_text(entry.auc_ci95)}, rho {entry.spearman:.3f} "
+                     f"{bounds_text(entry.spearman_ci95)}, precision {entry.precision:.3f} "
+                     f"(base {entry.base_rate:.3f})")
+    lines.append(f"controls: {_controls_line(result.controls)}")
+    for label, entry in result.sensitivities.items():
         lines.append(f"sensitivity {label}: {sensitivity_line(entry)}")
-    for domain, entry in result["non_pooled"].items():
+    for domain, entry in result.non_pooled.items():
         lines.append(f"non-pooled {domain}: {entry['units']} units, {entry['windows']} windows, "
                      f"rho {entry['spearman_context_shift']}, |d| >= 1 and part >= 0.5: "
                      f"{entry['n_effect_and_context']}")
-    lines.append(f"no CONFIRM data: {result['data']['no_confirm_data']}")
-    if result.get("label_free"):
-        lines.append(f"label-free arm ({result['label_free']['label']}):")
-        for pool, entry in result["label_free"]["pools"].items():
+    lines.append(f"no CONFIRM data: {result.data['no_confirm_data']}")
+    if result.label_free:
+        lines.append(f"label-free arm ({result.label_free['label']}):")
+        for pool, entry in result.label_free["pools"].items():
             lines.append(f"  {pool}: AUC {entry.get('auc')} {entry.get('auc_ci95')}, minus "
                          f"frequency-aware {entry.get('difference_vs_frequency_aware')} "
                          f"{entry.get('difference_ci95')}, ARI {entry.get('adjusted_rand_index')}")
-    lines.append(f"runtime (s): {result['runtime']}")
+    lines.append(f"runtime (s): {result.runtime}")
     return lines
 
 
-def baseline_records(primary: dict, decimals: int = 3) -> dict[str, dict[str, str]]:
+def baseline_records(primary: PrimaryComparison, decimals: int = 3) -> dict[str, dict[str, str]]:
     """The score and each baseline against the truth: AUC, and the score's AUC minus it, each
     with its paired 95% interval (a table's rows, one per score)."""
-    rows = {primary["score"]: {
-        "AUC": interval_text(primary["score_auc"], primary["score_auc_ci95"], decimals),
+    rows = {primary.score: {
+        "AUC": interval_text(primary.score_auc, primary.score_auc_ci95, decimals),
         "score minus it": "-", "best in resamples": "-"}}
-    for name, b in primary["baselines"].items():
-        rows[name] = {"AUC": interval_text(b["auc"], b["auc_ci95"], decimals),
-                      "score minus it": interval_text(b["difference"], b["difference_ci95"],
-                                                      decimals),
-                      "best in resamples": f"{b['best_in_resamples']} of "
-                                           f"{primary['n_resamples']}"}
+    for b in primary.baselines:
+        rows[b.name] = {"AUC": interval_text(b.auc, b.auc_ci95, decimals),
+                        "score minus it": interval_text(b.difference, b.difference_ci95,
+                                                        decimals),
+                        "best in resamples": f"{b.best_in_resamples} of {primary.n_resamples}"}
     return rows
 
 
-def verdict_sentences_v3(models: dict[str, dict | str], decimals: int = 3) -> list[str]:
+def truth_lines(entry: V3Evaluation) -> list[str]:
+    """The truth in words (chapter 8.8): its sentence, then the truth neurons per best domain
+    and which CONFIRM domains are pooled, too thin to pool, or missing."""
+    per_domain = ", ".join(f"{d} {n}" for d, n in entry.truth.domains.items())
+    return [f"truth: {entry.truth.sentence()}",
+            f"best domains of the truth neurons: {per_domain}; pooled CONFIRM domains "
+            f"{entry.data['pooled']}, too few documents to pool {entry.data['not_pooled']}, "
+            f"none {entry.data['no_confirm_data']}"]
+
+
+def verdict_sentences_v3(models: Entries, decimals: int = 3) -> list[str]:
     """Protocol v3's verdicts in words: for each registered model (:func:`model_entries`), its
     context set, truth, primary verdict and secondary verdicts, or why it has none."""
     out = []
@@ -166,20 +164,20 @@ def verdict_sentences_v3(models: dict[str, dict | str], decimals: int = 3) -> li
         if isinstance(entry, str):
             out.append(f"{name}: {entry}")
             continue
-        heads = entry["context_set"]["heads"]
-        if entry.get("stopped"):
-            out.append(f"{name}: context set {heads}: {entry['stopped']}")
+        heads = list(entry.context_set.heads)
+        if entry.stopped:
+            out.append(f"{name}: context set {heads}: {entry.stopped}")
             continue
-        suffix = "" if name == MODELS[0] or "replicates" not in entry else (
-            f" ({'replicates' if entry['replicates'] else 'does not replicate'} seed 0)")
-        if entry.get("stored"):
+        suffix = "" if name == MODELS[0] or entry.replicates is None else (
+            f" ({'replicates' if entry.replicates else 'does not replicate'} seed 0)")
+        if entry.stored:
             out.append(f"{name}: {stored_words(entry)}")
-        out.append(f"{name}: context set {heads}; {entry['truth']['sentence']}")
-        out.append(f"{name}: PRIMARY: {primary_words(entry['primary'], decimals)}{suffix}")
-        for score, s in entry["secondary"].items():
-            out.append(f"{name}: secondary, {score.replace('_', '-')}: {s['verdict'].upper()} "
-                       f"(AUC {interval_text(s['auc'], s['auc_ci95'], decimals)}, rho "
-                       f"{interval_text(s['spearman'], s['spearman_ci95'], decimals)})")
+        out.append(f"{name}: context set {heads}; {entry.truth.sentence()}")
+        out.append(f"{name}: PRIMARY: {entry.primary.words(decimals)}{suffix}")
+        for score, s in entry.secondary.items():
+            out.append(f"{name}: secondary, {score.replace('_', '-')}: {s.verdict.upper()} "
+                       f"(AUC {interval_text(s.auc, s.auc_ci95, decimals)}, rho "
+                       f"{interval_text(s.spearman, s.spearman_ci95, decimals)})")
     return out
 
 
@@ -207,22 +205,22 @@ def sensitivity_line(entry: dict) -> str:
     return text
 
 
-def detail_lines(entry: dict) -> list[str]:
+def detail_lines(entry: V3Evaluation) -> list[str]:
     """One model's v3 details in words (chapter 8.8): each secondary verdict with its numbers,
     the vocabulary control, each sensitivity (no verdict) and each domain not pooled."""
     out = []
-    for score, s in entry["secondary"].items():
-        out.append(f"secondary, {score.replace('_', '-')}: {s['verdict'].upper()}; AUC "
-                   f"{interval_text(s['auc'], s['auc_ci95'])}, rho "
-                   f"{interval_text(s['spearman'], s['spearman_ci95'])}, precision "
-                   f"{fixed(s['precision'], 2)} (base rate {fixed(s['base_rate'], 2)})")
-    vocab = entry["controls"]["frequency_aware_vocabulary_permuted"]
+    for score, s in entry.secondary.items():
+        out.append(f"secondary, {score.replace('_', '-')}: {s.verdict.upper()}; AUC "
+                   f"{interval_text(s.auc, s.auc_ci95)}, rho "
+                   f"{interval_text(s.spearman, s.spearman_ci95)}, precision "
+                   f"{fixed(s.precision, 2)} (base rate {fixed(s.base_rate, 2)})")
+    vocab = entry.controls["frequency_aware_vocabulary_permuted"]
     out.append(f"control, token ids permuted in p_D: AUC "
                f"{interval_text(vocab['auc'], vocab['auc_ci95'])}, rho "
                f"{interval_text(vocab['spearman'], vocab['spearman_ci95'])}")
     out += [f"sensitivity {name.replace('_', ' ')} (no verdict): {sensitivity_line(sens)}"
-            for name, sens in entry["sensitivities"].items()]
-    for domain, pooled in entry["non_pooled"].items():
+            for name, sens in entry.sensitivities.items()]
+    for domain, pooled in entry.non_pooled.items():
         rho = pooled["spearman_context_shift"]
         out.append(f"not pooled, {domain}: {pooled['units']} documents, {pooled['windows']} "
                    f"windows, rho {'undefined' if rho is None else fixed(rho, 2)}, neurons with "
@@ -236,7 +234,7 @@ REPLICATION_COLUMNS = ("context set", "|T|", "primary verdict", "Delta [95%]",
                        "secondary (frequency-aware)", "replicates seed 0")
 
 
-def replication_rows(models: dict[str, dict | str]) -> dict[str, dict[str, str]]:
+def replication_rows(models: Entries) -> dict[str, dict[str, str]]:
     """Every registered model side by side (a table's rows): where its result comes from, its
     context set, truth size, primary verdict with Delta and its interval, the frequency-aware
     score's secondary verdict, and whether it replicates seed 0's primary verdict; a model with
@@ -247,27 +245,25 @@ def replication_rows(models: dict[str, dict | str]) -> dict[str, dict[str, str]]
             why = entry.split(":")[0].split(" (")[0]
             rows[name] = {"result": why, **dict.fromkeys(REPLICATION_COLUMNS, "-")}
             continue
-        primary = entry.get("primary") or {}
-        replicates = entry.get("replicates")
+        primary, replicates = entry.primary, entry.replicates
         rows[name] = {
-            "result": "stored" if entry.get("stored") else "this run",
-            "context set": str(entry["context_set"]["heads"]),
-            "|T|": str(entry["truth"]["n_truth"]) if primary else "-",
-            "primary verdict": verdict_label(primary) if primary else entry.get("stopped", "-"),
-            "Delta [95%]": interval_text(primary["delta"], primary["delta_ci95"]) if primary
-            else "-",
-            "secondary (frequency-aware)": entry["secondary"]["frequency_aware"]["verdict"]
+            "result": "stored" if entry.stored else "this run",
+            "context set": str(list(entry.context_set.heads)),
+            "|T|": str(entry.truth.n_truth) if primary else "-",
+            "primary verdict": primary.label() if primary else entry.stopped or "-",
+            "Delta [95%]": interval_text(primary.delta, primary.delta_ci95) if primary else "-",
+            "secondary (frequency-aware)": entry.secondary["frequency_aware"].verdict
             if primary else "-",
             "replicates seed 0": "-" if replicates is None else ("yes" if replicates else "no"),
         }
     return rows
 
 
-def source_lines(models: dict[str, dict | str]) -> list[str]:
+def source_lines(models: Entries) -> list[str]:
     """Where each registered model's v3 result comes from, one line each: computed in this run,
     stored (with its command and date) or why there is none."""
     return [f"{name}: " + (entry if isinstance(entry, str) else stored_words(entry)
-                           if entry.get("stored") else "computed in this run")
+                           if entry.stored else "computed in this run")
             for name, entry in models.items()]
 
 
@@ -280,25 +276,26 @@ MEANING = {
 }
 
 
-def decomposition_readings(result: dict) -> list[str]:
+def decomposition_readings(result: V3Evaluation) -> list[str]:
     """What one model's v3 result says about the method (chapter 8.10), in two sentences: the
     primary verdict about the decomposition, the secondary verdicts about the scores."""
-    p3 = result["primary"]
-    fa3, top3 = result["secondary"]["frequency_aware"], result["secondary"]["top"]
+    p3 = result.primary
+    fa3, top3 = result.secondary["frequency_aware"], result.secondary["top"]
     return [
-        f"- Protocol v3 (confirmatory), primary: {p3['verdict'].upper()}. The decomposition's "
-        f"context share {MEANING[p3['verdict']]}: the score's AUC minus the best baseline's is "
-        f"{interval_text(p3['delta'], p3['delta_ci95'])}, the best baseline at the point being "
-        f"{p3['best_baseline'].replace('_', ' ')}.",
-        f"- Protocol v3, secondary: the frequency-aware score is {fa3['verdict'].upper()} at "
-        f"finding the context neurons (AUC {interval_text(fa3['auc'], fa3['auc_ci95'])}); the "
-        f"paper's top[j] is {top3['verdict'].upper()} (AUC "
-        f"{interval_text(top3['auc'], top3['auc_ci95'])}).",
+        f"- Protocol v3 (confirmatory), primary: {p3.verdict.upper()}. The decomposition's "
+        f"context share {MEANING[p3.verdict]}: the score's AUC minus the best baseline's is "
+        f"{interval_text(p3.delta, p3.delta_ci95)}, the best baseline at the point being "
+        f"{p3.best_baseline.replace('_', ' ')}.",
+        f"- Protocol v3, secondary: the frequency-aware score is {fa3.verdict.upper()} at "
+        f"finding the context neurons (AUC {interval_text(fa3.auc, fa3.auc_ci95)}); the "
+        f"paper's top[j] is {top3.verdict.upper()} (AUC "
+        f"{interval_text(top3.auc, top3.auc_ci95)}).",
     ]
 
 
-__all__ = ["MEANING", "MODELS", "NEURON_SEED", "NOT_EVALUATED", "PENDING", "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED",
-           "UNIT_SEED", "VOCABULARY_SEED", "baseline_records", "comparability", "decomposition_readings",
-           "detail_lines",
-           "interval_text", "jsonable", "model_entries", "model_key", "primary_words",
-           "replication_rows", "report_lines", "source_lines", "sensitivity_line", "verdict_sentences_v3"]
+__all__ = ["Entries", "MEANING", "MODELS", "NEURON_SEED", "NOT_EVALUATED", "PENDING",
+           "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED", "REPLICATION_COLUMNS", "UNIT_SEED",
+           "VOCABULARY_SEED", "baseline_records", "comparability", "decomposition_readings",
+           "detail_lines", "entries_json", "model_entries", "model_key", "replication_rows",
+           "report_lines", "sensitivity_line", "source_lines", "truth_lines",
+           "verdict_sentences_v3"]

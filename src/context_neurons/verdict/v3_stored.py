@@ -17,6 +17,7 @@ import datetime
 import hashlib
 import json
 import platform
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from context_neurons.files import write_text_whole
 from context_neurons.models.loading import TRAINED_DIR, TRAINED_SEED1_DIR
 from context_neurons.text.dataset import digest
 from context_neurons.verdict.v3_data import CONFIRM_MANIFEST_FILE, PROTOCOL_V3_FILE
+from context_neurons.verdict.v3_result import V3Evaluation
 
 STORED_FILE = "verdict-v3.json"
 #: The directory of each registered model that exists in the package (protocol ``models``).
@@ -51,7 +53,7 @@ def provenance(directory: Path) -> dict:
 
 
 def store_result(directory: Path, name: str, entry: dict, command: str, threads: int) -> Path:
-    """Write ``entry`` (one model's v3 result, JSON-ready) and its provenance to
+    """Write ``entry`` (one model's v3 result as JSON, :meth:`V3Evaluation.to_json`) and its provenance to
     ``directory/verdict-v3.json``, whole."""
     path = Path(directory) / STORED_FILE
     record = {
@@ -64,9 +66,9 @@ def store_result(directory: Path, name: str, entry: dict, command: str, threads:
     return path
 
 
-def stored_entry(name: str) -> dict | str | None:
-    """A registered model's stored result marked ``stored`` (its provenance, less the result),
-    a sentence when the file is stale, or None when there is none."""
+def stored_entry(name: str) -> V3Evaluation | str | None:
+    """A registered model's stored result with ``stored`` set (its provenance, less the
+    result), a sentence when the file is stale, or None when there is none."""
     directory = REGISTERED_DIRS.get(name)
     if directory is None or not (directory / STORED_FILE).is_file():
         return None
@@ -76,14 +78,13 @@ def stored_entry(name: str) -> dict | str | None:
     if stale:
         return (f"stored result not used: {' and '.join(s.split('_')[0] for s in stale)} changed "
                 f"since it was computed; rerun `{record.get('command')}`")
-    entry = dict(record["result"])
-    entry["stored"] = {k: v for k, v in record.items() if k != "result"}
-    return entry
+    return replace(V3Evaluation.from_json(record["result"]),
+                   stored={k: v for k, v in record.items() if k != "result"})
 
 
-def stored_words(entry: dict) -> str:
+def stored_words(entry: V3Evaluation) -> str:
     """How a stored result is labelled wherever it is shown."""
-    stored = entry["stored"]
+    stored = entry.stored
     return (f"stored result, not computed in this run: `{stored['command']}` on "
             f"{stored['computed']} ({stored['threads']} thread(s), torch "
             f"{stored['versions']['torch']})")
