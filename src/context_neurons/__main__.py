@@ -191,8 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
     fetch = command("fetch-corpora",
                     "download the offline corpora (checksummed, resumable) and say where "
                     f"${config.CORPORA.name} should point")
-    fetch.add_argument("--only", nargs="+", metavar="FOLDER", default=None,
+    which = fetch.add_mutually_exclusive_group()
+    which.add_argument("--only", nargs="+", metavar="FOLDER", default=None,
                        help="only these corpus folders (default: all of them)")
+    which.add_argument("--verdicts", action="store_true",
+                       help="only the folders chapter 8's verdict protocols read (the trained "
+                            "model's training corpora: about 24 MB to download)")
     fetch.add_argument("--dir", type=Path, default=None,
                        help=f"the corpora directory (default: ${config.CORPORA.name}, else "
                             "shared/corpora beside the repository checkout, else the cache)")
@@ -270,9 +274,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return set_repository(args.url)
     if args.command == "fetch-corpora":
+        from context_neurons.book.colab import protocol_folders
         from context_neurons.text.dataset import default_directory, fetch_corpora
 
-        fetch_corpora(args.only, args.dir or default_directory(), base_url=args.base_url,
+        only = protocol_folders() if args.verdicts else args.only
+        fetch_corpora(only, args.dir or default_directory(), base_url=args.base_url,
                       progress=not args.no_progress)
         return 0
     if args.command == "planted-truth":

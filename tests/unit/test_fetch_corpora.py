@@ -495,3 +495,18 @@ def test_the_readme_table_is_the_manifests():
     assert markdown_table(load_manifest()) in (ROOT / "README.md").read_text(), (
         "the README's section 'Where the offline text comes from' must hold "
         "context_neurons.text.dataset.markdown_table(load_manifest())")
+
+
+def test_fetch_corpora_verdicts_fetches_the_folders_chapter_8_reads(monkeypatch, tmp_path):
+    """``fetch-corpora --verdicts``: the protocols' folders only (as Colab's chapter 8 fetches);
+    with --only it is a usage error."""
+    from context_neurons.__main__ import main
+    from context_neurons.book.colab import protocol_folders
+
+    calls = []
+    monkeypatch.setattr(dataset, "fetch_corpora",
+                        lambda only, directory, **kwargs: calls.append((only, directory)))
+    assert main(["fetch-corpora", "--verdicts", "--dir", str(tmp_path)]) == 0
+    assert calls == [(protocol_folders(), tmp_path)]
+    with pytest.raises(SystemExit):
+        main(["fetch-corpora", "--verdicts", "--only", "bible_kjv"])
