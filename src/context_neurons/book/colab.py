@@ -164,8 +164,9 @@ def protocol_folders(record: dict | None = None) -> list[str]:
 
 def colab_corpora(fetch: Callable[..., object] | None = None) -> Path | None:
     """In Colab without corpora, fetch the folders the verdict protocols read
-    (:func:`protocol_folders`, about 24 MB to download, 88 MB on disk) from the book's dataset release and point the
-    package at them, so that chapter 8 computes its verdicts; returns their directory. Outside
+    (:func:`protocol_folders`, about 24 MB to download, 88 MB on disk) from the book's dataset
+    release and point the package at them, so that chapter 8 computes its verdicts; returns
+    their directory. Outside
     Colab, or where a corpora directory is already configured, it does nothing (returns the
     configured directory or None). A fetch that fails is said in one line, and the chapter then
     shows no verdict, as on any machine without the corpora.

@@ -132,8 +132,8 @@ class Results:
 
     def evaluation(self, protocol: str) -> Evaluation | dict | None:
         """A protocol's whole result (``"v1"``, ``"v2"``: an :class:`Evaluation`; ``"v3"``:
-        every registered model's entry, a ``V3Evaluation`` or why it has none), None when the run did not evaluate it (no held-out
-        documents, or not a trained model)."""
+        every registered model's entry, a ``V3Evaluation`` or why it has none), None when the
+        run did not evaluate it (no held-out documents, or not a trained model)."""
         key = {"v1": "discovery_evaluation", "v2": "discovery_evaluation_v2",
                "v3": "discovery_evaluation_v3"}[protocol]
         value = self.value(key)

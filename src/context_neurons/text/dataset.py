@@ -73,7 +73,9 @@ CODE_DESCRIPTION = {
               "__pycache__ left out): the code corpus; its test files are protocol v3's fallback",
     "licence": "PSF-2.0",
 }
-_NOT_CODE = ("site-packages", "dist-packages", "__pycache__")
+#: Parts of a standard library's paths that are not its code (every reader of the code leaves
+#: them out: :func:`code_files`, the training corpus, protocol v3's fallback).
+NOT_CODE = ("site-packages", "dist-packages", "__pycache__")
 
 Manifest = dict[str, Any]
 
@@ -146,7 +148,7 @@ def code_files(root: Path) -> list[str]:
     """The code corpus's files under a standard library's root: relative paths of its ``*.py``
     files, site-packages, dist-packages and ``__pycache__`` left out (sorted)."""
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
-                  if p.is_file() and not any(part in _NOT_CODE
+                  if p.is_file() and not any(part in NOT_CODE
                                              for part in p.relative_to(root).parts))
 
 
@@ -159,10 +161,7 @@ def verify_code_root(root: str | Path, manifest: str | Path | Mapping | None = N
     if entry is None:
         return []
     root = Path(root).expanduser()
-    listed = {file["path"] for file in entry["files"]}
-    extra = [f"{CODE_FOLDER}/{path}: not in the manifest" for path in code_files(root)
-             if path not in listed]
-    return _file_problems(root, entry["files"], f"{CODE_FOLDER}/") + extra
+    return _listing_problems(root, f"{CODE_FOLDER}/", entry, code_files(root))
 
 
 def verify_corpora(directory: str | Path, only: Iterable[str] | None = None,
@@ -185,10 +184,15 @@ def _folder_problems(directory: Path, name: str, entry: Mapping) -> list[str]:
     folder = directory / name
     if not folder.is_dir():
         return [f"{name}/: missing"]
+    return _listing_problems(folder, f"{name}/", entry, _files_in(folder))
+
+
+def _listing_problems(folder: Path, prefix: str, entry: Mapping, present: list[str]) -> list[str]:
+    """The manifest entry's files that are missing or differ under ``folder``, then the files
+    ``present`` there that it does not list (the readers would read them)."""
     listed = {file["path"] for file in entry["files"]}
-    extra = [f"{name}/{path}: not in the manifest" for path in _files_in(folder)
-             if path not in listed]
-    return _file_problems(folder, entry["files"], f"{name}/") + extra
+    extra = [f"{prefix}{path}: not in the manifest" for path in present if path not in listed]
+    return _file_problems(folder, entry["files"], prefix) + extra
 
 
 def _file_problems(folder: Path, files: Iterable[Mapping], prefix: str) -> list[str]:
@@ -539,10 +543,11 @@ def build_release(corpora: str | Path, out: str | Path, version: str, base_url: 
                for name in release_folders(corpora)}
     if code is not None:
         code = Path(code).expanduser()
-        if CODE_FOLDER in sources or not code_files(code):
+        files = code_files(code)
+        if CODE_FOLDER in sources or not files:
             raise InputError(f"--code {code}: a standard library's root with *.py files, and no "
                              f"folder {CODE_FOLDER} in the corpora directory.")
-        sources[CODE_FOLDER] = (code, code_files(code), CODE_DESCRIPTION)
+        sources[CODE_FOLDER] = (code, files, CODE_DESCRIPTION)
     out.mkdir(parents=True, exist_ok=True)
     folders = {}
     for name, (source, relatives, description) in sorted(sources.items()):

@@ -19,11 +19,11 @@ from typing import Iterable, Iterator
 from context_neurons import config as settings
 from context_neurons.checks import DataError
 from context_neurons.text.corpora import read_jsonl
-from context_neurons.text.dataset import CODE_FOLDER
+from context_neurons.text.dataset import CODE_FOLDER, NOT_CODE
 from context_neurons.training.config import CODE_CORPUS
 
 #: Folders of the Python standard library that are not ordinary library code.
-_SKIPPED_STDLIB_PARTS = ("site-packages", "dist-packages", "__pycache__", "test", "tests")
+_SKIPPED_STDLIB_PARTS = (*NOT_CODE, "test", "tests")
 
 
 @dataclass(frozen=True)

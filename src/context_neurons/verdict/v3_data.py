@@ -29,6 +29,7 @@ from torch import Tensor
 
 from context_neurons import config as settings
 from context_neurons.checks import DataError
+from context_neurons.text.dataset import NOT_CODE
 from context_neurons.training.config import DOMAINS, EOT
 from context_neurons.training.corpus import Doc, is_heldout, iter_documents, stdlib_dir
 from context_neurons.training.heldout import domain_of_corpus
@@ -127,11 +128,10 @@ def stdlib_test_documents(root: Path | None = None) -> list[Doc]:
     ``test`` or ``tests`` or starting with ``test_``; site-packages, dist-packages and
     ``__pycache__`` still left out), non-empty, keyed ``python_stdlib_tests:<path>``."""
     root = root or stdlib_dir()
-    never = ("site-packages", "dist-packages", "__pycache__")
     out = []
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root).parts
-        if any(p in never for p in parts):
+        if any(p in NOT_CODE for p in parts):
             continue
         if not any(p in ("test", "tests") or p.startswith("test_") for p in parts):
             continue
