@@ -5,7 +5,9 @@ batched bootstrap against the straightforward way (one resample at a time, throu
 
 Prints seconds per phase for each protocol (the issue's budget: under 2 minutes on 2 CPU cores
 for one whole evaluation) and the speed-up of the batched bootstrap (on v1's additive truth,
-Cohen's d 1.0 and context part 0.5); the two ways are checked equal. Protocol v3 runs with its
+Cohen's d 1.0 and context part 0.5), and of the forward passes: one pass to ``hook_z`` for every
+head set's ablation (``activations.LayerZeroPasses``) against one pass per ablation through the
+hooks; each pair of ways is checked equal. Protocol v3 runs with its
 own 2000 resamples (``--v3-resamples`` to change) and prints its phases; the label-free arm,
 step 0 and the planted control are timed apart (``python -m context_neurons.verdict.v3``).
 """
@@ -19,6 +21,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
+from context_neurons import activations as act
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.models.loading import TRAINED_DIR
@@ -27,7 +30,8 @@ from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.evaluate import head_sets, measure
 from context_neurons.verdict.v3 import evaluate_v3
-from context_neurons.verdict.v3_data import load_protocol_v3, v3_data
+from context_neurons.verdict.protocol import load_protocol_v3
+from context_neurons.verdict.v3_data import v3_data
 
 
 def main() -> int:
@@ -50,6 +54,7 @@ def main() -> int:
         measured = time_protocol(model, record, load_protocol(version), version, args)
     if measured is not None:
         time_bootstrap(measured)
+        time_ablations(model, record)
     return 0
 
 
@@ -89,6 +94,30 @@ def time_protocol(model, record, protocol, version: str, args):
     print(f"  forward passes (measure):     {t_measure:.1f} s")
     print(f"  the whole evaluation:         {t_all:.1f} s (documents and passes included)")
     return measured
+
+
+def time_ablations(model, record, n_windows: int = 256) -> None:
+    """Unablated moments and two head sets' mean-ablations of v1's first EVAL windows: from one
+    pass to ``hook_z`` (LayerZeroPasses) against three passes through the hooks."""
+    protocol = load_protocol("v1")
+    data = protocol_data(model.tokenizer, record, protocol)
+    windows = [w for d in data.values() for w in d.eval_windows][:n_windows]
+    start, heads = protocol.data.window_mean_start, list(range(model.cfg.n_heads))
+    sets = [heads[: len(heads) // 2], heads[len(heads) // 2 :]]
+    mean_z = act.mean_head_z(model, windows[:32])
+    t0 = time.perf_counter()
+    passes = act.LayerZeroPasses.run(model, windows, start, batch_size=32)
+    ours = [passes.moments()[0], *[passes.ablated(h, mean_z) for h in sets]]
+    t_ours = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    theirs = [act.window_means(model, windows, start, batch_size=32),
+              *[act.window_means(model, windows, start, h, mean_z, 32) for h in sets]]
+    t_hooks = time.perf_counter() - t0
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    print(f"forward passes, {len(windows)} windows, unablated and two ablations: one pass "
+          f"{t_ours:.1f} s, one pass per ablation {t_hooks:.1f} s "
+          f"({t_hooks / max(t_ours, 1e-9):.1f}x); equal")
 
 
 def time_bootstrap(measured) -> None:

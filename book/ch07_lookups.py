@@ -186,7 +186,10 @@ else:
 # pass stops at that hook: nothing later is computed.
 
 # %%
-windows, labels = lk.lookup_windows(model.tokenizer)
+from context_neurons.config import reduced_scale
+
+PER_DOMAIN = 12 if reduced_scale() else 48  # documents per domain (reduced: CI's online run)
+windows, labels = lk.lookup_windows(model.tokenizer, per_domain=PER_DOMAIN)
 windows = [w.to(model.cfg.device) for w in windows]
 domains = sorted({label.split("|")[0] for label in labels})
 print(f"{len(windows)} windows of {len(windows[0]) - 1} tokens from {len(domains)} domains")

@@ -611,14 +611,13 @@ if evaluation_v2 is not None and evaluation_v2.primary is not None:
 # The protocol's question, as it stands in the file:
 
 # %%
-from context_neurons.verdict.v3_data import load_protocol_v3
+from context_neurons.verdict.protocol import load_protocol_v3
 
 protocol_v3 = load_protocol_v3()
-print(wrapped(f"{protocol_v3['name']} ({protocol_v3['kind'].split(':')[0]}), registered "
-              f"{protocol_v3['registered'].split(',')[0]}: {protocol_v3['question']}"))
-for name, rule in protocol_v3["primary_comparison"]["verdict"].items():
-    if name != "equivalence_margin":
-        print(wrapped(f"- {name.replace('_', ' ')}: {rule}"))
+print(wrapped(f"{protocol_v3.name} ({protocol_v3.short_kind}), registered "
+              f"{protocol_v3.registered_date}: {protocol_v3.question}"))
+for name, rule in protocol_v3.primary.rules.items():
+    print(wrapped(f"- {name.replace('_', ' ')}: {rule}"))
 
 # %% [markdown]
 # **The context set.** Each head with the measures the rule reads; `prev. (cal. text)` and
@@ -661,7 +660,7 @@ if isinstance(seed0, V3Evaluation) and seed0.primary:
                model=loaded.title)
     print(wrapped(f"PRIMARY: {seed0.primary.words()}"))
     figure = plot_baselines(
-        seed0.primary, protocol_v3["primary_comparison"]["verdict"]["equivalence_margin"],
+        seed0.primary, protocol_v3.primary.equivalence_margin,
         title=f"Figure 8.7. {loaded.title}: protocol v3, the score against the baselines")
 
 # %% [markdown]

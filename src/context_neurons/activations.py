@@ -18,6 +18,11 @@ A neuron is a **context neuron by activation** when its separation is at least
 :data:`MIN_REMOVED` of it. Both thresholds are fixed here, before any comparison with discovery.
 A neuron that separates a domain through the current token alone (the direct path) fails the
 second test: its separation survives the ablation.
+
+The pre-registered protocols ablate several head sets on the same windows. Everything before a
+head's ``hook_z`` is the same in each, so :class:`LayerZeroPasses` runs the model once per window
+up to it and computes each ablation's rest of layer 0 from the weights (:func:`pre_from_z`,
+tested against the hooks).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
+import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
@@ -35,6 +41,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from context_neurons.checks import InputError, check_heads
 from context_neurons.evaluation import position_mask
 from context_neurons.hooks import run_until
+from context_neurons.models.weights import ModelWeights, as_weights
 from context_neurons.taxonomy import PREVIOUS_TOKEN_MIN  # noqa: F401  (the protocols' name)
 from context_neurons.text.windows import pad_windows
 
@@ -102,6 +109,89 @@ def window_moments(
         means.append(((pre * mask).sum(1) / mask.sum(1)).cpu())
         squares.append(((pre.square() * mask).sum(1) / mask.sum(1)).cpu())
     return torch.cat(means), torch.cat(squares)
+
+
+def pre_from_z(
+    weights: ModelWeights,
+    resid: Float[Tensor, "batch pos d_model"],
+    z: Float[Tensor, "batch pos head_index d_head"],
+) -> Float[Tensor, "batch pos d_mlp"]:
+    """``blocks.0.mlp.hook_pre`` from ``blocks.0.hook_resid_pre`` and ``blocks.0.attn.hook_z``:
+    the output projection, the residual, LayerNorm 2 and ``W_in`` (tested against the hook)."""
+    x = resid + z.flatten(-2) @ weights.W_O.flatten(0, 1) + weights.b_O  # every head's output
+    x = F.layer_norm(x, x.shape[-1:], weights.ln2_w, weights.ln2_b, weights.cfg.eps)
+    return x @ weights.W_in + weights.b_in
+
+
+def donor_windows(labels: list[str]) -> list[int]:
+    """The resample ablation's donors: window ``i`` takes its heads' ``hook_z`` from window
+    ``(i + offset) mod n``, the first offset that leaves its label (domain)."""
+    n = len(labels)
+    return [next(((i + k) % n for k in range(1, n) if labels[(i + k) % n] != labels[i]), -1)
+            for i in range(n)]
+
+
+@dataclass(frozen=True)
+class LayerZeroPasses:
+    """One forward pass over windows, stopped at ``blocks.0.attn.hook_z``: each window's residual
+    stream entering layer 0 and every head's ``z``. Any head set's ablation then costs the rest of
+    layer 0 up to the MLP's input (:func:`pre_from_z`), not another forward pass."""
+
+    weights: ModelWeights
+    # One entry per batch of windows (their sizes differ: the last batch, the padded lengths).
+    resid: list[Tensor]  # [batch, pos, d_model]
+    z: list[Tensor]  # [batch, pos, head_index, d_head]
+    mask: list[Tensor]  # [batch, pos]: the real positions >= start
+
+    @classmethod
+    @torch.no_grad()
+    def run(cls, model: TransformerBridge, windows: list[Int[Tensor, " _pos"]],
+            start: int = START, batch_size: int = 8, progress: bool = False) -> LayerZeroPasses:
+        resid, zs, masks, stop, name = [], [], [], "blocks.0.attn.hook_z", "blocks.0.hook_resid_pre"
+        for b in tqdm(range(0, len(windows), batch_size), desc="windows", disable=not progress):
+            tokens, lengths = pad_windows(windows[b : b + batch_size])
+            tokens = tokens.to(model.cfg.device)
+            out = run_until(model, tokens, stop, names=[name])
+            resid.append(out[name])
+            zs.append(out[stop])
+            masks.append(position_mask(tokens, lengths, start).to(out[stop].dtype))
+        return cls(as_weights(model), resid, zs, masks)
+
+    @torch.no_grad()
+    def moments(self, z: list[Tensor] | None = None) -> tuple[
+        Float[Tensor, "n_windows d_mlp"], Float[Tensor, "n_windows d_mlp"]
+    ]:
+        """Each window's mean pre-activation and mean squared pre-activation over its positions
+        ``>= start`` (:func:`window_moments`), with ``z`` in place of the pass's (per batch)."""
+        means, squares = [], []
+        for resid, own, mask in zip(self.resid, z or self.z, self.mask):
+            pre, mask = pre_from_z(self.weights, resid, own), mask[..., None]
+            means.append(((pre * mask).sum(1) / mask.sum(1)).cpu())
+            squares.append(((pre.square() * mask).sum(1) / mask.sum(1)).cpu())
+        return torch.cat(means), torch.cat(squares)
+
+    def ablated(self, heads: list[int], mean_z: Float[Tensor, "head_index d_head"]
+                ) -> Float[Tensor, "n_windows d_mlp"]:
+        """Window means with ``heads`` mean-ablated (their ``z`` set to ``mean_z``)."""
+        heads = check_heads(self.weights, heads)
+        z = [own.clone() for own in self.z]
+        for own in z:
+            own[:, :, heads] = mean_z[heads].to(own)
+        return self.moments(z)[0]
+
+    def resampled(self, heads: list[int], donors: list[int]) -> Float[Tensor, "n_windows d_mlp"]:
+        """Window means with ``heads``' ``z`` taken from window ``donors[i]`` (equal lengths)."""
+        heads = check_heads(self.weights, heads)
+        flat = [own[r] for own in self.z for r in range(len(own))]
+        if len({w.shape[0] for w in flat}) > 1 or min(donors) < 0:
+            raise InputError("The resample ablation needs windows of one length and a donor of "
+                             "another domain for each.")
+        z, i = [own.clone() for own in self.z], 0
+        for own in z:
+            for r in range(len(own)):
+                own[r, :, heads] = flat[donors[i]][:, heads]
+                i += 1
+        return self.moments(z)[0]
 
 
 @torch.no_grad()

@@ -82,6 +82,45 @@ def test_window_moments_give_the_mean_square_of_single_positions():
     assert bool((squares >= means.square() - 1e-5).all())  # a mean square bounds the squared mean
 
 
+def test_one_pass_gives_every_ablation_as_the_hooks_do():
+    """LayerZeroPasses: one pass to hook_z, then the full, mean-ablated and resampled window
+    means computed from the weights equal passes through the model's hooks (LayerNorm 2 with
+    weights that are not folded: the small model's are not ones and zeros)."""
+    model, _ = make_small_model(seed=4, n_ctx=64, n_layers=2)
+    gen = torch.Generator().manual_seed(3)
+    windows = [torch.randint(0, 500, (n,), generator=gen) for n in (40, 50, 64)]
+    passes = act.LayerZeroPasses.run(model, windows, start=6, batch_size=2)
+    means, squares = passes.moments()
+    expected = act.window_moments(model, windows, start=6, batch_size=3)  # tested on the hooks
+    torch.testing.assert_close(means, expected[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(squares, expected[1], atol=1e-5, rtol=1e-5)
+    mean_z = act.mean_head_z(model, windows)
+    torch.testing.assert_close(passes.ablated([0, 2], mean_z), act.window_means(
+        model, windows, start=6, ablate=[0, 2], mean_z=mean_z), atol=1e-5, rtol=1e-5)
+
+    same = [torch.randint(0, 500, (48,), generator=gen) for _ in range(5)]
+    labels = ["a", "a", "b", "c", "c"]
+    donors = act.donor_windows(labels)
+    assert donors == [2, 2, 3, 0, 0]  # the next window of another label, wrapping around
+    resampled = act.LayerZeroPasses.run(model, same, start=6, batch_size=2).resampled([1], donors)
+    name, stop = "blocks.0.attn.hook_z", "blocks.0.mlp.hook_pre"
+    for i, tokens in enumerate(same):
+        _, donor = model.run_with_cache(same[donors[i]][None], names_filter=name)
+
+        def patch(z, hook, donor_z=donor[name]):
+            z[:, :, [1]] = donor_z[:, :, [1]]
+            return z
+
+        model.reset_hooks()
+        with model.hooks(fwd_hooks=[(name, patch)]):
+            _, cache = model.run_with_cache(tokens[None], names_filter=stop)
+        torch.testing.assert_close(resampled[i], cache[stop][0, 6:].mean(0), atol=1e-5,
+                                   rtol=1e-5)
+    assert not torch.allclose(resampled, act.LayerZeroPasses.run(model, same, 6).moments()[0])
+    with pytest.raises(InputError, match="one length"):
+        passes.resampled([1], [1, 2, 0])
+
+
 def test_truth_separates_the_context_path_from_the_direct_path():
     """A neuron fed by a head's bag of tokens loses its separation under ablation; a neuron fed
     by the current token's embedding keeps it."""

@@ -26,7 +26,8 @@ from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.training.corpus import Doc
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict import v3_report
-from context_neurons.verdict.protocol import VerdictRule, load_protocol
+from context_neurons.verdict.protocol import FallbackCorpus, VerdictRule, load_protocol
+from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3 import SENSITIVITY_D
 from context_neurons.verdict.v3_compare import (
     ADDS_SOMETHING,
@@ -46,7 +47,6 @@ from context_neurons.verdict.v3_data import (
     fallback_units,
     group_units,
     load_confirm_manifest,
-    load_protocol_v3,
     take_windows,
 )
 from context_neurons.verdict.v3_heads import build_context_set, calibration_previous_share
@@ -77,28 +77,55 @@ PROTOCOL = load_protocol_v3()
 
 
 def test_the_code_uses_the_registered_seeds_and_thresholds():
-    boot, controls = PROTOCOL["bootstrap"], PROTOCOL["controls"]
-    assert boot["resamples"] == 2000 and boot["level"] == 0.95
+    boot, controls = PROTOCOL.document["bootstrap"], PROTOCOL.document["controls"]
+    assert PROTOCOL.resamples == boot["resamples"] == 2000
+    assert PROTOCOL.level == boot["level"] == 0.95
     assert f"PCG64({UNIT_SEED})" in boot["unit_draws"]
     assert f"PCG64({NEURON_SEED})" in boot["neuron_draws"]
     assert f"PCG64({PERMUTATION_SEED})" in controls["neurons_permuted"]
     assert f"torch seed {RANDOM_DIRECTIONS_SEED}" in controls["random_read_directions"]
     assert f"seed {VOCABULARY_SEED}" in controls["vocabulary_permuted"]
-    assert "min_cohens_d 0.5 and 2.0" in PROTOCOL["truth"]["sensitivity"]["cohens_d"]
+    truth = PROTOCOL.document["truth"]
+    assert "min_cohens_d 0.5 and 2.0" in truth["sensitivity"]["cohens_d"]
     assert SENSITIVITY_D == (0.5, 2.0)
-    assert f"L = min({BAG_LENGTH}, n_ctx)" in PROTOCOL["baselines"]["bag_of_tokens"]["input"]
-    assert PROTOCOL["truth"]["min_cohens_d"] == 1.0 and PROTOCOL["truth"]["min_context_part"] == 0.5
-    assert PROTOCOL["context_set"]["taxonomy_fix"]["threshold"] == PREVIOUS_TOKEN_MIN == 0.4
+    assert f"L = min({BAG_LENGTH}, n_ctx)" in PROTOCOL.sections("baselines")["baselines"][
+        "bag_of_tokens"]["input"]
+    assert PROTOCOL.document["context_set"]["taxonomy_fix"]["threshold"] == PREVIOUS_TOKEN_MIN
+    assert PREVIOUS_TOKEN_MIN == 0.4
     # v2's verdict thresholds, unchanged, are the secondary question's
-    assert PROTOCOL["verdict"]["positive"] == load_protocol("v2").document["verdict"]["positive"]
-    assert VerdictRule.from_json(PROTOCOL["verdict"]) == load_protocol("v2").verdict
+    assert PROTOCOL.document["verdict"]["positive"] == load_protocol("v2").document["verdict"][
+        "positive"]
+    assert PROTOCOL.verdict == VerdictRule.from_json(PROTOCOL.document["verdict"])
+    assert PROTOCOL.verdict == load_protocol("v2").verdict
+
+
+def test_the_typed_protocol_reads_the_registered_values():
+    document = PROTOCOL.document
+    truth, confirm = document["truth"], document["data"]["confirm"]
+    assert (PROTOCOL.truth.min_cohens_d, PROTOCOL.truth.min_context_part,
+            PROTOCOL.truth.removes_almost_none_below) == (1.0, 0.5, 0.1) == (
+        truth["min_cohens_d"], truth["min_context_part"], truth["removes_almost_none_below"])
+    assert PROTOCOL.data.window_mean_start == confirm["window_mean_start"] == 32
+    assert PROTOCOL.data.tokens_per_domain == confirm["tokens_per_domain"] == 51200
+    assert PROTOCOL.data.min_units == confirm["pooling"]["min_units"] == 20
+    assert PROTOCOL.data.cal_windows_per_domain == document["data"]["cal"][
+        "cal_windows_per_domain"] == 64
+    assert dict(PROTOCOL.data.fallback) == {"code": FallbackCorpus("python_stdlib_tests", 1025)}
+    rules = document["primary_comparison"]["verdict"]
+    assert PROTOCOL.primary.equivalence_margin == rules["equivalence_margin"] == 0.05
+    assert set(PROTOCOL.primary.rules) == {"adds_something", "baseline_better",
+                                           "no_difference_shown", "not_testable"}
+    assert PROTOCOL.budget_s == document["runtime"]["budget_s"]
+    assert PROTOCOL.short_kind == "confirmatory" and PROTOCOL.registered_date == "2026-11-26"
+    with pytest.raises(TypeError):  # read-only: the file as registered
+        PROTOCOL.document["truth"] = {}
 
 
 def test_manifest_lists_every_domain_and_the_fallback():
     manifest = load_confirm_manifest()
     assert len(manifest["documents"]) == 10
-    assert manifest["fallback"]["python_stdlib_tests"]["documents"] == PROTOCOL["data"][
-        "confirm"]["fallback"]["code"]["documents"]
+    assert manifest["fallback"]["python_stdlib_tests"]["documents"] == PROTOCOL.data.fallback[
+        "code"].documents
 
 
 # ----------------------------------------------------------------------------------------------
@@ -368,8 +395,7 @@ def test_paired_bootstrap_delta_on_a_hand_made_case():
                      [False] * 6])  # the last resample's truth is empty
     draws = np.array([[0, 1, 2, 3, 4, 5], [0, 0, 2, 3, 3, 5], [0, 1, 5, 2, 3, 4],
                       [0, 1, 2, 3, 4, 5]])
-    protocol = {"bootstrap": {"level": 0.5}, "verdict": {"min_truth": 1},
-                "primary_comparison": PROTOCOL["primary_comparison"]}
+    protocol = replace(PROTOCOL, level=0.5, verdict=replace(PROTOCOL.verdict, min_truth=1))
     out = primary_comparison(scores, truth, boot, draws, protocol)
     aucs = {n: [_auc_by_pairs(s[d], m[d]) for m, d in zip(boot, draws)] for n, s in scores.items()}
     deltas = [aucs["score"][b] - max(aucs["a"][b], aucs["b"][b]) for b in range(3)]
@@ -406,7 +432,7 @@ def test_delta_takes_the_best_baseline_inside_each_resample():
 ])
 def test_primary_verdict_labels(ci, n_truth, has_context, expected, equivalent):
     label, inside = primary_verdict(ci, n_truth, has_context,
-                                    PROTOCOL["primary_comparison"]["verdict"], 30)
+                                    PROTOCOL.primary.equivalence_margin, 30)
     assert label == expected and inside == equivalent
 
 
@@ -543,7 +569,7 @@ def test_tf_idf_features_follow_the_registered_recipe():
     expected = expected / np.linalg.norm(expected, axis=1, keepdims=True)
     assert x.shape == expected.shape
     np.testing.assert_allclose(x @ x.T, expected @ expected.T, atol=1e-10)  # up to signs
-    assert re.search("k = 8", PROTOCOL["exploratory_label_free"]["clustering"])
+    assert re.search("k = 8", PROTOCOL.document["exploratory_label_free"]["clustering"])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from context_neurons.method import MethodValues
 from context_neurons.reproduce.results import Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict.v3 import evaluate_v3
-from context_neurons.verdict.v3_data import load_protocol_v3, v3_data
+from context_neurons.verdict.protocol import load_protocol_v3
+from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.v3_compare import interval_text
 from context_neurons.verdict.v3_report import Entries, baseline_records, model_entries, model_key
 from context_neurons.verdict.v3_result import V3Evaluation

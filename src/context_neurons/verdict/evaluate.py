@@ -17,17 +17,15 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, mean_head_z, previous_token_attention
-from context_neurons.activations import window_means, window_moments
+from context_neurons.activations import LayerZeroPasses, donor_windows
 from context_neurons.discovery import read_vectors, scoring_vocabulary
 from context_neurons.discovery import top_of_read_vectors
 from context_neurons.domain_shift import PathShifts, path_pieces, permuted_vocabulary
 from context_neurons.domain_shift import predict_path_shifts
-from context_neurons.hooks import run_until
 from context_neurons.method import MethodValues
 from context_neurons.printing import fixed, show_table
 from context_neurons.stability import denominator_study
 from context_neurons.stability.bounds import coefficient_of_variation
-from context_neurons.text.windows import pad_windows
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.data import unigram_distributions
@@ -99,39 +97,14 @@ def stable_broad_heads(model: TransformerBridge, windows: list[Tensor], contextu
 
 
 @torch.no_grad()
-def resample_window_means(
-    model: TransformerBridge, windows: list[Tensor], labels: list[str], heads: list[int],
-    start: int, batch_size: int = 16,
-) -> Tensor:
-    """Window means with ``heads``' ``hook_z`` taken from a window of another domain (window
-    ``i`` takes it from window ``(i + offset) mod n``, the first offset that leaves its domain)."""
-    n = len(windows)
-    donors = []
-    for i in range(n):
-        j = next((i + k) % n for k in range(1, n) if labels[(i + k) % n] != labels[i])
-        donors.append(j)
-    stop, name = "blocks.0.mlp.hook_pre", "blocks.0.attn.hook_z"
-    out = []
-    for b in range(0, n, batch_size):
-        tokens, _ = pad_windows(windows[b : b + batch_size])
-        donor, _ = pad_windows([windows[j] for j in donors[b : b + batch_size]])
-        z = run_until(model, donor.to(model.cfg.device), name)[name]
-
-        def patch(value: Tensor, hook) -> Tensor:
-            value[:, :, heads] = z[:, :, heads]
-            return value
-
-        pre = run_until(model, tokens.to(model.cfg.device), stop, extra_hooks=[(name, patch)])[stop]
-        out.append(pre[:, start:].mean(1).cpu())
-    return torch.cat(out)
-
-
 def measure(model: TransformerBridge, data, sets: dict[str, list[int]], start: int,
             progress: bool = False, resample: bool = True,
             batch_size: int = 32, cache: dict | None = None) -> Measurements:
-    """The forward passes of the evaluation (EVAL windows are all ``n_ctx`` long); ``resample``:
-    also the primary set's resample ablation. ``cache``: a dict kept between calls on the same
-    model and data (two protocols share every pass of the same head set)."""
+    """The window means of the evaluation (EVAL windows are all ``n_ctx`` long): one forward
+    pass over the windows (:class:`~context_neurons.activations.LayerZeroPasses`) gives the
+    unablated means and every head set's ablation; ``resample``: also the primary set's resample
+    ablation. ``cache``: a dict kept between calls on the same model and data (two protocols
+    share the pass and every ablation of the same head set)."""
     cache = {} if cache is None else cache  # kept for this call at least
     windows, labels, documents = eval_arrays(data)
     domains = list(data)
@@ -139,17 +112,17 @@ def measure(model: TransformerBridge, data, sets: dict[str, list[int]], start: i
     once = lambda key, compute: _once(cache, key, compute)  # noqa: E731
     cal = [w for item in data.values() for w in item.cal_windows]
     mean_z = once(("mean_z",), lambda: mean_head_z(model, cal, batch_size))
-    full, squares = once(("full",), lambda: tuple(
-        x.double().numpy() for x in window_moments(model, windows, start, batch_size=batch_size,
-                                                   progress=progress)))
+    passes = once(("passes", start), lambda: LayerZeroPasses.run(model, windows, start,
+                                                                 batch_size, progress))
+    full, squares = once(("full",), lambda: tuple(x.double().numpy() for x in passes.moments()))
     ablated, resampled = {}, {}
     for name, heads in sets.items():
         if heads:
-            ablated[name] = once(("ablated", tuple(heads)), lambda: window_means(
-                model, windows, start, heads, mean_z, batch_size, progress).double().numpy())
+            ablated[name] = once(("ablated", tuple(heads)), lambda: passes.ablated(
+                heads, mean_z).double().numpy())
             if name == "primary" and resample:  # the sensitivity check of the protocol's truth
-                resampled[name] = once(("resampled", tuple(heads)), lambda: resample_window_means(
-                    model, windows, labels, heads, start, batch_size).double().numpy())
+                resampled[name] = once(("resampled", tuple(heads)), lambda: passes.resampled(
+                    heads, donor_windows(labels)).double().numpy())
     index = np.array([domains.index(label) for label in labels])
     return Measurements(domains, index, documents, full, ablated, resampled, squares)
 
@@ -411,7 +384,7 @@ def truth_summary(result: Evaluation, set_name: str = "primary") -> str:
 __all__ = ["Measurements", "PREVIOUS_WINDOWS", "PredictedPaths", "both_scores", "evaluate",
            "frequency_rho",
            "head_sets", "highest_scoring", "measure", "predicted_paths", "previous_token_heads",
-           "resample_window_means", "score_entry", "score_readings", "score_sentence",
+           "score_entry", "score_readings", "score_sentence",
            "score_table",
            "show_scores", "stable_broad_heads", "top_rho", "truth_summary", "verdict_sentences",
            "weight_controls", "with_interval"]

@@ -1,9 +1,9 @@
-"""The pre-registered protocols v1 and v2 as typed values (issue 33).
+"""The pre-registered protocols as typed values (issue 33).
 
-Each file of ``assets/protocol/`` is read once into a :class:`Protocol`, whose sections mirror the
-file's (``data``, ``truth``, ``bootstrap``, ``verdict``); the code reads attributes, and
-:meth:`Protocol.sections` quotes the file as registered. The verdict rule
-(:class:`VerdictRule`) is shared with protocol v3, which registered v2's thresholds unchanged.
+Each file of ``assets/protocol/`` is read once: v1 and v2 into a :class:`Protocol`, v3 into a
+:class:`ProtocolV3`, whose sections mirror the file's (``data``, ``truth``, ``bootstrap``,
+``verdict``); the code reads attributes, and ``sections`` quotes the file as registered. The
+verdict rule (:class:`VerdictRule`) is shared: v3 registered v2's thresholds unchanged.
 """
 
 from __future__ import annotations
@@ -133,9 +133,116 @@ def load_protocol(version: str = "v1") -> Protocol:
     registered before any verdict) or ``"v2"`` (registered after v1's verdicts)."""
     if version not in PROTOCOL_FILES:
         raise InputError(f"Unknown protocol {version!r}; there are {list(PROTOCOL_FILES)}.")
-    path = resources.files("context_neurons") / "assets" / "protocol" / PROTOCOL_FILES[version]
-    return Protocol.from_json(version, json.loads(path.read_text()))
+    return Protocol.from_json(version, _read(PROTOCOL_FILES[version]))
 
 
-__all__ = ["BootstrapRules", "DataRules", "PROTOCOL_FILE", "PROTOCOL_FILES", "Protocol",
-           "TruthRules", "VerdictRule", "load_protocol"]
+#: Protocol v3's file, registered before any v3 number (git commit 871d5be).
+PROTOCOL_V3_FILE = "discovery-verdict-v3.json"
+
+
+def _read(name: str) -> dict:
+    return json.loads((resources.files("context_neurons") / "assets" / "protocol" / name)
+                      .read_text())
+
+
+@dataclass(frozen=True)
+class FallbackCorpus:
+    """A corpus training did not read that tops up a domain short of CONFIRM units
+    (``data.confirm.fallback``)."""
+
+    corpus: str
+    documents: int  # the registered file count: another count stops the evaluation
+
+
+@dataclass(frozen=True)
+class ConfirmRules:
+    """Protocol v3's CONFIRM windows (``data.confirm``) and the CAL windows (``data.cal``)."""
+
+    tokens_per_domain: int  # windows per domain: this // n_ctx
+    window_mean_start: int  # window means over positions >= this one
+    min_units: int  # a domain with fewer units is reported but not pooled
+    fallback: Mapping[str, FallbackCorpus]  # by domain
+    cal_windows_per_domain: int
+
+
+@dataclass(frozen=True)
+class TruthRulesV3:
+    """Protocol v3's truth (its ``truth`` section): fixed thresholds, no ladder."""
+
+    min_cohens_d: float
+    min_context_part: float
+    removes_almost_none_below: float  # removed / n_effect below it is said in words
+
+
+@dataclass(frozen=True)
+class PrimaryRule:
+    """The primary comparison's verdict (``primary_comparison.verdict``): its labels' rules as
+    registered, and the margin inside which the interval reads as equivalent."""
+
+    equivalence_margin: float
+    rules: Mapping[str, str]  # label -> its rule, in the file's words
+
+
+@dataclass(frozen=True)
+class ProtocolV3:
+    """Protocol v3, the confirmatory test of discovery (issue 32), read once from its file."""
+
+    name: str
+    registered: str
+    kind: str
+    question: str
+    primary: PrimaryRule
+    data: ConfirmRules
+    truth: TruthRulesV3
+    resamples: int  # the bootstrap's (its generators are fixed in statistics' code)
+    level: float
+    verdict: VerdictRule  # the secondary verdicts' thresholds, and min_truth for every verdict
+    budget_s: int  # seconds: the runtime the protocol reports against (no rule depends on it)
+    document: Mapping  # the file as registered, read-only
+
+    @classmethod
+    def from_json(cls, document: dict) -> ProtocolV3:
+        data, truth, primary = document["data"], document["truth"], document[
+            "primary_comparison"]["verdict"]
+        confirm = data["confirm"]
+        fallback = {domain: FallbackCorpus(spec["corpus"], spec["documents"])
+                    for domain, spec in confirm["fallback"].items()
+                    if isinstance(spec, dict) and "corpus" in spec}
+        return cls(
+            name=document["name"], registered=document["registered"], kind=document["kind"],
+            question=document["question"],
+            primary=PrimaryRule(primary["equivalence_margin"], MappingProxyType(
+                {label: rule for label, rule in primary.items()
+                 if label != "equivalence_margin"})),
+            data=ConfirmRules(confirm["tokens_per_domain"], confirm["window_mean_start"],
+                              confirm["pooling"]["min_units"], MappingProxyType(fallback),
+                              data["cal"]["cal_windows_per_domain"]),
+            truth=TruthRulesV3(truth["min_cohens_d"], truth["min_context_part"],
+                               truth["removes_almost_none_below"]),
+            resamples=document["bootstrap"]["resamples"], level=document["bootstrap"]["level"],
+            verdict=VerdictRule.from_json(document["verdict"]),
+            budget_s=document["runtime"]["budget_s"], document=MappingProxyType(document))
+
+    @property
+    def short_kind(self) -> str:
+        """The kind's first words (``"confirmatory"``)."""
+        return self.kind.split(":")[0]
+
+    @property
+    def registered_date(self) -> str:
+        """When it was registered, without the commit's words."""
+        return self.registered.split(",")[0]
+
+    def sections(self, *names: str) -> dict:
+        """The named sections of the file, as registered (to quote them)."""
+        return {name: self.document[name] for name in names}
+
+
+def load_protocol_v3() -> ProtocolV3:
+    """Protocol v3 (``discovery-verdict-v3.json``)."""
+    return ProtocolV3.from_json(_read(PROTOCOL_V3_FILE))
+
+
+__all__ = ["BootstrapRules", "ConfirmRules", "DataRules", "FallbackCorpus", "PROTOCOL_FILE",
+           "PROTOCOL_FILES", "PROTOCOL_V3_FILE", "PrimaryRule", "Protocol", "ProtocolV3",
+           "TruthRules", "TruthRulesV3", "VerdictRule", "load_protocol", "load_protocol_v3"]

@@ -42,12 +42,12 @@ from context_neurons.training.loop import build_model
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.evaluate import both_scores, weight_controls
-from context_neurons.verdict.protocol import VerdictRule
+from context_neurons.verdict.protocol import ProtocolV3, load_protocol_v3
 from context_neurons.verdict.results import ScoreResult
 from context_neurons.verdict.planted import planted_control
 from context_neurons.verdict.v3_compare import primary_comparison
 from context_neurons.verdict.v3_compare import resampled_aucs
-from context_neurons.verdict.v3_data import NO_DATA, NOT_POOLED, V3Data, load_protocol_v3
+from context_neurons.verdict.v3_data import NO_DATA, NOT_POOLED, V3Data
 from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.v3_heads import ContextSet, context_set
 from context_neurons.verdict.v3_label_free import LABEL, label_free_pool
@@ -116,20 +116,19 @@ def data_summary(data: V3Data) -> dict:
 
 
 def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarray,
-                       permutation: np.ndarray, protocol: dict) -> dict[str, ScoreResult]:
+                       permutation: np.ndarray, protocol: ProtocolV3) -> dict[str, ScoreResult]:
     """v2's verdict for the frequency-aware score and ``top[j]``, each with its own rho and the
     neurons-permuted rho (v2's code: ``evaluate.both_scores``)."""
     scores = both_scores(ws.prediction, ws.top.double().cpu().numpy(), pair.point, pair.boot,
                          (pair.full.sd, pair.full_boot.sd), neuron_draws, permutation,
-                         VerdictRule.from_json(protocol["verdict"]),
-                         protocol["bootstrap"]["level"])
+                         protocol.verdict, protocol.level)
     return scores
 
 
 def same_model_controls(model: TransformerBridge, ws: WeightScores, distributions: dict,
                         pair: TruthPair, neuron_draws: np.ndarray,
                         secondary: dict[str, ScoreResult],
-                        start: int, protocol: dict) -> dict:
+                        start: int, protocol: ProtocolV3) -> dict:
     """Neurons permuted (PCG64(34)), random read directions (torch seed 35) and the vocabulary
     permuted (seed 36): v2's code with v3's seeds."""
     heads = ws.prediction.heads
@@ -143,9 +142,8 @@ def same_model_controls(model: TransformerBridge, ws: WeightScores, distribution
     out = weight_controls(ws.circuit, shuffled, random, random_paths, pair.point, pair.boot,
                           neuron_draws, ws.prediction.score().double().numpy(),
                           ws.top.double().cpu().numpy(), scoring_vocabulary(model),
-                          VerdictRule.from_json(protocol["verdict"]),
-                          protocol["bootstrap"]["level"]).to_json()
-    bound = protocol["verdict"]["positive"]["permutation_control_abs_at_most"]
+                          protocol.verdict, protocol.level).to_json()
+    bound = protocol.verdict.permutation_control_abs_at_most
     rho_f = secondary["frequency_aware"].permutation_spearman
     rho_t = secondary["top"].permutation_spearman
     out["neurons_permuted"] = {"frequency_aware_rho": rho_f, "top_rho": rho_t, "bound": bound,
@@ -154,7 +152,7 @@ def same_model_controls(model: TransformerBridge, ws: WeightScores, distribution
 
 
 def _comparison_at(shifts: SetShifts, min_d: float, min_part: float, scores: dict,
-                   neuron_draws: np.ndarray, protocol: dict) -> dict:
+                   neuron_draws: np.ndarray, protocol: ProtocolV3) -> dict:
     pair = shifts.truth(min_d, min_part)
     comparison = primary_comparison(scores, pair.point.mask, pair.boot.mask, neuron_draws,
                                     protocol, with_verdict=False)
@@ -166,10 +164,10 @@ def _comparison_at(shifts: SetShifts, min_d: float, min_part: float, scores: dic
 def sensitivities_v3(method: MethodValues, cs: ContextSet, measured: ConfirmMeasurements,
                      shifts: SetShifts, weights: np.ndarray, scores: dict, bag,
                      distributions: dict, ws: WeightScores, neuron_draws: np.ndarray,
-                     start: int, protocol: dict) -> dict:
+                     start: int, protocol: ProtocolV3) -> dict:
     """The registered sensitivities, reported without verdicts: Cohen's d at 0.5 and 2.0 and
     the non-local set in place of the context set (the resample ablation is in the truth)."""
-    min_d, min_part = protocol["truth"]["min_cohens_d"], protocol["truth"]["min_context_part"]
+    min_d, min_part = protocol.truth.min_cohens_d, protocol.truth.min_context_part
     out = {f"cohens_d_{d:g}": _comparison_at(shifts, d, min_part, scores, neuron_draws, protocol)
            for d in SENSITIVITY_D}
     heads = list(cs.non_local)
@@ -187,11 +185,11 @@ def sensitivities_v3(method: MethodValues, cs: ContextSet, measured: ConfirmMeas
 
 
 def non_pooled_report(data: V3Data, measured: ConfirmMeasurements, pair: TruthPair,
-                      ws: WeightScores, distributions: dict, start: int, protocol: dict,
-                      d_vocab: int) -> dict:
+                      ws: WeightScores, distributions: dict, start: int,
+                      protocol: ProtocolV3, d_vocab: int) -> dict:
     """Descriptive only: each non-pooled domain against the pooled domains (``pooling``); the
     predicted context shift of a domain is its CAL ``p_D``'s against the pooled domains'."""
-    min_d, min_part = protocol["truth"]["min_cohens_d"], protocol["truth"]["min_context_part"]
+    min_d, min_part = protocol.truth.min_cohens_d, protocol.truth.min_context_part
     names = list(measured.others)
     if not names:
         return {}
@@ -215,7 +213,7 @@ def non_pooled_report(data: V3Data, measured: ConfirmMeasurements, pair: TruthPa
 
 def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pair: TruthPair,
                    neuron_draws: np.ndarray, frequency: np.ndarray, start: int,
-                   protocol: dict) -> dict:
+                   protocol: ProtocolV3) -> dict:
     """EXPLORATORY: the label-free arm on its two pools (no verdict)."""
     reference_boot = resampled_aucs(frequency, pair.boot.mask, neuron_draws)
     reference = float(st.auc(frequency, pair.point.mask))
@@ -233,8 +231,7 @@ def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pai
         out[name] = label_free_pool(
             [t for _, t in members], [d for d, _ in members] if name == "mixture" else None,
             score_of, pair.point.mask, pair.boot.mask, neuron_draws, reference_boot, reference,
-            protocol["exploratory_label_free"], model.cfg.d_vocab, eot_id,
-            model.tokenizer.decode, protocol["bootstrap"]["level"])
+            model.cfg.d_vocab, eot_id, model.tokenizer.decode, protocol.level)
     return {"label": LABEL, "pools": out}
 
 
@@ -263,10 +260,11 @@ def registered_draws(measured: ConfirmMeasurements, n_resamples: int, d_mlp: int
 
 
 def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: dict,
-                       draws: Draws, protocol: dict) -> tuple[SetShifts, TruthPair, dict]:
+                       draws: Draws, protocol: ProtocolV3
+                       ) -> tuple[SetShifts, TruthPair, dict]:
     """The truth, the primary comparison and the secondary verdicts."""
-    spec = protocol["truth"]
-    min_d, min_part = spec["min_cohens_d"], spec["min_context_part"]
+    spec = protocol.truth
+    min_d, min_part = spec.min_cohens_d, spec.min_context_part
     shifts = set_shifts(measured, "context", draws.weights, full_shifts(measured, draws.weights))
     pair = shifts.truth(min_d, min_part)
     return shifts, pair, {
@@ -277,7 +275,7 @@ def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: 
         "secondary": secondary_verdicts(ws, pair, draws.neurons, draws.permutation, protocol)}
 
 
-def evaluate_v3(model: TransformerBridge, record: dict, protocol: dict | None = None,
+def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | None = None,
                 data: V3Data | None = None, n_resamples: int | None = None,
                 controls: bool = True, sensitivities: bool = True, label_free: bool = False,
                 batch_size: int = 8, name: str | None = None,
@@ -290,11 +288,11 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: dict | None = 
     if data is None:
         with timer("data"):
             data = v3_data(model.tokenizer, record, protocol)
-    start = protocol["data"]["confirm"]["window_mean_start"]
+    start = protocol.data.window_mean_start
     cal_windows = [w for d in data.pooled for w in data.cal[d].cal_windows]
     with timer("context set"):
         cs = context_set(method, cal_windows, start)
-    base = {"protocol": protocol["name"], "model": name or model_key(record),
+    base = {"protocol": protocol.name, "model": name or model_key(record),
             "comparable": comparability(record), "data": data_summary(data), "context_set": cs}
     if not cs.heads:
         return V3Evaluation(**base, stopped=STOP_NO_CONTEXT, runtime=timer.seconds)
@@ -313,7 +311,7 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: dict | None = 
         ws = weight_scores(method, list(cs.heads), distributions, start)
         scores = ws.scores(bag)
     with timer("truth, bootstrap, primary and secondary"):
-        draws = registered_draws(measured, n_resamples or protocol["bootstrap"]["resamples"],
+        draws = registered_draws(measured, n_resamples or protocol.resamples,
                                  model.cfg.d_mlp)
         shifts, pair, verdicts = truth_and_verdicts(measured, ws, scores, draws, protocol)
     result = {**base, **verdicts}
@@ -338,7 +336,7 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: dict | None = 
                                                   scores["frequency_aware"], start, protocol)
     return V3Evaluation(**result, runtime={
         **timer.seconds, "total_within_budget_s": total,
-        "budget_s": protocol["runtime"]["budget_s"], "torch_threads": torch.get_num_threads()})
+        "budget_s": protocol.budget_s, "torch_threads": torch.get_num_threads()})
 
 
 def step0_model(record: dict, tokenizer) -> TransformerBridge:
@@ -382,7 +380,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
     protocol = load_protocol_v3()
     why = comparability(record)
     if why is not None:  # models.comparable_when: the reason, and no number
-        return {"protocol": protocol["name"], "registered": protocol["registered"],
+        return {"protocol": protocol.name, "registered": protocol.registered,
                 "models": model_entries({key: f"not comparable: {why}"}),
                 "primary_verdict": "not comparable"}
     t0 = time.perf_counter()
@@ -402,7 +400,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         stored = store_result(loaded.directory, key, result.to_json(), store,
                               torch.get_num_threads())
         print(f"stored: {stored}", file=sys.stderr)
-    return {"protocol": protocol["name"], "registered": protocol["registered"],
+    return {"protocol": protocol.name, "registered": protocol.registered,
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
 
 

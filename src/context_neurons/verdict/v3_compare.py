@@ -15,6 +15,7 @@ import numpy as np
 
 from context_neurons.printing import fixed
 from context_neurons.verdict import statistics as st
+from context_neurons.verdict.protocol import ProtocolV3
 
 ADDS_SOMETHING = "adds something"
 BASELINE_BETTER = "baseline better"
@@ -63,12 +64,10 @@ def paired_delta(score: np.ndarray | float,
 
 
 def primary_verdict(delta_ci: list[float], n_truth: int, has_context: bool,
-                    spec: dict, min_truth: int) -> tuple[str, bool]:
-    """The registered label and whether the interval lies inside ``[-margin, margin]``.
-
-    ``spec`` is the protocol's ``primary_comparison.verdict``; ``not testable`` when the truth
-    holds fewer than ``min_truth`` neurons or the context set is empty."""
-    margin = spec["equivalence_margin"]
+                    margin: float, min_truth: int) -> tuple[str, bool]:
+    """The registered label and whether the interval lies inside ``[-margin, margin]`` (the
+    protocol's ``primary_comparison.verdict``); ``not testable`` when the truth holds fewer than
+    ``min_truth`` neurons or the context set is empty."""
     low, high = delta_ci
     equivalent = bool(-margin <= low and high <= margin)
     if n_truth < min_truth or not has_context:
@@ -157,13 +156,13 @@ class PrimaryComparison:
 
 
 def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
-                       boot_mask: np.ndarray, neuron_draws: np.ndarray, protocol: dict,
+                       boot_mask: np.ndarray, neuron_draws: np.ndarray, protocol: ProtocolV3,
                        has_context: bool = True, with_verdict: bool = True) -> PrimaryComparison:
     """The primary comparison: the first entry of ``scores`` is the score, the others the
     baselines (``boot_mask [resample, neuron]``, ``neuron_draws [resample, neuron]``)."""
     names = list(scores)
     score_name, baseline_names = names[0], names[1:]
-    level = protocol["bootstrap"]["level"]
+    level = protocol.level
     point = np.array([float(st.auc(scores[n], truth_mask)) for n in names])
     boot = np.stack([resampled_aucs(scores[n], boot_mask, neuron_draws) for n in names])
     delta_point, best_point = paired_delta(point[0], point[1:])
@@ -180,8 +179,8 @@ def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
     delta_ci = interval(delta)
     n_truth = int(np.asarray(truth_mask).sum())
     verdict, equivalent = primary_verdict(
-        delta_ci, n_truth, has_context, protocol["primary_comparison"]["verdict"],
-        protocol["verdict"]["min_truth"])
+        delta_ci, n_truth, has_context, protocol.primary.equivalence_margin,
+        protocol.verdict.min_truth)
     return PrimaryComparison(
         score=score_name, score_auc=float(point[0]), score_auc_ci95=interval(boot[0]),
         delta=float(delta_point), delta_ci95=delta_ci,

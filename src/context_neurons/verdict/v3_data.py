@@ -35,9 +35,9 @@ from context_neurons.training.corpus import Doc, is_heldout, iter_documents, std
 from context_neurons.training.heldout import domain_of_corpus
 from context_neurons.training.stream import pack_windows, tokenize_documents
 from context_neurons.verdict.data import DomainData, _units, is_cal
+from context_neurons.verdict.protocol import ConfirmRules, ProtocolV3
 
-#: The v3 files, registered before any v3 number (git commit 871d5be).
-PROTOCOL_V3_FILE = "discovery-verdict-v3.json"
+#: The CONFIRM manifest, registered with the protocol before any v3 number (git commit 871d5be).
 CONFIRM_MANIFEST_FILE = "discovery-verdict-v3-confirm.json"
 #: The CONFIRM order's hash prefix (independent of the training and CAL/EVAL splits' hashes).
 CONFIRM_PREFIX = "confirm-v3:"
@@ -49,12 +49,6 @@ NO_DATA, POOLED, NOT_POOLED = "no CONFIRM data", "pooled", "not pooled"
 def _asset(name: str) -> dict:
     return json.loads((resources.files("context_neurons") / "assets" / "protocol" / name)
                       .read_text())
-
-
-def load_protocol_v3() -> dict:
-    """Protocol v3 (``discovery-verdict-v3.json``). Separate from
-    :func:`~context_neurons.verdict.data.load_protocol`, which keeps v1 and v2 only."""
-    return _asset(PROTOCOL_V3_FILE)
 
 
 def load_confirm_manifest() -> dict:
@@ -150,19 +144,19 @@ def fallback_units(documents: list[Doc], tokenizer, eot_id: int, n_ctx: int) -> 
             yield Unit(doc.key, tokens)
 
 
-def checked_fallback(protocol: dict, domain: str) -> list[Doc] | None:
+def checked_fallback(rules: ConfirmRules, domain: str) -> list[Doc] | None:
     """The registered fallback corpus of ``domain`` (None when it has none), after the count
     check: another number of files stops the evaluation with a :class:`DataError`."""
-    spec = protocol["data"]["confirm"]["fallback"].get(domain)
-    if not isinstance(spec, dict) or "corpus" not in spec:
+    spec = rules.fallback.get(domain)
+    if spec is None:
         return None
-    if spec["corpus"] != STDLIB_TESTS:
-        raise DataError(f"Unknown fallback corpus {spec['corpus']!r} of domain {domain!r}.")
+    if spec.corpus != STDLIB_TESTS:
+        raise DataError(f"Unknown fallback corpus {spec.corpus!r} of domain {domain!r}.")
     documents = stdlib_test_documents()
-    if len(documents) != spec["documents"]:
+    if len(documents) != spec.documents:
         raise DataError(
             f"The fallback corpus {STDLIB_TESTS} has {len(documents)} files under "
-            f"{stdlib_dir()}, not the registered {spec['documents']} (Python 3.11.7's standard "
+            f"{stdlib_dir()}, not the registered {spec.documents} (Python 3.11.7's standard "
             f"library): set {settings.CODE.name} to that library; the fallback would not be the "
             "registered one.")
     return documents
@@ -254,19 +248,18 @@ def _own_units(keys: list[str], held: dict[str, list[Doc]], tokenizer, eot_id: i
 
 
 def confirm_domain(name: str, keys: list[str], held: dict[str, list[Doc]], tokenizer,
-                   n_ctx: int, protocol: dict) -> ConfirmDomain:
+                   n_ctx: int, rules: ConfirmRules) -> ConfirmDomain:
     """One domain's CONFIRM windows (module docstring)."""
-    spec = protocol["data"]
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
     own = sorted(_own_units(keys, held, tokenizer, eot_id, n_ctx),
                  key=lambda u: confirm_order(u.key))
-    min_units = spec["confirm"]["pooling"]["min_units"]
-    fallback_docs = checked_fallback(protocol, name) if len(own) < min_units else None
+    min_units = rules.min_units
+    fallback_docs = checked_fallback(rules, name) if len(own) < min_units else None
     units: Iterable[Unit] = own
     if fallback_docs is not None:
         extra = fallback_units(fallback_docs, tokenizer, eot_id, n_ctx)
         units = heapq.merge(own, extra, key=lambda u: confirm_order(u.key))
-    cap = spec["confirm"]["tokens_per_domain"] // n_ctx
+    cap = rules.tokens_per_domain // n_ctx
     windows, window_units, read = take_windows(units, n_ctx, eot_id, max(1, 1024 // n_ctx), cap)
     return ConfirmDomain(name, len(own), STDLIB_TESTS if fallback_docs is not None else None,
                          read, tuple(windows), tuple(window_units),
@@ -290,7 +283,7 @@ def cal_domain(corpora: list[str], held: dict[str, list[Doc]], tokenizer, n_ctx:
     return data, units
 
 
-def v3_data(tokenizer, record: dict, protocol: dict, manifest: dict | None = None,
+def v3_data(tokenizer, record: dict, protocol: ProtocolV3, manifest: dict | None = None,
             corpora_dir: str | Path | None = None,
             domains: dict[str, tuple[str, ...]] = DOMAINS) -> V3Data:
     """CONFIRM windows of every domain of the manifest and CAL data of those with CONFIRM data."""
@@ -307,14 +300,13 @@ def v3_data(tokenizer, record: dict, protocol: dict, manifest: dict | None = Non
             by_domain.setdefault(domain, []).append(corpus)
     held = _heldout_documents(sorted(c for cs in by_domain.values() for c in cs), record,
                               corpora_dir)
-    confirm = {name: confirm_domain(name, keys, held, tokenizer, n_ctx, protocol)
+    confirm = {name: confirm_domain(name, keys, held, tokenizer, n_ctx, protocol.data)
                for name, keys in sorted(manifest["documents"].items())}
     cal, cal_units = {}, {}
     for name, item in confirm.items():
         if item.status != NO_DATA:
             cal[name], cal_units[name] = cal_domain(
-                by_domain[name], held, tokenizer, n_ctx, protocol["data"]["cal"][
-                    "cal_windows_per_domain"])
+                by_domain[name], held, tokenizer, n_ctx, protocol.data.cal_windows_per_domain)
     if len([c for c in confirm.values() if c.status == POOLED]) < 2:
         raise DataError("Fewer than two domains pool: protocol v3 has no truth for this model.")
     return V3Data(confirm, cal, cal_units)
@@ -323,4 +315,4 @@ def v3_data(tokenizer, record: dict, protocol: dict, manifest: dict | None = Non
 __all__ = ["CONFIRM_PREFIX", "ConfirmDomain", "NOT_POOLED", "NO_DATA", "POOLED", "Unit",
            "V3Data", "cal_domain", "checked_fallback", "confirm_domain", "confirm_order",
            "confirm_value", "fallback_units", "group_units", "load_confirm_manifest",
-           "load_protocol_v3", "stdlib_test_documents", "take_windows", "v3_data"]
+           "stdlib_test_documents", "take_windows", "v3_data"]

@@ -93,7 +93,7 @@ def distinctive_tokens(p: Float[Tensor, " d_vocab"], pool: Float[Tensor, " d_voc
 def label_free_pool(units: list[Int[np.ndarray, " _n"]], domain_labels: list[str] | None,
                     score_of, truth_mask: np.ndarray, boot_mask: np.ndarray,
                     neuron_draws: np.ndarray, reference_boot: np.ndarray,
-                    reference_point: float, spec: dict, d_vocab: int, eot_id: int, decode,
+                    reference_point: float, d_vocab: int, eot_id: int, decode,
                     level: float) -> dict:
     """One pool: clusters, ``p_C``, the score (``score_of(distributions) -> array``) against the
     truth, and the paired difference with the labelled score (``reference_*``)."""

@@ -26,7 +26,8 @@ import torch
 from context_neurons.files import write_text_whole
 from context_neurons.models.loading import TRAINED_DIR, TRAINED_SEED1_DIR
 from context_neurons.text.dataset import digest
-from context_neurons.verdict.v3_data import CONFIRM_MANIFEST_FILE, PROTOCOL_V3_FILE
+from context_neurons.verdict.protocol import PROTOCOL_V3_FILE
+from context_neurons.verdict.v3_data import CONFIRM_MANIFEST_FILE
 from context_neurons.verdict.v3_result import V3Evaluation
 
 STORED_FILE = "verdict-v3.json"

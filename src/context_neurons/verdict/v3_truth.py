@@ -16,9 +16,9 @@ from jaxtyping import Float
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
-from context_neurons.activations import window_means, window_moments
+from context_neurons.activations import LayerZeroPasses, donor_windows
 from context_neurons.verdict import statistics as st
-from context_neurons.verdict.evaluate import resample_window_means
+from context_neurons.verdict.protocol import TruthRulesV3
 from context_neurons.verdict.v3_data import V3Data
 
 
@@ -53,27 +53,24 @@ def _np(x: Tensor) -> np.ndarray:
 def measure_v3(model: TransformerBridge, data: V3Data, sets: dict[str, list[int]],
                mean_z: Float[Tensor, "head d_head"], start: int, batch_size: int = 8,
                resample: bool = True, progress: bool = False) -> ConfirmMeasurements:
-    """Every forward pass of the truth: the pooled domains' CONFIRM windows unablated (means and
+    """Every window mean of the truth: the pooled domains' CONFIRM windows unablated (means and
     means of squares), with each head set of ``sets`` mean-ablated, and with the ``context``
-    set's resample ablation; the non-pooled domains' windows unablated and context-ablated."""
+    set's resample ablation; the non-pooled domains' windows unablated and context-ablated. One
+    forward pass per group of windows (:class:`~context_neurons.activations.LayerZeroPasses`)."""
     pooled = data.pooled
     windows = [w for d in pooled for w in data.confirm[d].windows]
     labels = [d for d in pooled for _ in data.confirm[d].windows]
     units = [u for d in pooled for u in data.confirm[d].window_units]
-    full, squares = window_moments(model, windows, start, batch_size=batch_size,
-                                   progress=progress)
-    ablated = {name: _np(window_means(model, windows, start, heads, mean_z, batch_size, progress))
-               for name, heads in sets.items() if heads}
+    passes = LayerZeroPasses.run(model, windows, start, batch_size, progress)
+    full, squares = passes.moments()
+    ablated = {name: _np(passes.ablated(heads, mean_z)) for name, heads in sets.items() if heads}
     resampled = None
     if resample and sets.get("context"):
-        resampled = _np(resample_window_means(model, windows, labels, sets["context"], start,
-                                              batch_size))
+        resampled = _np(passes.resampled(sets["context"], donor_windows(labels)))
     others = {}
     for name in data.by_status("not pooled"):
-        own = list(data.confirm[name].windows)
-        others[name] = (
-            _np(window_means(model, own, start, batch_size=batch_size)),
-            _np(window_means(model, own, start, sets["context"], mean_z, batch_size)))
+        own = LayerZeroPasses.run(model, list(data.confirm[name].windows), start, batch_size)
+        others[name] = (_np(own.moments()[0]), _np(own.ablated(sets["context"], mean_z)))
     index = np.array([pooled.index(label) for label in labels])
     return ConfirmMeasurements(pooled, index, units, _np(full), _np(squares), ablated,
                                resampled, others)
@@ -170,7 +167,7 @@ class TruthSummary:
         return cls(**{k: v for k, v in data.items() if k != "sentence"})
 
 
-def truth_summary_v3(pair: TruthPair, domains: list[str], spec: dict, min_d: float,
+def truth_summary_v3(pair: TruthPair, domains: list[str], spec: TruthRulesV3, min_d: float,
                      resampled: st.Truth | None = None) -> TruthSummary:
     """The report of one truth (``spec``: the protocol's ``truth`` section)."""
     truth = pair.point
@@ -180,9 +177,9 @@ def truth_summary_v3(pair: TruthPair, domains: list[str], spec: dict, min_d: flo
     share = removed / n_effect if n_effect else float("nan")
     best = [domains[int(truth.best[j])] for j in np.flatnonzero(truth.mask)]
     return TruthSummary(
-        min_cohens_d=min_d, min_context_part=spec["min_context_part"], n_effect=n_effect,
+        min_cohens_d=min_d, min_context_part=spec.min_context_part, n_effect=n_effect,
         n_truth=n_truth, removed=removed, removed_share=share,
-        removes_almost_none=bool(n_effect and share < spec["removes_almost_none_below"]),
+        removes_almost_none=bool(n_effect and share < spec.removes_almost_none_below),
         domains={d: best.count(d) for d in domains if d in best},
         n_truth_ci95=st.percentile_interval(pair.boot.mask.sum(-1), 0.95),
         resample_ablation_n_truth=None if resampled is None else int(resampled.mask.sum()),
