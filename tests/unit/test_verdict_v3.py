@@ -698,15 +698,25 @@ def test_a_v3_result_reads_back_from_its_json_unchanged():
     assert json.loads(json.dumps(typed.to_json())) == written
 
 
-def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_compare(tmp_path):
+def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_compare(
+        tmp_path, monkeypatch):
     """``python -m context_neurons.verdict.v3 --model DIR --out FILE`` on a model the protocol
     cannot compare (another held-out fraction): no number for it, its reason, and every other
-    registered model's entry, the stored seed-1 result typed and written back as its JSON."""
+    registered model's entry, the stored seed-1 result typed and written back as its JSON. The
+    model is never loaded; a name that is not a trained run is refused before anything runs."""
     import json
     import shutil
 
+    from context_neurons.checks import InputError
     from context_neurons.models.loading import TRAINED_SEED1_DIR
     from context_neurons.verdict import v3
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(v3, "load_model", no_load)
+    with pytest.raises(InputError, match="training.json"):
+        v3.run("gpt2")
 
     folder = tmp_path / "other"
     shutil.copytree(TRAINED_SEED1_DIR, folder, ignore=shutil.ignore_patterns("verdict-v3.json"))

@@ -366,15 +366,26 @@ def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resam
 # ----------------------------------------------------------------------------------------------
 
 
+def run_directory(model_name: str) -> Path:
+    """A trained run's directory (its ``training.json``): ``trained``, a registered name such as
+    ``trained-seed1``, or a directory."""
+    if model_name == "trained":
+        return TRAINED_DIR
+    directory = Path(REGISTERED_DIRS.get(model_name, model_name)).expanduser()
+    if not (directory / "training.json").is_file():
+        raise InputError(f"Protocol v3 runs on a trained run (a directory with training.json): "
+                         f"{model_name!r} is none; 'trained', 'trained-seed1' or a directory.")
+    return directory
+
+
 def run(model_name: str = "trained", n_resamples: int | None = None, label_free: bool = True,
         apart: bool = True, batch_size: int = 8, store: str | None = None) -> dict:
     """Every registered model's entry, with ``model_name``'s result (the JSON of the command);
     ``store`` (the command line) writes that result beside a replication's weights."""
-    model_name = str(REGISTERED_DIRS.get(model_name, model_name))  # e.g. trained-seed1
-    loaded = load_model(model_name, device="cpu")
-    record = read_record(loaded.directory or TRAINED_DIR)
+    directory = run_directory(model_name)
+    record = read_record(directory)  # before the model: a model it cannot compare is not loaded
     key = model_key(record)
-    if store and (key == MODELS[0] or loaded.directory is None):
+    if store and (key == MODELS[0] or directory == TRAINED_DIR):
         raise InputError("--store writes a replication's result beside its weights; seed 0 "
                          "is evaluated in every run of the main job instead.")
     protocol = load_protocol_v3()
@@ -383,6 +394,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         return {"protocol": protocol.name, "registered": protocol.registered,
                 "models": model_entries({key: f"not comparable: {why}"}),
                 "primary_verdict": "not comparable"}
+    loaded = load_model(str(directory) if directory != TRAINED_DIR else "trained", device="cpu")
     t0 = time.perf_counter()
     data = v3_data(loaded.model.tokenizer, record, protocol)
     data_s = time.perf_counter() - t0
@@ -397,7 +409,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         runtime.update({f"{k} (timed apart)": v for k, v in seconds.items()})
     result = replace(result, runtime=runtime, controls=controls)
     if store:
-        stored = store_result(loaded.directory, key, result.to_json(), store,
+        stored = store_result(directory, key, result.to_json(), store,
                               torch.get_num_threads())
         print(f"stored: {stored}", file=sys.stderr)
     return {"protocol": protocol.name, "registered": protocol.registered,
