@@ -22,6 +22,8 @@ import torch
 from scipy.stats import spearmanr
 
 from context_neurons import activations as act
+from context_neurons.evaluation import position_mask
+from context_neurons.hooks import run_until
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.models.loading import TRAINED_DIR
@@ -32,6 +34,7 @@ from context_neurons.verdict.evaluate import head_sets, measure
 from context_neurons.verdict.v3 import evaluate_v3
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_data import v3_data
+from context_neurons.text.windows import pad_windows
 
 
 def main() -> int:
@@ -96,6 +99,24 @@ def time_protocol(model, record, protocol, version: str, args):
     return measured
 
 
+@torch.no_grad()
+def means_through_hooks(model, windows, start: int, heads=(), mean_z=None, batch_size: int = 32):
+    """The straightforward way: one forward pass to ``blocks.0.mlp.hook_pre`` per ablation,
+    ``heads``' ``hook_z`` replaced by ``mean_z`` in a hook."""
+    def replace(z, hook):
+        z[:, :, list(heads)] = mean_z[list(heads)]
+        return z
+
+    hooks = [("blocks.0.attn.hook_z", replace)] if heads else []
+    stop, means = "blocks.0.mlp.hook_pre", []
+    for b in range(0, len(windows), batch_size):
+        tokens, lengths = pad_windows(windows[b : b + batch_size])
+        pre = run_until(model, tokens, stop, extra_hooks=hooks)[stop]
+        mask = position_mask(tokens, lengths, start)[..., None].to(pre.dtype)
+        means.append((pre * mask).sum(1) / mask.sum(1))
+    return torch.cat(means)
+
+
 def time_ablations(model, record, n_windows: int = 256) -> None:
     """Unablated moments and two head sets' mean-ablations of v1's first EVAL windows: from one
     pass to ``hook_z`` (LayerZeroPasses) against three passes through the hooks."""
@@ -110,8 +131,8 @@ def time_ablations(model, record, n_windows: int = 256) -> None:
     ours = [passes.moments()[0], *[passes.ablated(h, mean_z) for h in sets]]
     t_ours = time.perf_counter() - t0
     t0 = time.perf_counter()
-    theirs = [act.window_means(model, windows, start, batch_size=32),
-              *[act.window_means(model, windows, start, h, mean_z, 32) for h in sets]]
+    theirs = [means_through_hooks(model, windows, start),
+              *[means_through_hooks(model, windows, start, h, mean_z) for h in sets]]
     t_hooks = time.perf_counter() - t0
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)

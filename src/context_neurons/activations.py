@@ -71,7 +71,7 @@ def window_means(
         start: first position averaged.
         ablate: layer-0 heads to mean-ablate (their ``hook_z`` replaced by ``mean_z``).
         mean_z: the value each ablated head's ``hook_z`` is set to (:func:`mean_head_z`).
-        batch_size: windows per forward pass (each pass stops at ``blocks.0.mlp.hook_pre``).
+        batch_size: windows per forward pass (each pass stops at ``blocks.0.attn.hook_z``).
         progress: show a progress bar.
     """
     return window_moments(model, windows, start, ablate, mean_z, batch_size, progress)[0]
@@ -88,27 +88,13 @@ def window_moments(
     progress: bool = False,
 ) -> tuple[Float[Tensor, "n_windows d_mlp"], Float[Tensor, "n_windows d_mlp"]]:
     """:func:`window_means` and each window's mean of *squared* pre-activations (same positions),
-    from the same forward passes: the single-position spread of protocol v2."""
+    from the same forward passes (:class:`LayerZeroPasses`): the single-position spread of
+    protocol v2."""
     if ablate and mean_z is None:
         raise InputError("Mean-ablation needs mean_z (see mean_head_z).")
     heads = check_heads(model, ablate) if ablate else []
-    hooks = []
-    if heads:
-        def replace(z: Tensor, hook) -> Tensor:
-            z[:, :, heads] = mean_z[heads]
-            return z
-
-        hooks = [("blocks.0.attn.hook_z", replace)]
-    stop = "blocks.0.mlp.hook_pre"
-    means, squares = [], []
-    for b in tqdm(range(0, len(windows), batch_size), desc="windows", disable=not progress):
-        tokens, lengths = pad_windows(windows[b : b + batch_size])
-        tokens = tokens.to(model.cfg.device)
-        pre = run_until(model, tokens, stop, extra_hooks=hooks)[stop]  # [batch, pos, d_mlp]
-        mask = position_mask(tokens, lengths, start)[..., None].to(pre.dtype)
-        means.append(((pre * mask).sum(1) / mask.sum(1)).cpu())
-        squares.append(((pre.square() * mask).sum(1) / mask.sum(1)).cpu())
-    return torch.cat(means), torch.cat(squares)
+    passes = LayerZeroPasses.run(model, windows, start, batch_size, progress)
+    return passes.moments(passes.mean_ablated_z(heads, mean_z) if heads else None)
 
 
 def pre_from_z(
@@ -170,14 +156,19 @@ class LayerZeroPasses:
             squares.append(((pre.square() * mask).sum(1) / mask.sum(1)).cpu())
         return torch.cat(means), torch.cat(squares)
 
-    def ablated(self, heads: list[int], mean_z: Float[Tensor, "head_index d_head"]
-                ) -> Float[Tensor, "n_windows d_mlp"]:
-        """Window means with ``heads`` mean-ablated (their ``z`` set to ``mean_z``)."""
+    def mean_ablated_z(self, heads: list[int], mean_z: Float[Tensor, "head_index d_head"]
+                       ) -> list[Tensor]:
+        """The pass's ``z`` with ``heads``' set to ``mean_z`` (per batch, for :meth:`moments`)."""
         heads = check_heads(self.weights, heads)
         z = [own.clone() for own in self.z]
         for own in z:
             own[:, :, heads] = mean_z[heads].to(own)
-        return self.moments(z)[0]
+        return z
+
+    def ablated(self, heads: list[int], mean_z: Float[Tensor, "head_index d_head"]
+                ) -> Float[Tensor, "n_windows d_mlp"]:
+        """Window means with ``heads`` mean-ablated (their ``z`` set to ``mean_z``)."""
+        return self.moments(self.mean_ablated_z(heads, mean_z))[0]
 
     def resampled(self, heads: list[int], donors: list[int]) -> Float[Tensor, "n_windows d_mlp"]:
         """Window means with ``heads``' ``z`` taken from window ``donors[i]`` (equal lengths)."""

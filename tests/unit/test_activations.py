@@ -83,15 +83,17 @@ def test_window_moments_give_the_mean_square_of_single_positions():
 
 
 def test_one_pass_gives_every_ablation_as_the_hooks_do():
-    """LayerZeroPasses: one pass to hook_z, then the full, mean-ablated and resampled window
-    means computed from the weights equal passes through the model's hooks (LayerNorm 2 with
+    """LayerZeroPasses: one pass to hook_z, then window means computed from the weights. The
+    full and mean-ablated means are checked against the hooks by the two tests above (through
+    window_means and window_moments, which use the passes); here they must not depend on the
+    batch size, and the resample ablation must equal passes through the hooks (LayerNorm 2 with
     weights that are not folded: the small model's are not ones and zeros)."""
     model, _ = make_small_model(seed=4, n_ctx=64, n_layers=2)
     gen = torch.Generator().manual_seed(3)
     windows = [torch.randint(0, 500, (n,), generator=gen) for n in (40, 50, 64)]
     passes = act.LayerZeroPasses.run(model, windows, start=6, batch_size=2)
     means, squares = passes.moments()
-    expected = act.window_moments(model, windows, start=6, batch_size=3)  # tested on the hooks
+    expected = act.window_moments(model, windows, start=6, batch_size=3)  # another batching
     torch.testing.assert_close(means, expected[0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(squares, expected[1], atol=1e-5, rtol=1e-5)
     mean_z = act.mean_head_z(model, windows)

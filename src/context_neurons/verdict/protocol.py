@@ -133,16 +133,21 @@ def load_protocol(version: str = "v1") -> Protocol:
     registered before any verdict) or ``"v2"`` (registered after v1's verdicts)."""
     if version not in PROTOCOL_FILES:
         raise InputError(f"Unknown protocol {version!r}; there are {list(PROTOCOL_FILES)}.")
-    return Protocol.from_json(version, _read(PROTOCOL_FILES[version]))
+    return Protocol.from_json(version, read_protocol_file(PROTOCOL_FILES[version]))
 
 
 #: Protocol v3's file, registered before any v3 number (git commit 871d5be).
 PROTOCOL_V3_FILE = "discovery-verdict-v3.json"
 
 
-def _read(name: str) -> dict:
-    return json.loads((resources.files("context_neurons") / "assets" / "protocol" / name)
-                      .read_text())
+def protocol_file(name: str):
+    """A registered file of ``assets/protocol/`` (a protocol or protocol v3's CONFIRM manifest)."""
+    return resources.files("context_neurons") / "assets" / "protocol" / name
+
+
+def read_protocol_file(name: str) -> dict:
+    """The JSON of :func:`protocol_file`."""
+    return json.loads(protocol_file(name).read_text())
 
 
 @dataclass(frozen=True)
@@ -240,9 +245,10 @@ class ProtocolV3:
 
 def load_protocol_v3() -> ProtocolV3:
     """Protocol v3 (``discovery-verdict-v3.json``)."""
-    return ProtocolV3.from_json(_read(PROTOCOL_V3_FILE))
+    return ProtocolV3.from_json(read_protocol_file(PROTOCOL_V3_FILE))
 
 
 __all__ = ["BootstrapRules", "ConfirmRules", "DataRules", "FallbackCorpus", "PROTOCOL_FILE",
            "PROTOCOL_FILES", "PROTOCOL_V3_FILE", "PrimaryRule", "Protocol", "ProtocolV3",
-           "TruthRules", "TruthRulesV3", "VerdictRule", "load_protocol", "load_protocol_v3"]
+           "TruthRules", "TruthRulesV3", "VerdictRule", "load_protocol", "load_protocol_v3",
+           "protocol_file", "read_protocol_file"]

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +33,7 @@ from context_neurons.training.corpus import Doc, is_heldout, iter_documents, std
 from context_neurons.training.heldout import domain_of_corpus
 from context_neurons.training.stream import pack_windows, tokenize_documents
 from context_neurons.verdict.data import DomainData, _units, is_cal
-from context_neurons.verdict.protocol import ConfirmRules, ProtocolV3
+from context_neurons.verdict.protocol import ConfirmRules, ProtocolV3, read_protocol_file
 
 #: The CONFIRM manifest, registered with the protocol before any v3 number (git commit 871d5be).
 CONFIRM_MANIFEST_FILE = "discovery-verdict-v3-confirm.json"
@@ -46,14 +44,9 @@ STDLIB_TESTS = "python_stdlib_tests"
 NO_DATA, POOLED, NOT_POOLED = "no CONFIRM data", "pooled", "not pooled"
 
 
-def _asset(name: str) -> dict:
-    return json.loads((resources.files("context_neurons") / "assets" / "protocol" / name)
-                      .read_text())
-
-
 def load_confirm_manifest() -> dict:
     """The CONFIRM document keys of every domain (``discovery-verdict-v3-confirm.json``)."""
-    return _asset(CONFIRM_MANIFEST_FILE)
+    return read_protocol_file(CONFIRM_MANIFEST_FILE)
 
 
 def confirm_value(key: str) -> float:

@@ -18,7 +18,6 @@ import hashlib
 import json
 import platform
 from dataclasses import replace
-from importlib import resources
 from pathlib import Path
 
 import torch
@@ -26,7 +25,7 @@ import torch
 from context_neurons.files import write_text_whole
 from context_neurons.models.loading import TRAINED_DIR, TRAINED_SEED1_DIR
 from context_neurons.text.dataset import digest
-from context_neurons.verdict.protocol import PROTOCOL_V3_FILE
+from context_neurons.verdict.protocol import PROTOCOL_V3_FILE, protocol_file
 from context_neurons.verdict.v3_data import CONFIRM_MANIFEST_FILE
 from context_neurons.verdict.v3_result import V3Evaluation
 
@@ -42,8 +41,7 @@ PENDING_WHY = {
 
 
 def _protocol_hashes() -> dict[str, str]:
-    folder = resources.files("context_neurons") / "assets" / "protocol"
-    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    return {name: hashlib.sha256(protocol_file(name).read_bytes()).hexdigest()
             for name in (PROTOCOL_V3_FILE, CONFIRM_MANIFEST_FILE)}
 
 
