@@ -760,6 +760,23 @@ show_table(checkpoint_table(development_seed1), "the seed-1 replication's checkp
 for seed, record in (("seed 0", development), ("seed 1", development_seed1)):
     for line in development_findings(record):
         print(wrapped(f"{seed}: {line}"))
+
+# %% [markdown]
+# **Protocol v3's view of the checkpoints.** Protocol v3 came after both runs, and their
+# intermediate checkpoints had been deleted once `development.json` was written (only the final
+# weights ship). Its columns come from the weights that remain: the initialised model (step 0,
+# rebuilt from the run's configuration and seed) and the shipped model, added by
+# `python -m context_neurons.verdict.development RUN_DIR --v3-only`. The other steps say that
+# their weights were not kept; a run that keeps its checkpoints (the GPU job,
+# `scripts/device_jobs.sh`) gets every row. The last row's truth is the point value of the
+# v3 truth in §8.8.
+
+# %%
+from context_neurons.training.development import v3_checkpoint_table
+
+show_table(v3_checkpoint_table({"seed 0": development, "seed 1": development_seed1}),
+           "protocol v3's context set and truth (its point value) at each checkpoint",
+           model="trained model, seeds 0 and 1")
 #
 # ## 8.10 What this model says about the method
 #

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -355,6 +356,54 @@ def test_a_trained_directory_loads_through_the_gpt2_loader_with_its_record(run_d
     assert loaded.directory == run_dir and loaded.name == "checkpoint"
     assert loaded.model.cfg.n_ctx == 32 and loaded.model.cfg.d_vocab == 320
     assert "not GPT-2 Small" in loaded.banner()
+
+
+def test_a_steps_weights_are_its_checkpoint_the_saved_model_or_the_rebuilt_initialisation(
+        run_dir, tmp_path):
+    """The development view's weights at a step (verdict.development.model_at_step): step 0
+    rebuilt from the run's configuration and seed is the checkpoint training saved at step 0;
+    a step whose checkpoint was deleted has none."""
+    from context_neurons.models.weights import as_weights
+    from context_neurons.training.heldout import read_record
+    from context_neurons.verdict.development import model_at_step
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    record, tokenizer = read_record(copy), load_tokenizer(copy)
+    saved = as_weights(model_at_step(copy, 0, record, tokenizer))
+    middle = sorted(_step_of(p) for p in (copy / "checkpoints").glob("step-*"))[1]
+    shutil.rmtree(copy / "checkpoints" / "step-0")
+    shutil.rmtree(copy / "checkpoints" / f"step-{middle}")
+    rebuilt = as_weights(model_at_step(copy, 0, record, tokenizer))
+    for name in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_in", "b_in"):
+        torch.testing.assert_close(getattr(rebuilt, name), getattr(saved, name))
+    assert model_at_step(copy, middle, record, tokenizer) is None
+    assert model_at_step(copy, record["steps_done"], record, tokenizer) is not None
+
+
+def test_a_run_protocol_v3_cannot_read_gets_the_reason_not_a_silent_gap(run_dir, tmp_path):
+    """A run on other corpora than v3's registered ones: every v3 column None, the reason in
+    ``v3_not_computed``, and the table and sentences say "not computed"."""
+    from context_neurons.training.development import (
+        NOT_COMPUTED,
+        development_findings,
+        v3_checkpoint_table,
+    )
+    from context_neurons.verdict.development import add_v3_view
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    rows = [{"step": 0, "tokens": 0, "contextual_heads": [], "heldout_loss": 5.0}]
+    (copy / "development.json").write_text(json.dumps({"checkpoints": rows}))
+    summary = json.loads(add_v3_view(copy, progress=False).read_text())
+    assert summary["v3_not_computed"] and summary["v3_steps_without_weights"] == []
+    assert summary["checkpoints"][0]["v3_truth"] is None
+    assert list(v3_checkpoint_table({"tiny": summary})["v3 context set"]) == [NOT_COMPUTED]
+    assert development_findings(summary)[-1].startswith("protocol v3 not computed: ")
+
+
+def _step_of(path) -> int:
+    return int(path.name.removeprefix("step-"))
 
 
 def test_the_shipped_trained_model_loads_with_its_record_and_development():

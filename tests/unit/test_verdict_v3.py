@@ -64,7 +64,8 @@ from context_neurons.verdict.v3_report import (
 )
 from context_neurons.verdict.v3_scores import BAG_LENGTH, bag_of_tokens, bag_responses
 from context_neurons.verdict.v3_scores import shifts_against
-from context_neurons.verdict.v3_truth import ConfirmMeasurements, against_pooled, measure_v3
+from context_neurons.verdict.v3_truth import ConfirmMeasurements, against_pooled, full_shifts
+from context_neurons.verdict.v3_truth import measure_v3, point_truth, set_shifts
 from verdict_cases import baseline_case, primary_case, score_result, truth_case  # noqa: E402
 from verdict_cases import v3_case  # noqa: E402  (tests/unit/verdict_cases.py)
 
@@ -356,6 +357,43 @@ def test_context_set_ablation_matches_a_manual_ablation_leaving_other_heads_inta
                                .mean(1).double().numpy(), atol=1e-4)
     assert measured.domains == ["a", "b"] and measured.domain_index.tolist() == [0, 0, 0, 1, 1]
     assert measured.units == ["a0", "a1", "a2", "b0", "b1"]
+
+
+def test_the_point_truth_is_the_truth_pairs_point():
+    """The development view's truth without resamples is the evaluation's point truth."""
+    rng = np.random.default_rng(3)
+    index = np.repeat([0, 1, 2], 8)
+    shift = rng.normal(0, 1.5, (3, 16))[index]
+    full = shift + rng.normal(0, 1, (24, 16))
+    measured = ConfirmMeasurements(
+        ["a", "b", "c"], index, [f"u{i // 2}" for i in range(24)], full, full ** 2 + 1.0,
+        {"context": full - 0.7 * shift}, None)
+    weights = st.cluster_weights(index, measured.units, 5, seed=1)
+    expected = set_shifts(measured, "context", weights, full_shifts(measured, weights)).truth(
+        0.5, 0.3).point
+    got = point_truth(measured, "context", 0.5, 0.3)
+    assert 0 < got.mask.sum() < 16  # a case the thresholds split
+    np.testing.assert_array_equal(got.mask, expected.mask)
+    np.testing.assert_allclose(got.d, expected.d)
+
+
+def test_the_shipped_development_view_ends_at_the_stored_v3_truth():
+    """development.json's v3 columns at the last step (the shipped weights) are the stored v3
+    result's context set and truth size; the steps without weights are named and empty."""
+    import json
+
+    from context_neurons.models.loading import TRAINED_SEED1_DIR
+
+    development = json.loads((TRAINED_SEED1_DIR / "development.json").read_text())
+    stored = json.loads((TRAINED_SEED1_DIR / "verdict-v3.json").read_text())["result"]
+    last = development["checkpoints"][-1]
+    assert last["v3_context_heads"] == stored["context_set"]["heads"]
+    assert last["v3_truth"] == stored["truth"]["n_truth"]
+    for row in development["checkpoints"]:
+        if row["step"] in development["v3_steps_without_weights"]:
+            assert row["v3_context_heads"] is None and row["v3_truth"] is None
+        else:
+            assert row["v3_context_heads"] is not None
 
 
 def test_non_pooled_shift_is_against_the_equal_weight_mean_of_the_pooled_domains():

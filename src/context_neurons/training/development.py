@@ -49,11 +49,41 @@ def checkpoint_table(development: dict) -> pd.DataFrame:
     } for r in development["checkpoints"]]).set_index("tokens")
 
 
+#: What protocol v3's columns say where they hold no count.
+WEIGHTS_NOT_KEPT, NO_CONTEXT_SET = "weights not kept", "no context set"
+NOT_COMPUTED = "not computed (see v3_not_computed)"
+
+
+def v3_checkpoint_table(developments: dict[str, dict]) -> pd.DataFrame:
+    """Protocol v3's view of each checkpoint of each run (``developments``: a label, such as
+    "seed 0", to its ``development.json``), one row per run and checkpoint: the context set and
+    the size of the truth, or why there is none (:data:`WEIGHTS_NOT_KEPT`, the summary's
+    ``v3_steps_without_weights``; :data:`NO_CONTEXT_SET`; :data:`NOT_COMPUTED` for a run v3
+    cannot read, whose reason is the file's ``v3_not_computed``). A file without v3's view is an
+    error: ``python -m context_neurons.verdict.development RUN_DIR --v3-only`` adds it."""
+    rows = []
+    for label, development in developments.items():
+        if "v3_steps_without_weights" not in development:
+            raise ValueError(f"{label}: development.json has no protocol v3 view; add it with "
+                             "python -m context_neurons.verdict.development RUN_DIR --v3-only")
+        missing = set(development["v3_steps_without_weights"])
+        for r in development["checkpoints"]:
+            heads = r["v3_context_heads"]
+            context = (NOT_COMPUTED if development.get("v3_not_computed")
+                       else WEIGHTS_NOT_KEPT if r["step"] in missing
+                       else ", ".join(map(str, heads)) or NO_CONTEXT_SET)
+            truth = r["v3_truth"] if r["v3_truth"] is not None else "-"
+            rows.append({"run": label, "tokens": f"{r['tokens']:,}", "v3 context set": context,
+                         "v3 truth": truth})
+    return pd.DataFrame(rows).set_index(["run", "tokens"])
+
+
 def development_findings(development: dict) -> list[str]:
     """The development in two sentences: when contextual heads first appear (tokens seen,
     which heads), and the last checkpoint's contextual heads with those of them that are
     previous-token heads (so files written before and after chapter 2's rule read alike), its
-    held-out loss and the additive truth's size."""
+    held-out loss and the additive truth's size; and protocol v3's context set and truth at the
+    end, where the file has v3's view."""
     rows = development["checkpoints"]
     first = next((r for r in rows if r["contextual_heads"]), None)
     heads = lambda values: ", ".join(map(str, values)) or "none"  # noqa: E731
@@ -67,6 +97,13 @@ def development_findings(development: dict) -> list[str]:
                f"previous-token heads {heads(last.get('previous_token_heads', []))}; held-out "
                f"loss {last['heldout_loss']:.3f}; additive truth {last.get('additive_truth')} "
                f"neurons")
+    if development.get("v3_not_computed"):
+        out.append(f"protocol v3 not computed: {development['v3_not_computed']}")
+    elif "v3_steps_without_weights" in development:
+        last_heads = heads(last["v3_context_heads"] or [])
+        out.append(f"protocol v3 at the end: context set {last_heads}, truth "
+                   f"{last['v3_truth']} neurons; weights not kept at steps "
+                   f"{heads(development['v3_steps_without_weights'])}")
     return out
 
 

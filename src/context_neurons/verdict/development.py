@@ -1,14 +1,29 @@
-"""The developmental view under the protocol: previous-token heads, contextual heads and the
-additive truth at each checkpoint of a training run (added to its ``development.json``)."""
+"""The developmental view under the protocols: previous-token heads, contextual heads and the
+truth at each checkpoint of a training run (added to its ``development.json``).
+
+Protocol v1's view (:func:`structure`: the additive truth on its EVAL windows) and protocol v3's
+(:func:`structure_v3`: the context set on the CAL windows, the point truth on the CONFIRM
+windows). A row whose weights are not on disk keeps what it has and gets ``None`` for v3's
+columns; the steps without weights are listed in the summary (``v3_steps_without_weights``). A
+run that v3 cannot read (trained on other corpora) gets ``None`` everywhere and the reason
+(``v3_not_computed``).
+The weights of a step are its checkpoint, the run's saved model for the last step, and the
+initialised model (rebuilt from the run's configuration and seed) for step 0.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
+import torch
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
+from context_neurons import config as settings
+from context_neurons.activations import mean_head_z
+from context_neurons.checks import DataError
 from context_neurons.files import write_text_whole
 from context_neurons.method import MethodValues
 from context_neurons.models.loading import bridge_from_hf, load_checkpoint
@@ -18,7 +33,14 @@ from context_neurons.training.tokenizer import load_tokenizer
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.evaluate import head_sets, measure, previous_token_heads
-from context_neurons.verdict.protocol import Protocol, load_protocol
+from context_neurons.verdict.protocol import Protocol, ProtocolV3, load_protocol, load_protocol_v3
+from context_neurons.verdict.v3 import step0_model
+from context_neurons.verdict.v3_data import V3Data, v3_data
+from context_neurons.verdict.v3_heads import context_set
+from context_neurons.verdict.v3_truth import measure_v3, point_truth
+
+#: The columns protocol v3 adds to a checkpoint's row.
+V3_COLUMNS = ("v3_context_heads", "v3_truth")
 
 
 def structure(model: TransformerBridge, data, protocol: Protocol) -> dict:
@@ -44,9 +66,68 @@ def structure(model: TransformerBridge, data, protocol: Protocol) -> dict:
     return out
 
 
+def structure_v3(model: TransformerBridge, data: V3Data, protocol: ProtocolV3,
+                 batch_size: int = 8) -> dict:
+    """Protocol v3's context set of one model and the size of its truth at the point (the
+    evaluation's ``truth.n_truth`` without the bootstrap): ``None`` without a context set."""
+    start = protocol.data.window_mean_start
+    cal_windows = [w for d in data.pooled for w in data.cal[d].cal_windows]
+    heads = list(context_set(MethodValues(model), cal_windows, start).heads)
+    out = {"v3_context_heads": heads, "v3_truth": None}
+    if heads:
+        mean_z = mean_head_z(model, cal_windows, batch_size)
+        measured = measure_v3(model, data, {"context": heads}, mean_z, start, batch_size,
+                              resample=False)
+        truth = point_truth(measured, "context", protocol.truth.min_cohens_d,
+                            protocol.truth.min_context_part)
+        out["v3_truth"] = int(truth.mask.sum())
+    return out
+
+
+def model_at_step(run_dir: Path, step: int, record: dict, tokenizer) -> TransformerBridge | None:
+    """The run's model at ``step``: its checkpoint, the saved model (last step), the initialised
+    model (step 0), or None when those weights were not kept."""
+    directory = run_dir / "checkpoints" / f"step-{step}"
+    if not directory.is_dir() and step == record["steps_done"]:
+        directory = run_dir
+    if directory.is_dir():
+        return bridge_from_hf(load_checkpoint(directory), tokenizer, "checkpoint", device="cpu")
+    return step0_model(record, tokenizer) if step == 0 else None
+
+
+def add_v3_view(run_dir: str | Path, progress: bool = True) -> Path:
+    """Add :func:`structure_v3` to every checkpoint row of ``run_dir/development.json`` whose
+    weights are on disk (:func:`model_at_step`); the others get ``None`` (module docstring)."""
+    run_dir = Path(run_dir)
+    protocol = load_protocol_v3()
+    record = read_record(run_dir)
+    tokenizer = load_tokenizer(run_dir)
+    path = run_dir / DEVELOPMENT_FILE
+    summary = json.loads(path.read_text())
+    summary.pop("v3_not_computed", None)
+    try:
+        data = v3_data(tokenizer, record, protocol)
+    except DataError as error:  # a run on other corpora: v3's CONFIRM documents are not its own
+        data, summary["v3_not_computed"] = None, str(error)
+    missing = []
+    for row in tqdm(summary["checkpoints"], desc="checkpoints (v3)", disable=not progress):
+        model = None if data is None else model_at_step(run_dir, int(row["step"]), record,
+                                                        tokenizer)
+        if model is None:
+            missing += [int(row["step"])] if data is not None else []
+            row.update(dict.fromkeys(V3_COLUMNS))
+        else:
+            row.update(structure_v3(model, data, protocol))
+    summary["protocol_v3"] = protocol.name
+    summary["v3_steps_without_weights"] = missing
+    write_text_whole(path, json.dumps(summary, indent=1) + "\n")
+    return path
+
+
 def add_development_view(run_dir: str | Path, progress: bool = True) -> Path:
     """Add :func:`structure` to every checkpoint row of ``run_dir/development.json`` (the last
-    step's row reads the run's saved model when no checkpoint directory holds it)."""
+    step's row reads the run's saved model when no checkpoint directory holds it), then
+    protocol v3's view (:func:`add_v3_view`)."""
     run_dir = Path(run_dir)
     protocol = load_protocol()
     record = read_record(run_dir)
@@ -64,4 +145,24 @@ def add_development_view(run_dir: str | Path, progress: bool = True) -> Path:
     summary["protocol"] = protocol.name
     summary["eval_windows"] = len(eval_arrays(data)[0])
     write_text_whole(path, json.dumps(summary, indent=1) + "\n")
-    return path
+    return add_v3_view(run_dir, progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m context_neurons.verdict.development RUN_DIR [--v3-only]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m context_neurons.verdict.development", description=__doc__.split("\n")[0])
+    parser.add_argument("run_dir", type=Path, help="a training run (its training.json and "
+                        "development.json)")
+    parser.add_argument("--v3-only", action="store_true", help="add protocol v3's columns "
+                        "only, keeping the rest (runs whose checkpoints were not kept)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(settings.threads())
+    torch.set_grad_enabled(False)
+    path = (add_v3_view if args.v3_only else add_development_view)(args.run_dir)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -102,6 +102,16 @@ class SetShifts:
                          self.full, self.full_boot)
 
 
+def point_truth(measured: ConfirmMeasurements, set_name: str, min_d: float,
+                min_part: float) -> st.Truth:
+    """The truth with the head set ``set_name`` mean-ablated, at the point only (no resamples):
+    what :meth:`SetShifts.truth` gives as ``point``, for a view that needs no interval."""
+    n_dom, index = len(measured.domains), measured.domain_index
+    full = st.domain_shifts(measured.full, index, n_dom, squares=measured.squares)
+    return st.additive_truth(full, st.domain_shifts(measured.ablated[set_name], index, n_dom),
+                             min_d, min_part)
+
+
 def full_shifts(measured: ConfirmMeasurements,
                 weights: np.ndarray) -> tuple[st.Shifts, st.Shifts]:
     """Unablated shifts with v2's single-position spread, at the point and on every resample
@@ -217,4 +227,5 @@ def against_pooled(full: np.ndarray, ablated: np.ndarray, measured: ConfirmMeasu
 
 
 __all__ = ["ConfirmMeasurements", "SetShifts", "TruthPair", "TruthSummary", "against_pooled",
-           "full_shifts", "measure_v3", "resample_truth", "set_shifts", "truth_summary_v3"]
+           "full_shifts", "measure_v3", "point_truth", "resample_truth", "set_shifts",
+           "truth_summary_v3"]
