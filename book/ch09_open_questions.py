@@ -93,12 +93,13 @@ from context_neurons import circuit as cc
 from context_neurons import discovery as disc
 from context_neurons import clusters as clu
 from context_neurons import sweeps as sw
+from context_neurons.config import reduced_scale
 from context_neurons.printing import below, fixed, show_table, wrapped
 
 N_TEXTS = 4  # general texts (sections 9.1 and 9.2)
 DOMAINS = ("general", "bible", "medical", "legal", "astronomy", "code")
 PER_DOMAIN = 4  # texts per domain (topic words, section 9.3)
-PER_CLASS = 3  # destination tokens per class
+PER_CLASS = 1 if reduced_scale() else 3  # destination tokens per class (reduced: CI online)
 VOCABULARY_SHARE = 0.25  # share of the vocabulary scored for each destination
 N_NEURONS = 50  # found neurons evaluated, at most
 

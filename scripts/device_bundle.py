@@ -52,7 +52,10 @@ TRAVEL_TARGET_MIB = 62
 #: Packages the device's Python lacks, with what they need that it lacks too: TransformerLens
 #: (which imports ``datasets`` at start-up) for the method, and jupytext, nbclient and ipykernel
 #: for executing chapters. Versions: those of this project's environment when the list was made.
-#: ``debugpy`` (an optional import of ipykernel) is left out to save 5 MB.
+#: ``debugpy`` (an optional import of ipykernel) is left out to save 5 MB, and ``jedi`` with
+#: ``parso`` (IPython's completion only, imported when a completion is asked for) another 5 MB:
+#: with the code corpus's tests (protocol v3's fallback) the bundle no longer fits beside the
+#: working tree otherwise. A chapter runs without them (tested with both hidden).
 WHEELS = (
     "transformer-lens==4.3.0", "datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19",
     "jupytext==1.19.6", "mdit-py-plugins==0.7.0", "nbformat==5.11.1", "fastjsonschema==2.22.3",
@@ -60,7 +63,7 @@ WHEELS = (
     "rpds-py==2026.9.1", "nbclient==0.11.0", "jupyter-client==8.10.0", "jupyter-core==5.9.1",
     "platformdirs==4.14.8", "traitlets==5.16.1", "pyzmq==27.3.0", "tornado==6.6.1",
     "ipykernel==7.4.0", "comm==0.2.3", "ipython==9.18.1", "ipython-pygments-lexers==1.1.1",
-    "jedi==0.20.1", "parso==0.8.7", "pexpect==4.9.0", "ptyprocess==0.7.0",
+    "pexpect==4.9.0", "ptyprocess==0.7.0",
     "prompt-toolkit==3.0.53", "wcwidth==0.9.4", "stack-data==0.6.3", "asttokens==3.0.2",
     "executing==2.3.0", "pure-eval==0.2.4", "matplotlib-inline==0.2.2", "nest-asyncio2==1.7.4",
 )

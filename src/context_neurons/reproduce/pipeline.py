@@ -268,16 +268,11 @@ def evaluation_rows(
     ]
 
 
-def lookup_rows(model: TransformerBridge, truth: PlantedTruth | None, progress: bool) -> list[Row]:
-    """Chapter 7: token-predicting neurons, their heads and the heads' explanations
-    (:func:`~context_neurons.lookups.examine_best_neurons`)."""
-    return lookup_row(examine_best_neurons(model, n=4, progress=progress), truth)
-
-
 def lookup_row(examined: dict[tuple[int, int], NeuronLookup | NotFiring],
                truth: PlantedTruth | None) -> list[Row]:
-    """The look-ups row of the examined neurons (one that did not fire: its reason), with the
-    planted look-ups as its truth."""
+    """Chapter 7's row: the examined token-predicting neurons
+    (:func:`~context_neurons.lookups.examine_best_neurons`; one that did not fire: its reason),
+    their heads and the heads' explanations, with the planted look-ups as its truth."""
     found = [lookup.summary() if isinstance(lookup, NeuronLookup)
              else {"layer": layer, "neuron": neuron, "error": str(lookup)}
              for (layer, neuron), lookup in examined.items()]
@@ -417,10 +412,12 @@ def reproduce(
             "neurons_found", 0, "no contextual head: there is no contextual circuit, so no "
             "neuron can be discovered from it (nothing stands in for it)")])
     with step("context look-ups (chapter 7)"):
-        rows += in_section("context look-ups (chapter 7)", lookup_rows(hooked, truth, progress))
+        lookups = examine_best_neurons(hooked, n=4, progress=progress)
+        rows += in_section("context look-ups (chapter 7)", lookup_row(lookups, truth))
     check_finite(rows)
     return Results(
         model=loaded.name, model_source=loaded.source, planted=loaded.is_planted,
         n_texts=len(windows), texts=report.__dict__, device=str(hooked.cfg.device), rows=rows,
         seconds=round(time.perf_counter() - start, 1), method=method, heldout=heldout,
+        lookups=lookups,
     )

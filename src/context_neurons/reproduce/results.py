@@ -21,6 +21,7 @@ from torch import Tensor
 from context_neurons.activations import ActivationTruth
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.discovery import NeuronScores
+from context_neurons.lookups import NeuronLookup, NotFiring
 from context_neurons.method import MethodValues
 from context_neurons.reproduce.paper import PAPER
 from context_neurons.taxonomy import HeadTaxonomy
@@ -84,6 +85,8 @@ class Results:
         method: the taxonomy, circuits and scores of the run, each computed once (None only for a
             table built by hand, as in the tests).
         heldout: the truth from activations (None without held-out documents).
+        lookups: chapter 7's examined neurons by ``(layer, neuron)``, each a ``NeuronLookup``
+            or the ``NotFiring`` that says why not (None for a table built by hand).
     """
 
     model: str
@@ -96,6 +99,7 @@ class Results:
     seconds: float
     method: MethodValues | None = None
     heldout: HeldOutTruth | None = None
+    lookups: dict[tuple[int, int], NeuronLookup | NotFiring] | None = None
     _by_key: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
