@@ -18,16 +18,16 @@ time, every pass stopping at the neuron's layer), rewritten here.
    pass of the prompt, then its suffixes, shortest first, one per pass (straightforward) or 8
    per pass (6a9c7ff), until one keeps 80% of the activation. Checks: the same suffix and the
    same activations.
-3. **The main job's look-up section**, ``reproduce.pipeline.lookup_rows`` (token-prediction
-   scores, the domain-text pool, its scan, then ``examine_neuron`` for the top 4 neurons), timed
-   as the main job runs it. The earlier sections are estimated, not run in full (about half an
-   hour on one core): the project's section minus the time it spent in truncation and ablation,
-   plus the earlier way's truncation and ablation of the same prompts and neurons. 6a9c7ff's
-   truncation is run; ablation is counted in passes, each costed by timing a clean and two
-   ablated passes of the neuron's prompts; the straightforward truncation is counted in full
-   passes costed by a linear fit of timed full passes (the whole and the truncated prompts).
-   Part 1 checks the estimate against the measured straightforward ablation. The sampled passes
-   are checked against the project's numbers.
+3. **The main job's look-up section**, ``reproduce.pipeline.lookup_row`` of
+   ``lookups.examine_best_neurons`` (token-prediction scores, the domain-text pool, its scan, then
+   ``examine_neuron`` for the top 4 neurons), timed as the main job runs it. The earlier sections
+   are estimated, not run in full (about half an hour on one core): the project's section minus the
+   time it spent in truncation and ablation, plus the earlier way's truncation and ablation of the
+   same prompts and neurons. 6a9c7ff's truncation is run; ablation is counted in passes, each
+   costed by timing a clean and two ablated passes of the neuron's prompts; the straightforward
+   truncation is counted in full passes costed by a linear fit of timed full passes (the whole and
+   the truncated prompts). Part 1 checks the estimate against the measured straightforward
+   ablation. The sampled passes are checked against the project's numbers.
 
 Mean ``hook_z`` for mean-ablation comes from the scan of the pool (as ``examine_neuron`` takes
 it), computed once outside the timings and shared by every way.
@@ -492,12 +492,13 @@ class Recorder:
 
 
 def case_section(args, model) -> None:
-    """``lookup_rows`` timed as the main job runs it; the straightforward section estimated."""
+    """``lookup_row(examine_best_neurons(...))`` timed as the main job runs it; the
+    straightforward section estimated."""
     import numpy as np
     import torch
 
-    from context_neurons.lookups import report
-    from context_neurons.reproduce.pipeline import lookup_rows
+    from context_neurons.lookups import examine_best_neurons, report
+    from context_neurons.reproduce.pipeline import lookup_row
 
     recorder = Recorder(args.device)
     originals = {name: getattr(report, name) for name in ("truncate_prompts", "ablation_drops")}
@@ -505,7 +506,7 @@ def case_section(args, model) -> None:
         setattr(report, name, recorder.wrap(name, fn))
     try:
         with Passes(model) as passes, Meter(args.device) as meter:
-            rows = lookup_rows(model, None, progress=False)
+            rows = lookup_row(examine_best_neurons(model, n=4, progress=False), None)
     finally:
         for name, fn in originals.items():
             setattr(report, name, fn)
@@ -798,7 +799,8 @@ def lookups_md(part: dict) -> list[str]:
         lines += [
             "",
             (
-                "**c. The main job's look-up section** (`reproduce.pipeline.lookup_rows`, as "
+                "**c. The main job's look-up section** "
+                "(`lookup_row(examine_best_neurons(...))`, as "
                 "`reproduce --model gpt2` runs it: token-prediction scores of layers 6-11, the "
                 "pool of domain windows, its scan, then `examine_neuron` for the top 4 neurons, "
                 f"{', '.join(ours['neurons'])}, 10 prompts each). The earlier ways are "

@@ -762,14 +762,14 @@ for seed, record in (("seed 0", development), ("seed 1", development_seed1)):
         print(wrapped(f"{seed}: {line}"))
 
 # %% [markdown]
-# **Protocol v3's view of the checkpoints.** Protocol v3 came after both runs, and their
-# intermediate checkpoints had been deleted once `development.json` was written (only the final
-# weights ship). Its columns come from the weights that remain: the initialised model (step 0,
-# rebuilt from the run's configuration and seed) and the shipped model, added by
+# **Protocol v3's view of the checkpoints.** v3's columns were added after both runs'
+# intermediate checkpoints were gone (only the final weights ship; seed 1's checkpoints stayed
+# on the lent GPU machine). They come from the weights that remain: the initialised model (step
+# 0, rebuilt from the run's configuration and seed) and the shipped model, added by
 # `python -m context_neurons.verdict.development RUN_DIR --v3-only`. The other steps say that
-# their weights were not kept; a run that keeps its checkpoints (the GPU job,
-# `scripts/device_jobs.sh`) gets every row. The last row's truth is the point value of the
-# v3 truth in §8.8.
+# their weights were not kept; a run of the GPU jobs from now on (`scripts/device_jobs.sh`,
+# which write both views from the kept checkpoints on the GPU machine) gets every row. The last
+# row's truth is the point value of the v3 truth in §8.8.
 
 # %%
 from context_neurons.training.development import v3_checkpoint_table

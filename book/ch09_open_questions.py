@@ -158,7 +158,8 @@ show_table(shown[["class", "id", "count", "domain"]].fillna(""),
 # all. For each destination `sw.DestinationSweep` rebuilds the circuit of chapter 4, reusing what
 # does not depend on the destination (the values, the mean keys and values, the LayerNorm-2
 # scale); a test checks that it equals `build_circuit(..., dest_token=d)`. Scoring all neurons
-# over the whole vocabulary for ten circuits would take most of this chapter's time, so each
+# over the whole vocabulary for every destination's circuit would take most of this chapter's
+# time, so each
 # destination's neurons are scored on the same random quarter of the vocabulary, with the number
 # of extreme tokens scaled with it ($k = 5$ instead of 20, so that the score still averages the
 # same top share of tokens). How much that changes the found set, at `' the'`:

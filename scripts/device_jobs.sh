@@ -11,7 +11,8 @@
 #      tokens, batch 64, --threads 4, the shipped tokenizer, the corpora at /tmp/data/corpora and
 #      Python 3.11.7's standard library as the code corpus, as the shipped run had them), then its
 #      development.json from the checkpoints the shipped one kept (0, 128, 512, 2048, last) with
-#      the package's summarize_run and add_development_view. -> $OUT/trained-seed1.tar.gz: the
+#      the package's summarize_run and add_development_view (protocols v1 and v3).
+#      -> $OUT/trained-seed1.tar.gz: the
 #      directory trained-seed1/ as the shipped model's (config.json, generation_config.json,
 #      model.safetensors in half precision, tokenizer.json, tokenizer_config.json, training.json
 #      with an "environment" note, loss.csv, heldout.csv, development.json).

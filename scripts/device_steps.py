@@ -9,8 +9,8 @@ packing a step's outputs into one file that the device call returns.
 ``development``: ``RUN_DIR/development.json`` as the shipped trained model has it. The checkpoints
 are pruned to the steps the shipped summary kept (0, 128, 512, 2048 and the last), then the
 package's own :func:`~context_neurons.training.development.summarize_run` and
-:func:`~context_neurons.verdict.development.add_development_view` run unchanged (on the CPU, as
-for the shipped model).
+:func:`~context_neurons.verdict.development.add_development_view` (protocols v1 and v3) run
+unchanged (on the CPU, as for the shipped model).
 
 ``summary``: the method's view of a run's final model as one JSON row of ``development.json``
 (taxonomy, previous-token and contextual heads, discovery, truth from activations on the run's

@@ -363,6 +363,7 @@ def test_a_steps_weights_are_its_checkpoint_the_saved_model_or_the_rebuilt_initi
     """The development view's weights at a step (verdict.development.model_at_step): step 0
     rebuilt from the run's configuration and seed is the checkpoint training saved at step 0;
     a step whose checkpoint was deleted has none."""
+    from context_neurons.models import load_model
     from context_neurons.models.weights import as_weights
     from context_neurons.training.heldout import read_record
     from context_neurons.verdict.development import model_at_step
@@ -378,12 +379,16 @@ def test_a_steps_weights_are_its_checkpoint_the_saved_model_or_the_rebuilt_initi
     for name in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_in", "b_in"):
         torch.testing.assert_close(getattr(rebuilt, name), getattr(saved, name))
     assert model_at_step(copy, middle, record, tokenizer) is None
-    assert model_at_step(copy, record["steps_done"], record, tokenizer) is not None
+    shutil.rmtree(copy / "checkpoints" / f"step-{record['steps_done']}")
+    last = as_weights(model_at_step(copy, record["steps_done"], record, tokenizer))
+    torch.testing.assert_close(last.W_in, as_weights(load_model(str(copy), device="cpu")
+                                                     .model).W_in)  # the saved model
 
 
 def test_a_run_protocol_v3_cannot_read_gets_the_reason_not_a_silent_gap(run_dir, tmp_path):
     """A run on other corpora than v3's registered ones: every v3 column None, the reason in
-    ``v3_not_computed``, and the table and sentences say "not computed"."""
+    ``v3_not_computed``, and the table and sentences say "not computed". A comparable run
+    whose documents are missing is an error that leaves the file as it was."""
     from context_neurons.training.development import (
         NOT_COMPUTED,
         development_findings,
@@ -396,10 +401,48 @@ def test_a_run_protocol_v3_cannot_read_gets_the_reason_not_a_silent_gap(run_dir,
     rows = [{"step": 0, "tokens": 0, "contextual_heads": [], "heldout_loss": 5.0}]
     (copy / "development.json").write_text(json.dumps({"checkpoints": rows}))
     summary = json.loads(add_v3_view(copy, progress=False).read_text())
-    assert summary["v3_not_computed"] and summary["v3_steps_without_weights"] == []
+    assert summary["v3_not_computed"].startswith("protocol v3 cannot compare this run: ")
+    assert summary["v3_steps_without_weights"] == []
     assert summary["checkpoints"][0]["v3_truth"] is None
     assert list(v3_checkpoint_table({"tiny": summary})["v3 context set"]) == [NOT_COMPUTED]
     assert development_findings(summary)[-1].startswith("protocol v3 not computed: ")
+
+    import context_neurons.verdict.development as dev
+    from context_neurons.checks import DataError
+
+    before = (copy / "development.json").read_text()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dev, "comparability", lambda record: None)  # as if comparable
+        patch.setenv("CONTEXT_NEURONS_CORPORA", str(tmp_path / "absent"))
+        with pytest.raises(DataError):
+            add_v3_view(copy, progress=False)
+    assert (copy / "development.json").read_text() == before
+
+
+def test_v3_columns_computed_earlier_stay_when_their_weights_are_gone(run_dir, tmp_path,
+                                                                      monkeypatch):
+    """--v3-only on a run whose checkpoints were deleted after v3's view was written keeps that
+    view: only a step with neither weights nor an earlier value is listed as not kept."""
+    import context_neurons.verdict.development as dev
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    steps = sorted(_step_of(p) for p in (copy / "checkpoints").glob("step-*"))
+    rows = [{"step": s, "tokens": s, "v3_context_heads": [1], "v3_truth": 7} for s in steps]
+    rows[1]["v3_context_heads"] = rows[1]["v3_truth"] = None  # never computed
+    summary = {"checkpoints": rows, "protocol_v3": dev.load_protocol_v3().name}
+    (copy / "development.json").write_text(json.dumps(summary))
+    for step in steps[1:3]:
+        shutil.rmtree(copy / "checkpoints" / f"step-{step}")
+    monkeypatch.setattr(dev, "comparability", lambda record: None)
+    monkeypatch.setattr(dev, "v3_data", lambda *args: "data")
+    monkeypatch.setattr(dev, "structure_v3", lambda model, data, protocol: {
+        "v3_context_heads": [0], "v3_truth": 1})
+    written = json.loads(dev.add_v3_view(copy, progress=False).read_text())
+    by_step = {row["step"]: row for row in written["checkpoints"]}
+    assert written["v3_steps_without_weights"] == [steps[1]]
+    assert by_step[steps[2]]["v3_truth"] == 7  # kept from before
+    assert by_step[steps[0]]["v3_truth"] == 1 and by_step[steps[-1]]["v3_truth"] == 1
 
 
 def _step_of(path) -> int:

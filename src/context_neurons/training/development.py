@@ -51,7 +51,7 @@ def checkpoint_table(development: dict) -> pd.DataFrame:
 
 #: What protocol v3's columns say where they hold no count.
 WEIGHTS_NOT_KEPT, NO_CONTEXT_SET = "weights not kept", "no context set"
-NOT_COMPUTED = "not computed (see v3_not_computed)"
+NOT_COMPUTED = "not computed: v3 cannot compare this run"
 
 
 def v3_checkpoint_table(developments: dict[str, dict]) -> pd.DataFrame:
@@ -100,10 +100,12 @@ def development_findings(development: dict) -> list[str]:
     if development.get("v3_not_computed"):
         out.append(f"protocol v3 not computed: {development['v3_not_computed']}")
     elif "v3_steps_without_weights" in development:
-        last_heads = heads(last["v3_context_heads"] or [])
-        out.append(f"protocol v3 at the end: context set {last_heads}, truth "
-                   f"{last['v3_truth']} neurons; weights not kept at steps "
-                   f"{heads(development['v3_steps_without_weights'])}")
+        context = last["v3_context_heads"]
+        text = ("protocol v3 at the end: " + (
+            WEIGHTS_NOT_KEPT if context is None else NO_CONTEXT_SET if not context
+            else f"context set {heads(context)}, truth {last['v3_truth']} neurons"))
+        missing = development["v3_steps_without_weights"]
+        out.append(text + (f"; weights not kept at steps {heads(missing)}" if missing else ""))
     return out
 
 

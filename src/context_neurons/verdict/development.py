@@ -3,10 +3,12 @@ truth at each checkpoint of a training run (added to its ``development.json``).
 
 Protocol v1's view (:func:`structure`: the additive truth on its EVAL windows) and protocol v3's
 (:func:`structure_v3`: the context set on the CAL windows, the point truth on the CONFIRM
-windows). A row whose weights are not on disk keeps what it has and gets ``None`` for v3's
-columns; the steps without weights are listed in the summary (``v3_steps_without_weights``). A
-run that v3 cannot read (trained on other corpora) gets ``None`` everywhere and the reason
-(``v3_not_computed``).
+windows). A row whose weights are not on disk keeps what it has: v3's columns computed earlier
+(under the same protocol) stay, else they are ``None`` and the step is listed in the summary
+(``v3_steps_without_weights``). A run v3 cannot compare (``v3_report.comparability``: other
+corpus weights or held-out fraction) gets ``None`` everywhere and the reason
+(``v3_not_computed``); any other problem with v3's documents (corpora not found, say) is an
+error, and the file is left as it was.
 The weights of a step are its checkpoint, the run's saved model for the last step, and the
 initialised model (rebuilt from the run's configuration and seed) for step 0.
 """
@@ -23,7 +25,6 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons import config as settings
 from context_neurons.activations import mean_head_z
-from context_neurons.checks import DataError
 from context_neurons.files import write_text_whole
 from context_neurons.method import MethodValues
 from context_neurons.models.loading import bridge_from_hf, load_checkpoint
@@ -37,6 +38,7 @@ from context_neurons.verdict.protocol import Protocol, ProtocolV3, load_protocol
 from context_neurons.verdict.v3 import step0_model
 from context_neurons.verdict.v3_data import V3Data, v3_data
 from context_neurons.verdict.v3_heads import context_set
+from context_neurons.verdict.v3_report import comparability
 from context_neurons.verdict.v3_truth import measure_v3, point_truth
 
 #: The columns protocol v3 adds to a checkpoint's row.
@@ -104,20 +106,22 @@ def add_v3_view(run_dir: str | Path, progress: bool = True) -> Path:
     tokenizer = load_tokenizer(run_dir)
     path = run_dir / DEVELOPMENT_FILE
     summary = json.loads(path.read_text())
+    earlier = summary.get("protocol_v3") == protocol.name  # a view of this protocol is there
     summary.pop("v3_not_computed", None)
-    try:
-        data = v3_data(tokenizer, record, protocol)
-    except DataError as error:  # a run on other corpora: v3's CONFIRM documents are not its own
-        data, summary["v3_not_computed"] = None, str(error)
+    reason = comparability(record)  # v3 reads the held-out documents of the registered corpora
+    data = None if reason else v3_data(tokenizer, record, protocol)  # its DataErrors: raised
+    if reason:
+        summary["v3_not_computed"] = f"protocol v3 cannot compare this run: {reason}"
     missing = []
     for row in tqdm(summary["checkpoints"], desc="checkpoints (v3)", disable=not progress):
         model = None if data is None else model_at_step(run_dir, int(row["step"]), record,
                                                         tokenizer)
-        if model is None:
+        if model is not None:
+            row.update(structure_v3(model, data, protocol))
+        elif data is None or not (earlier and row.get("v3_context_heads") is not None):
             missing += [int(row["step"])] if data is not None else []
             row.update(dict.fromkeys(V3_COLUMNS))
-        else:
-            row.update(structure_v3(model, data, protocol))
+        # else: computed earlier from weights deleted since, kept
     summary["protocol_v3"] = protocol.name
     summary["v3_steps_without_weights"] = missing
     write_text_whole(path, json.dumps(summary, indent=1) + "\n")
@@ -151,7 +155,8 @@ def add_development_view(run_dir: str | Path, progress: bool = True) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """``python -m context_neurons.verdict.development RUN_DIR [--v3-only]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m context_neurons.verdict.development", description=__doc__.split("\n")[0])
+        prog="python -m context_neurons.verdict.development",
+        description="Add protocols v1's and v3's views to a training run's development.json.")
     parser.add_argument("run_dir", type=Path, help="a training run (its training.json and "
                         "development.json)")
     parser.add_argument("--v3-only", action="store_true", help="add protocol v3's columns "

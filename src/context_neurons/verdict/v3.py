@@ -340,9 +340,11 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | N
 
 
 def step0_model(record: dict, tokenizer) -> TransformerBridge:
-    """The model at initialisation: ``build_model`` with the run's configuration and seed."""
+    """The model at initialisation: ``build_model`` with the run's configuration and seed, and
+    the vocabulary the run's model has (its tokenizer's, which a ``--tokenizer`` run does not
+    write into the configuration)."""
     config = TrainConfig(**record["config"])
-    hf = build_model(config, config.vocab_size, tokenizer.convert_tokens_to_ids(EOT))
+    hf = build_model(config, record["model"]["vocab_size"], record["model"]["eot_id"])
     return bridge_from_hf(hf, tokenizer, "step-0", device="cpu")
 
 
