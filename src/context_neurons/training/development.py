@@ -35,11 +35,16 @@ CHECKPOINT_COLUMNS = ("sep. (old): separating a domain; act. (old): context neur
                       "rule; additive: the additive truth of protocol v1; found: top[j] at theta")
 
 
+def _listed(values, empty: str) -> str:
+    """Head (or step) numbers as "1, 6, 7", ``empty`` for none."""
+    return ", ".join(map(str, values)) or empty
+
+
 def checkpoint_table(development: dict) -> pd.DataFrame:
     """One row per checkpoint of ``development.json`` (index: tokens seen): held-out loss,
     contextual and previous-token heads ("-" for none), and :data:`CHECKPOINT_COUNTS`
     (None where the checkpoint's row lacks the additive truth)."""
-    heads = lambda values: ", ".join(map(str, values)) or "-"  # noqa: E731
+    heads = lambda values: _listed(values, "-")  # noqa: E731
     return pd.DataFrame([{
         "tokens": f"{r['tokens']:,}", "loss": r["heldout_loss"],
         "contextual": heads(r["contextual_heads"]),
@@ -71,7 +76,7 @@ def v3_checkpoint_table(developments: dict[str, dict]) -> pd.DataFrame:
             heads = r["v3_context_heads"]
             context = (NOT_COMPUTED if development.get("v3_not_computed")
                        else WEIGHTS_NOT_KEPT if r["step"] in missing
-                       else ", ".join(map(str, heads)) or NO_CONTEXT_SET)
+                       else _listed(heads, NO_CONTEXT_SET))
             truth = r["v3_truth"] if r["v3_truth"] is not None else "-"
             rows.append({"run": label, "tokens": f"{r['tokens']:,}", "v3 context set": context,
                          "v3 truth": truth})
@@ -86,7 +91,7 @@ def development_findings(development: dict) -> list[str]:
     end, where the file has v3's view."""
     rows = development["checkpoints"]
     first = next((r for r in rows if r["contextual_heads"]), None)
-    heads = lambda values: ", ".join(map(str, values)) or "none"  # noqa: E731
+    heads = lambda values: _listed(values, "none")  # noqa: E731
     out = [f"contextual heads first at {first['tokens']:,} tokens "
            f"({heads(first['contextual_heads'])})" if first
            else "no checkpoint has a contextual head"]

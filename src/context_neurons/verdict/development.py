@@ -73,7 +73,7 @@ def structure_v3(model: TransformerBridge, data: V3Data, protocol: ProtocolV3,
     """Protocol v3's context set of one model and the size of its truth at the point (the
     evaluation's ``truth.n_truth`` without the bootstrap): ``None`` without a context set."""
     start = protocol.data.window_mean_start
-    cal_windows = [w for d in data.pooled for w in data.cal[d].cal_windows]
+    cal_windows = data.pooled_cal_windows
     heads = list(context_set(MethodValues(model), cal_windows, start).heads)
     out = {"v3_context_heads": heads, "v3_truth": None}
     if heads:
@@ -86,12 +86,19 @@ def structure_v3(model: TransformerBridge, data: V3Data, protocol: ProtocolV3,
     return out
 
 
-def model_at_step(run_dir: Path, step: int, record: dict, tokenizer) -> TransformerBridge | None:
-    """The run's model at ``step``: its checkpoint, the saved model (last step), the initialised
-    model (step 0), or None when those weights were not kept."""
+def checkpoint_directory(run_dir: Path, step: int, record: dict) -> Path:
+    """Where the weights of ``step`` are saved: its checkpoint, else the run's saved model for
+    the last step (the directory need not exist)."""
     directory = run_dir / "checkpoints" / f"step-{step}"
     if not directory.is_dir() and step == record["steps_done"]:
         directory = run_dir
+    return directory
+
+
+def model_at_step(run_dir: Path, step: int, record: dict, tokenizer) -> TransformerBridge | None:
+    """The run's model at ``step``: its checkpoint, the saved model (last step), the initialised
+    model (step 0), or None when those weights were not kept."""
+    directory = checkpoint_directory(run_dir, step, record)
     if directory.is_dir():
         return bridge_from_hf(load_checkpoint(directory), tokenizer, "checkpoint", device="cpu")
     return step0_model(record, tokenizer) if step == 0 else None
@@ -109,19 +116,20 @@ def add_v3_view(run_dir: str | Path, progress: bool = True) -> Path:
     earlier = summary.get("protocol_v3") == protocol.name  # a view of this protocol is there
     summary.pop("v3_not_computed", None)
     reason = comparability(record)  # v3 reads the held-out documents of the registered corpora
-    data = None if reason else v3_data(tokenizer, record, protocol)  # its DataErrors: raised
+    missing = []
     if reason:
         summary["v3_not_computed"] = f"protocol v3 cannot compare this run: {reason}"
-    missing = []
-    for row in tqdm(summary["checkpoints"], desc="checkpoints (v3)", disable=not progress):
-        model = None if data is None else model_at_step(run_dir, int(row["step"]), record,
-                                                        tokenizer)
-        if model is not None:
-            row.update(structure_v3(model, data, protocol))
-        elif data is None or not (earlier and row.get("v3_context_heads") is not None):
-            missing += [int(row["step"])] if data is not None else []
+        for row in summary["checkpoints"]:
             row.update(dict.fromkeys(V3_COLUMNS))
-        # else: computed earlier from weights deleted since, kept
+    else:
+        data = v3_data(tokenizer, record, protocol)  # its DataErrors: raised, nothing written
+        for row in tqdm(summary["checkpoints"], desc="checkpoints (v3)", disable=not progress):
+            model = model_at_step(run_dir, int(row["step"]), record, tokenizer)
+            if model is not None:
+                row.update(structure_v3(model, data, protocol))
+            elif not (earlier and row.get("v3_context_heads") is not None):  # else: kept
+                missing.append(int(row["step"]))
+                row.update(dict.fromkeys(V3_COLUMNS))
     summary["protocol_v3"] = protocol.name
     summary["v3_steps_without_weights"] = missing
     write_text_whole(path, json.dumps(summary, indent=1) + "\n")
@@ -141,9 +149,7 @@ def add_development_view(run_dir: str | Path, progress: bool = True) -> Path:
     summary = json.loads(path.read_text())
     rows = {int(row["step"]): row for row in summary["checkpoints"]}
     for step in tqdm(sorted(rows), desc="checkpoints", disable=not progress):
-        directory = run_dir / "checkpoints" / f"step-{step}"
-        if not directory.is_dir() and step == record["steps_done"]:
-            directory = run_dir
+        directory = checkpoint_directory(run_dir, step, record)
         model = bridge_from_hf(load_checkpoint(directory), tokenizer, "checkpoint", device="cpu")
         rows[step].update(structure(model, data, protocol))
     summary["protocol"] = protocol.name

@@ -289,7 +289,7 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | N
         with timer("data"):
             data = v3_data(model.tokenizer, record, protocol)
     start = protocol.data.window_mean_start
-    cal_windows = [w for d in data.pooled for w in data.cal[d].cal_windows]
+    cal_windows = data.pooled_cal_windows
     with timer("context set"):
         cs = context_set(method, cal_windows, start)
     base = {"protocol": protocol.name, "model": name or model_key(record),

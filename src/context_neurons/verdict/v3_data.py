@@ -209,6 +209,12 @@ class V3Data:
     def by_status(self, status: str) -> list[str]:
         return [d for d, c in self.confirm.items() if c.status == status]
 
+    @property
+    def pooled_cal_windows(self) -> list[Int[Tensor, " _pos"]]:
+        """The CAL windows of the pooled domains, in their order (the context set's and the
+        mean ablation's windows)."""
+        return [w for d in self.pooled for w in self.cal[d].cal_windows]
+
 
 def _domain_status(units_read: int, min_units: int) -> str:
     if units_read == 0:
