@@ -5,9 +5,11 @@ batched bootstrap against the straightforward way (one resample at a time, throu
 
 Prints seconds per phase for each protocol (the issue's budget: under 2 minutes on 2 CPU cores
 for one whole evaluation) and the speed-up of the batched bootstrap (on v1's additive truth,
-Cohen's d 1.0 and context part 0.5), and of the forward passes: one pass to ``hook_z`` for every
-head set's ablation (``activations.LayerZeroPasses``) against one pass per ablation through the
-hooks; each pair of ways is checked equal. Protocol v3 runs with its
+Cohen's d 1.0 and context part 0.5), of the forward passes: one pass to ``hook_z`` for every
+head set's ablation (``activations.LayerZeroPasses``: layer 0 from the weights, window means
+taken before ``W_in``) against one pass per ablation through the hooks, and of the predicted
+path shifts (``domain_shift.predict_path_shifts``) against one domain at a time on every token;
+each pair of ways is checked equal. Protocol v3 runs with its
 own 2000 resamples (``--v3-resamples`` to change) and prints its phases; the label-free arm,
 step 0 and the planted control are timed apart (``python -m context_neurons.verdict.v3``).
 """
@@ -22,6 +24,8 @@ import torch
 from scipy.stats import spearmanr
 
 from context_neurons import activations as act
+from context_neurons import discovery as disc
+from context_neurons import domain_shift as ds
 from context_neurons.evaluation import position_mask
 from context_neurons.hooks import run_until
 from context_neurons.method import MethodValues
@@ -58,6 +62,7 @@ def main() -> int:
     if measured is not None:
         time_bootstrap(measured)
         time_ablations(model, record)
+        time_path_shifts(model, record)
     return 0
 
 
@@ -165,6 +170,60 @@ def time_bootstrap(measured) -> None:
 
     print(f"bootstrap of truth and rho, 50 resamples: batched {t_batched:.2f} s, one at a time "
           f"with SciPy {t_loop:.2f} s ({t_loop / max(t_batched, 1e-9):.1f}x); equal")
+
+
+@torch.no_grad()
+def path_shifts_one_domain_at_a_time(pieces, read, distributions, start: int):
+    """The straightforward way (the package's own code before it was batched): every domain's
+    means and variance on every token of the support, one domain after another."""
+    n_heads, length = pieces.kernels.shape[0], pieces.kernels.shape[1]
+    pieces = ds.pieces_as(pieces, torch.float64)
+    support = (torch.stack(list(distributions.values())).sum(0) > 0).nonzero().flatten()
+    eps = torch.einsum("ptd,dj->ptj", pieces.outputs[:, support].float(), read.float())
+    eps_bos = (pieces.bos_outputs @ read.double()).float()
+    means, variances = [], []
+    for p in distributions.values():
+        p = p.double()
+        _, beta, weights, a = ds._domain_terms(pieces, p, start, length)
+        beta_bar = beta[:, start:length].mean(-1).float()
+        evals, evecs = torch.linalg.eigh(a @ a.T)
+        root = (evecs * evals.clamp(min=0).sqrt()).float()
+        w_s = weights[:, support].float()
+        ratio = (weights[:, support] / p[support].clamp(min=1e-300)).float()
+        m = torch.einsum("pt,ptj->pj", w_s, eps)
+        means.append(torch.cat([beta_bar[:, None] * eps_bos + (1 - beta_bar[:, None])
+                                * m[:n_heads], m[n_heads:]]).double())
+        g = ratio[..., None] * (eps - m[:, None])
+        mixed = torch.einsum("pk,ptj->ktj", root, g)
+        variances.append(torch.einsum("t,ktj->j", p[support].float(), mixed**2))
+    means = torch.stack(means)
+    shifts = means - (means.sum(0, keepdim=True) - means) / (len(means) - 1)
+    return shifts.float(), torch.stack(variances)
+
+
+def time_path_shifts(model, record) -> None:
+    """predict_path_shifts on v2's domains against the straightforward way; checked equal."""
+    method = MethodValues(model)
+    protocol = load_protocol("v2")
+    data = protocol_data(model.tokenizer, record, protocol)
+    sets, _ = head_sets(method, protocol, data)
+    circuit = method.circuit(sets["primary"])
+    pieces = ds.path_pieces(model, circuit.calibration.tokens[1:])
+    read = disc.read_vectors(circuit, model)
+    distributions = {name: ds.unigram_distribution(item.cal_windows, model.cfg.d_vocab)
+                     for name, item in data.items()}
+    start = protocol.data.window_mean_start
+    t0 = time.perf_counter()
+    ours = ds.predict_path_shifts(pieces, read, distributions, start)
+    t_ours = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    shifts, variances = path_shifts_one_domain_at_a_time(pieces, read, distributions, start)
+    t_plain = time.perf_counter() - t0
+    scale = float(shifts.abs().max())
+    torch.testing.assert_close(ours.shifts, shifts, atol=1e-4 * scale, rtol=1e-4)
+    torch.testing.assert_close(ours.variance, variances, atol=0, rtol=1e-4)
+    print(f"predicted path shifts, {len(distributions)} domains: {t_ours:.1f} s, one domain "
+          f"at a time on every token {t_plain:.1f} s ({t_plain / max(t_ours, 1e-9):.1f}x); equal")
 
 
 if __name__ == "__main__":

@@ -20,14 +20,17 @@ A neuron that separates a domain through the current token alone (the direct pat
 second test: its separation survives the ablation.
 
 The pre-registered protocols ablate several head sets on the same windows. Everything before a
-head's ``hook_z`` is the same in each, so :class:`LayerZeroPasses` runs the model once per window
-up to it and computes each ablation's rest of layer 0 from the weights (:func:`pre_from_z`,
-tested against the hooks).
+head's ``hook_z`` is the same in each, so :class:`LayerZeroPasses` computes it once per window and
+each ablation's rest of layer 0 from the weights (:func:`ln2_output`, then ``W_in``). Layer 0 is
+computed from the weights (:func:`z_from_weights`, several times faster than the bridge's hooked
+attention), tested against the hooks; every pass checks its first batch against the model's own
+hooks, so a model whose weights were read wrongly raises instead of giving a truth.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -38,8 +41,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
-from context_neurons.checks import InputError, check_heads
-from context_neurons.evaluation import position_mask
+from context_neurons.checks import InputError, ModelLoadError, check_heads
+from context_neurons.evaluation import masked_mean, position_mask
 from context_neurons.hooks import run_until
 from context_neurons.models.weights import ModelWeights, as_weights
 from context_neurons.taxonomy import PREVIOUS_TOKEN_MIN  # noqa: F401  (the protocols' name)
@@ -97,16 +100,64 @@ def window_moments(
     return passes.moments(passes.mean_ablated_z(heads, mean_z) if heads else None)
 
 
-def pre_from_z(
+def ln2_output(
     weights: ModelWeights,
     resid: Float[Tensor, "batch pos d_model"],
     z: Float[Tensor, "batch pos head_index d_head"],
-) -> Float[Tensor, "batch pos d_mlp"]:
-    """``blocks.0.mlp.hook_pre`` from ``blocks.0.hook_resid_pre`` and ``blocks.0.attn.hook_z``:
-    the output projection, the residual, LayerNorm 2 and ``W_in`` (tested against the hook)."""
+) -> Float[Tensor, "batch pos d_model"]:
+    """LayerNorm 2's output from ``blocks.0.hook_resid_pre`` and ``blocks.0.attn.hook_z``: the
+    output projection, the residual and LayerNorm 2 (``@ W_in + b_in`` gives
+    ``blocks.0.mlp.hook_pre``, tested against the hook through the window means)."""
     x = resid + z.flatten(-2) @ weights.W_O.flatten(0, 1) + weights.b_O  # every head's output
-    x = F.layer_norm(x, x.shape[-1:], weights.ln2_w, weights.ln2_b, weights.cfg.eps)
-    return x @ weights.W_in + weights.b_in
+    return F.layer_norm(x, x.shape[-1:], weights.ln2_w, weights.ln2_b, weights.cfg.eps)
+
+
+def z_from_weights(
+    weights: ModelWeights, tokens: Int[Tensor, "batch pos"]
+) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos head_index d_head"]]:
+    """``blocks.0.hook_resid_pre`` and ``blocks.0.attn.hook_z`` from the weights: embeddings, LN1,
+    the projections and causal attention (one fused kernel), several times faster than the
+    bridge's hooked attention. Padding after a window's end changes none of its positions."""
+    resid = weights.W_E[tokens] + weights.W_pos[: tokens.shape[1]]
+    x = F.layer_norm(resid, resid.shape[-1:], weights.ln1_w, weights.ln1_b, weights.cfg.eps)
+    q, k, v = (torch.einsum("bpd,hde->bhpe", x, w) + b[:, None]
+               for w, b in map(weights.projection, "QKV"))
+    z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1 / weights.cfg.attn_scale)
+    return resid, z.transpose(1, 2)
+
+
+#: How far :func:`z_from_weights` may be from the hooks, relative to the largest value (or 1).
+HOOK_TOLERANCE = 1e-4
+
+
+@torch.no_grad()
+def layer_zero_inputs(
+    model: TransformerBridge, tokens: Int[Tensor, "batch pos"], check: bool = False
+) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos head_index d_head"]]:
+    """:func:`z_from_weights` of the model; ``check``: also run the model to ``hook_z`` and
+    raise :class:`~context_neurons.checks.ModelLoadError` unless both agree (the passes below
+    check their first batch, so a model whose weights are read wrongly cannot give a truth)."""
+    resid, z = z_from_weights(as_weights(model), tokens)
+    if check:
+        stop, name = "blocks.0.attn.hook_z", "blocks.0.hook_resid_pre"
+        hooked = run_until(model, tokens, stop, names=[name])
+        for mine, theirs, what in ((resid, hooked[name], name), (z, hooked[stop], stop)):
+            error = float((mine - theirs).abs().max())
+            if error > HOOK_TOLERANCE * max(float(theirs.abs().max()), 1.0):
+                raise ModelLoadError(f"Layer 0 computed from the weights is {error:.2g} away "
+                                     f"from the model's {what}: its weights are not read right.")
+    return resid, z
+
+
+def _checked_batches(model: TransformerBridge, windows: list[Int[Tensor, " _pos"]],
+                     batch_size: int, progress: bool = False) -> Iterator[tuple[
+                         Int[Tensor, "batch pos"], Tensor, Tensor, Tensor]]:
+    """Per batch of windows: the padded tokens, their lengths, ``resid`` and ``z``
+    (:func:`layer_zero_inputs`, the first batch checked against the hooks)."""
+    for b in tqdm(range(0, len(windows), batch_size), desc="windows", disable=not progress):
+        tokens, lengths = pad_windows(windows[b : b + batch_size])
+        tokens = tokens.to(model.cfg.device)
+        yield (tokens, lengths, *layer_zero_inputs(model, tokens, check=b == 0))
 
 
 def donor_windows(labels: list[str]) -> list[int]:
@@ -119,29 +170,39 @@ def donor_windows(labels: list[str]) -> list[int]:
 
 @dataclass(frozen=True)
 class LayerZeroPasses:
-    """One forward pass over windows, stopped at ``blocks.0.attn.hook_z``: each window's residual
-    stream entering layer 0 and every head's ``z``. Any head set's ablation then costs the rest of
-    layer 0 up to the MLP's input (:func:`pre_from_z`), not another forward pass."""
+    """One pass over windows up to ``blocks.0.attn.hook_z`` (:func:`layer_zero_inputs`, the first
+    batch checked against the hooks): each window's residual stream entering layer 0 and every
+    head's ``z``. Any head set's ablation then costs the rest of layer 0 up to the MLP's input
+    (:func:`ln2_output`, then ``W_in``), not another pass."""
 
     weights: ModelWeights
     # One entry per batch of windows (their sizes differ: the last batch, the padded lengths).
     resid: list[Tensor]  # [batch, pos, d_model]
     z: list[Tensor]  # [batch, pos, head_index, d_head]
-    mask: list[Tensor]  # [batch, pos]: the real positions >= start
+    mask: list[Tensor]  # [batch, pos], bool: the real positions >= start
+    real: list[Tensor]  # [batch, pos], bool: every real position
 
     @classmethod
     @torch.no_grad()
     def run(cls, model: TransformerBridge, windows: list[Int[Tensor, " _pos"]],
             start: int = START, batch_size: int = 8, progress: bool = False) -> LayerZeroPasses:
-        resid, zs, masks, stop, name = [], [], [], "blocks.0.attn.hook_z", "blocks.0.hook_resid_pre"
-        for b in tqdm(range(0, len(windows), batch_size), desc="windows", disable=not progress):
-            tokens, lengths = pad_windows(windows[b : b + batch_size])
-            tokens = tokens.to(model.cfg.device)
-            out = run_until(model, tokens, stop, names=[name])
-            resid.append(out[name])
-            zs.append(out[stop])
-            masks.append(position_mask(tokens, lengths, start).to(out[stop].dtype))
-        return cls(as_weights(model), resid, zs, masks)
+        resid, zs, masks, reals = [], [], [], []
+        for tokens, lengths, own_resid, z in _checked_batches(model, windows, batch_size,
+                                                             progress):
+            resid.append(own_resid)
+            zs.append(z)
+            masks.append(position_mask(tokens, lengths, start))
+            reals.append(position_mask(tokens, lengths, 0))
+        return cls(as_weights(model), resid, zs, masks, reals)
+
+    def _normed(self, z: list[Tensor] | None) -> Iterator[tuple[Tensor, Tensor]]:
+        """Per batch: LayerNorm 2's output with ``z`` in place of the pass's, and the mask."""
+        for resid, own, mask in zip(self.resid, z or self.z, self.mask):
+            yield ln2_output(self.weights, resid, own), mask
+
+    def _pre_mean(self, normed: Tensor, mask: Tensor) -> Tensor:
+        # A window mean commutes with W_in: the mean of LayerNorm 2's outputs, then W_in.
+        return masked_mean(normed, mask) @ self.weights.W_in + self.weights.b_in
 
     @torch.no_grad()
     def moments(self, z: list[Tensor] | None = None) -> tuple[
@@ -150,11 +211,21 @@ class LayerZeroPasses:
         """Each window's mean pre-activation and mean squared pre-activation over its positions
         ``>= start`` (:func:`window_moments`), with ``z`` in place of the pass's (per batch)."""
         means, squares = [], []
-        for resid, own, mask in zip(self.resid, z or self.z, self.mask):
-            pre, mask = pre_from_z(self.weights, resid, own), mask[..., None]
-            means.append(((pre * mask).sum(1) / mask.sum(1)).cpu())
-            squares.append(((pre.square() * mask).sum(1) / mask.sum(1)).cpu())
+        for normed, mask in self._normed(z):
+            pre = normed @ self.weights.W_in + self.weights.b_in
+            means.append(self._pre_mean(normed, mask).cpu())
+            squares.append(masked_mean(pre.square_(), mask).cpu())
         return torch.cat(means), torch.cat(squares)
+
+    @torch.no_grad()
+    def means(self, z: list[Tensor] | None = None) -> Float[Tensor, "n_windows d_mlp"]:
+        """The first of :meth:`moments` alone (the same numbers, without the squares' work)."""
+        return torch.cat([self._pre_mean(normed, mask).cpu() for normed, mask in self._normed(z)])
+
+    def mean_z(self) -> Float[Tensor, "head_index d_head"]:
+        """:func:`mean_head_z` of the pass's windows (the same batches: the same number),
+        without another forward pass."""
+        return _mean_z(zip(self.z, self.real))
 
     def mean_ablated_z(self, heads: list[int], mean_z: Float[Tensor, "head_index d_head"]
                        ) -> list[Tensor]:
@@ -168,7 +239,7 @@ class LayerZeroPasses:
     def ablated(self, heads: list[int], mean_z: Float[Tensor, "head_index d_head"]
                 ) -> Float[Tensor, "n_windows d_mlp"]:
         """Window means with ``heads`` mean-ablated (their ``z`` set to ``mean_z``)."""
-        return self.moments(self.mean_ablated_z(heads, mean_z))[0]
+        return self.means(self.mean_ablated_z(heads, mean_z))
 
     def resampled(self, heads: list[int], donors: list[int]) -> Float[Tensor, "n_windows d_mlp"]:
         """Window means with ``heads``' ``z`` taken from window ``donors[i]`` (equal lengths)."""
@@ -182,21 +253,25 @@ class LayerZeroPasses:
             for r in range(len(own)):
                 own[r, :, heads] = flat[donors[i]][:, heads]
                 i += 1
-        return self.moments(z)[0]
+        return self.means(z)
 
 
 @torch.no_grad()
 def mean_head_z(
     model: TransformerBridge, windows: list[Int[Tensor, " _pos"]], batch_size: int = 8
 ) -> Float[Tensor, "head_index d_head"]:
-    """The mean ``blocks.0.attn.hook_z`` of every layer-0 head over all real positions."""
-    name, total, count = "blocks.0.attn.hook_z", 0.0, 0
-    for b in range(0, len(windows), batch_size):
-        tokens, lengths = pad_windows(windows[b : b + batch_size])
-        tokens = tokens.to(model.cfg.device)
-        z = run_until(model, tokens, name)[name]  # [batch, pos, head, d_head]
-        real = position_mask(tokens, lengths, 0).to(z.dtype)
-        total = total + torch.einsum("bphe,bp->he", z, real)
+    """The mean ``blocks.0.attn.hook_z`` of every layer-0 head over all real positions (one
+    batch in memory at a time; :meth:`LayerZeroPasses.mean_z` for windows already passed)."""
+    batches = _checked_batches(model, windows, batch_size)
+    return _mean_z((z, position_mask(tokens, lengths, 0)) for tokens, lengths, _, z in batches)
+
+
+def _mean_z(batches: Iterable[tuple[Tensor, Tensor]]) -> Float[Tensor, "head_index d_head"]:
+    """The mean of ``z`` ``[batch, pos, head, d_head]`` over the positions its mask ``[batch,
+    pos]`` keeps, batch after batch."""
+    total, count = 0.0, 0
+    for z, real in batches:
+        total = total + torch.einsum("bphe,bp->he", z, real.to(z.dtype))
         count += int(real.sum())
     return total / count
 
@@ -333,9 +408,9 @@ def activation_truth(
     if len(domains) < 2:
         raise InputError("Give windows of at least two domains.")
     heads = check_heads(model, heads)
-    means = window_means(model, windows, start, batch_size=batch_size, progress=progress)
-    mean_z = mean_head_z(model, windows, batch_size)
-    ablated = window_means(model, windows, start, heads, mean_z, batch_size, progress)
+    passes = LayerZeroPasses.run(model, windows, start, batch_size, progress)  # one pass
+    means = passes.means()
+    ablated = passes.ablated(heads, passes.mean_z())
     return ActivationTruth(
         domains=domains,
         heads=heads,

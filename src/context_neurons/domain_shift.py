@@ -323,37 +323,52 @@ def predict_path_shifts(
 
     support = torch.stack(list(distributions.values())).sum(0).to(outputs.device) > 0
     support = support.nonzero().flatten()  # tokens of any domain
-    terms = []  # per domain: BOS share, p on the support, weights, the Gram root
+    beta_bars, weights, own = [], [], []  # per domain; own: its tokens, p and c / S on them
     for name in domains:
         p = distributions[name].to(dtype).to(outputs.device)
-        _, beta, weights, a = _domain_terms(pieces, p, start, length)
-        beta_bar = beta[:, start:length].mean(-1)  # [head]
+        _, beta, w_p, a = _domain_terms(pieces, p, start, length)
         evals, evecs = torch.linalg.eigh(a @ a.T)  # the Gram matrix over paths
-        root = evecs * evals.clamp(min=0).sqrt()
-        p_s = p[support]
-        ratio = weights[:, support] / p_s.clamp(min=1e-300)  # c_h(t) / S_h
-        terms.append(tuple(x.float() for x in (beta_bar, p_s, weights[:, support], ratio, root)))
+        root = evecs * evals.clamp(min=0).sqrt()  # [path, k]
+        beta_bars.append(beta[:, start:length].mean(-1).float())  # [head]
+        weights.append(w_p[:, support].float())  # p c / S
+        inside = (p[support] > 0).nonzero().flatten()  # the domain's tokens, on the support
+        p_in = p[support][inside]
+        ratio = w_p[:, support][:, inside] / p_in  # c_h(t) / S_h
+        own.append((inside, p_in.float(), ratio.float(), root.float()))
+    weights_all = torch.stack(weights, dim=1)  # [path, domain, support]
     outputs_support = outputs[:, support].float()
-    means = [[] for _ in domains]  # per domain, per chunk: [path, neuron]
-    variances = [[] for _ in domains]
+    means, variances = [], []  # per chunk: [domain, path, neuron] and [domain, neuron]
     for lo in range(0, read.shape[1], chunk):
         w = read[:, lo : lo + chunk]
         eps = torch.einsum("ptd,dj->ptj", outputs_support, w.float())  # float32: the bulk
         eps_bos = (pieces.bos_outputs @ w).float()  # [head, neuron]
-        for k, (beta_bar, p_s, weights_s, ratio, root) in enumerate(terms):
-            m = torch.einsum("pt,ptj->pj", weights_s, eps)  # self-normalised means
-            head_mean = beta_bar[:, None] * eps_bos + (1 - beta_bar[:, None]) * m[:n_heads]
-            means[k].append(torch.cat([head_mean, m[n_heads:]]))
-            g = ratio[..., None] * (eps - m[:, None])  # (c / S)(eps - m), zero where p = 0
-            mixed = torch.einsum("pk,ptj->ktj", root, g)
-            variances[k].append(torch.einsum("t,ktj->j", p_s, mixed**2))
-    means = [torch.cat(parts, dim=1).to(dtype) for parts in means]
-    variances = [torch.cat(parts).to(dtype) for parts in variances]
-    means_t = torch.stack(means)  # [domain, path, neuron]
+        m = torch.bmm(weights_all, eps).transpose(0, 1)  # [domain, path, neuron]: the means
+        means.append(torch.stack([
+            torch.cat([beta_bar[:, None] * eps_bos + (1 - beta_bar[:, None]) * m_d[:n_heads],
+                       m_d[n_heads:]]) for beta_bar, m_d in zip(beta_bars, m)]))
+        variances.append(torch.stack([_window_variance(eps, m_d, *terms)
+                                      for m_d, terms in zip(m, own)]))
+    means_t = torch.cat(means, dim=-1).to(dtype)  # [domain, path, neuron]
     n_dom = len(domains)
     rest = (means_t.sum(0, keepdim=True) - means_t) / (n_dom - 1)
     shifts = means_t - rest
-    return PathShifts(domains, shifts.float().cpu(), torch.stack(variances).float().cpu())
+    return PathShifts(domains, shifts.float().cpu(), torch.cat(variances, dim=-1).cpu())
+
+
+def _window_variance(
+    eps: Float[Tensor, "path support neuron"],
+    m: Float[Tensor, "path neuron"],
+    inside: Int[Tensor, " n_own"],
+    p: Float[Tensor, " n_own"],
+    ratio: Float[Tensor, "path n_own"],
+    root: Float[Tensor, "path k"],
+) -> Float[Tensor, " neuron"]:
+    """``sum_t p(t) |root^T g(t)|^2`` over the domain's own tokens ``inside`` (positions on
+    the support), ``g_p(t) = ratio_p(t) (eps_p(t) - m_p)``."""
+    g = eps[:, inside]  # a copy, [path, n_own, neuron]
+    g.sub_(m[:, None]).mul_(ratio[..., None])
+    mixed = (root.T @ g.flatten(1)).view(root.shape[1], *g.shape[1:])  # [k, n_own, neuron]
+    return (p @ mixed.square_()).sum(0)  # [k, neuron], summed over k
 
 
 def pieces_as(pieces: PathPieces, dtype: torch.dtype) -> PathPieces:

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from context_neurons import activations as act
-from context_neurons.checks import InputError
+from context_neurons.checks import InputError, ModelLoadError
 from context_neurons.models.toy import make_small_model
+from context_neurons.models.weights import as_weights
 
 
 def brute_auc(values: torch.Tensor, inside: torch.Tensor) -> float:
@@ -42,6 +43,38 @@ def test_score_auc_is_the_pairwise_probability():
     ranked[truth] = 1.0
     assert act.score_auc(ranked, truth) == 1.0
     assert np.isnan(act.score_auc(scores, [])) and np.isnan(act.score_auc(scores, list(range(40))))
+
+
+@pytest.mark.parametrize("fold_ln", [False, True])
+def test_layer_zero_from_the_weights_equals_the_hooks(fold_ln):
+    """z_from_weights against the bridge's hooks, padded windows included (padding comes after
+    a window's end), with LayerNorms folded or not."""
+    model, _ = make_small_model(seed=5, fold_ln=fold_ln, n_ctx=64, n_layers=2)
+    gen = torch.Generator().manual_seed(2)
+    tokens = torch.randint(0, 500, (3, 64), generator=gen)
+    resid, z = act.z_from_weights(as_weights(model), tokens)
+    _, cache = model.run_with_cache(
+        tokens, names_filter=["blocks.0.hook_resid_pre", "blocks.0.attn.hook_z"])
+    torch.testing.assert_close(resid, cache["blocks.0.hook_resid_pre"], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(z, cache["blocks.0.attn.hook_z"], atol=1e-5, rtol=1e-4)
+    short, _ = act.z_from_weights(as_weights(model), tokens[:1, :40])
+    torch.testing.assert_close(short, resid[:1, :40])
+    _, z_short = act.z_from_weights(as_weights(model), tokens[:1, :40])
+    torch.testing.assert_close(z_short, z[:1, :40], atol=1e-6, rtol=1e-5)
+
+
+def test_layer_zero_check_refuses_weights_read_wrongly(monkeypatch):
+    """Every pass checks its first batch against the hooks: weights read wrongly raise."""
+    model, _ = make_small_model(seed=5, n_ctx=64)
+    windows = [torch.arange(1, 60)] * 2
+    act.LayerZeroPasses.run(model, windows, start=6)  # read right: no error
+    right = act.z_from_weights
+    monkeypatch.setattr(act, "z_from_weights", lambda w, t: (lambda r, z: (r, 1.01 * z))(
+        *right(w, t)))
+    with pytest.raises(ModelLoadError, match="hook_z"):
+        act.LayerZeroPasses.run(model, windows, start=6)
+    with pytest.raises(ModelLoadError, match="hook_z"):
+        act.mean_head_z(model, windows)
 
 
 def test_window_means_equal_the_hooks_and_ablation_replaces_the_heads():
@@ -99,6 +132,9 @@ def test_one_pass_gives_every_ablation_as_the_hooks_do():
     mean_z = act.mean_head_z(model, windows)
     torch.testing.assert_close(passes.ablated([0, 2], mean_z), act.window_means(
         model, windows, start=6, ablate=[0, 2], mean_z=mean_z), atol=1e-5, rtol=1e-5)
+    # What the pass already holds, without another pass: the same numbers to the bit.
+    assert torch.equal(passes.means(), means)
+    assert torch.equal(act.mean_head_z(model, windows, batch_size=2), passes.mean_z())
 
     same = [torch.randint(0, 500, (48,), generator=gen) for _ in range(5)]
     labels = ["a", "a", "b", "c", "c"]

@@ -16,9 +16,11 @@ from sklearn.metrics import roc_auc_score
 from context_neurons.domain_shift import (
     DomainShiftPrediction,
     PathPieces,
+    _domain_terms,
     path_pieces,
     permuted_vocabulary,
     predict_domain_shifts,
+    predict_path_shifts,
     unigram_distribution,
 )
 from context_neurons.checks import InputError
@@ -88,6 +90,51 @@ def test_variance_of_the_direct_path_is_the_token_variance_over_the_window():
     out = predict_domain_shifts(pieces, read, dists, [0], start=2, length=4)
     assert out.variance[:, 0].tolist() == pytest.approx([0.5, 0.5], abs=1e-6)
     assert out.shift[:, 0].tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
+
+
+def test_shifts_and_variances_equal_the_formulas_token_by_token():
+    """Two heads and the direct path, three domains on overlapping supports, neurons in chunks:
+    every mean and variance against the module docstring's sums written out per token."""
+    gen = torch.Generator().manual_seed(0)
+    n_heads, n_vocab, n_ctx, d_model, start = 2, 7, 6, 3, 2
+    kernels = torch.rand(n_heads, n_ctx, n_ctx, generator=gen, dtype=torch.float64).tril()
+    pieces = PathPieces(
+        log_content=torch.cat([3 * torch.randn(n_heads, n_vocab, generator=gen,
+                                               dtype=torch.float64),
+                               torch.zeros(1, n_vocab, dtype=torch.float64)]),
+        kernels=kernels / kernels.sum(-1, keepdim=True),
+        log_bos=torch.randn(n_heads, n_ctx, generator=gen, dtype=torch.float64),
+        outputs=torch.randn(n_heads + 1, n_vocab, d_model, generator=gen, dtype=torch.float64),
+        bos_outputs=torch.randn(n_heads, d_model, generator=gen, dtype=torch.float64))
+    read = torch.randn(d_model, 5, generator=gen, dtype=torch.float64)
+    dists = {}
+    for name, tokens in {"a": [0, 1, 2], "b": [1, 2, 3, 4], "c": [0, 4]}.items():
+        p = torch.zeros(n_vocab, dtype=torch.float64)
+        p[tokens] = torch.rand(len(tokens), generator=gen, dtype=torch.float64) + 0.1
+        dists[name] = p / p.sum()  # tokens 5 and 6 in no domain
+    out = predict_path_shifts(pieces, read, dists, start, chunk=2)
+    eps = torch.einsum("ptd,dj->ptj", pieces.outputs, read)  # [path, token, neuron]
+    eps_bos = pieces.bos_outputs @ read
+    means, variances = [], []
+    for p in dists.values():
+        _, beta, _, a = _domain_terms(pieces, p, start, n_ctx)
+        c = pieces.log_content.exp()  # [path, token]
+        s = (p * c).sum(-1)  # S_h (1 for the direct path)
+        m = torch.stack([(p * c[q] * eps[q].T).sum(-1) / s[q] for q in range(n_heads + 1)])
+        beta_bar = beta[:, start:].mean(-1)
+        means.append(torch.cat([beta_bar[:, None] * eps_bos
+                                + (1 - beta_bar[:, None]) * m[:n_heads], m[n_heads:]]))
+        gram = a @ a.T
+        variance = torch.zeros(read.shape[1], dtype=torch.float64)
+        for t in range(n_vocab):
+            g = c[:, t, None] / s[:, None] * (eps[:, t] - m)  # [path, neuron]
+            variance += p[t] * torch.einsum("pj,pq,qj->j", g, gram, g)
+        variances.append(variance)
+    means = torch.stack(means)
+    shifts = means - (means.sum(0, keepdim=True) - means) / 2
+    torch.testing.assert_close(out.shifts, shifts.float(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.variance, torch.stack(variances).float(), atol=1e-6,
+                               rtol=1e-5)
 
 
 def test_score_is_standardized_shift_times_clipped_share():

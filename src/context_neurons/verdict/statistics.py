@@ -54,12 +54,13 @@ def domain_shifts(values: np.ndarray, domain_index: np.ndarray, n_domains: int,
     second_of = values**2 if squares is None else np.asarray(squares, dtype=np.float64)
     means, within, total = [], 0.0, 0.0
     for d in range(n_domains):
-        w = weights * (domain_index == d)[None]  # [resample, window]
+        inside = domain_index == d
+        w = weights[:, inside]  # [resample, the domain's windows]
         n = w.sum(1, keepdims=True)
         if np.any(n == 0):
             raise InputError(f"Domain {d} has no window in some resample.")
-        m = (w @ values) / n
-        second = (w @ second_of) / n
+        m = (w @ values[inside]) / n
+        second = (w @ second_of[inside]) / n
         within = within + (second - m**2) * n
         total = total + n
         means.append(m)

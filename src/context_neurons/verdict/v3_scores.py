@@ -23,12 +23,13 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+from context_neurons.activations import layer_zero_inputs, ln2_output
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.discovery import read_vectors
 from context_neurons.method import MethodValues
 from context_neurons.domain_shift import DomainShiftPrediction, PathPieces, PathShifts, path_pieces
 from context_neurons.domain_shift import predict_path_shifts
-from context_neurons.hooks import run_until
+from context_neurons.models.weights import as_weights
 from context_neurons.training.config import EOT
 
 #: The bag's sequence length (the protocol's ``L = min(128, n_ctx)``).
@@ -51,14 +52,18 @@ def bag_support(distributions: dict[str, Float[Tensor, " d_vocab"]]) -> Int[Tens
 def bag_responses(model: TransformerBridge, tokens: Int[Tensor, " n_tokens"], length: int,
                   start: int, bos: int, batch_size: int = 16) -> Float[Tensor, "n_tokens d_mlp"]:
     """``r_j(t)``: each neuron's ``blocks.0.mlp.hook_pre`` averaged over positions
-    ``start <= n < length`` of ``[bos, t, ..., t]`` (``length`` tokens), no ablation."""
-    stop, out = "blocks.0.mlp.hook_pre", []
+    ``start <= n < length`` of ``[bos, t, ..., t]`` (``length`` tokens), no ablation: layer 0
+    from the weights (:func:`~context_neurons.activations.layer_zero_inputs`, the first batch
+    checked against the hooks; tested against them)."""
+    weights, out = as_weights(model), []
     for b in range(0, len(tokens), batch_size):
         chunk = tokens[b : b + batch_size].long()
         sequences = chunk[:, None].repeat(1, length)
         sequences[:, 0] = bos
-        pre = run_until(model, sequences.to(model.cfg.device), stop)[stop]
-        out.append(pre[:, start:length].double().mean(1).cpu())
+        resid, z = layer_zero_inputs(model, sequences.to(model.cfg.device), check=b == 0)
+        # The mean over positions commutes with W_in: LayerNorm 2's mean output, then W_in.
+        normed = ln2_output(weights, resid, z)[:, start:length].double().mean(1)
+        out.append((normed @ weights.W_in.double() + weights.b_in.double()).cpu())
     return torch.cat(out)
 
 

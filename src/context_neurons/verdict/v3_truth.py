@@ -70,7 +70,7 @@ def measure_v3(model: TransformerBridge, data: V3Data, sets: dict[str, list[int]
     others = {}
     for name in data.by_status("not pooled"):
         own = LayerZeroPasses.run(model, list(data.confirm[name].windows), start, batch_size)
-        others[name] = (_np(own.moments()[0]), _np(own.ablated(sets["context"], mean_z)))
+        others[name] = (_np(own.means()), _np(own.ablated(sets["context"], mean_z)))
     index = np.array([pooled.index(label) for label in labels])
     return ConfirmMeasurements(pooled, index, units, _np(full), _np(squares), ablated,
                                resampled, others)
