@@ -133,7 +133,7 @@ def time_ablations(model, record, n_windows: int = 256) -> None:
     mean_z = act.mean_head_z(model, windows[:32])
     t0 = time.perf_counter()
     passes = act.LayerZeroPasses.run(model, windows, start, batch_size=32)
-    ours = [passes.moments()[0], *[passes.ablated(h, mean_z) for h in sets]]
+    ours = [passes.means(), *[passes.ablated(h, mean_z) for h in sets]]
     t_ours = time.perf_counter() - t0
     t0 = time.perf_counter()
     theirs = [means_through_hooks(model, windows, start),

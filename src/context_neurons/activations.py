@@ -24,7 +24,7 @@ head's ``hook_z`` is the same in each, so :class:`LayerZeroPasses` computes it o
 each ablation's rest of layer 0 from the weights (:func:`ln2_output`, then ``W_in``). Layer 0 is
 computed from the weights (:func:`z_from_weights`, several times faster than the bridge's hooked
 attention), tested against the hooks; every pass checks its first batch against the model's own
-hooks, so a model whose weights were read wrongly raises instead of giving a truth.
+hooks up to the MLP's input, so weights read wrongly raise instead of giving a truth.
 """
 
 from __future__ import annotations
@@ -74,10 +74,11 @@ def window_means(
         start: first position averaged.
         ablate: layer-0 heads to mean-ablate (their ``hook_z`` replaced by ``mean_z``).
         mean_z: the value each ablated head's ``hook_z`` is set to (:func:`mean_head_z`).
-        batch_size: windows per forward pass (each pass stops at ``blocks.0.attn.hook_z``).
+        batch_size: windows per batch of :class:`LayerZeroPasses`.
         progress: show a progress bar.
     """
-    return window_moments(model, windows, start, ablate, mean_z, batch_size, progress)[0]
+    passes, z = _passes(model, windows, start, ablate, mean_z, batch_size, progress)
+    return passes.means(z)
 
 
 @torch.no_grad()
@@ -91,13 +92,20 @@ def window_moments(
     progress: bool = False,
 ) -> tuple[Float[Tensor, "n_windows d_mlp"], Float[Tensor, "n_windows d_mlp"]]:
     """:func:`window_means` and each window's mean of *squared* pre-activations (same positions),
-    from the same forward passes (:class:`LayerZeroPasses`): the single-position spread of
-    protocol v2."""
+    from the same pass (:class:`LayerZeroPasses`): the single-position spread of protocol v2."""
+    passes, z = _passes(model, windows, start, ablate, mean_z, batch_size, progress)
+    return passes.moments(z)
+
+
+def _passes(model, windows, start, ablate, mean_z, batch_size, progress) -> tuple[
+        LayerZeroPasses, list[Tensor] | None]:
+    """The windows' :class:`LayerZeroPasses` and its ``z`` with ``ablate`` mean-ablated (None:
+    none ablated)."""
     if ablate and mean_z is None:
         raise InputError("Mean-ablation needs mean_z (see mean_head_z).")
     heads = check_heads(model, ablate) if ablate else []
     passes = LayerZeroPasses.run(model, windows, start, batch_size, progress)
-    return passes.moments(passes.mean_ablated_z(heads, mean_z) if heads else None)
+    return passes, passes.mean_ablated_z(heads, mean_z) if heads else None
 
 
 def ln2_output(
@@ -134,18 +142,23 @@ HOOK_TOLERANCE = 1e-4
 def layer_zero_inputs(
     model: TransformerBridge, tokens: Int[Tensor, "batch pos"], check: bool = False
 ) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos head_index d_head"]]:
-    """:func:`z_from_weights` of the model; ``check``: also run the model to ``hook_z`` and
-    raise :class:`~context_neurons.checks.ModelLoadError` unless both agree (the passes below
-    check their first batch, so a model whose weights are read wrongly cannot give a truth)."""
-    resid, z = z_from_weights(as_weights(model), tokens)
+    """:func:`z_from_weights` of the model; ``check``: also run the model to
+    ``blocks.0.mlp.hook_pre`` and raise :class:`~context_neurons.checks.ModelLoadError` unless
+    the residual, every head's ``z`` and the pre-activations computed from the weights
+    (:func:`ln2_output`, ``W_in``) all agree with the hooks. Every pass below checks its first
+    batch, so weights read wrongly, anywhere in layer 0, raise instead of giving a truth."""
+    weights = as_weights(model)
+    resid, z = z_from_weights(weights, tokens)
     if check:
-        stop, name = "blocks.0.attn.hook_z", "blocks.0.hook_resid_pre"
-        hooked = run_until(model, tokens, stop, names=[name])
-        for mine, theirs, what in ((resid, hooked[name], name), (z, hooked[stop], stop)):
+        names = ["blocks.0.hook_resid_pre", "blocks.0.attn.hook_z"]
+        hooked = run_until(model, tokens, "blocks.0.mlp.hook_pre", names=names)
+        pre = ln2_output(weights, resid, z) @ weights.W_in + weights.b_in
+        for mine, name in ((resid, names[0]), (z, names[1]), (pre, "blocks.0.mlp.hook_pre")):
+            theirs = hooked[name]
             error = float((mine - theirs).abs().max())
             if error > HOOK_TOLERANCE * max(float(theirs.abs().max()), 1.0):
                 raise ModelLoadError(f"Layer 0 computed from the weights is {error:.2g} away "
-                                     f"from the model's {what}: its weights are not read right.")
+                                     f"from the model's {name}: its weights are not read right.")
     return resid, z
 
 
@@ -399,7 +412,7 @@ def activation_truth(
         labels: each window's domain (e.g. its corpus).
         heads: the contextual heads (the model's own taxonomy's), ablated in the second test.
         start: first position of a window's mean.
-        batch_size: windows per forward pass.
+        batch_size: windows per batch of :class:`LayerZeroPasses`.
         progress: show progress bars.
     """
     if len(windows) != len(labels):

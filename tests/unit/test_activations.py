@@ -10,6 +10,7 @@ from context_neurons import activations as act
 from context_neurons.checks import InputError, ModelLoadError
 from context_neurons.models.toy import make_small_model
 from context_neurons.models.weights import as_weights
+from context_neurons.text.windows import pad_windows
 
 
 def brute_auc(values: torch.Tensor, inside: torch.Tensor) -> float:
@@ -47,38 +48,51 @@ def test_score_auc_is_the_pairwise_probability():
 
 @pytest.mark.parametrize("fold_ln", [False, True])
 def test_layer_zero_from_the_weights_equals_the_hooks(fold_ln):
-    """z_from_weights against the bridge's hooks, padded windows included (padding comes after
-    a window's end), with LayerNorms folded or not."""
+    """z_from_weights against the bridge's hooks, with LayerNorms and value biases folded or
+    not; a window padded to the batch's length (padding after its end) as the hooks give it
+    alone."""
     model, _ = make_small_model(seed=5, fold_ln=fold_ln, n_ctx=64, n_layers=2)
     gen = torch.Generator().manual_seed(2)
     tokens = torch.randint(0, 500, (3, 64), generator=gen)
+    names = ["blocks.0.hook_resid_pre", "blocks.0.attn.hook_z"]
     resid, z = act.z_from_weights(as_weights(model), tokens)
-    _, cache = model.run_with_cache(
-        tokens, names_filter=["blocks.0.hook_resid_pre", "blocks.0.attn.hook_z"])
-    torch.testing.assert_close(resid, cache["blocks.0.hook_resid_pre"], atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close(z, cache["blocks.0.attn.hook_z"], atol=1e-5, rtol=1e-4)
-    short, _ = act.z_from_weights(as_weights(model), tokens[:1, :40])
-    torch.testing.assert_close(short, resid[:1, :40])
-    _, z_short = act.z_from_weights(as_weights(model), tokens[:1, :40])
-    torch.testing.assert_close(z_short, z[:1, :40], atol=1e-6, rtol=1e-5)
+    _, cache = model.run_with_cache(tokens, names_filter=names)
+    torch.testing.assert_close(resid, cache[names[0]], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(z, cache[names[1]], atol=1e-5, rtol=1e-4)
+    padded, lengths = pad_windows([tokens[0, :40], tokens[1]])
+    _, z_padded = act.z_from_weights(as_weights(model), padded)
+    _, alone = model.run_with_cache(tokens[:1, :40], names_filter=names)
+    assert lengths.tolist() == [40, 64]
+    torch.testing.assert_close(z_padded[0, :40], alone[names[1]][0], atol=1e-5, rtol=1e-4)
 
 
 def test_layer_zero_check_refuses_weights_read_wrongly(monkeypatch):
-    """Every pass checks its first batch against the hooks: weights read wrongly raise."""
+    """Every pass checks its first batch against the hooks, up to the MLP's input: a residual,
+    a head's z or LayerNorm 2 read wrongly raises (the passes, the mean z, the bag of tokens)."""
+    from context_neurons.verdict.v3_scores import bag_responses
+
     model, _ = make_small_model(seed=5, n_ctx=64)
     windows = [torch.arange(1, 60)] * 2
     act.LayerZeroPasses.run(model, windows, start=6)  # read right: no error
-    right = act.z_from_weights
-    monkeypatch.setattr(act, "z_from_weights", lambda w, t: (lambda r, z: (r, 1.01 * z))(
-        *right(w, t)))
-    with pytest.raises(ModelLoadError, match="hook_z"):
+    right_z, right_ln2 = act.z_from_weights, act.ln2_output
+    wrong_z = {"hook_resid_pre": lambda r, z: (r + 0.01, z), "hook_z": lambda r, z: (r, 1.01 * z)}
+    for hook, wrong in wrong_z.items():
+        monkeypatch.setattr(act, "z_from_weights", lambda w, t: wrong(*right_z(w, t)))
+        for run in (lambda: act.LayerZeroPasses.run(model, windows, start=6),
+                    lambda: act.mean_head_z(model, windows),
+                    lambda: bag_responses(model, torch.tensor([3, 4]), 64, 32, 0)):
+            with pytest.raises(ModelLoadError, match=hook):
+                run()
+    monkeypatch.setattr(act, "z_from_weights", right_z)
+    monkeypatch.setattr(act, "ln2_output", lambda w, r, z: 1.01 * right_ln2(w, r, z))
+    with pytest.raises(ModelLoadError, match="hook_pre"):
         act.LayerZeroPasses.run(model, windows, start=6)
-    with pytest.raises(ModelLoadError, match="hook_z"):
-        act.mean_head_z(model, windows)
 
 
-def test_window_means_equal_the_hooks_and_ablation_replaces_the_heads():
-    model, _ = make_small_model(seed=4, n_ctx=64, n_layers=1)
+@pytest.mark.parametrize("fold_ln", [False, True])
+def test_window_means_equal_the_hooks_and_ablation_replaces_the_heads(fold_ln):
+    """LayerNorm 2, W_O and W_in from the weights, folded (as the shipped models load) or not."""
+    model, _ = make_small_model(seed=4, n_ctx=64, n_layers=1, fold_ln=fold_ln)
     gen = torch.Generator().manual_seed(1)
     windows = [torch.randint(0, 500, (n,), generator=gen) for n in (40, 50, 64)]
     means = act.window_means(model, windows, start=5, batch_size=2)
@@ -132,8 +146,7 @@ def test_one_pass_gives_every_ablation_as_the_hooks_do():
     mean_z = act.mean_head_z(model, windows)
     torch.testing.assert_close(passes.ablated([0, 2], mean_z), act.window_means(
         model, windows, start=6, ablate=[0, 2], mean_z=mean_z), atol=1e-5, rtol=1e-5)
-    # What the pass already holds, without another pass: the same numbers to the bit.
-    assert torch.equal(passes.means(), means)
+    # The mean z from what the pass already holds, without another pass: the same number.
     assert torch.equal(act.mean_head_z(model, windows, batch_size=2), passes.mean_z())
 
     same = [torch.randint(0, 500, (48,), generator=gen) for _ in range(5)]
@@ -154,7 +167,7 @@ def test_one_pass_gives_every_ablation_as_the_hooks_do():
             _, cache = model.run_with_cache(tokens[None], names_filter=stop)
         torch.testing.assert_close(resampled[i], cache[stop][0, 6:].mean(0), atol=1e-5,
                                    rtol=1e-5)
-    assert not torch.allclose(resampled, act.LayerZeroPasses.run(model, same, 6).moments()[0])
+    assert not torch.allclose(resampled, act.LayerZeroPasses.run(model, same, 6).means())
     with pytest.raises(InputError, match="one length"):
         passes.resampled([1], [1, 2, 0])
 
