@@ -698,8 +698,15 @@ if isinstance(seed0, V3Evaluation) and seed0.primary:
 # (`assets/trained-model-seed1`). Its v3 evaluation takes about four minutes on one core, so it
 # is not run on this page: `python -m context_neurons.verdict.v3 --model trained-seed1 --store`
 # computed it and stored it beside the weights, and it is read back only while those weights and
-# the protocol files are the ones it was computed from (their SHA-256 are in the file). The table
-# says which result was computed in this run and which is stored:
+# the protocol files are the ones it was computed from (their SHA-256 are in the file).
+#
+# The GPT-2-shaped model (2 blocks, $d_\text{model} = 768$, 12 heads, $d_\text{mlp} = 3072$,
+# context 1024, GPT-2's tokenizer) was trained on a lent H100 from the same corpora. Its weights
+# (107 MB) could not leave that machine, so v3 ran there, on the GPU rather than on the CPU path
+# the other results use (`scripts/device_jobs.sh` step 2). Its training records and that result
+# ship in `assets/gpt2-layer0-shape`, labelled with the device, and are checked against the
+# protocol files only, since the weights are not here to hash. The table says which result was
+# computed in this run and which is stored:
 
 # %%
 from context_neurons.verdict.v3_report import replication_rows, source_lines
@@ -707,14 +714,21 @@ from context_neurons.verdict.v3_report import replication_rows, source_lines
 if evaluation_v3:
     show_table(pd.DataFrame(replication_rows(evaluation_v3)).T.rename_axis("model"),
                "protocol v3 on every registered model: seed 0 computed here, the others stored "
-               "or pending", model="trained models (seeds 0 and 1)")
+               "or pending", model="trained models (seeds 0 and 1, GPT-2-shaped)")
     for line in source_lines(evaluation_v3):
         print(wrapped(line))
 
 # %% [markdown]
 # A replication *replicates* when its primary verdict is seed 0's. Two seeds of the same recipe
 # are two draws of one training procedure, not two architectures: agreement says the verdict is
-# not an accident of one initialisation, and disagreement says how much of it is.
+# not an accident of one initialisation, and disagreement says how much of it is. A model whose
+# primary comparison is *not testable* (its truth is empty, or too small for the bootstrap) can
+# neither replicate nor contradict seed 0, and the table leaves that column empty for it. For
+# the GPT-2-shaped model, the verdict lines at the top of the page say how many of the neurons
+# the effect size selects its context criterion removes: with a context set of one head, that can
+# be all of them, and v3's truth is then empty. That is a statement about this model and this
+# protocol's truth, not about the score; the registered sensitivities (in
+# `discovery_evaluation_v3`) are not verdicts.
 #
 # ## 8.9 How the structure appears during training
 #
@@ -921,9 +935,10 @@ if truth_broad is not None:
 #   planted topics.
 # - Protocol v3, the confirmatory test, compared the score on fresh documents with four baselines
 #   that do without the decomposition's context share, the model run on each token alone among
-#   them, through a paired bootstrap interval of the difference in AUC, on seed 0 and on the
-#   seed-1 replication. The verdicts, computed in this run (the replication's stored, and labelled
-#   so), are the chapter's result, v3's first:
+#   them, through a paired bootstrap interval of the difference in AUC, on seed 0 and on two
+#   replications (seed 1, and a model with GPT-2 Small's layer-0 shape). The verdicts, computed
+#   in this run (the replications' stored, and labelled so), are the chapter's result, v3's
+#   first:
 
 # %%
 if evaluation_v3:

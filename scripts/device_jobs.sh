@@ -73,6 +73,14 @@
 #   training). The chapters took 30-64 s each on the GPU beside training (ch01 36, ch02 30,
 #   ch03 64, ch04 35, ch05_gallery 40, ch05_neurons 44 s): all eleven do not fit one call beside
 #   step 2; the main jobs took 38 s (planted) and 61 s (trained) with --texts 20.
+# Measured on the second lent H100 (2026-11-27, 22:47 UTC): `GPT2_LAYER0_TOKENS=40000000
+#   scripts/device_jobs.sh 2 3`. Step 2: 39,993,344 tokens at 192,609 tokens/s (208 s of training
+#   in 275 s of wall), summary 32 s, v3 on the GPU (--device cuda) 62 s: done; its records and v3
+#   result are in the package (scripts/device_steps.py import-v3), do not run it again. Step 3:
+#   ch06 39, ch07 34, ch08 81, ch09 35 s beside step 2; the appendix failed on CUDA (fixed since)
+#   and ran on an H200 in 37 s (ch01 29, ch02 28). Main jobs: planted 34 s, trained 70 s.
+#   Next time: `scripts/device_jobs.sh 3` alone: the eleven chapters took about 470 s in all,
+#   so the main jobs may not fit after them in one call.
 #
 # Before (here, once; needs ../shared, the network for pip and this project's venv with Python
 # 3.11.7, whose standard library the shipped model read): `scripts/device_jobs.sh --prepare`
@@ -88,7 +96,8 @@
 # The device's python3 (3.12, PyTorch with CUDA) is used; the wheels go to /tmp/device-jobs/site
 # (pip --no-index --no-deps --target), the data to /tmp/data. Environment knobs: OUT (required on
 # the device), PYTHON, DEVICE_JOBS_BUDGET_S, DEVICE_JOBS_SERIAL, GPT2_LAYER0_TOKENS,
-# DEVICE_JOBS_WORK (scratch, default /tmp/device-jobs), DEVICE_JOBS_DATA (default /tmp/data).
+# DEVICE_JOBS_WORK (scratch, default /tmp/device-jobs), DEVICE_JOBS_DATA (default /tmp/data),
+# DEVICE_JOBS_CHAPTERS (step 3's chapters, in order).
 #
 # --smoke: on the CPU here, with this checkout's venv, tiny budgets (a few training steps on two
 # small corpora, a tiny step-2 shape with GPT-2's tokenizer, one chapter, reproduce --model planted
@@ -288,16 +297,17 @@ PARAMETER_RATIO=14.31  # 53,561,088 / 3,742,720 parameters (step 2's model / the
 
 step2_tokens() {
     # GPT2_LAYER0_TOKENS (default 7M), cut so that training fits the time left: the rate is step
-    # 1's measured tokens/s (else the shipped run's 552,145) over the parameter ratio.
+    # 1's measured tokens/s over the parameter ratio or, without step 1, step 2's own rate
+    # measured on the first lent H100 (192,918 tokens/s; the ratio's estimate was 4 times low).
     local wanted=${GPT2_LAYER0_TOKENS:-7000000} overhead=150
     "$PY" - "$RUN1/training.json" "$wanted" "$(left)" "$overhead" "$PARAMETER_RATIO" <<'EOF'
 import json, sys
 record, wanted, left, overhead, ratio = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:])
 try:
-    rate = json.load(open(record))["tokens_per_second"]
+    rate = json.load(open(record))["tokens_per_second"] / ratio
 except (OSError, ValueError, KeyError):
-    rate = 552145.0
-fits = int(rate / ratio * max(left - overhead, 0))
+    rate = 192918.0
+fits = int(rate * max(left - overhead, 0))
 step = 16 * 1024
 print(max(min(wanted, fits) // step, 100) * step)
 EOF
@@ -324,7 +334,12 @@ step2() {
         # the device's cores, without the parts timed apart (untrained and planted controls) and
         # the exploratory arm. Untimed so far: bag-of-tokens passes over GPT-2's vocabulary at
         # d_mlp 3072 are estimated at about 50 times seed 0's 51 s on one core.
-        run_step 2-v3 A 60 - "$PY" -m context_neurons.verdict.v3 --model "$RUN2" --no-apart \
+        # On the GPU first (untested there before 2026-11-27's second lent H100: the CPU path's
+        # estimate did not fit beside training), then the CPU path if that fails.
+        run_step 2-v3-cuda A 60 - "$PY" -m context_neurons.verdict.v3 --model "$RUN2" --no-apart \
+            --no-label-free --threads "$V3_THREADS" --device "$DEVICE" \
+            --out "$RUN2/verdict-v3.json" \
+        || run_step 2-v3 A 60 - "$PY" -m context_neurons.verdict.v3 --model "$RUN2" --no-apart \
             --no-label-free --threads "$V3_THREADS" --out "$RUN2/verdict-v3.json"
     else
         skip 2-summary A "step 2's training did not finish"
@@ -335,7 +350,8 @@ step2() {
 # ---- step 3: chapters on the GPU against the stored CPU outputs; the main job ----------------------
 
 step3() {
-    local chapters=() texts=20 compare=() fresh=$WORK/chapters-cuda
+    # DEVICE_JOBS_CHAPTERS: chapter names in the order to run them (default: all, in book order)
+    local chapters=(${DEVICE_JOBS_CHAPTERS:-}) texts=20 compare=() fresh=$WORK/chapters-cuda
     if [ "$SMOKE" = 1 ]; then
         chapters=(ch01_decomposition)
         texts=2

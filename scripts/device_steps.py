@@ -5,6 +5,7 @@ packing a step's outputs into one file that the device call returns.
     python scripts/device_steps.py summary RUN_DIR --out FILE [--device cuda]
     python scripts/device_steps.py annotate RUN_DIR --note KEY=TEXT [--note KEY=TEXT ...]
     python scripts/device_steps.py pack ARCHIVE.tar.gz DIR [--only NAME,...] [--max-mib 15]
+    python scripts/device_steps.py import-v3 RUN_DIR --command "python -m ... verdict.v3 ..."
 
 ``development``: ``RUN_DIR/development.json`` as the shipped trained model has it. The checkpoints
 are pruned to the steps the shipped summary kept (0, 128, 512, 2048 and the last), then the
@@ -25,6 +26,14 @@ corpus came from), as the shipped record has it.
 folder itself at its top. An archive over ``--max-mib`` is written again with the images of its
 notebooks replaced by a line naming their size and hash (a device call returns files of at most
 16 MiB).
+
+``import-v3`` (here, after the device call): a run whose weights could not come back (step 2's
+GPT-2-shaped model, unpacked from ``gpt2-layer0.tar.gz``) goes into the package without them:
+its records (training.json, loss.csv, heldout.csv, the configurations, summary.json) and, from
+the ``--out`` file of the v3 command run on the device, its v3 result as a stored result
+(:func:`~context_neurons.verdict.v3_stored.store_result`) dated when that file was written, with
+the device's versions, threads and GPU, and this checkout's protocol hashes (import from the
+commit the device ran).
 """
 
 from __future__ import annotations
@@ -160,6 +169,37 @@ def pack(archive: Path, folder: Path, only: list[str] | None, max_mib: float) ->
     return archive
 
 
+RECORD_FILES = ("training.json", "loss.csv", "heldout.csv", "config.json",
+                "generation_config.json", "tokenizer_config.json", "summary.json")
+
+
+def import_v3(run_dir: Path, command: str, into: Path | None) -> Path:
+    """The run's records and its device-computed v3 result -> the package (see ``import-v3``)."""
+    import datetime
+
+    from context_neurons.training.heldout import read_record
+    from context_neurons.verdict.v3_report import model_key
+    from context_neurons.verdict.v3_stored import WEIGHTS_NOT_KEPT_DIRS, store_result
+
+    record = read_record(run_dir)
+    key = model_key(record)
+    if key not in WEIGHTS_NOT_KEPT_DIRS:
+        raise SystemExit(f"{run_dir} is {key}, not a registered model whose weights stay on the "
+                         f"device ({', '.join(WEIGHTS_NOT_KEPT_DIRS)})")
+    out_file = run_dir / "verdict-v3.json"
+    entry = json.loads(out_file.read_text())["models"][key]
+    if isinstance(entry, str):
+        raise SystemExit(f"{out_file} has no result for {key}: {entry}")
+    into = into or WEIGHTS_NOT_KEPT_DIRS[key]
+    into.mkdir(parents=True, exist_ok=True)
+    for name in RECORD_FILES:
+        shutil.copyfile(run_dir / name, into / name)
+    computed = datetime.datetime.fromtimestamp(out_file.stat().st_mtime, datetime.timezone.utc)
+    versions = {k: record["versions"][k] for k in ("python", "torch")}
+    return store_result(into, key, entry, command, entry["runtime"]["torch_threads"], computed,
+                        versions, device=f"{record['device']} ({record['device_name']})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -179,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     packing.add_argument("folder", type=Path)
     packing.add_argument("--only", default="")
     packing.add_argument("--max-mib", type=float, default=15.0)
+    imp = sub.add_parser("import-v3")
+    imp.add_argument("run_dir", type=Path)
+    imp.add_argument("--command", required=True, help="the v3 command as the device ran it")
+    imp.add_argument("--into", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.action == "development":
         development(args.run_dir, tuple(int(s) for s in args.keep.split(",") if s), args.threads)
@@ -186,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         summary(args.run_dir, args.out, args.device)
     elif args.action == "annotate":
         annotate(args.run_dir, args.note)
+    elif args.action == "import-v3":
+        print(f"written: {import_v3(args.run_dir, args.command, args.into)}")
     else:
         pack(args.archive, args.folder, [s for s in args.only.split(",") if s], args.max_mib)
     return 0

@@ -57,7 +57,7 @@ def run_until(
         (stop, saver(stop, True)),
     ]
     try:
-        model.run_with_hooks(tokens, fwd_hooks=hooks)
+        model.run_with_hooks(tokens.to(model.cfg.device), fwd_hooks=hooks)  # a CPU batch on a GPU
     except StopForward:
         pass
     missing = [name for name in [stop, *names] if name not in store]

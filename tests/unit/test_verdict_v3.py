@@ -62,6 +62,7 @@ from context_neurons.verdict.v3_report import (
     VOCABULARY_SEED,
     model_entries,
 )
+from context_neurons.verdict.v3_result import jsonable
 from context_neurons.verdict.v3_scores import BAG_LENGTH, bag_of_tokens, bag_responses
 from context_neurons.verdict.v3_scores import shifts_against
 from context_neurons.verdict.v3_truth import ConfirmMeasurements, against_pooled, full_shifts
@@ -491,11 +492,13 @@ def test_pending_models_are_named_never_left_out(monkeypatch, tmp_path):
     from context_neurons.verdict import v3_stored
 
     monkeypatch.setattr(v3_stored, "REGISTERED_DIRS", {"trained-seed1": tmp_path / "none"})
+    monkeypatch.setattr(v3_stored, "WEIGHTS_NOT_KEPT_DIRS",
+                        {"gpt2-layer0-shape": tmp_path / "none"})
     monkeypatch.setattr(v3_report, "REGISTERED_DIRS", v3_stored.REGISTERED_DIRS)
     seed0 = v3_case(primary=primary_case(verdict=NO_DIFFERENCE))
     out = model_entries({"trained-seed0": seed0})
     assert out["trained-seed1"] == NOT_EVALUATED  # in the package, but no result here
-    assert out["gpt2-layer0-shape"].startswith("pending: not evaluated (trained once on a lent")
+    assert out["gpt2-layer0-shape"].startswith("pending: no v3 result from a lent GPU")
     monkeypatch.setattr(v3_report, "PENDING_WHY", {})
     assert model_entries({"trained-seed0": seed0})["gpt2-layer0-shape"] == PENDING
     out = model_entries({"trained-seed0": seed0, "trained-seed1": v3_case(
@@ -535,7 +538,65 @@ def test_a_stored_result_is_used_only_for_the_weights_and_protocol_it_was_comput
     (folder / "model.safetensors").write_bytes(b"other weights")  # retrained: stale
     stale = v3_stored.stored_entry("trained-seed1")
     assert stale.startswith("stored result not used: weights changed") and "python -m x" in stale
+    monkeypatch.setattr(v3_stored, "WEIGHTS_NOT_KEPT_DIRS",
+                        {"gpt2-layer0-shape": tmp_path / "none"})
     assert v3_stored.stored_entry("gpt2-layer0-shape") is None
+
+
+def test_a_result_whose_weights_were_not_kept_is_labelled_and_checked_against_the_protocol(
+        monkeypatch, tmp_path):
+    """The GPT-2-shaped model's v3 result, computed on the GPU that trained it: no weights to
+    hash, the device in its label, stale when the protocol files change."""
+    import datetime
+    import json
+
+    from context_neurons.verdict import v3_stored
+
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    monkeypatch.setattr(v3_stored, "WEIGHTS_NOT_KEPT_DIRS", {"gpt2-layer0-shape": folder})
+    nan = math.nan  # an empty truth: every AUC undefined, written to JSON as null
+    primary = primary_case(verdict=NOT_TESTABLE, score_auc=nan, score_auc_ci95=[nan, nan],
+                           delta=nan, delta_ci95=[nan, nan], n_truth=0,
+                           baselines=(baseline_case(auc=nan, auc_ci95=[nan, nan]),))
+    entry = v3_case(model="gpt2-layer0-shape", primary=primary, truth=truth_case(
+        n_truth=0, n_truth_ci95=[nan, nan]), secondary={"frequency_aware": score_result(
+            auc=nan, auc_ci95=[nan, nan], verdict=NOT_TESTABLE)})
+    when = datetime.datetime(2026, 11, 27, 22, 53, tzinfo=datetime.timezone.utc)
+    v3_stored.store_result(folder, "gpt2-layer0-shape", jsonable(entry.to_json()),
+                           "v3 --device cuda", 12, when,
+                           {"python": "3.12.3", "torch": "2.11.0+cu130"}, device="cuda (H100)")
+    json.loads((folder / v3_stored.STORED_FILE).read_text(),  # JSON: null, never NaN
+               parse_constant=lambda name: pytest.fail(f"{name} in the stored JSON"))
+    read = v3_stored.stored_entry("gpt2-layer0-shape")  # typed again: null is NaN
+    assert math.isnan(read.primary.delta) and math.isnan(read.primary.baselines[0].auc_ci95[1])
+    assert math.isnan(read.truth.n_truth_ci95[0]) and read.truth.n_truth == 0
+    assert math.isnan(read.secondary["frequency_aware"].auc)
+    assert read.primary.words() == entry.primary.words()
+    assert read.stored["weights_sha256"] is None
+    assert v3_stored.stored_words(read) == (
+        "stored result, not computed in this run: `v3 --device cuda` on 2026-11-27 22:53 UTC "
+        "(12 thread(s), torch 2.11.0+cu130, on cuda (H100)); its weights were not kept")
+    # not testable: it neither replicates nor contradicts seed 0
+    seed0 = v3_case(primary=primary_case(verdict=NO_DIFFERENCE))
+    assert model_entries({"trained-seed0": seed0})["gpt2-layer0-shape"].replicates is None
+    monkeypatch.setattr(v3_stored, "_protocol_hashes", lambda: {"changed": "0"})
+    assert v3_stored.stored_entry("gpt2-layer0-shape").startswith(
+        "stored result not used: protocol changed")
+
+
+def test_the_shipped_gpt2_shaped_result_matches_the_protocol_and_its_training_record():
+    """assets/gpt2-layer0-shape: the record of the run v3 judged (scripts/device_steps.py
+    import-v3 after scripts/device_jobs.sh step 2), and today's protocol."""
+    from context_neurons.training.heldout import read_record
+    from context_neurons.verdict.v3_stored import WEIGHTS_NOT_KEPT_DIRS, stored_entry
+
+    entry = stored_entry("gpt2-layer0-shape")
+    assert not isinstance(entry, str) and entry is not None, entry
+    record = read_record(WEIGHTS_NOT_KEPT_DIRS["gpt2-layer0-shape"])
+    assert v3_report.model_key(record) == entry.model == "gpt2-layer0-shape"
+    assert record["config"]["d_mlp"] == 3072 and entry.stored["device"].startswith("cuda")
+    assert entry.stored["weights_sha256"] is None
 
 
 def test_the_shipped_replication_result_matches_the_shipped_weights_and_protocol():
@@ -768,7 +829,7 @@ def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_comp
     models = written["models"]
     assert models["trained-seed1"] == "not comparable: held-out fraction 0.2, not 0.15"
     assert models["trained-seed0"] == v3_report.NOT_EVALUATED
-    assert models["gpt2-layer0-shape"].startswith("pending")
+    assert models["gpt2-layer0-shape"]["stored"]["device"].startswith("cuda")  # from the GPU
     # the shipped seed-1 result, read typed, goes back to the JSON it was stored as
     stored = json.loads((TRAINED_SEED1_DIR / "verdict-v3.json").read_text())
     entries = v3_report.entries_json(v3_report.model_entries({}))
@@ -793,3 +854,42 @@ def test_the_baselines_figure_draws_the_score_and_every_baseline():
     assert sorted(line.get_xdata()[0] for line in right.lines if line.get_linestyle() != "None"
                   )[:1] == [-0.05]
     plt.close(figure)
+
+
+def test_import_v3_brings_a_device_run_into_the_package_without_its_weights(tmp_path):
+    """scripts/device_steps.py import-v3: the records of a run whose weights stayed on the GPU
+    and the v3 result from its ``--out`` file, stored with the device, its threads and the
+    time that file was written; a model whose weights are kept is refused."""
+    import datetime
+    import importlib.util
+    import json
+    import os
+    import shutil
+
+    from context_neurons.models.loading import TRAINED_DIR
+    from context_neurons.verdict.v3_stored import STORED_FILE, WEIGHTS_NOT_KEPT_DIRS
+
+    spec = importlib.util.spec_from_file_location(
+        "device_steps", Path(__file__).resolve().parents[2] / "scripts" / "device_steps.py")
+    device_steps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(device_steps)
+    shipped = WEIGHTS_NOT_KEPT_DIRS["gpt2-layer0-shape"]
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in device_steps.RECORD_FILES:
+        shutil.copyfile(shipped / name, run / name)
+    result = json.loads((shipped / STORED_FILE).read_text())["result"]
+    (run / "verdict-v3.json").write_text(json.dumps({"models": {"gpt2-layer0-shape": result}}))
+    written = datetime.datetime(2026, 11, 27, 22, 53, tzinfo=datetime.timezone.utc)
+    os.utime(run / "verdict-v3.json", (written.timestamp(), written.timestamp()))
+    path = device_steps.import_v3(run, "v3 --device cuda", tmp_path / "into")
+    stored = json.loads(path.read_text())
+    assert stored["result"] == result and stored["command"] == "v3 --device cuda"
+    assert stored["computed"] == "2026-11-27 22:53 UTC" and stored["threads"] == 12
+    assert stored["device"] == "cuda (NVIDIA H100 80GB HBM3)"
+    assert stored["weights_sha256"] is None and stored["versions"]["torch"].endswith("cu130")
+    for name in device_steps.RECORD_FILES:
+        assert (tmp_path / "into" / name).read_bytes() == (run / name).read_bytes()
+    (run / "training.json").write_text((TRAINED_DIR / "training.json").read_text())
+    with pytest.raises(SystemExit, match="trained-seed0"):
+        device_steps.import_v3(run, "v3", tmp_path / "other")

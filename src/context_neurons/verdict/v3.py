@@ -381,9 +381,12 @@ def run_directory(model_name: str) -> Path:
 
 
 def run(model_name: str = "trained", n_resamples: int | None = None, label_free: bool = True,
-        apart: bool = True, batch_size: int = 8, store: str | None = None) -> dict:
+        apart: bool = True, batch_size: int = 8, store: str | None = None,
+        device: str = "cpu") -> dict:
     """Every registered model's entry, with ``model_name``'s result (the JSON of the command);
-    ``store`` (the command line) writes that result beside a replication's weights."""
+    ``store`` (the command line) writes that result beside a replication's weights. ``device``
+    other than the CPU is for a model whose weights cannot leave a GPU machine (the device
+    jobs); stored results and CI use the CPU."""
     directory = run_directory(model_name)
     record = read_record(directory)  # before the model: a model it cannot compare is not loaded
     key = model_key(record)
@@ -396,7 +399,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         return {"protocol": protocol.name, "registered": protocol.registered,
                 "models": model_entries({key: f"not comparable: {why}"}),
                 "primary_verdict": "not comparable"}
-    loaded = load_model(str(directory) if directory != TRAINED_DIR else "trained", device="cpu")
+    loaded = load_model(str(directory) if directory != TRAINED_DIR else "trained", device=device)
     t0 = time.perf_counter()
     data = v3_data(loaded.model.tokenizer, record, protocol)
     data_s = time.perf_counter() - t0
@@ -432,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="windows per forward pass (8: the fastest on one CPU core)")
     parser.add_argument("--no-label-free", action="store_true",
                         help="leave out the exploratory label-free arm")
+    parser.add_argument("--device", default="cpu",
+                        help="where the model runs (cpu, the tested path; cuda on a GPU machine)")
     parser.add_argument("--no-apart", action="store_true",
                         help="leave out step 0 and the planted control (timed apart)")
     parser.add_argument("--store", action="store_true",
@@ -441,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads or settings.threads())
     command = "python -m context_neurons.verdict.v3 " + " ".join(argv or sys.argv[1:])
     out = run(args.model, args.resamples, not args.no_label_free, not args.no_apart,
-              args.batch_size, store=command if args.store else None)
+              args.batch_size, store=command if args.store else None, device=args.device)
     for name, entry in out["models"].items():
         print("\n".join(report_lines(name, entry)))
     if args.out:

@@ -9,6 +9,7 @@ counted. Pure functions of arrays.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from context_neurons.printing import fixed
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.protocol import ProtocolV3
+from context_neurons.verdict.results import read_json_fields
 
 ADDS_SOMETHING = "adds something"
 BASELINE_BETTER = "baseline better"
@@ -23,19 +25,21 @@ NO_DIFFERENCE = "no difference shown"
 NOT_TESTABLE = "not testable"
 
 
-def _number(value: float | None, decimals: int) -> str:
-    return "undefined" if value is None else fixed(value, decimals)
+def number_text(value: float | None, decimals: int = 3) -> str:
+    """``value`` at fixed decimals; "undefined" for NaN (an AUC over an empty truth) or None
+    (the same read from JSON)."""
+    return "undefined" if value is None or math.isnan(value) else fixed(value, decimals)
 
 
 def bounds_text(interval: list, decimals: int = 3) -> str:
     """``[0.891, 0.940]``: a 95% interval at fixed decimals (``undefined`` for a missing bound)."""
     low, high = interval
-    return f"[{_number(low, decimals)}, {_number(high, decimals)}]"
+    return f"[{number_text(low, decimals)}, {number_text(high, decimals)}]"
 
 
 def interval_text(value: float | None, interval: list, decimals: int = 3) -> str:
     """``0.924 [0.891, 0.940]``: a value and its 95% interval at fixed decimals."""
-    return f"{_number(value, decimals)} {bounds_text(interval, decimals)}"
+    return f"{number_text(value, decimals)} {bounds_text(interval, decimals)}"
 
 
 def resampled_aucs(score: np.ndarray, boot_mask: np.ndarray,
@@ -151,8 +155,9 @@ class PrimaryComparison:
     def from_json(cls, data: dict) -> "PrimaryComparison":
         """The value :meth:`to_json` wrote (its words are derived, not read)."""
         fields = {k: v for k, v in data.items() if k not in ("baselines", "words")}
-        return cls(**fields, baselines=tuple(BaselineResult(**b)
-                                             for b in data["baselines"].values()))
+        return cls(**read_json_fields(cls, fields), baselines=tuple(
+            BaselineResult(**read_json_fields(BaselineResult, b))
+            for b in data["baselines"].values()))
 
 
 def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
@@ -190,6 +195,6 @@ def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
         verdict=verdict if with_verdict else None, equivalent_within_margin=equivalent)
 
 
-__all__ = ["ADDS_SOMETHING", "BASELINE_BETTER", "BaselineResult", "NOT_TESTABLE",
-           "NO_DIFFERENCE", "PrimaryComparison", "paired_delta", "primary_comparison",
+__all__ = ["ADDS_SOMETHING", "BASELINE_BETTER", "BaselineResult", "NOT_TESTABLE", "NO_DIFFERENCE",
+           "PrimaryComparison", "number_text", "paired_delta", "primary_comparison",
            "primary_verdict", "resampled_aucs"]

@@ -27,6 +27,7 @@ from context_neurons.activations import PREVIOUS_TOKEN_MIN, previous_token_atten
 from context_neurons.method import MethodValues
 from context_neurons.taxonomy import HeadTaxonomy, assign_group
 from context_neurons.text.windows import calibration_tokens
+from context_neurons.verdict.results import read_json_fields
 
 
 def fixed_group(shape: str, content_sd: float, self_z: float, previous_share: float) -> str:
@@ -109,7 +110,8 @@ class ContextSet:
         return cls(heads=tuple(data["heads"]), non_local=tuple(data["non_local_set"]),
                    taxonomy_contextual=tuple(data["taxonomy_contextual"]),
                    fixed_contextual=tuple(data["contextual_with_fix"]),
-                   measures=tuple(HeadMeasures(**m) for m in data["per_head"]),
+                   measures=tuple(HeadMeasures(**read_json_fields(HeadMeasures, m))
+                                  for m in data["per_head"]),
                    threshold=data["previous_token_threshold"])
 
 

@@ -8,7 +8,8 @@ from dataclasses import replace
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
 from context_neurons.training.heldout import read_record
-from context_neurons.verdict.v3_compare import PrimaryComparison, bounds_text, interval_text
+from context_neurons.verdict.v3_compare import NOT_TESTABLE, PrimaryComparison, bounds_text
+from context_neurons.verdict.v3_compare import interval_text, number_text
 from context_neurons.verdict.v3_heads import ContextSet
 from context_neurons.verdict.v3_result import V3Evaluation
 from context_neurons.verdict.v3_stored import PENDING_WHY, REGISTERED_DIRS, stored_entry
@@ -53,7 +54,8 @@ Entries = dict[str, "V3Evaluation | str"]
 def model_entries(results: Entries) -> Entries:
     """Every registered model: its result in this run, else its stored result (``stored``
     set, :mod:`.v3_stored`), else why it has none (never left out), with ``replicates`` set
-    on a replication's result when seed 0 was evaluated in this run."""
+    on a replication's result when seed 0 was evaluated in this run and neither primary
+    verdict is 'not testable' (such a model can neither replicate nor contradict seed 0)."""
     out: Entries = {}
     seed0 = results.get(MODELS[0])
     seed0_primary = seed0.primary if isinstance(seed0, V3Evaluation) else None
@@ -64,7 +66,8 @@ def model_entries(results: Entries) -> Entries:
                                                                                      PENDING)
             continue
         if isinstance(entry, V3Evaluation) and name != MODELS[0] and entry.primary \
-                and seed0_primary:
+                and seed0_primary and NOT_TESTABLE not in (entry.primary.verdict,
+                                                           seed0_primary.verdict):
             entry = replace(entry, replicates=entry.primary.verdict == seed0_primary.verdict)
         out[name] = entry
     return out
@@ -186,8 +189,8 @@ def _controls_line(controls: dict) -> str:
              f"(void: {controls['neurons_permuted']['void']})"]
     vocab = controls.get("frequency_aware_vocabulary_permuted")
     if vocab:
-        parts.append(f"vocabulary permuted AUC {vocab['auc']:.3f} {bounds_text(vocab['auc_ci95'])}"
-                     f", rho {vocab['spearman']:.3f}")
+        parts.append(f"vocabulary permuted AUC {interval_text(vocab['auc'], vocab['auc_ci95'])}"
+                     f", rho {number_text(vocab['spearman'])}")
     for name in ("frequency_aware", "top"):
         entry = controls.get(f"{name}_random_directions")
         if entry:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from context_neurons.verdict.results import ScoreResult
+from context_neurons.verdict.results import ScoreResult, read_json_fields
 from context_neurons.verdict.v3_compare import PrimaryComparison
 from context_neurons.verdict.v3_heads import ContextSet
 from context_neurons.verdict.v3_truth import TruthSummary
@@ -95,7 +95,8 @@ class V3Evaluation:
             stopped=data["stopped"],
             truth=TruthSummary.from_json(data["truth"]) if data["truth"] else None,
             primary=PrimaryComparison.from_json(data["primary"]) if data["primary"] else None,
-            secondary={name: ScoreResult(**s) for name, s in data["secondary"].items()},
+            secondary={name: ScoreResult(**read_json_fields(ScoreResult, s))
+                       for name, s in data["secondary"].items()},
             controls=data["controls"], sensitivities=data["sensitivities"],
             non_pooled=data["non_pooled"], label_free=data["label_free"],
             runtime=data["runtime"], stored=data.get("stored"),

@@ -9,6 +9,12 @@ weights, of the protocol and of its CONFIRM manifest, the command, the date, the
 threads). :func:`stored_entry` returns it marked ``stored`` (the chapters and the table say so),
 or a sentence saying why it cannot be used. The primary model (seed 0) is never read from here:
 the main job evaluates it in the run.
+
+The model with GPT-2 Small's layer-0 shape is trained and evaluated on a lent GPU
+(``scripts/device_jobs.sh`` step 2): its weights (107 MB in half precision) cannot come back
+from that machine, so its directory keeps the run's records and the v3 result computed there
+(``scripts/device_steps.py import-v3``), labelled with the device, and checked against the
+protocol files only.
 """
 
 from __future__ import annotations
@@ -32,11 +38,13 @@ from context_neurons.verdict.v3_result import V3Evaluation
 STORED_FILE = "verdict-v3.json"
 #: The directory of each registered model that exists in the package (protocol ``models``).
 REGISTERED_DIRS = {"trained-seed0": TRAINED_DIR, "trained-seed1": TRAINED_SEED1_DIR}
+#: Registered models whose weights stayed on the GPU machine that trained them: the run's
+#: records and the v3 result computed there, without the weights.
+WEIGHTS_NOT_KEPT_DIRS = {"gpt2-layer0-shape": TRAINED_DIR.with_name("gpt2-layer0-shape")}
 #: Why a registered model has no result yet, beyond "not trained" (protocol ``models.rule``).
 PENDING_WHY = {
-    "gpt2-layer0-shape": "pending: not evaluated (trained once on a lent GPU, 5.5M tokens, with "
-                         "no contextual head; its 107 MB of weights stayed on that machine: "
-                         "scripts/device_jobs.sh)",
+    "gpt2-layer0-shape": "pending: no v3 result from a lent GPU (scripts/device_jobs.sh step 2, "
+                         "then scripts/device_steps.py import-v3)",
 }
 
 
@@ -46,20 +54,27 @@ def _protocol_hashes() -> dict[str, str]:
 
 
 def provenance(directory: Path) -> dict:
-    """What a stored result was computed from: the weights' and the protocol files' hashes."""
-    return {"weights_sha256": digest(Path(directory) / "model.safetensors")[0],
+    """What a stored result was computed from: the weights' hash (None where the weights were
+    not kept) and the protocol files' hashes."""
+    weights = Path(directory) / "model.safetensors"
+    return {"weights_sha256": digest(weights)[0] if weights.is_file() else None,
             "protocol_sha256": _protocol_hashes()}
 
 
-def store_result(directory: Path, name: str, entry: dict, command: str, threads: int) -> Path:
-    """Write ``entry`` (one model's v3 result as JSON, :meth:`V3Evaluation.to_json`) and its provenance to
-    ``directory/verdict-v3.json``, whole."""
+def store_result(directory: Path, name: str, entry: dict, command: str, threads: int,
+                 computed: datetime.datetime | None = None, versions: dict | None = None,
+                 device: str = "cpu") -> Path:
+    """Write ``entry`` (one model's v3 result as JSON, :meth:`V3Evaluation.to_json`) and its
+    provenance to ``directory/verdict-v3.json``, whole. ``computed``, ``versions`` and
+    ``device`` default to now and this machine; a result computed elsewhere gives its own."""
     path = Path(directory) / STORED_FILE
+    computed = computed or datetime.datetime.now(datetime.timezone.utc)
     record = {
         "model": name, "command": command,
-        "computed": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "versions": {"python": platform.python_version(), "torch": torch.__version__},
-        "threads": threads, **provenance(directory), "result": entry,
+        "computed": computed.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": versions or {"python": platform.python_version(),
+                                 "torch": torch.__version__},
+        "threads": threads, "device": device, **provenance(directory), "result": entry,
     }
     write_text_whole(path, json.dumps(record, indent=1) + "\n")
     return path
@@ -68,7 +83,7 @@ def store_result(directory: Path, name: str, entry: dict, command: str, threads:
 def stored_entry(name: str) -> V3Evaluation | str | None:
     """A registered model's stored result with ``stored`` set (its provenance, less the
     result), a sentence when the file is stale, or None when there is none."""
-    directory = REGISTERED_DIRS.get(name)
+    directory = REGISTERED_DIRS.get(name) or WEIGHTS_NOT_KEPT_DIRS.get(name)
     if directory is None or not (directory / STORED_FILE).is_file():
         return None
     record = json.loads((directory / STORED_FILE).read_text())
@@ -84,10 +99,13 @@ def stored_entry(name: str) -> V3Evaluation | str | None:
 def stored_words(entry: V3Evaluation) -> str:
     """How a stored result is labelled wherever it is shown."""
     stored = entry.stored
+    device = stored.get("device", "cpu")
+    where = "" if device == "cpu" else f", on {device}"
+    kept = "; its weights were not kept" if stored.get("weights_sha256", "") is None else ""
     return (f"stored result, not computed in this run: `{stored['command']}` on "
             f"{stored['computed']} ({stored['threads']} thread(s), torch "
-            f"{stored['versions']['torch']})")
+            f"{stored['versions']['torch']}{where}){kept}")
 
 
-__all__ = ["PENDING_WHY", "REGISTERED_DIRS", "STORED_FILE", "provenance", "store_result",
-           "stored_entry", "stored_words"]
+__all__ = ["PENDING_WHY", "REGISTERED_DIRS", "STORED_FILE", "WEIGHTS_NOT_KEPT_DIRS",
+           "provenance", "store_result", "stored_entry", "stored_words"]

@@ -19,6 +19,7 @@ from transformer_lens.model_bridge import TransformerBridge
 from context_neurons.activations import LayerZeroPasses, donor_windows
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.protocol import TruthRulesV3
+from context_neurons.verdict.results import read_json_fields
 from context_neurons.verdict.v3_data import V3Data
 
 
@@ -174,7 +175,7 @@ class TruthSummary:
     @classmethod
     def from_json(cls, data: dict) -> "TruthSummary":
         """The value :meth:`to_json` wrote (its sentence is derived, not read)."""
-        return cls(**{k: v for k, v in data.items() if k != "sentence"})
+        return cls(**read_json_fields(cls, {k: v for k, v in data.items() if k != "sentence"}))
 
 
 def truth_summary_v3(pair: TruthPair, domains: list[str], spec: TruthRulesV3, min_d: float,
