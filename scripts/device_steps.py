@@ -39,7 +39,6 @@ commit the device ran).
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import io
 import json

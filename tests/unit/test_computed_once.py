@@ -9,6 +9,8 @@ import ast
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from context_neurons import method, taxonomy
 from context_neurons.models import weights
 
@@ -17,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "context_neurons"
 ONCE = ("classify_heads", "build_circuit", "score_neurons")
 
 
+@pytest.mark.slow
 def test_method_values_computes_each_value_once_per_request(planted):
     values = method.MethodValues(planted.model)
     heads = values.contextual_heads()

@@ -108,6 +108,53 @@ def test_domain_documents_offline_and_code():
         domain_documents("klingon")
 
 
+def test_keyword_density_counts_whole_words_case_insensitively():
+    words = {"war", "army"}
+    assert data.keyword_density("War, war and the ARMY; warfare is not war.", words) == (
+        1000 * 4 / 9)
+    assert data.keyword_density("", words) == 0.0
+    assert data.keyword_density("the army", ["army"]) == 500.0  # any iterable of keywords
+
+
+def test_a_shorter_openwebtext_request_is_the_start_of_a_longer_one(monkeypatch, tmp_path):
+    """A local Parquet stand-in read through datasets, as the online run reads it: the first
+    n documents of a longer read are what a fresh stream of n gives, and a shorter request after
+    a longer one opens no stream."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from context_neurons import config
+
+    standin = tmp_path / "openwebtext.parquet"
+    pq.write_table(pa.table({"text": [f"document {i} " * (1 + i % 7) for i in range(300)]}),
+                   standin, row_group_size=40)
+    monkeypatch.setattr(data, "DOMAIN_CANDIDATES", 20)  # the fewest a stream reads
+    monkeypatch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0)  # 5 s a stream
+    monkeypatch.setenv(config.OPENWEBTEXT.name, str(standin))
+    opened = []
+    load = datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: opened.append(1) or load(*a, **k))
+    data.forget_openwebtext()
+    try:
+        fresh = [d.text for d in data.openwebtext_documents(25, seed=3)]
+        data.forget_openwebtext()
+        longer = [d.text for d in data.openwebtext_documents(200, seed=3)]
+        assert longer[:25] == fresh and len(set(longer)) == 200
+        assert [d.text for d in data.openwebtext_documents(25, seed=3)] == fresh
+        assert len(opened) == 2  # the last request was a slice
+        data.forget_openwebtext()
+        assert [d.text for d in data.openwebtext_documents(5, seed=3)] == fresh[:5]
+        assert [d.text for d in data.openwebtext_documents(20, seed=3)] == fresh[:20]
+        assert len(opened) == 3  # a stream reads DOMAIN_CANDIDATES at least
+        everything = data.openwebtext_documents(400, seed=3)  # the stand-in has 300
+        assert len(everything) == 300 and len(data.openwebtext_documents(350, seed=3)) == 300
+        assert len(opened) == 4  # a stream that ended is not opened again
+        assert [d.text for d in data.openwebtext_documents(25, seed=4)] != fresh
+    finally:
+        data.forget_openwebtext()
+
+
 def test_domain_documents_online_fall_back_to_keyword_dense_openwebtext(monkeypatch):
     fake = [
         data.Document("openwebtext", "0", "The weather was fine and the market rose again today."),
@@ -136,7 +183,7 @@ def test_openwebtext_falls_back_to_the_parquet_conversion(monkeypatch):
         return Stream([{"text": "one"}, {"text": "two"}])
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    data._openwebtext_documents_cached.cache_clear()
+    data.forget_openwebtext()
     docs = data.openwebtext_documents(2, seed=123)
     assert [d.text for d in docs] == ["one", "two"]
     assert calls[1][0] == "parquet" and "refs%2Fconvert%2Fparquet" in calls[1][1]["data_files"]["train"]
@@ -145,10 +192,10 @@ def test_openwebtext_falls_back_to_the_parquet_conversion(monkeypatch):
         raise ConnectionError("no network")
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=unreachable))
-    data._openwebtext_documents_cached.cache_clear()
+    data.forget_openwebtext()
     with pytest.raises(DataError, match="(?s)no network.*CONTEXT_NEURONS_OPENWEBTEXT"):
         data.openwebtext_documents(2, seed=124)
-    data._openwebtext_documents_cached.cache_clear()
+    data.forget_openwebtext()
 
 
 def test_strip_markup():

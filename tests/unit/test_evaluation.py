@@ -227,6 +227,7 @@ def test_calibration_sensitivity_own_neurons(planted, windows):
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_planted_neurons_are_well_approximated(planted, circuit, windows):
     model = planted.model
     found = N.get_scores(circuit, model).found(N.THETA)
@@ -470,6 +471,7 @@ def _contains(window, needle) -> bool:
     return bool((window.unfold(0, len(needle), 1) == needle).all(1).any())
 
 
+@pytest.mark.slow
 def test_no_calibration_document_in_the_evaluation_sets(planted):
     """Chapter 6's sets (200 general texts, 4 texts of every domain) hold no calibration
     document: checked by content (the first 64 tokens of each calibration text), not by the

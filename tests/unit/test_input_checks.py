@@ -231,7 +231,7 @@ def test_openwebtext_that_cannot_be_read_is_one_line_saying_what_to_do(monkeypat
 
     monkeypatch.delenv(config.OPENWEBTEXT.name, raising=False)
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    corpora._openwebtext_documents_cached.cache_clear()
+    corpora.forget_openwebtext()
     with pytest.raises(DataError) as error:
         corpora.openwebtext_documents(3)
     message = str(error.value)
@@ -243,7 +243,7 @@ def test_openwebtext_that_cannot_be_read_is_one_line_saying_what_to_do(monkeypat
     with pytest.raises(DataError, match=r"after 1 documents: ConnectionError.*network") as error:
         corpora.openwebtext_documents(3)
     assert len(str(error.value).splitlines()) == 1
-    corpora._openwebtext_documents_cached.cache_clear()
+    corpora.forget_openwebtext()
 
 
 def test_reproduce_on_unreachable_openwebtext_exits_2_with_one_line(monkeypatch, capsys, planted):
@@ -256,7 +256,7 @@ def test_reproduce_on_unreachable_openwebtext_exits_2_with_one_line(monkeypatch,
 
     monkeypatch.delenv(config.OPENWEBTEXT.name, raising=False)
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    corpora._openwebtext_documents_cached.cache_clear()
+    corpora.forget_openwebtext()
     assert main(["reproduce", "--model", "planted", "--source", "openwebtext", "--texts", "1",
                  "--no-progress"]) == 2
     one_line_error(capsys.readouterr(), "OpenWebText could not be read", config.CORPORA.name)

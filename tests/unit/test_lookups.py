@@ -727,6 +727,7 @@ def test_scan_pool_reads_every_layer_in_one_pass_per_batch(monkeypatch, deep_toy
     torch.testing.assert_close(pool.attributions[(2, 9)].heads, one.heads, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_batched_ablation_equals_one_head_at_a_time(deep_toy, mode):
     """ablation_drops (prompts tiled per head, several heads per pass) equals ablating one head per

@@ -80,6 +80,7 @@ def test_planted_model_shapes_and_truth(planted):
     assert "banner" not in truth.to_dict() and "PLANTED" in planted.banner()
 
 
+@pytest.mark.slow
 def test_planted_model_is_deterministic_and_seeded():
     tokenizer = load_tokenizer()
     state_a, truth_a = build_planted_state(tokenizer, seed=0)
@@ -146,6 +147,7 @@ def test_gpt2_loads_from_an_offline_hugging_face_cache(tmp_path):
     assert report["logit"] == pytest.approx(float(expected), abs=2e-4)
 
 
+@pytest.mark.slow
 def test_gpt2_medium_shape_runs_the_layer0_method(tmp_path):
     """GPT-2 Medium's configuration (24 layers, 16 heads, d_model 1024, d_mlp 4096), seeded random
     weights, through the loader ``--model gpt2-medium`` uses: the layer-0 sections take every size

@@ -47,6 +47,7 @@ def _at_position(model, token_ids, position, names):
     return [cache[name][:, position] for name in names]
 
 
+@pytest.mark.slow
 def test_contributions_match_hooks(planted):
     """contribution[j, t] rebuilt from hook_q/k/v, the MLP's own LN2 (scale fixed) and W_in."""
     model = planted.model

@@ -26,6 +26,7 @@ import functools
 import json
 import re
 import sysconfig
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
@@ -328,11 +329,35 @@ def openwebtext_documents(n: int, seed: int = 0) -> list[Document]:
     """``n`` OpenWebText documents through ``datasets`` (streamed, shuffled by ``seed``)."""
     if n < 1:
         raise DataError(f"Ask for at least one OpenWebText document, got n = {n}.")
-    return list(_openwebtext_documents_cached(n, seed))
+    return list(_openwebtext_prefix(n, seed))
 
 
-@functools.lru_cache(maxsize=4)
-def _openwebtext_documents_cached(n: int, seed: int) -> tuple[Document, ...]:
+#: Documents a domain's online stand-in is chosen from (:func:`openwebtext_domain_documents`),
+#: and the fewest a stream reads: the shuffle fills a buffer of 10,000 documents before the
+#: first comes out, so reading 2000 costs about what reading 64 does.
+DOMAIN_CANDIDATES = 2000
+#: The longest run of documents streamed so far for each seed, and whether the stream ended.
+#: The shuffled stream's first ``n`` documents are the first ``n`` of any longer read (tested),
+#: so a shorter request is a slice and does not open the stream again (each stream of Parquet
+#: files closes with a 5-second wait in ``datasets``, a workaround for an Arrow shutdown bug).
+_STREAMED: dict[int, tuple[tuple[Document, ...], bool]] = {}
+
+
+def _openwebtext_prefix(n: int, seed: int) -> tuple[Document, ...]:
+    docs, ended = _STREAMED.get(seed, ((), False))
+    if len(docs) < n and not ended:
+        wanted = max(n, DOMAIN_CANDIDATES)
+        docs = _stream_documents(wanted, seed)
+        _STREAMED[seed] = docs, len(docs) < wanted
+    return docs[:n]
+
+
+def forget_openwebtext() -> None:
+    """Forget the documents streamed so far (tests that change the stream)."""
+    _STREAMED.clear()
+
+
+def _stream_documents(n: int, seed: int) -> tuple[Document, ...]:
     docs = []
     try:
         for i, record in enumerate(_stream_openwebtext(seed)):
@@ -366,13 +391,24 @@ def _domain_keywords() -> dict[str, frozenset[str]]:
 
 def keyword_density(text: str, keywords: Iterable[str]) -> float:
     """Keywords per 1000 words of ``text`` (case-insensitive, whole words)."""
-    words = re.findall(r"\w+", text.lower())
+    return _density(_word_counts(text), keywords)
+
+
+@functools.lru_cache(maxsize=8192)
+def _word_counts(text: str) -> Counter:
+    """Lower-case whole-word counts, once per text (every domain's density reads them)."""
+    return Counter(re.findall(r"\w+", text.lower()))
+
+
+def _density(counts: Counter, keywords: Iterable[str]) -> float:
     keywords = keywords if isinstance(keywords, (set, frozenset)) else set(keywords)
-    return 1000 * sum(word in keywords for word in words) / max(len(words), 1)
+    found = sum(n for word, n in counts.items() if word in keywords)
+    return 1000 * found / max(counts.total(), 1)
+
 
 
 def openwebtext_domain_documents(
-    domain: str, n_candidates: int = 2000, seed: int = 0
+    domain: str, n_candidates: int = DOMAIN_CANDIDATES, seed: int = 0
 ) -> list[Document]:
     """OpenWebText documents standing in for a domain: the densest in the domain's keywords.
 
@@ -385,7 +421,7 @@ def openwebtext_domain_documents(
     keywords = _domain_keywords().get(domain)
     if keywords is None:
         return [Document(f"openwebtext~{domain}", doc.id, doc.text) for doc in candidates]
-    scored = [(keyword_density(doc.text, keywords), doc) for doc in candidates]
+    scored = [(_density(_word_counts(doc.text), keywords), doc) for doc in candidates]
     scored = sorted((pair for pair in scored if pair[0] > 0), key=lambda pair: -pair[0])
     if not scored:
         raise DataError(
