@@ -16,10 +16,18 @@ torch.set_grad_enabled(False)
 WITHIN_TOLERANCE: list[tuple[str, str]] = []
 
 
+#: Seconds each pytest-xdist worker spent in tests (setup, call and teardown): how evenly the
+#: stage is shared, for whoever next shortens CI.
+WORKER_SECONDS: dict[str, float] = {}
+
+
 def pytest_runtest_logreport(report) -> None:
     if report.when == "call":
         WITHIN_TOLERANCE.extend((report.nodeid, key) for name, key in report.user_properties
                                 if name == "matched_within_tolerance")
+    gateway = getattr(getattr(report, "node", None), "gateway", None)  # set by pytest-xdist
+    if gateway is not None:
+        WORKER_SECONDS[gateway.id] = WORKER_SECONDS.get(gateway.id, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -27,6 +35,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.write_sep("-", "stored outputs that matched within the tolerance only")
         for cell, key in WITHIN_TOLERANCE:
             terminalreporter.write_line(f"{cell} ('{key}')")
+    if WORKER_SECONDS:
+        terminalreporter.write_sep("-", "seconds in tests per worker")
+        for worker, seconds in sorted(WORKER_SECONDS.items()):
+            terminalreporter.write_line(f"{worker}: {seconds:.0f} s")
 
 
 def pytest_collection_modifyitems(items) -> None:
