@@ -722,8 +722,9 @@ if evaluation_v3:
 # A replication *replicates* when its primary verdict is seed 0's. Two seeds of the same recipe
 # are two draws of one training procedure, not two architectures: agreement says the verdict is
 # not an accident of one initialisation, and disagreement says how much of it is. A model whose
-# primary comparison is *not testable* (its truth is empty, or too small for the bootstrap) can
-# neither replicate nor contradict seed 0, and the table leaves that column empty for it. For
+# primary comparison is *not testable* (its truth holds fewer neurons than the protocol's
+# minimum, or its context set is empty) can neither replicate nor contradict seed 0, and the
+# table shows "-" in that column for it. For
 # the GPT-2-shaped model, the verdict lines at the top of the page say how many of the neurons
 # the effect size selects its context criterion removes: with a context set of one head, that can
 # be all of them, and v3's truth is then empty. That is a statement about this model and this

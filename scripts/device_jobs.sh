@@ -26,12 +26,11 @@
 #      generation_config.json, tokenizer_config.json, summary.json, verdict-v3.json. Its weights (53.6M
 #      parameters, 107 MB in half precision) cannot come back: a device call returns at most 16 MiB
 #      a file and 64 MiB in all; they stay in runs/gpt2-layer0 on the machine.
-#      Budget: GPT2_LAYER0_TOKENS, default 7,000,000 (427 steps). Estimate from parameter counts:
-#      the shipped model (3,742,720 parameters) trained at 552,145 tokens/s on an H100; this one has
-#      53,561,088 (14.3 times as many; the 38.6M-parameter embedding dominates), so at the same
-#      cost per parameter about 38,600 tokens/s, and 7M tokens take about 181 s. Larger matrices use
-#      the GPU better, so this is an upper bound on time. If less time is left after step 1, the
-#      budget is cut to fit (the same estimate, with step 1's measured tokens/s; 100 steps at least).
+#      Budget: GPT2_LAYER0_TOKENS, default 7,000,000 (427 steps). Measured rate on an H100:
+#      about 192,600 tokens/s (an estimate from parameter counts, 38,600, was 5 times low), so
+#      40M tokens take about 210 s of training. If less time is left, the budget is cut to fit at
+#      that rate (100 steps at least). Its v3 result came back and ships in the package
+#      (assets/gpt2-layer0-shape): there is no need to run step 2 again.
 #   3  Every chapter on the planted model on the GPU (run-chapters; chapters pick CUDA when present),
 #      compared cell by cell with the CPU outputs stored in tests/notebooks/ by the project's
 #      comparison (scripts/compare_chapters.py, which imports output_difference from
@@ -293,20 +292,16 @@ step1_development() {
 
 RUN2=$RUNS/gpt2-layer0
 STEP2_FILES=training.json,loss.csv,heldout.csv,config.json,generation_config.json,tokenizer_config.json,summary.json,verdict-v3.json
-PARAMETER_RATIO=14.31  # 53,561,088 / 3,742,720 parameters (step 2's model / the shipped one's)
+STEP2_RATE=192609  # tokens/s, step 2 on an H100 (2026-11-27, the second lent H100)
 
 step2_tokens() {
-    # GPT2_LAYER0_TOKENS (default 7M), cut so that training fits the time left: the rate is step
-    # 1's measured tokens/s over the parameter ratio or, without step 1, step 2's own rate
-    # measured on the first lent H100 (192,918 tokens/s; the ratio's estimate was 4 times low).
+    # GPT2_LAYER0_TOKENS (default 7M), cut so that training fits the time left at step 2's own
+    # rate as measured on the lent H100s (192,918 and 192,609 tokens/s; the parameter-ratio
+    # estimate from step 1's rate, 38,600, was 5 times low).
     local wanted=${GPT2_LAYER0_TOKENS:-7000000} overhead=150
-    "$PY" - "$RUN1/training.json" "$wanted" "$(left)" "$overhead" "$PARAMETER_RATIO" <<'EOF'
-import json, sys
-record, wanted, left, overhead, ratio = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:])
-try:
-    rate = json.load(open(record))["tokens_per_second"] / ratio
-except (OSError, ValueError, KeyError):
-    rate = 192918.0
+    "$PY" - "$wanted" "$(left)" "$overhead" "$STEP2_RATE" <<'EOF'
+import sys
+wanted, left, overhead, rate = int(sys.argv[1]), *map(float, sys.argv[2:])
 fits = int(rate * max(left - overhead, 0))
 step = 16 * 1024
 print(max(min(wanted, fits) // step, 100) * step)
@@ -330,12 +325,11 @@ step2() {
         run_step 2-summary A 20 - "$PY" scripts/device_steps.py summary "$RUN2" \
             --out "$RUN2/summary.json" --device "$DEVICE"
         pack_run gpt2-layer0 "$RUN2" "$STEP2_FILES"  # the summary comes back whatever v3 does
-        # Protocol v3 on it, here, because its weights cannot come back: the tested CPU path on
-        # the device's cores, without the parts timed apart (untrained and planted controls) and
-        # the exploratory arm. Untimed so far: bag-of-tokens passes over GPT-2's vocabulary at
-        # d_mlp 3072 are estimated at about 50 times seed 0's 51 s on one core.
-        # On the GPU first (untested there before 2026-11-27's second lent H100: the CPU path's
-        # estimate did not fit beside training), then the CPU path if that fails.
+        # Protocol v3 on it, here, because its weights cannot come back, without the parts timed
+        # apart (untrained and planted controls) and the exploratory arm: on the GPU first (62 s
+        # on the second lent H100; the CPU path's estimate did not fit beside training), then on
+        # the device's CPU cores if that fails. Bring the result home with
+        # `scripts/device_steps.py import-v3` (it ships in assets/gpt2-layer0-shape).
         run_step 2-v3-cuda A 60 - "$PY" -m context_neurons.verdict.v3 --model "$RUN2" --no-apart \
             --no-label-free --threads "$V3_THREADS" --device "$DEVICE" \
             --out "$RUN2/verdict-v3.json" \

@@ -42,10 +42,15 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 def pytest_collection_modifyitems(items) -> None:
-    """``slow``-marked tests first (stable otherwise): under ``-n 2`` the scheduler hands out
-    the chapters, then the unit tests in this order, so the long ones start early and the run
-    does not end with one worker finishing a long test while the other waits."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The test files holding a ``slow``-marked test first, whole (their module fixtures are
+    built once), the order otherwise kept: under ``-n 2`` the scheduler hands out the chapters,
+    then the unit tests in this order, so the long ones start early and the run does not end
+    with one worker finishing a long test while the other waits."""
+    def path(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    slow = {path(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: path(item) not in slow)
 
 
 @pytest.hookimpl(optionalhook=True)  # without pytest-xdist the hook is never called

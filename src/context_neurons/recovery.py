@@ -221,7 +221,7 @@ def previous_token_measurements(model, truth, text_tokens=None) -> dict:
     if text_tokens is None:
         text_tokens = calibration_tokens(model.tokenizer)
     hook = "blocks.0.attn.hook_pattern"
-    pattern = run_until(model, text_tokens[None], hook)[hook][0].double().cpu()  # [head, q, k]
+    pattern = run_until(model, text_tokens[None], hook)[hook][0].cpu().double()  # [head, q, k]
     n = pattern.shape[-1]
     rows = torch.arange(2, n)
     for h in truth.head_groups.get("detokenization", []):
@@ -234,7 +234,7 @@ def topic_measurements(model, truth) -> dict:
     """How graded, overlapping and superposed the topic directions are (directions from the
     planting tokens' embeddings), and how far label words carry their topic."""
     out: dict = {}
-    w_e = model.W_E.double().cpu()
+    w_e = model.W_E.cpu().double()
     unit = torch.nn.functional.normalize(w_e[:-1] - w_e[:-1].mean(0), dim=1)
     topics = list(truth.planting_token_ids)
     directions = torch.stack([unit[truth.planting_token_ids[t]].mean(0) for t in topics])

@@ -130,7 +130,8 @@ def test_a_shorter_openwebtext_request_is_the_start_of_a_longer_one(monkeypatch,
     pq.write_table(pa.table({"text": [f"document {i} " * (1 + i % 7) for i in range(300)]}),
                    standin, row_group_size=40)
     monkeypatch.setattr(data, "DOMAIN_CANDIDATES", 20)  # the fewest a stream reads
-    monkeypatch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0)  # 5 s a stream
+    monkeypatch.setattr(datasets.config, "SLEEP_TIME_ON_THREADS_SHUTDOWN", 0,  # 5 s a stream
+                        raising=False)
     monkeypatch.setenv(config.OPENWEBTEXT.name, str(standin))
     opened = []
     load = datasets.load_dataset
@@ -151,6 +152,10 @@ def test_a_shorter_openwebtext_request_is_the_start_of_a_longer_one(monkeypatch,
         assert len(everything) == 300 and len(data.openwebtext_documents(350, seed=3)) == 300
         assert len(opened) == 4  # a stream that ended is not opened again
         assert [d.text for d in data.openwebtext_documents(25, seed=4)] != fresh
+        other = tmp_path / "other.parquet"  # another source: its own documents, not a slice
+        pq.write_table(pa.table({"text": [f"other {i}" for i in range(50)]}), other)
+        monkeypatch.setenv(config.OPENWEBTEXT.name, str(other))
+        assert all(d.text.startswith("other") for d in data.openwebtext_documents(25, seed=3))
     finally:
         data.forget_openwebtext()
 

@@ -340,15 +340,16 @@ DOMAIN_CANDIDATES = 2000
 #: The shuffled stream's first ``n`` documents are the first ``n`` of any longer read (tested),
 #: so a shorter request is a slice and does not open the stream again (each stream of Parquet
 #: files closes with a 5-second wait in ``datasets``, a workaround for an Arrow shutdown bug).
-_STREAMED: dict[int, tuple[tuple[Document, ...], bool]] = {}
+_STREAMED: dict[tuple, tuple[tuple[Document, ...], bool]] = {}
 
 
 def _openwebtext_prefix(n: int, seed: int) -> tuple[Document, ...]:
-    docs, ended = _STREAMED.get(seed, ((), False))
+    key = (tuple(openwebtext_sources()), seed)  # another $CONTEXT_NEURONS_OPENWEBTEXT: another run
+    docs, ended = _STREAMED.get(key, ((), False))
     if len(docs) < n and not ended:
         wanted = max(n, DOMAIN_CANDIDATES)
         docs = _stream_documents(wanted, seed)
-        _STREAMED[seed] = docs, len(docs) < wanted
+        _STREAMED[key] = docs, len(docs) < wanted
     return docs[:n]
 
 
@@ -394,9 +395,7 @@ def keyword_density(text: str, keywords: Iterable[str]) -> float:
     return _density(_word_counts(text), keywords)
 
 
-@functools.lru_cache(maxsize=8192)
 def _word_counts(text: str) -> Counter:
-    """Lower-case whole-word counts, once per text (every domain's density reads them)."""
     return Counter(re.findall(r"\w+", text.lower()))
 
 
@@ -404,6 +403,14 @@ def _density(counts: Counter, keywords: Iterable[str]) -> float:
     keywords = keywords if isinstance(keywords, (set, frozenset)) else set(keywords)
     found = sum(n for word, n in counts.items() if word in keywords)
     return 1000 * found / max(counts.total(), 1)
+
+
+@functools.lru_cache(maxsize=8192)
+def _domain_densities(text: str) -> dict[str, float]:
+    """Every domain's keyword density of ``text`` from one count of its words (a few floats
+    kept per document, read by each domain's stand-in in turn)."""
+    counts = _word_counts(text)
+    return {domain: _density(counts, keywords) for domain, keywords in _domain_keywords().items()}
 
 
 
@@ -421,7 +428,7 @@ def openwebtext_domain_documents(
     keywords = _domain_keywords().get(domain)
     if keywords is None:
         return [Document(f"openwebtext~{domain}", doc.id, doc.text) for doc in candidates]
-    scored = [(_density(_word_counts(doc.text), keywords), doc) for doc in candidates]
+    scored = [(_domain_densities(doc.text)[domain], doc) for doc in candidates]
     scored = sorted((pair for pair in scored if pair[0] > 0), key=lambda pair: -pair[0])
     if not scored:
         raise DataError(

@@ -385,8 +385,9 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         device: str = "cpu") -> dict:
     """Every registered model's entry, with ``model_name``'s result (the JSON of the command);
     ``store`` (the command line) writes that result beside a replication's weights. ``device``
-    other than the CPU is for a model whose weights cannot leave a GPU machine (the device
-    jobs); stored results and CI use the CPU."""
+    other than the CPU is for a model whose weights cannot leave a GPU machine (the device jobs:
+    the GPT-2-shaped model's stored result was computed on CUDA, and says so); CI, the main job
+    and the seed-1 result use the CPU, the tested path."""
     directory = run_directory(model_name)
     record = read_record(directory)  # before the model: a model it cannot compare is not loaded
     key = model_key(record)
@@ -414,8 +415,9 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         runtime.update({f"{k} (timed apart)": v for k, v in seconds.items()})
     result = replace(result, runtime=runtime, controls=controls)
     if store:
+        where = device if device == "cpu" else f"{device} ({torch.cuda.get_device_name()})"
         stored = store_result(directory, key, result.to_json(), store,
-                              torch.get_num_threads())
+                              torch.get_num_threads(), device=where)
         print(f"stored: {stored}", file=sys.stderr)
     return {"protocol": protocol.name, "registered": protocol.registered,
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
