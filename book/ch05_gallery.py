@@ -18,8 +18,8 @@
 # This page lists every layer-0 neuron that {ref}`ch-neurons` finds from the weights
 # ($\mathrm{top}[j] \ge \theta$), best score first, and gives the highest-scoring of them, at
 # most `disc.MAX_NEURONS` = 200 (all of them on the planted model; on GPT-2 Small $\theta$ can
-# select many more), a section of its own. The index says how many are shown. For each neuron
-# you see:
+# select many more; 12 at `CONTEXT_NEURONS_SCALE=reduced`, CI's quick runs), a section of its
+# own. The index says how many are shown. For each neuron you see:
 #
 # - its **score**, its **own domain from the weights** (the domain whose texts use the tokens
 #   that drive it most, section 5.4, or none; *confirmed* when the held-out half of the texts
@@ -68,6 +68,7 @@ model = loaded.model
 from context_neurons import circuit as cc
 from context_neurons import casestudies, gallery
 from context_neurons import discovery as disc
+from context_neurons.config import reduced_scale
 from context_neurons.own_domain import held_out_domains
 from context_neurons.printing import wrapped
 from context_neurons.text.windows import domain_texts
@@ -75,7 +76,7 @@ from context_neurons.text.windows import domain_texts
 circuit = cc.get_circuit(model)
 scores = disc.get_scores(circuit, model)
 found = scores.found(disc.THETA)
-shown = disc.carried(found)
+shown = disc.carried(found, 12 if reduced_scale() else disc.MAX_NEURONS)  # reduced: CI's runs
 tables = disc.token_tables(circuit, model, found, k=10, scores=scores)
 texts = domain_texts(model.tokenizer, n=4)
 densities = casestudies.token_densities(circuit, model, found, texts, scores)

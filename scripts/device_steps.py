@@ -178,7 +178,7 @@ def import_v3(run_dir: Path, command: str, into: Path | None) -> Path:
 
     from context_neurons.training.heldout import read_record
     from context_neurons.verdict.v3_report import model_key
-    from context_neurons.verdict.v3_stored import WEIGHTS_NOT_KEPT_DIRS, store_result
+    from context_neurons.verdict.v3_stored import WEIGHTS_NOT_KEPT_DIRS, device_label, store_result
 
     record = read_record(run_dir)
     key = model_key(record)
@@ -196,7 +196,7 @@ def import_v3(run_dir: Path, command: str, into: Path | None) -> Path:
     computed = datetime.datetime.fromtimestamp(out_file.stat().st_mtime, datetime.timezone.utc)
     versions = {k: record["versions"][k] for k in ("python", "torch")}
     return store_result(into, key, entry, command, entry["runtime"]["torch_threads"], computed,
-                        versions, device=f"{record['device']} ({record['device_name']})")
+                        versions, device=device_label(record["device"], record["device_name"]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,7 +57,8 @@ GPT2_WEIGHTS = Variable(
 )
 THREADS = Variable("CONTEXT_NEURONS_THREADS", "torch threads in chapters (reproducible outputs)", "`2`")
 CACHE = Variable(
-    "CONTEXT_NEURONS_CACHE", "derived files (the offline tokenizer)", "`~/.cache/context_neurons`"
+    "CONTEXT_NEURONS_CACHE", "derived files (the offline tokenizer, the planted model's builds)",
+    "`~/.cache/context_neurons`",
 )
 OPENWEBTEXT = Variable(
     "CONTEXT_NEURONS_OPENWEBTEXT",
@@ -235,7 +236,8 @@ def openwebtext_source() -> str:
 
 
 def cache_dir() -> Path:
-    """Directory for derived files (the offline tokenizer in Hugging Face format), created if
+    """Directory for derived files (the offline tokenizer in Hugging Face format, the planted
+    model's builds: :mod:`~context_neurons.models.planted_cache`), created if
     missing; one that cannot be created is an :class:`InputError` (:func:`cache_error`)."""
     root = Path(get(CACHE) or Path.home() / ".cache" / "context_neurons").expanduser()
     try:
@@ -243,6 +245,13 @@ def cache_dir() -> Path:
     except OSError as err:
         raise cache_error(root, err) from None
     return root
+
+
+def cpu_arithmetic() -> dict[str, str]:
+    """PyTorch's and MKL's variables that change float results' low bits on a CPU
+    (``ATEN_CPU_CAPABILITY``, ``MKL_CBWR``; empty when unset): part of what a cached
+    computation depends on."""
+    return {name: os.environ.get(name, "") for name in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
 
 
 def cache_error(root: Path, err: OSError) -> InputError:

@@ -317,15 +317,18 @@ def predict_path_shifts(
         raise InputError(f"Need 0 <= start < length <= n_ctx, got {start}, {length}, {n_ctx}.")
     domains = list(distributions)
     dtype = torch.float64
-    pieces = pieces_as(pieces, dtype)
-    outputs = pieces.outputs
+    device = pieces.outputs.device
+    support = torch.stack(list(distributions.values())).sum(0).to(device) > 0
+    support = support.nonzero().flatten()  # tokens of any domain
+    # The outputs [path, d_vocab, d_model] are read in float32 on the support only: not copied
+    # to float64 with the other pieces (the same numbers, without the copy of them all).
+    outputs_support = pieces.outputs[:, support].float()
+    pieces = pieces_as(pieces, dtype, keep=("outputs",))
     read = read.to(dtype)
 
-    support = torch.stack(list(distributions.values())).sum(0).to(outputs.device) > 0
-    support = support.nonzero().flatten()  # tokens of any domain
     beta_bars, weights, own = [], [], []  # per domain; own: its tokens, p and c / S on them
     for name in domains:
-        p = distributions[name].to(dtype).to(outputs.device)
+        p = distributions[name].to(dtype).to(device)
         _, beta, w_p, a = _domain_terms(pieces, p, start, length)
         evals, evecs = torch.linalg.eigh(a @ a.T)  # the Gram matrix over paths
         root = evecs * evals.clamp(min=0).sqrt()  # [path, k]
@@ -336,7 +339,6 @@ def predict_path_shifts(
         ratio = w_p[:, support][:, inside] / p_in  # c_h(t) / S_h
         own.append((inside, p_in.float(), ratio.float(), root.float()))
     weights_all = torch.stack(weights, dim=1)  # [path, domain, support]
-    outputs_support = outputs[:, support].float()
     means, variances = [], []  # per chunk: [domain, path, neuron] and [domain, neuron]
     for lo in range(0, read.shape[1], chunk):
         w = read[:, lo : lo + chunk]
@@ -371,9 +373,10 @@ def _window_variance(
     return (p @ mixed.square_()).sum(0)  # [k, neuron], summed over k
 
 
-def pieces_as(pieces: PathPieces, dtype: torch.dtype) -> PathPieces:
-    """The same pieces in another floating-point type."""
-    return PathPieces(*(getattr(pieces, f).to(dtype) for f in PathPieces.__dataclass_fields__))
+def pieces_as(pieces: PathPieces, dtype: torch.dtype, keep: tuple[str, ...] = ()) -> PathPieces:
+    """The same pieces in another floating-point type (the fields named in ``keep`` as they are)."""
+    return PathPieces(**{f: getattr(pieces, f) if f in keep else getattr(pieces, f).to(dtype)
+                         for f in PathPieces.__dataclass_fields__})
 
 
 def permuted_vocabulary(

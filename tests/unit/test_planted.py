@@ -260,3 +260,33 @@ def test_planned_heads_and_difficulty_table_on_a_made_up_plan():
     assert table.loc["detokenization heads: attention on i = n - 1", "measured here"] == (
         "0.70 .. 0.80")
     assert table.loc["sign changes of those 6 components", "measured here"] == "[1, 2]"
+
+
+@pytest.mark.slow
+def test_the_cached_build_is_the_fresh_build_bit_for_bit(tokenizer, monkeypatch, tmp_path):
+    """``planted_state`` writes a build once and reads it back unchanged; another seed is another
+    file; a damaged file is built again (with a warning); only the newest builds are kept."""
+    from context_neurons import config
+    from context_neurons.models import planted_cache
+
+    monkeypatch.setenv(config.CACHE.name, str(tmp_path))
+    fresh_state, fresh_truth = planted_cache.planted_state(tokenizer, seed=5)  # built, written
+    files = list((tmp_path / "planted").glob("*.pt"))
+    assert len(files) == 1
+    monkeypatch.setattr(planted_cache, "build_planted_state",
+                        lambda *a, **k: pytest.fail("built again"))
+    state, truth = planted_cache.planted_state(tokenizer, seed=5)  # read back
+    assert truth == fresh_truth and state.keys() == fresh_state.keys()
+    assert all(torch.equal(state[k], fresh_state[k]) for k in state)
+    keys = {planted_cache.build_key(tokenizer, seed, variant, corpora_dir(required=False))
+            for seed, variant in ((5, "standard"), (6, "standard"), (5, "shuffled-kernels"))}
+    assert len(keys) == 3 and files[0].stem in keys
+    files[0].write_bytes(b"damaged")
+    monkeypatch.setattr(planted_cache, "build_planted_state", lambda *a, **k: (fresh_state,
+                                                                                fresh_truth))
+    with pytest.warns(UserWarning, match="Unreadable planted-model cache"):
+        planted_cache.planted_state(tokenizer, seed=5)
+    assert planted_cache.planted_state(tokenizer, seed=5)[1] == fresh_truth  # rewritten whole
+    for k in range(planted_cache.KEEP + 2):
+        planted_cache._write(tmp_path / "planted" / f"{k}.pt", {}, fresh_truth)
+    assert len(list((tmp_path / "planted").glob("*.pt"))) == planted_cache.KEEP

@@ -25,6 +25,7 @@ from context_neurons.training.cli import build_parser, config_from_args
 from context_neurons.training.config import config_problems, config_to_argv
 from context_neurons.training.corpus import (
     corpus_names,
+    heldout_documents,
     is_heldout,
     iter_documents,
     manifest_keys,
@@ -476,6 +477,20 @@ def test_the_shipped_trained_model_loads_with_its_record_and_development():
     assert all(len(row["heads"]) == cfg.n_heads for row in development["checkpoints"])
     with (TRAINED_DIR / "loss.csv").open() as handle:
         assert sum(1 for _ in handle) == record["steps_done"] + 1  # header + one row per step
+
+
+def test_heldout_documents_are_the_heldout_filter_read_once(corpora, monkeypatch):
+    """``heldout_documents`` is the held-out filter over the corpus, in file order, and a
+    second call (the next protocol of the same run) reads no file."""
+    import context_neurons.training.corpus as corpus_module
+
+    expected = tuple(d for d in iter_documents("tiny_en", corpora) if is_heldout(d.key, 0.3))
+    assert 0 < len(expected) < 60
+    assert heldout_documents("tiny_en", corpora, 0.3) == expected
+    monkeypatch.setattr(corpus_module, "read_jsonl", lambda *a: pytest.fail("read again"))
+    assert heldout_documents("tiny_en", str(corpora), 0.3) == expected  # a str: the same key
+    with pytest.raises(pytest.fail.Exception, match="read again"):
+        heldout_documents("tiny_en", corpora, 0.2)  # another fraction: another split
 
 
 def test_heldout_windows_without_the_corpora_are_a_clear_error(run_dir, tmp_path):

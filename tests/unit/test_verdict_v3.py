@@ -565,7 +565,9 @@ def test_a_result_whose_weights_were_not_kept_is_labelled_and_checked_against_th
     when = datetime.datetime(2026, 11, 27, 22, 53, tzinfo=datetime.timezone.utc)
     v3_stored.store_result(folder, "gpt2-layer0-shape", jsonable(entry.to_json()),
                            "v3 --device cuda", 12, when,
-                           {"python": "3.12.3", "torch": "2.11.0+cu130"}, device="cuda (H100)")
+                           {"python": "3.12.3", "torch": "2.11.0+cu130"},
+                           device=v3_stored.device_label("cuda", "H100"))
+    assert v3_stored.device_label("cpu", None) == "cpu"
     json.loads((folder / v3_stored.STORED_FILE).read_text(),  # JSON: null, never NaN
                parse_constant=lambda name: pytest.fail(f"{name} in the stored JSON"))
     read = v3_stored.stored_entry("gpt2-layer0-shape")  # typed again: null is NaN

@@ -51,7 +51,8 @@ from transformers.utils import logging as hf_logging
 
 from context_neurons import config
 from context_neurons.checks import InputError, ModelLoadError, check_seed
-from context_neurons.models.planted import PlantedTruth, build_planted_gpt2
+from context_neurons.models.planted import PlantedTruth, planted_gpt2
+from context_neurons.models.planted_cache import planted_state
 
 #: The GPT-2 family on the Hugging Face hub, with the names the banner uses.
 GPT2_FAMILY: dict[str, str] = {
@@ -495,7 +496,8 @@ def _load_model_cached(
     truth, directory = None, None
     if name == "planted":
         tokenizer = load_tokenizer(tokenizer_dir)
-        hf_model, truth = build_planted_gpt2(tokenizer, seed=seed, variant=variant)
+        state, truth = planted_state(tokenizer, seed=seed, variant=variant)  # cached on disk
+        hf_model = planted_gpt2(state)
         source = f"planted ground truth, seed {seed}" + (
             f", variant {variant}" if variant != "standard" else ""
         )

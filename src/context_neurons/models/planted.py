@@ -497,10 +497,15 @@ def build_planted_gpt2(
 ) -> tuple[GPT2LMHeadModel, PlantedTruth]:
     """The planted model as a Hugging Face ``GPT2LMHeadModel`` (GPT-2 Small config, 2 layers)."""
     state, truth = build_planted_state(tokenizer, seed=seed, corpora=corpora, variant=variant)
+    return planted_gpt2(state), truth
+
+
+def planted_gpt2(state: dict[str, Tensor]) -> GPT2LMHeadModel:
+    """The Hugging Face model of a :func:`build_planted_state` state dict."""
     config = GPT2Config(n_layer=2, n_embd=D_MODEL, n_head=N_HEADS, n_positions=N_CTX,
                         vocab_size=D_VOCAB, tie_word_embeddings=True)
     with torch.device("meta"):
         model = GPT2LMHeadModel(config)
     model.load_state_dict(state, strict=False, assign=True)
     model.tie_weights()
-    return model.eval(), truth
+    return model.eval()

@@ -336,7 +336,7 @@ def openwebtext_documents(n: int, seed: int = 0) -> list[Document]:
 #: and the fewest a stream reads: the shuffle fills a buffer of 10,000 documents before the
 #: first comes out, so reading 2000 costs about what reading 64 does.
 DOMAIN_CANDIDATES = 2000
-#: The longest run of documents streamed so far for each seed, and whether the stream ended.
+#: The longest run of documents streamed so far for each source and seed, and whether it ended.
 #: The shuffled stream's first ``n`` documents are the first ``n`` of any longer read (tested),
 #: so a shorter request is a slice and does not open the stream again (each stream of Parquet
 #: files closes with a 5-second wait in ``datasets``, a workaround for an Arrow shutdown bug).
@@ -411,7 +411,6 @@ def _domain_densities(text: str) -> dict[str, float]:
     kept per document, read by each domain's stand-in in turn)."""
     counts = _word_counts(text)
     return {domain: _density(counts, keywords) for domain, keywords in _domain_keywords().items()}
-
 
 
 def openwebtext_domain_documents(

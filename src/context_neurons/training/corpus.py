@@ -9,6 +9,7 @@ manifest of keys, not texts (:func:`write_manifest`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sysconfig
@@ -104,6 +105,22 @@ def iter_documents(corpus: str, corpora_dir: str | Path) -> Iterator[Doc]:
             text = record.get("text") or ""
             if text.strip():
                 yield Doc(corpus, str(record.get("id", "")), text)
+
+
+def heldout_documents(corpus: str, corpora_dir: str | Path, fraction: float) -> tuple[Doc, ...]:
+    """The documents of one corpus in the held-out split (:func:`is_heldout`), in file order.
+
+    Read once per process: the main job's truth, protocols v1 and v2 and protocol v3 all read
+    the held-out split (cached by corpus, directory and fraction; the code corpus by its root).
+    """
+    root = str(stdlib_dir()) if corpus == CODE_CORPUS else ""
+    return _heldout_documents(corpus, str(Path(corpora_dir)), root, fraction)
+
+
+@functools.lru_cache(maxsize=64)
+def _heldout_documents(corpus: str, corpora_dir: str, code_root: str,
+                       fraction: float) -> tuple[Doc, ...]:
+    return tuple(d for d in iter_documents(corpus, corpora_dir) if is_heldout(d.key, fraction))
 
 
 def corpus_names(corpora_dir: str | Path) -> list[str]:

@@ -20,7 +20,7 @@ from torch import Tensor
 from context_neurons import config as settings
 from context_neurons.checks import DataError
 from context_neurons.training.config import DOMAINS, EOT, default_corpora_dir
-from context_neurons.training.corpus import is_heldout, iter_documents
+from context_neurons.training.corpus import heldout_documents
 from context_neurons.training.stream import eval_windows, pack_windows, tokenize_corpus
 
 #: Held-out windows per domain (a fixed, seeded choice among the domain's windows).
@@ -80,12 +80,8 @@ def labelled_windows(
         if corpus in trained_on:
             by_domain.setdefault(domain, []).append(corpus)
     for domain, corpora in sorted(by_domain.items()):
-        docs = [
-            doc
-            for corpus in corpora
-            for doc in iter_documents(corpus, corpora_dir)
-            if is_heldout(doc.key, config["heldout_fraction"])
-        ]
+        docs = [doc for corpus in corpora
+                for doc in heldout_documents(corpus, corpora_dir, config["heldout_fraction"])]
         packed = pack_windows(tokenize_corpus(docs, tokenizer, eot_id), n_ctx, eot_id)
         chosen = eval_windows(packed, per_domain)
         windows += [torch.from_numpy(w.astype("int64")) for w in chosen]

@@ -15,7 +15,7 @@ from torch import Tensor
 from context_neurons import config as settings
 from context_neurons.checks import DataError
 from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA
-from context_neurons.training.corpus import Doc, is_heldout, iter_documents
+from context_neurons.training.corpus import Doc, heldout_documents
 from context_neurons.training.heldout import domain_of_corpus
 from context_neurons.training.stream import pack_windows, tokenize_documents
 from context_neurons.verdict.protocol import Protocol, load_protocol
@@ -92,8 +92,7 @@ def protocol_data(
     for domain, corpora in sorted(by_domain.items()):
         cal_parts, cal_windows, eval_units = [], [], []
         for corpus in sorted(corpora):
-            held = [d for d in iter_documents(corpus, corpora_dir)
-                    if is_heldout(d.key, config["heldout_fraction"])]
+            held = list(heldout_documents(corpus, corpora_dir, config["heldout_fraction"]))
             for key, tokens in _units(corpus, held, tokenizer, eot_id, n_ctx):
                 if is_cal(key):
                     cal_parts.append(tokens[1:])  # without the separator

@@ -182,15 +182,18 @@ def score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: f
                        criteria, deciding)
 
 
-def frequency_rho(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
-    """Median over domains of the Spearman correlation across neurons (``[..., domain, neuron]``)."""
-    return np.nanmedian(st.spearman(predicted, measured), axis=-1)
+def frequency_rho(predicted: np.ndarray, truth: st.Truth) -> np.ndarray:
+    """Median over domains of the Spearman correlation across neurons of ``predicted`` and the
+    truth's context shifts (``[..., domain, neuron]``; the truth's ranks are computed once)."""
+    rho = st.rank_correlation(st.ranks(predicted), truth.context_shift_ranks)
+    return np.nanmedian(rho, axis=-1)
 
 
 def top_rho(top: np.ndarray, truth: st.Truth, sd: np.ndarray) -> np.ndarray:
-    """Spearman of ``top[j]`` with the measured |context shift| / sd at each neuron's domain."""
+    """Spearman of ``top[j]`` with the measured |context shift| / sd at each neuron's domain
+    (``top`` ranked once, whatever the truth's leading resample axes)."""
     best = np.take_along_axis(truth.context_shift, truth.best[..., None, :], axis=-2)[..., 0, :]
-    return st.spearman(np.broadcast_to(top, best.shape), np.abs(best) / np.maximum(sd, 1e-30))
+    return st.rank_correlation(st.ranks(top), st.ranks(np.abs(best) / np.maximum(sd, 1e-30)))
 
 
 def both_scores(prediction, top: np.ndarray, truth: st.Truth, boot: st.Truth,
@@ -204,13 +207,13 @@ def both_scores(prediction, top: np.ndarray, truth: st.Truth, boot: st.Truth,
     predicted = prediction.shift_context.double().numpy()
     measured = truth.context_shift
     frequency = prediction.score().double().numpy()
-    perm_f = float(frequency_rho(predicted[:, permutation], measured))
+    perm_f = float(frequency_rho(predicted[:, permutation], truth))
     perm_t = float(top_rho(top[permutation], truth, sd[0]))
     partial = float(np.nanmedian(st.partial_spearman(
         predicted, measured, prediction.shift_other.double().numpy())))
     frequency_entry = score_entry(
-        frequency, truth, boot, float(frequency_rho(predicted, measured)),
-        frequency_rho(predicted[None], boot.context_shift), neuron_draws, perm_f, rule, level)
+        frequency, truth, boot, float(frequency_rho(predicted, truth)),
+        frequency_rho(predicted[None], boot), neuron_draws, perm_f, rule, level)
     top_entry = score_entry(top, truth, boot, float(top_rho(top, truth, sd[0])),
                             top_rho(top, boot, sd[1]), neuron_draws, perm_t, rule, level)
     return {"frequency_aware": replace(frequency_entry, spearman_partial=partial,
@@ -320,8 +323,8 @@ def weight_controls(circuit, shuffled, random, random_prediction, truth, boot, n
                     frequency, top, vocabulary, rule: VerdictRule, level: float) -> Controls:
     """The protocol's controls that live on the same model (step 0 and planted: elsewhere)."""
     shuffled_context = shuffled.shift_context.double().numpy()
-    rho = float(frequency_rho(shuffled_context, truth.context_shift))
-    rho_boot = frequency_rho(shuffled_context[None], boot.context_shift)
+    rho = float(frequency_rho(shuffled_context, truth))
+    rho_boot = frequency_rho(shuffled_context[None], boot)
     vocabulary_permuted = score_entry(shuffled.score().double().numpy(), truth, boot, rho,
                                       rho_boot, neuron_draws, 0.0, rule, level)
     random_frequency = random_prediction.score().double().numpy()

@@ -8,6 +8,7 @@ every domain mean and pooled variance of all resamples is a few matrix products.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,6 +91,11 @@ class Truth:
     context_part: np.ndarray
     context_shift: np.ndarray
 
+    @functools.cached_property
+    def context_shift_ranks(self) -> np.ndarray:
+        """:func:`ranks` of ``context_shift``, computed once: every score's rho reads them."""
+        return ranks(self.context_shift)
+
 
 def additive_truth(full: Shifts, ablated: Shifts, min_d: float, min_part: float) -> Truth:
     """``|d(D*)| >= min_d`` and ``(shift - ablated shift) / shift >= min_part`` at ``D*``."""
@@ -150,10 +156,19 @@ def auc(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
         return np.where((n1 > 0) & (n0 > 0), (rank_sum - n1 * (n1 + 1) / 2) / (n1 * n0), np.nan)
 
 
+def ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks along the last axis, ties given their average rank."""
+    return rankdata(x, axis=-1, method="average")
+
+
 def spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's correlation along the last axis (average ranks; ``scipy.stats.spearmanr``)."""
-    rx = rankdata(x, axis=-1, method="average")
-    ry = rankdata(y, axis=-1, method="average")
+    return rank_correlation(ranks(x), ranks(y))
+
+
+def rank_correlation(rx: np.ndarray, ry: np.ndarray) -> np.ndarray:
+    """Pearson's correlation of two arrays of :func:`ranks` along the last axis (broadcast):
+    Spearman's, for ranks already computed."""
     rx = rx - rx.mean(-1, keepdims=True)
     ry = ry - ry.mean(-1, keepdims=True)
     denominator = np.sqrt((rx**2).sum(-1) * (ry**2).sum(-1))

@@ -66,7 +66,7 @@ from context_neurons.verdict.v3_report import (
     report_lines,
 )
 from context_neurons.verdict.v3_scores import WeightScores, bag_of_tokens_score, shifts_against
-from context_neurons.verdict.v3_stored import REGISTERED_DIRS, store_result
+from context_neurons.verdict.v3_stored import REGISTERED_DIRS, device_label, store_result
 from context_neurons.verdict.v3_scores import weight_scores
 from context_neurons.verdict.v3_truth import (
     ConfirmMeasurements,
@@ -415,9 +415,9 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         runtime.update({f"{k} (timed apart)": v for k, v in seconds.items()})
     result = replace(result, runtime=runtime, controls=controls)
     if store:
-        where = device if device == "cpu" else f"{device} ({torch.cuda.get_device_name()})"
+        gpu = None if device == "cpu" else torch.cuda.get_device_name()
         stored = store_result(directory, key, result.to_json(), store,
-                              torch.get_num_threads(), device=where)
+                              torch.get_num_threads(), device=device_label(device, gpu))
         print(f"stored: {stored}", file=sys.stderr)
     return {"protocol": protocol.name, "registered": protocol.registered,
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}

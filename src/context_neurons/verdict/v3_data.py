@@ -29,7 +29,7 @@ from context_neurons import config as settings
 from context_neurons.checks import DataError
 from context_neurons.text.dataset import NOT_CODE
 from context_neurons.training.config import DOMAINS, EOT
-from context_neurons.training.corpus import Doc, is_heldout, iter_documents, stdlib_dir
+from context_neurons.training.corpus import Doc, heldout_documents, stdlib_dir
 from context_neurons.training.heldout import domain_of_corpus
 from context_neurons.training.stream import pack_windows, tokenize_documents
 from context_neurons.verdict.data import DomainData, _units, is_cal
@@ -224,8 +224,7 @@ def _domain_status(units_read: int, min_units: int) -> str:
 
 def _heldout_documents(corpora: list[str], record: dict, corpora_dir: Path) -> dict[str, list[Doc]]:
     fraction = record["config"]["heldout_fraction"]
-    return {corpus: [d for d in iter_documents(corpus, corpora_dir) if is_heldout(d.key, fraction)]
-            for corpus in corpora}
+    return {corpus: list(heldout_documents(corpus, corpora_dir, fraction)) for corpus in corpora}
 
 
 def _own_units(keys: list[str], held: dict[str, list[Doc]], tokenizer, eot_id: int,

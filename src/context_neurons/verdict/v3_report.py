@@ -106,16 +106,16 @@ def report_lines(name: str, result: V3Evaluation | str) -> list[str]:
                  f"|T| 95% {bounds_text(truth.n_truth_ci95)}")
     lines.append(f"PRIMARY: {primary.words()}; undefined resamples "
                  f"{primary.undefined_resamples} of {primary.n_resamples}")
-    lines.append(f"  {primary.score}: AUC {number_text(primary.score_auc)} "
-                 f"{bounds_text(primary.score_auc_ci95)}")
+    lines.append(f"  {primary.score}: AUC "
+                 f"{interval_text(primary.score_auc, primary.score_auc_ci95)}")
     for b in primary.baselines:
-        lines.append(f"  {b.name}: AUC {number_text(b.auc)} {bounds_text(b.auc_ci95)}, score - it "
-                     f"{number_text(b.difference)} {bounds_text(b.difference_ci95)}, best in "
+        lines.append(f"  {b.name}: AUC {interval_text(b.auc, b.auc_ci95)}, score - it "
+                     f"{interval_text(b.difference, b.difference_ci95)}, best in "
                      f"{b.best_in_resamples} resamples")
     for score, entry in result.secondary.items():
-        lines.append(f"secondary {score}: {entry.verdict.upper()}: AUC {number_text(entry.auc)} "
-                     f"{bounds_text(entry.auc_ci95)}, rho {number_text(entry.spearman)} "
-                     f"{bounds_text(entry.spearman_ci95)}, precision "
+        lines.append(f"secondary {score}: {entry.verdict.upper()}: AUC "
+                     f"{interval_text(entry.auc, entry.auc_ci95)}, rho "
+                     f"{interval_text(entry.spearman, entry.spearman_ci95)}, precision "
                      f"{number_text(entry.precision)} (base {number_text(entry.base_rate)})")
     lines.append(f"controls: {_controls_line(result.controls)}")
     for label, entry in result.sensitivities.items():

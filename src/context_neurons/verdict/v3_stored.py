@@ -61,6 +61,11 @@ def provenance(directory: Path) -> dict:
             "protocol_sha256": _protocol_hashes()}
 
 
+def device_label(device: str, name: str | None = None) -> str:
+    """How a stored result names where it was computed: ``cpu``, or ``cuda (<GPU name>)``."""
+    return device if device == "cpu" or not name else f"{device} ({name})"
+
+
 def store_result(directory: Path, name: str, entry: dict, command: str, threads: int,
                  computed: datetime.datetime | None = None, versions: dict | None = None,
                  device: str = "cpu") -> Path:
@@ -108,4 +113,4 @@ def stored_words(entry: V3Evaluation) -> str:
 
 
 __all__ = ["PENDING_WHY", "REGISTERED_DIRS", "STORED_FILE", "WEIGHTS_NOT_KEPT_DIRS",
-           "provenance", "store_result", "stored_entry", "stored_words"]
+           "device_label", "provenance", "store_result", "stored_entry", "stored_words"]
