@@ -5,8 +5,9 @@ copied to float64 against the support's rows read in float32. Each pair is check
     python benchmarks/loading.py [--threads 1] [--repeats 3]
 
 The build is ``models.planted.build_planted_state`` (what ``load_model("planted")`` ran before
-the cache), as a new process runs it (the corpora's tokens not yet cached); the cached read is ``models.planted_cache.planted_state`` once the build is on disk
-(in a temporary ``$CONTEXT_NEURONS_CACHE``). The path shifts are the planted control's
+the cache), as a new process runs it (the corpora's tokens not yet cached); the cached read is
+``models.planted_cache.planted_state`` once the build is on disk (in a temporary
+``$CONTEXT_NEURONS_CACHE``). The path shifts are the planted control's
 (``verdict.planted.planted_control``: the label halves of the planted topics as domains); the
 straightforward way is ``domain_shift.predict_path_shifts`` as it was before (every piece,
 the ``[path, d_vocab, d_model]`` outputs included, copied to float64 first).
@@ -18,6 +19,7 @@ import argparse
 import os
 import tempfile
 import time
+
 import torch
 
 
@@ -53,21 +55,23 @@ def main() -> int:
     from context_neurons.models.planted import build_planted_state
 
     tokenizer = load_tokenizer()
-    before = os.environ.get(config.CACHE.name)
-    with tempfile.TemporaryDirectory() as cache:
-        os.environ[config.CACHE.name] = cache
-        def fresh_build():  # as a new process builds it: the corpora tokenized again
-            planted_topics._CORPUS_CACHE.clear()
-            return build_planted_state(tokenizer)
+    def fresh_build():  # as a new process builds it: the corpora tokenized again
+        planted_topics._CORPUS_CACHE.clear()
+        return build_planted_state(tokenizer)
 
-        (state, truth), build_s = best_of(args.repeats, fresh_build)
-        planted_cache.planted_state(tokenizer)  # written once
-        (read_state, read_truth), read_s = best_of(
-            args.repeats, lambda: planted_cache.planted_state(tokenizer))
-    if before is None:
-        del os.environ[config.CACHE.name]
-    else:
-        os.environ[config.CACHE.name] = before
+    before = os.environ.get(config.CACHE.name)
+    try:
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ[config.CACHE.name] = cache
+            (state, truth), build_s = best_of(args.repeats, fresh_build)
+            planted_cache.planted_state(tokenizer)  # written once
+            (read_state, read_truth), read_s = best_of(
+                args.repeats, lambda: planted_cache.planted_state(tokenizer))
+    finally:
+        if before is None:
+            os.environ.pop(config.CACHE.name, None)
+        else:
+            os.environ[config.CACHE.name] = before
     equal = read_truth == truth and all(torch.equal(read_state[k], state[k]) for k in state)
     print(f"planted model: build {build_s:.2f} s, cached read {read_s:.2f} s "
           f"({build_s / read_s:.1f}x), equal: {equal}")

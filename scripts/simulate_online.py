@@ -16,8 +16,8 @@ code path the real run takes:
 
 Every chapter is executed (not compared: the outputs are not GPT-2's), then the main job
 ``reproduce --model gpt2 --texts 20``, each timed; a chapter that raises fails the run. With
-``--scale reduced`` (``$CONTEXT_NEURONS_SCALE``, CI's choice) chapters use fewer texts: the code
-paths are the same, only the counts differ.
+``--scale reduced`` (``$CONTEXT_NEURONS_SCALE``, CI's choice) chapters use fewer texts and
+neurons: the code paths are the same, only the counts differ.
 
 Usage: ``python scripts/simulate_online.py --out artifacts/online [--chapters book/ch01*.py]``.
 """

@@ -3,10 +3,11 @@ seconds on a CPU (most of it the corpora's topic association), and every chapter
 process that loads it would build it again: :func:`planted_state` keeps each build in
 ``$CONTEXT_NEURONS_CACHE/planted``, keyed by everything the build reads or computes with.
 
-The key is a hash of the seed and variant, the package's source, the tokenizer, every file of
-the corpora directory, and what can change a float's low bits (torch's and NumPy's versions, the
-CPU capability PyTorch uses, ``MKL_CBWR`` and the thread count), so a file is read back only where
-a fresh build would compute the same tensors (tested bit for bit). Files are written whole; the
+The key is a hash of the seed and variant, the package's source, the tokenizer and the
+``tokenizers`` version, every file of the corpora directory, and what can change a float's low
+bits (torch's and NumPy's versions, the CPU's model and the capability PyTorch uses on it,
+``ATEN_CPU_CAPABILITY``, ``MKL_CBWR`` and the thread count), so that a file is read back where a
+fresh build would compute the same tensors (tested bit for bit). Files are written whole; the
 newest :data:`KEEP` are kept.
 """
 
@@ -22,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import tokenizers
 import torch
 from torch import Tensor
 
@@ -40,23 +42,37 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def build_key(tokenizer, seed: int, variant: str, corpora: Path | None) -> str:
-    """The SHA-256 of everything a build of ``(seed, variant)`` depends on (module docstring)."""
+    """The SHA-256 of what a build of ``(seed, variant)`` depends on (module docstring)."""
     digest = hashlib.sha256()
+
+    def add(name: str, content: bytes) -> None:  # each part named and its length given
+        digest.update(f"{name}\0{len(content)}\0".encode() + content)
+
     setting = {
         "format": FORMAT, "seed": seed, "variant": variant, "torch": torch.__version__,
-        "numpy": np.__version__, "machine": platform.machine(),
+        "numpy": np.__version__, "tokenizers": tokenizers.__version__,
+        "machine": platform.machine(), "cpu": _cpu_model(),
         "capability": torch.backends.cpu.get_cpu_capability(),
         **config.cpu_arithmetic(), "threads": torch.get_num_threads(),
         "corpora": corpora is not None,
     }
-    digest.update(json.dumps(setting, sort_keys=True).encode())
+    add("setting", json.dumps(setting, sort_keys=True).encode())
     for path in sorted(_PACKAGE.rglob("*.py")):
-        digest.update(path.relative_to(_PACKAGE).as_posix().encode() + path.read_bytes())
-    digest.update(tokenizer.backend_tokenizer.to_str().encode())
+        add(path.relative_to(_PACKAGE).as_posix(), path.read_bytes())
+    add("tokenizer", tokenizer.backend_tokenizer.to_str().encode())
     if corpora is not None:
         for path in sorted(p for p in corpora.rglob("*") if p.is_file()):
-            digest.update(path.relative_to(corpora).as_posix().encode() + path.read_bytes())
+            add(f"corpora/{path.relative_to(corpora).as_posix()}", path.read_bytes())
     return digest.hexdigest()
+
+
+def _cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; else what ``platform`` says)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
 
 
 def planted_state(tokenizer, seed: int = 0, variant: str = "standard"
@@ -93,14 +109,19 @@ def planted_state(tokenizer, seed: int = 0, variant: str = "standard"
 def _write(path: Path, state: dict[str, Tensor], truth: PlantedTruth) -> None:
     saved = {"state": state, "truth": dataclasses.asdict(truth)}
     write_whole(path, lambda tmp: torch.save(saved, tmp))
-    _prune(path.parent)
+    with contextlib.suppress(OSError):  # written: a failed clean-up is not a failed write
+        _prune(path.parent)
 
 
 def _prune(folder: Path) -> None:
-    """Remove all but the :data:`KEEP` most recently used builds."""
-    builds = sorted(folder.glob("*.pt"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in builds[KEEP:]:
-        old.unlink(missing_ok=True)
+    """Remove all but the :data:`KEEP` most recently used builds (another process may be
+    pruning too: a file gone meanwhile is skipped)."""
+    builds = []
+    for path in folder.glob("*.pt"):
+        with contextlib.suppress(FileNotFoundError):
+            builds.append((path.stat().st_mtime, path.name))
+    for _, name in sorted(builds, reverse=True)[KEEP:]:
+        (folder / name).unlink(missing_ok=True)
 
 
 __all__ = ["KEEP", "build_key", "planted_state"]
