@@ -55,6 +55,7 @@ def main() -> int:
     from context_neurons.models.planted import build_planted_state
 
     tokenizer = load_tokenizer()
+
     def fresh_build():  # as a new process builds it: the corpora tokenized again
         planted_topics._CORPUS_CACHE.clear()
         return build_planted_state(tokenizer)

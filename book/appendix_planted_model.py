@@ -264,9 +264,9 @@ figure = plot_recovery_curve(sweep, disc.THETA, title=f"{loaded.title}: discover
 
 # %%
 control = recovery.recover(model.tokenizer, truth.seed, [], variant="shuffled-kernels")
-print("contextual heads found:", control["contextual_heads"])
-print("neurons found:", control["found"][disc.THETA])
-print(wrapped(f"the method says: {control['stopped']}"))
+print("contextual heads found:", control.contextual_heads)
+print("neurons found:", control.found[disc.THETA])
+print(wrapped(f"the method says: {control.stopped}"))
 
 # %% [markdown]
 # Over seeds, `python scripts/planted_recovery.py` reports the same quantities for seeds 0-4 (mean
@@ -298,7 +298,8 @@ top_ids, _ = disc.top_tokens(circuit, model, 1621, k=50)
 top_ids = set(top_ids.tolist())
 label_hits = len(top_ids & set(truth.label_token_ids["war"]))
 planting_hits = len(top_ids & set(truth.planting_token_ids["war"]))
-print(f"neuron 1621's 50 top tokens: {planting_hits} planting-half, {label_hits} label-half war tokens")
+print(f"neuron 1621's 50 top tokens: {planting_hits} planting-half, {label_hits} label-half war "
+      "tokens")
 assert planting_hits > label_hits
 print("check passed: the word list that planted the neuron names more of its\n"
       "  top tokens")
@@ -325,11 +326,11 @@ print("check passed: the word list that planted the neuron names more of its\n"
 
 # %%
 other = recovery.recover(model.tokenizer, 3, [])
-print("seed 3: contextual heads", other["contextual_heads"])
+print("seed 3: contextual heads", other.contextual_heads)
 for theta in (5, 6, 8):
-    print(f"  theta {theta}: found {other['found'][theta]}, precision {other['precision'][theta]:.2f},"
-          f" recall {other['recall'][theta]:.2f}")
-assert other["contextual_recovered"]
+    print(f"  theta {theta}: found {other.found[theta]}, precision {other.precision[theta]:.2f},"
+          f" recall {other.recall[theta]:.2f}")
+assert other.contextual_recovered
 print("check passed: seed 3 recovers the planted contextual heads")
 
 # %% [markdown]

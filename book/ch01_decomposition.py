@@ -213,14 +213,8 @@ figure = plot_patterns(
 # $\log c_n(t)$ over the whole vocabulary, with destination `' the'` at $n$:
 
 # %%
-import pandas as pd
-
-log_c = dec.content_log_weights(model, n=n, dest_token=" the")
-spread = log_c.std(dim=-1).cpu()
-spreads = pd.DataFrame(
-    {"group": [taxonomy.group_of(h) for h in range(model.cfg.n_heads)], "std of log c": spread},
-    index=pd.Index(range(model.cfg.n_heads), name="head"),
-)
+groups = [taxonomy.group_of(h) for h in range(model.cfg.n_heads)]
+spreads = dec.content_spread(model, n, groups, dest_token=" the")
 show_table(spreads, f"std of log content weight over the vocabulary, ' the' at n = {n}",
            model=loaded.title, decimals=2)
 
@@ -263,21 +257,10 @@ figure = plot_tv_over_positions(
 # %%
 from context_neurons.reproduce.paper import PAPER_TV
 
-tv_host = tv.cpu()  # pandas reads host memory (the TV was computed on the model's device)
-middle = len(tokens) // 2
-summary = pd.DataFrame(
-    {
-        "median": tv_host.median(dim=-1).values,
-        "90th percentile": tv_host.quantile(0.9, dim=-1),
-        "max": tv_host.max(dim=-1).values,
-        "median, first half": tv_host[:, 1:middle].median(dim=-1).values,
-        "median, second half": tv_host[:, middle:].median(dim=-1).values,
-    },
-    index=pd.Index(shown, name="head"),
-)
-show_table(summary, f"TV distance over destination positions, {labels[0]}", model=loaded.title,
-           decimals=3)
-print(f"median over heads and positions: {tv.median():.3f}   (paper, GPT-2 Small: ~{PAPER_TV})")
+summary = dec.tv_summary(tv, shown)
+show_table(summary.table, f"TV distance over destination positions, {labels[0]}",
+           model=loaded.title, decimals=3)
+print(summary.finding(PAPER_TV))
 
 # %% [markdown]
 # ## 1.5 What sets the error
@@ -334,19 +317,8 @@ show_table(dec.scale_change_by_distance(model, reference, n),
 # %%
 from context_neurons.reproduce.paper import PAPER_LN_SCALE_RANGE
 
-vocabulary = torch.arange(model.cfg.d_vocab, device=model.cfg.device)
-position = torch.tensor([n], device=model.cfg.device)
-inverse_scale = dec.ln1_inverse_scale(model, vocabulary, position).flatten().double().cpu()
-low, high = torch.quantile(inverse_scale, torch.tensor([0.05, 0.95], dtype=torch.float64))
-paper_low, paper_high = PAPER_LN_SCALE_RANGE
-print(wrapped(
-    f"LN1 scale 1/sigma over the vocabulary at n = {n}: 5%-95% range {low:.3f} to {high:.3f} "
-    f"(relative width {(high - low) / high:.2f})"
-))
-print(
-    f"the blog's comparison (GPT-2 Small): {paper_low} to {paper_high} "
-    f"(relative width {(paper_high - paper_low) / paper_high:.2f})"
-)
+for line in dec.ln1_scale_range(model, n).findings(PAPER_LN_SCALE_RANGE):
+    print(wrapped(line))
 
 # %% [markdown]
 # Read the three outputs together. The vocabulary spread alone does not say how large the error

@@ -336,21 +336,11 @@ for line in known.findings(loaded.title):
 # LayerNorm scale, and so do the planted ones). The widths for each destination token:
 
 # %%
-widths = taxonomy.destination_table()
-show_table(widths.T, f"n_eff at n = {taxonomy.n} for each destination token (columns)",
+shapes = findings.destination_shapes(taxonomy)
+show_table(shapes.table.T, f"n_eff at n = {taxonomy.n} for each destination token (columns)",
            model=loaded.title, decimals=1)
-spread = (widths.max() / widths.min() - 1).max()
-print(f"largest relative change of a head's width across these tokens: {spread:.1%}")
-same_shapes = all(
-    tx.classify_kernel(float(taxonomy.n_eff[d, k]), taxonomy.n + 1) == taxonomy.shapes[head]
-    for d in range(len(taxonomy.destinations))
-    for k, head in enumerate(taxonomy.heads)
-)
-print(wrapped(
-    "every head keeps its kernel shape for every destination token: the taxonomy is a property "
-    "of the head" if same_shapes else
-    "some head changes kernel shape with the destination token: its group depends on the token"
-))
+for line in shapes.findings():
+    print(wrapped(line))
 
 # %%
 from context_neurons.plotting.taxonomy import plot_destination_dependence

@@ -262,22 +262,10 @@ figure = plot_concentration(
 # circles).* The three factors of the prediction, per group:
 
 # %%
-import pandas as pd
-
-ranged = ["n_eff random", "random share", "sigma/mu", "CV predicted", "CV texts"]
-summary = table.groupby("group")[ranged].agg(["min", "max"])
-ranges = pd.DataFrame(
-    {
-        column: [f"{fixed(low, 3)} .. {fixed(high, 3)}" for low, high in summary[column].values]
-        for column in ranged
-    },
-    index=summary.index,
-)
-show_table(ranges, "min .. max over each group's heads", model=loaded.title)
-excess = table.index[table["CV texts"] - table["CV i.i.d."] > 3 * table["CV texts se"]].tolist()
-print(wrapped(
-    f"heads whose CV on texts exceeds the i.i.d. CV by more than 3 standard errors: {excess}"
-))
+ranges = st.group_ranges(table)
+show_table(ranges.table, "min .. max over each group's heads", model=loaded.title)
+for line in ranges.findings():
+    print(wrapped(line))
 
 # %% [markdown]
 # What to see (the ranges just printed give the numbers; a group this model lacks is absent):
@@ -380,21 +368,17 @@ for line in half_widths.findings():
 # (printed below) counts too.
 
 # %%
-stops = study.most_frequent(50)
-stop_mass = float(study.probs[torch.isin(study.token_ids, stops)].sum())
-print(f"stop words: the 50 most frequent tokens, {stop_mass:.0%} of the texts' tokens")
+stop_list = st.stop_words(study, 50)
+stops = stop_list.ids
+print(stop_list.finding())
 first = [repr(model.tokenizer.decode([t])) for t in stops[:20].tolist()]
 print(wrapped_items("the first 20:", [f"[{first[0]}", *first[1:-1], f"{first[-1]}]"], ","))
 if loaded.is_planted:
-    planted_list = set(loaded.truth.stopword_ids)
-    overlap = len(set(stops.tolist()) & planted_list)
-    print(wrapped(
-        f"on the planted model, {overlap} of these 50 are in the list that planted the preference: "
-        "the two definitions overlap, so agreement with the planted heads below is still largely "
-        "by construction"
-    ))
+    print(wrapped(stop_list.planted_finding(loaded.truth.stopword_ids)))
 
 # %%
+import pandas as pd
+
 preference = study.preference(stops)
 signed = {"stop-word preference (nats)": lambda value: fixed(value, 2, sign=True)}
 show_table(pd.DataFrame({"stop-word preference (nats)": [preference[h] for h in shown]},
@@ -678,7 +662,6 @@ print("check passed: the variance formula and Chebyshev's bound hold on\n"
 
 # %%
 from context_neurons import decomposition as dec
-from context_neurons.printing import fixed
 from context_neurons.text.corpora import calibration_text, describe
 from context_neurons.text.windows import calibration_tokens
 

@@ -157,17 +157,8 @@ figure = plot_calibration_denominators(circuit, title=loaded.title)
 # model. The paper notes the sink on GPT-2 Small; we return to it in section 4.5.
 
 # %%
-import pandas as pd
-
-table = pd.DataFrame(
-    {
-        "Dhat_h": calib.log_dhat.exp().tolist(),
-        "spread of log D_h(n), n >= 100": calib.log_denominators[:, calib.n_min :].std(-1).tolist(),
-        "D_h(10) / Dhat_h": (calib.log_denominators[:, 10] - calib.log_dhat).exp().tolist(),
-    },
-    index=pd.Index(circuit.heads, name="head"),
-)
-show_table(table, "calibrated denominators of the contextual heads", model=loaded.title)
+show_table(cc.denominator_table(calib, circuit.heads),
+           "calibrated denominators of the contextual heads", model=loaded.title)
 print(f"LN2 scale of the calibration text (median 1/std of resid_mid): {circuit.ln2_scale:.3f}")
 
 # %% [markdown]
@@ -182,6 +173,8 @@ print(f"LN2 scale of the calibration text (median 1/std of resid_mid): {circuit.
 # median kernel at the destination position of chapter 2 (printed below):
 
 # %%
+import pandas as pd
+
 from context_neurons.plotting.circuit import plot_kernels
 from context_neurons.taxonomy import default_position
 

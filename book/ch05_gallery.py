@@ -66,18 +66,21 @@ model = loaded.model
 
 # %% tags=["hide-input"]
 from context_neurons import circuit as cc
-from context_neurons import casestudies, gallery
 from context_neurons import discovery as disc
 from context_neurons.config import reduced_scale
-from context_neurons.own_domain import held_out_domains
-from context_neurons.printing import wrapped
-from context_neurons.text.windows import domain_texts
 
 circuit = cc.get_circuit(model)
 scores = disc.get_scores(circuit, model)
 found = scores.found(disc.THETA)
 shown = disc.carried(found, 12 if reduced_scale() else disc.MAX_NEURONS)  # reduced: CI's runs
 tables = disc.token_tables(circuit, model, found, k=10, scores=scores)
+
+# %% tags=["hide-input"]
+from context_neurons import casestudies, gallery
+from context_neurons.own_domain import held_out_domains
+from context_neurons.printing import wrapped
+from context_neurons.text.windows import domain_texts
+
 texts = domain_texts(model.tokenizer, n=4)
 densities = casestudies.token_densities(circuit, model, found, texts, scores)
 own = held_out_domains(densities, scores)  # named on half the texts, checked on the other

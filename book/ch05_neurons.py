@@ -272,17 +272,9 @@ show(disc.token_table(circuit, model, british), british)
 # Compare the two British-spelling neurons' contributions and their output weights:
 
 # %%
-import torch
-
-both = disc.contributions(circuit, model, [british, british_2])
-input_r = float(torch.corrcoef(both)[0, 1])
-w_out = model.blocks[0].mlp.W_out
-output_cos = float(
-    w_out[british] @ w_out[british_2] / (w_out[british].norm() * w_out[british_2].norm())
-)
-print(f"neurons {british} and {british_2}:")
-print(f"correlation of their token contributions: {input_r:.3f}")
-print(f"cosine of their output weights W_out[{british}], W_out[{british_2}]: {output_cos:.3f}")
+pair = disc.neuron_pair(circuit, model, british, british_2)
+for finding in pair.findings():
+    print(wrapped(finding))
 show(disc.token_table(circuit, model, british_2), british_2, k=5)
 
 # %% [markdown]
@@ -338,9 +330,7 @@ print(f"activations of {len(computed)} neurons on {len(texts.windows)} texts")
 # %%
 from context_neurons.plotting.discovery import plot_domain_profile
 
-means = casestudies.domain_means(acts)
-spread = pd.Series(acts.window_spreads().mean(0).tolist(), index=acts.neurons)
-relative = means.sub(means.median(axis=1), axis=0).div(spread, axis=0)
+relative = casestudies.relative_domain_means(acts)
 shown_rows = carried[:40]
 figure = plot_domain_profile(
     relative.loc[shown_rows],
@@ -490,11 +480,7 @@ figure = plot_activation_grid(
 # only one term of the pre-activation. Split into the terms of chapter 6, along the same texts:
 
 # %%
-spreads = {}
-for j, domain in cases:
-    w = acts.best_window(j, domain)
-    spreads[(j, domain)] = casestudies.term_spreads(circuit, model, j, texts.windows[w])
-spreads = pd.DataFrame(spreads).T.rename_axis(["neuron", "domain"])
+spreads = acts.case_term_spreads(circuit, model, cases)
 show_table(spreads.drop(columns=["positional", "constant"]),
            "standard deviation along the text of each term of the approximate pre-activation",
            model=loaded.title, decimals=2)
@@ -576,6 +562,8 @@ print(f"largest |true difference| before the first respelled word: {effect.befor
 # respelled words:
 
 # %%
+import torch
+
 first = int(torch.tensor(respelling.words).argmax())
 panels = [
     effect.panel(j, first, title=f"neuron {j}: {respelling.labels[first]}, respelled")
@@ -598,7 +586,7 @@ figure = plot_activation_grid(
 # does that the first does not:
 
 # %%
-comparison = rs.compare_with_texts(against_texts, effect, output_cos)
+comparison = rs.compare_with_texts(against_texts, effect, pair.output_cosine)
 for finding in comparison.findings():
     print(wrapped(finding))
 
@@ -629,9 +617,7 @@ for finding in comparison.findings():
 
 # %%
 split = {j: disc.sub_latents(circuit, model, j, k=60) for j in carried}
-cosines = pd.Series(
-    {j: float(s.centroid_cosine[0, 1]) for j, s in split.items()}, name="centroid cosine"
-)
+cosines = disc.centroid_cosines(split)
 show_table(cosines.sort_values().head(8).rename_axis("neuron"),
            f"sub-latents of {disc.selection_note(carried, found)}; the 8 most clearly split",
            model=loaded.title)

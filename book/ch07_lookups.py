@@ -195,6 +195,7 @@ domains = sorted({label.split("|")[0] for label in labels})
 print(f"{len(windows)} windows of {len(windows[0]) - 1} tokens from {len(domains)} domains")
 pool = lk.scan_pool(model, windows, labels, chosen)
 
+# %%
 layer, neuron = chosen[0]
 top = lk.top_activating_prompts(
     model, windows, layer, neuron, k=6, labels=labels, acts=pool.attributions[(layer, neuron)].pre
@@ -522,17 +523,17 @@ if llm is None:
     print(wrapped("No CONTEXT_NEURONS_LLM_API_KEY set: skipping the LLM explainer "
                   "(offline results above)."))
 else:
-    n_calls = llm.n_requests(lookups[0].evaluation["n_test"])
+    n_calls = llm.n_requests(lookups[0].evaluation.n_test)
     print(wrapped(f"LLM explainer {llm.model} at {llm.base_url}: {n_calls} requests for one head"))
     try:
         llm_result = lk.evaluate_explainer(llm, lookups[0].activity, model.tokenizer)
     except ExplainerError as err:
         print(wrapped(f"The LLM explainer failed: {err}"))
     else:
-        print(wrapped(llm_result["explanation"].text))
+        print(wrapped(llm_result.explanation.text))
         print(wrapped(
-            f"accuracy {llm_result['accuracy']:.3f} (chance {llm_result['chance']:.3f}), "
-            f"balanced accuracy {llm_result['balanced_accuracy']:.3f}"
+            f"accuracy {llm_result.accuracy:.3f} (chance {llm_result.chance:.3f}), "
+            f"balanced accuracy {llm_result.balanced_accuracy:.3f}"
         ))
 
 # %% [markdown]
@@ -632,7 +633,7 @@ else:
 # prompts. For this page's pool:
 
 # %%
-n_test = lookups[0].evaluation["n_test"]
+n_test = lookups[0].evaluation.n_test
 costing = LLMExplainer(api_key="(counting only: no request is sent)")
 words = sum(
     min(len(p.text(model.tokenizer).split()), costing.max_words_per_example)

@@ -95,19 +95,22 @@ model = loaded.model
 # %%
 from context_neurons.printing import wrapped
 from context_neurons.reproduce import reproduce
-from context_neurons.verdict import truth_summary, verdict_sentences
 from context_neurons.verdict.v3_report import verdict_sentences_v3
 
 results = reproduce("trained", n_texts=40, progress=False)  # typed: every section reads it
 evaluation, evaluation_v2 = results.evaluation("v1"), results.evaluation("v2")
 evaluation_v3 = results.evaluation("v3")  # every model v3 registers
-protocols = {"v1 (registered before any verdict; superseded by v3)": evaluation,
-             "v2 (registered after v1's verdicts were seen; superseded by v3)": evaluation_v2}
 if evaluation_v3:
     print(wrapped("Protocol v3 (confirmatory: registered before any of its numbers, fresh "
                   "documents):"))
     for sentence in verdict_sentences_v3(evaluation_v3):
         print(wrapped(f"- {sentence}"))
+
+# %%
+from context_neurons.verdict import truth_summary, verdict_sentences
+
+protocols = {"v1 (registered before any verdict; superseded by v3)": evaluation,
+             "v2 (registered after v1's verdicts were seen; superseded by v3)": evaluation_v2}
 if evaluation is not None:
     for name, result in protocols.items():
         print(wrapped(f"Protocol {name}, trained model: {truth_summary(result)}; primary heads "
@@ -304,13 +307,8 @@ from context_neurons.verdict.planted import planted_control
 
 planted = load_model("planted")
 control = planted_control(planted)
-print(f"planted model, {control['planted_context_neurons']} planted context neurons, "
-      f"{len(control['domains'])} topic domains:")
-for name in ("frequency_aware", "top"):
-    c = control[name]
-    print(f"  {name}: AUC {c['auc']:.3f}, precision at |T| {c['precision_at_truth_size']:.2f}")
-print(f"the frequency-aware score recovers what top[j] recovers: "
-      f"{'yes' if control['recovers_what_top_recovers'] else 'NO'}")
+for line in control.findings():
+    print(line)
 
 # %% [markdown]
 # ## 8.5 The pre-registered protocol and the truth
@@ -425,6 +423,8 @@ else:
     context = truth.context_neurons()
     print(wrapped(f"old rule: {len(truth.separating_neurons())} of {cfg.d_mlp} neurons separate "
                   f"a domain; {len(context)} of them through the contextual heads {heads}"))
+
+# %%
 if heads:
     circuit, scores = results.circuit, results.scores
     null = disc.gaussian_null_score(scores.n_tokens)
@@ -517,19 +517,10 @@ for change in protocol_v2.changes_from_v1:
 # %%
 if evaluation_v2 is not None and evaluation_v2.primary is not None:
     stability = evaluation_v2.denominator_stability
-    cv = pd.DataFrame({
-        "group (v1, v2)": [taxonomy_v1.group_of(h) for h in taxonomy_v1.heads],
-        "CV of D across texts": [stability.cv_texts[h] for h in taxonomy_v1.heads],
-    }, index=pd.Index(taxonomy_v1.heads, name="head"))
-    show_table(cv, f"the stability of each head's denominator D at destination n = "
-               f"{stability.n} over {stability.texts} CAL texts", model=loaded.title,
-               decimals=2)
-    values = list(stability.cv_texts.values())
-    print(f"CV from {min(values):.2f} to {max(values):.2f} over the heads")
-    print(wrapped(
-        f"largest CV among the contextual heads {taxonomy_v1.groups['contextual']}: "
-        f"{stability.largest_contextual_cv:.2f}; heads added: {stability.added or 'none'}; "
-        f"v2's primary heads: {evaluation_v2.primary.heads}"))
+    show_table(stability.table(taxonomy_v1), stability.caption, model=loaded.title, decimals=2)
+    for finding in stability.findings(taxonomy_v1.groups["contextual"],
+                                      evaluation_v2.primary.heads):
+        print(wrapped(finding))
 
 # %% [markdown]
 # A CV is the fraction of its mean by which a head's denominator moves from one text to another.
@@ -800,7 +791,6 @@ show_table(v3_checkpoint_table({"seed 0": development, "seed 1": development_see
 
 # %%
 from context_neurons.verdict.evaluate import score_readings
-from context_neurons.verdict.planted import control_reading
 from context_neurons.verdict.v3_report import decomposition_readings
 
 if isinstance(seed0, V3Evaluation) and seed0.primary:
@@ -811,7 +801,7 @@ if evaluation is not None and evaluation.primary is not None:
         print(wrapped(f"Protocol {name}, trained model:"))
         for sentence in score_readings(result):
             print(wrapped(sentence))
-    print(wrapped(control_reading(control)))
+    print(wrapped(control.reading()))
 else:
     print("not computed on this machine (no held-out documents): see the stored page.")
 

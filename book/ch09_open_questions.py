@@ -222,15 +222,10 @@ figure = plot_destination_sweep(
 # `' the'`'s value, colours as in Figure 9.1.* By class, the means of the same columns:
 
 # %%
-numeric = ["n_eff", table.columns[2], "norm ratio", "found", "Jaccard", "median r", "median FVU"]
-by_class = table.astype({c: float for c in numeric}).groupby("class", sort=False)[numeric].mean()
-show_table(by_class.rename(columns={table.columns[2]: "cosine"}),
-           "the destination sweep, means by class of destination", model=loaded.title)
-worst = table["Jaccard"].iloc[1:].astype(float).idxmin()  # the reference left out
-print(wrapped(f"largest change of the found set: {worst} (Jaccard "
-              f"{table.loc[worst, 'Jaccard']:.2f}); FVU range over destinations "
-              f"{table['median FVU'].astype(float).min():.3f} to "
-              f"{table['median FVU'].astype(float).max():.3f}"))
+show_table(sweep.by_class(), "the destination sweep, means by class of destination",
+           model=loaded.title)
+for finding in sweep.findings():
+    print(wrapped(finding))
 
 # %% [markdown]
 # ### The error of fixing the destination
@@ -541,13 +536,8 @@ figure = plot_cluster_calibration(
 # by their evaluation texts:
 
 # %%
-weights = comparison[("texts", "")].astype(float)
-for measure in ("median r", "median FVU"):
-    means = {
-        column: float((comparison[(measure, column)].astype(float) * weights).sum() / weights.sum())
-        for column in comparison[measure].columns
-    }
-    print(f"{measure}: " + ", ".join(f"{name} {value:.3f}" for name, value in means.items()))
+for finding in clu.weighted_means(comparison).findings():
+    print(wrapped(finding))
 
 # %% [markdown]
 # With a handful of texts per cluster this is an indication, not a verdict: a difference of a few
@@ -713,10 +703,8 @@ figure = plot_error_by_distance(
     error, bound, rotated, [rope_table.loc[h, "omega"] for h in rotated],
     title="rotary toy model: score error of the factorisation against distance",
 )
-rope_bound = ps.rotary_error_bound(rope, rope_fit)
-excess = float((rope_fit.score_error().abs() - rope_bound).max())
-print(wrapped(f"largest |error| minus bound over all heads and pairs of positions: "
-              f"{below(excess, 1e-3)} (at most float rounding)"))
+for finding in ps.check_rotary_bound(rope, rope_fit).findings():
+    print(wrapped(finding))
 
 # %% [markdown]
 # *Figure 9.8: the mean absolute score error of the factorisation (solid) and the mean of its

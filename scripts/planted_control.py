@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import torch
 
 from context_neurons import circuit as cc
 from context_neurons.checks import NoContextualHeadsError
+from context_neurons.files import write_text_whole
 from context_neurons.models import load_model
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.training.heldout import read_record
@@ -43,10 +45,10 @@ def main() -> int:
     torch.set_num_threads(2)
     t0 = time.perf_counter()
     planted = load_model("planted", seed=args.seed, device="cpu")
-    result = {"seed": args.seed, "label halves": planted_control(planted)}
+    result = {"seed": args.seed, "label halves": planted_control(planted).to_json()}
     data = protocol_data(planted.model.tokenizer, read_record(TRAINED_DIR))
     result["corpus domains"] = planted_control(
-        planted, unigram_distributions(data, planted.model.cfg.d_vocab))
+        planted, unigram_distributions(data, planted.model.cfg.d_vocab)).to_json()
     shuffled = load_model("planted", seed=args.seed, variant="shuffled-kernels", device="cpu")
     try:
         heads = cc.contextual_heads(shuffled.model)
@@ -57,8 +59,7 @@ def main() -> int:
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
-        with open(args.out, "w") as handle:
-            handle.write(text + "\n")
+        write_text_whole(Path(args.out), text + "\n")
     return 0
 
 

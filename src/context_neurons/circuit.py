@@ -623,6 +623,23 @@ def fit_table(fits: dict[str, CircuitFit]) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
+def denominator_table(calib: Calibration, heads: list[int]) -> pd.DataFrame:
+    """The calibrated denominators (chapter 4, section 4.2): one row per contextual head of
+    ``heads`` (index ``head``, the rows of ``calib``) with ``Dhat_h``, the ``spread of log
+    D_h(n), n >= 100`` (the standard deviation of ``log D_h(n)`` along the calibration text from
+    ``calib.n_min`` on) and ``D_h(10) / Dhat_h``, how large the denominator is near the text's
+    start."""
+    spread = calib.log_denominators[:, calib.n_min:].std(-1)
+    return pd.DataFrame(
+        {
+            "Dhat_h": calib.log_dhat.exp().tolist(),
+            "spread of log D_h(n), n >= 100": spread.tolist(),
+            "D_h(10) / Dhat_h": (calib.log_denominators[:, 10] - calib.log_dhat).exp().tolist(),
+        },
+        index=pd.Index(heads, name="head"),
+    )
+
+
 def kernel_spread(circuit: ContextualCircuit, n) -> dict[str, float]:
     """How far each head's kernel at destination ``n`` is from the median kernel (TV distance)."""
     n = int(n)

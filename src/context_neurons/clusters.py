@@ -5,7 +5,8 @@ page ``book/notation.md``, section 3).
 text; a deterministic :func:`kmeans` groups texts by it, :func:`cluster_calibrations` picks one
 calibration text per cluster (never in its own evaluation set), :func:`recalibrate` rebuilds the
 circuit with another text's denominators and LayerNorm-2 scale, and :func:`compare_calibrations`
-scores each cluster's texts under their cluster's calibration and under the default one.
+scores each cluster's texts under their cluster's calibration and under the default one;
+:func:`weighted_means` averages those scores over the clusters (:class:`CalibrationMeans`).
 """
 
 from __future__ import annotations
@@ -268,6 +269,46 @@ def compare_calibrations(
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     table.index.name = "cluster"
     return table
+
+
+#: The measures of :func:`compare_calibrations` that :func:`weighted_means` averages.
+MEASURES = ("median r", "median FVU")
+
+
+@dataclass(frozen=True)
+class CalibrationMeans:
+    """:func:`compare_calibrations` averaged over the clusters, each weighted by its evaluation
+    texts (:func:`weighted_means`).
+
+    Attributes:
+        table: one row per measure (:data:`MEASURES`), one column per calibration (``default``,
+            ``own cluster``, ``other cluster``).
+    """
+
+    table: pd.DataFrame
+
+    def findings(self) -> list[str]:
+        """One line per measure: its weighted mean under each calibration."""
+        return [
+            f"{measure}: " + ", ".join(f"{name} {value:.3f}" for name, value in row.items())
+            for measure, row in self.table.iterrows()
+        ]
+
+
+def weighted_means(comparison: pd.DataFrame) -> CalibrationMeans:
+    """The means of :func:`compare_calibrations`'s ``comparison`` over its clusters, weighted by
+    each cluster's number of evaluation texts (:class:`CalibrationMeans`)."""
+    weights = comparison[("texts", "")].astype(float)
+    rows = {
+        measure: {
+            column: float((comparison[(measure, column)].astype(float) * weights).sum()
+                          / weights.sum())
+            for column in comparison[measure].columns
+        }
+        for measure in MEASURES
+    }
+    table = pd.DataFrame(rows).T.rename_axis(index="measure", columns="calibration")
+    return CalibrationMeans(table)
 
 
 def _cluster_of(clusters: ClusterCalibration, text: int) -> int:

@@ -587,3 +587,93 @@ def error_part_sizes(
         index=pd.Index(decomposition.heads, name="head"),
     )
     return ErrorPartSizes(table, float(mismatch))
+
+
+def content_spread(
+    model: Model, n: int, groups: list[str], dest_token: str | int = DEFAULT_DESTINATION
+) -> pd.DataFrame:
+    """How much each head's content weights vary (chapter 1, section 1.3): one row per layer-0
+    head (index ``head``) with its ``group`` (``groups[head]``, from the taxonomy) and ``std of
+    log c``, the standard deviation of :func:`content_log_weights` over the vocabulary with
+    ``dest_token`` at ``n``."""
+    spread = content_log_weights(model, n=n, dest_token=dest_token).std(dim=-1).cpu()
+    return pd.DataFrame(
+        {"group": list(groups), "std of log c": spread},
+        index=pd.Index(range(len(spread)), name="head"),
+    )
+
+
+@dataclass(frozen=True)
+class TVSummary:
+    """The reconstruction's TV distance over one text's destinations (chapter 1, section 1.4).
+
+    Attributes:
+        table: one row per head (index ``head``): the ``median``, ``90th percentile`` and ``max``
+            of the TV distance over the destinations, and its medians over the first half
+            (``median, first half``, destinations ``1 <= n < N/2``) and the second half
+            (``median, second half``, ``n >= N/2``) of the text of ``N`` tokens.
+        median: the median over heads and destinations.
+    """
+
+    table: pd.DataFrame
+    median: float
+
+    def finding(self, paper: float) -> str:
+        """The median over heads and positions beside the ``paper``'s TV for GPT-2 Small."""
+        return (f"median over heads and positions: {self.median:.3f}   "
+                f"(paper, GPT-2 Small: ~{paper})")
+
+
+def tv_summary(tv: Float[Tensor, "selected_head query_pos"], heads: list[int]) -> TVSummary:
+    """:class:`TVSummary` of :meth:`AttentionDecomposition.tv_distance` for ``heads`` (its rows)."""
+    tv = tv.cpu()  # pandas reads host memory
+    middle = tv.shape[-1] // 2
+    table = pd.DataFrame(
+        {
+            "median": tv.median(dim=-1).values,
+            "90th percentile": tv.quantile(0.9, dim=-1),
+            "max": tv.max(dim=-1).values,
+            "median, first half": tv[:, 1:middle].median(dim=-1).values,
+            "median, second half": tv[:, middle:].median(dim=-1).values,
+        },
+        index=pd.Index(heads, name="head"),
+    )
+    return TVSummary(table, float(tv.median()))
+
+
+@dataclass(frozen=True)
+class ScaleRange:
+    """The spread of LN1's scale ``1/sigma`` over the vocabulary at one position (chapter 1,
+    section 1.5), the blog's measure on GPT-2 Small.
+
+    Attributes:
+        n: the position.
+        low: the 5th percentile of ``1/sigma(t, n)`` over the vocabulary's tokens ``t``.
+        high: its 95th percentile.
+    """
+
+    n: int
+    low: float
+    high: float
+
+    def findings(self, paper: tuple[float, float]) -> list[str]:
+        """The range and its relative width ``(high - low) / high``, then the blog's range
+        ``paper`` (GPT-2 Small) and its relative width."""
+        paper_low, paper_high = paper
+        return [
+            f"LN1 scale 1/sigma over the vocabulary at n = {self.n}: 5%-95% range "
+            f"{self.low:.3f} to {self.high:.3f} "
+            f"(relative width {(self.high - self.low) / self.high:.2f})",
+            f"the blog's comparison (GPT-2 Small): {paper_low} to {paper_high} "
+            f"(relative width {(paper_high - paper_low) / paper_high:.2f})",
+        ]
+
+
+def ln1_scale_range(model: Model, n: int) -> ScaleRange:
+    """:class:`ScaleRange` of :func:`ln1_inverse_scale` over the whole vocabulary at ``n``."""
+    w = as_weights(model)
+    vocabulary = torch.arange(w.cfg.d_vocab, device=w.W_E.device)
+    position = torch.tensor([n], device=w.W_E.device)
+    inverse_scale = ln1_inverse_scale(model, vocabulary, position).flatten().double().cpu()
+    low, high = torch.quantile(inverse_scale, torch.tensor([0.05, 0.95], dtype=torch.float64))
+    return ScaleRange(n, float(low), float(high))

@@ -41,6 +41,9 @@ highest-scoring of them (:func:`carried`), and say so (:func:`selection_note`).
 "21st century"). :func:`sub_latents` clusters the extended embeddings of a neuron's top tokens,
 after removing their common component along the neuron's read vector, with spherical k-means: tokens
 of one topic share a direction, tokens of two topics fall into two clusters.
+:func:`centroid_cosines` says how clearly each neuron splits. :func:`neuron_pair` compares two
+neurons: what they read (their contributions' correlation) and what they write (their output
+weights' cosine).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ import pandas as pd
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
+from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons import decomposition as dec
 from context_neurons.caching import IdentityCache
@@ -567,6 +571,61 @@ def sub_latents(
         within_cosine=within.cpu(),
         singular_values=torch.linalg.svdvals(residual).cpu(),
     )
+
+
+def centroid_cosines(split: dict[int, SubLatents]) -> pd.Series:
+    """The cosine of the two cluster centroids of each neuron's :class:`SubLatents` (the first
+    two clusters), by neuron: clearly below 0, two topics; near or above 0, one."""
+    return pd.Series(
+        {j: float(s.centroid_cosine[0, 1]) for j, s in split.items()}, name="centroid cosine"
+    )
+
+
+@dataclass(frozen=True)
+class NeuronPair:
+    """Two neurons compared by what they read and what they write (chapter 5, section 5.3).
+
+    Attributes:
+        neurons: the two neurons.
+        input_r: the correlation of their token contributions over the vocabulary (near 1: they
+            read the same context).
+        output_cosine: the cosine of their output weights, rows of layer 0's ``W_out`` (near -1:
+            they write opposite outputs).
+    """
+
+    neurons: tuple[int, int]
+    input_r: float
+    output_cosine: float
+
+    def findings(self) -> list[str]:
+        """The two neurons, the correlation of their contributions and the cosine of their
+        output weights, one line each."""
+        a, b = self.neurons
+        return [
+            f"neurons {a} and {b}:",
+            f"correlation of their token contributions: {self.input_r:.3f}",
+            f"cosine of their output weights W_out[{a}], W_out[{b}]: {self.output_cosine:.3f}",
+        ]
+
+
+def pair_similarity(
+    neurons: tuple[int, int],
+    contributions: Float[Tensor, "2 n_tokens"],
+    w_out: Float[Tensor, "2 d_model"],
+) -> NeuronPair:
+    """:class:`NeuronPair` of two neurons from their token contributions and output weights."""
+    input_r = float(torch.corrcoef(contributions)[0, 1])
+    output_cosine = float(w_out[0] @ w_out[1] / (w_out[0].norm() * w_out[1].norm()))
+    return NeuronPair(neurons, input_r, output_cosine)
+
+
+@torch.no_grad()
+def neuron_pair(circuit: ContextualCircuit, model: TransformerBridge, a, b) -> NeuronPair:
+    """Neurons ``a`` and ``b`` compared: the correlation of their :func:`contributions` and the
+    cosine of their rows of layer 0's ``W_out`` (:class:`NeuronPair`)."""
+    a, b = check_neurons(model, [a, b])
+    w_out = model.blocks[0].mlp.W_out
+    return pair_similarity((a, b), contributions(circuit, model, [a, b]), w_out[[a, b]])
 
 
 # ----------------------------------------------------------------------------------------------

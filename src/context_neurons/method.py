@@ -52,7 +52,9 @@ class MethodValues:
 
     Attributes:
         model: the model (a GPT-2-architecture ``TransformerBridge``).
-        weights: its layer-0 weights, read once (:func:`~context_neurons.models.weights.read_weights`).
+        weights: its layer-0 weights, read once
+            (:func:`~context_neurons.models.weights.read_weights`) and handed to the taxonomy and
+            the scores (the circuit's calibration runs the model itself).
         computed: how many times each value was computed (``"taxonomy"``, ``"circuit"``,
             ``"scores"``): one per distinct request.
     """
@@ -72,7 +74,7 @@ class MethodValues:
         it without): classified once, regrouped for the other rule."""
         if self._taxonomy is None:
             self.computed["taxonomy"] += 1
-            self._taxonomy = classify_heads(self.model)
+            self._taxonomy = classify_heads(self.weights)
         return self._taxonomy.with_rule(previous_token_rule)
 
     def contextual_heads(self, previous_token_rule: bool = True) -> list[int]:
@@ -93,7 +95,7 @@ class MethodValues:
         if key not in self._scores:
             circuit = self.circuit(heads)
             self.computed["scores"] += 1
-            self._scores[key] = score_neurons(circuit, self.model)
+            self._scores[key] = score_neurons(circuit, self.weights)
         return self._scores[key]
 
 

@@ -19,7 +19,8 @@ the token only, ``q(t)`` and ``k(t)``, and the position enters the score itself.
 
   and the factorisation's error is ``q . (R_{i-n} - I)(k(t_i) - kbar) / sqrt(d)``: zero at
   ``i = n``, zero on dimensions that are not rotated, and on a rotated pair at most
-  ``|q_p| |k_p(t_i) - kbar_p| 2 |sin(omega_p (n - i) / 2)| / sqrt(d)`` (:func:`rotary_error_bound`).
+  ``|q_p| |k_p(t_i) - kbar_p| 2 |sin(omega_p (n - i) / 2)| / sqrt(d)`` (:func:`rotary_error_bound`;
+  :func:`check_rotary_bound` checks it at every pair of positions).
   Content in slowly rotating pairs (``omega_p (n - i)`` small over the distances the kernel
   reaches) factorises almost exactly, as in a learned-position contextual head; content in fast
   pairs does not.
@@ -56,7 +57,7 @@ from context_neurons.checks import InputError, as_token_batch
 from context_neurons.decomposition import causal_mask, masked_softmax, tv_distance
 from context_neurons.hooks import run_until
 from context_neurons.models.loading import placeholder_tokenizer, quiet_bridge
-from context_neurons.printing import Format, frame, significant
+from context_neurons.printing import Format, below, frame, significant
 from context_neurons.taxonomy import assign_group, classify_kernel, kernel_width
 
 #: Position schemes :func:`factorise_attention` handles (``cfg.positional_embedding_type``).
@@ -344,6 +345,47 @@ def rotary_error_bound(
     chord = 2 * torch.sin(distance[..., None] * omega / 2).abs()  # [pos, pos, pair]
     bound = torch.einsum("bnhp,bihp,nip->bhni", q_norm, deviation, chord)
     return bound.masked_fill(~factorisation.mask, 0.0) / _attn_scale(model)
+
+
+#: Below this the excess of the score error over its bound is float rounding.
+BOUND_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class BoundCheck:
+    """The factorisation's score error against :func:`rotary_error_bound`
+    (:func:`check_rotary_bound`).
+
+    Attributes:
+        excess: the largest ``|error| - bound`` over all heads and pairs of positions.
+        tolerance: below it the excess is float rounding (:data:`BOUND_TOLERANCE`).
+    """
+
+    excess: float
+    tolerance: float = BOUND_TOLERANCE
+
+    @property
+    def holds(self) -> bool:
+        """Whether the bound holds everywhere, up to float rounding."""
+        return self.excess < self.tolerance
+
+    def findings(self) -> list[str]:
+        """The largest excess, and whether it is float rounding."""
+        verdict = "at most float rounding" if self.holds else "the bound fails"
+        return [
+            "largest |error| minus bound over all heads and pairs of positions: "
+            f"{below(self.excess, self.tolerance)} ({verdict})"
+        ]
+
+
+@torch.no_grad()
+def check_rotary_bound(
+    model: TransformerBridge, factorisation: AttentionFactorisation
+) -> BoundCheck:
+    """The factorisation's score error against :func:`rotary_error_bound` at every pair of
+    positions of every head (:class:`BoundCheck`)."""
+    bound = rotary_error_bound(model, factorisation)
+    return BoundCheck(float((factorisation.score_error().abs() - bound).max()))
 
 
 def by_distance(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import MISSING, dataclass, fields
 
 import torch
 import pandas as pd
@@ -39,8 +40,76 @@ THETAS = (4, 5, 6, 8, 12, 20)
 THETA = discovery.THETA
 
 
+@dataclass(frozen=True, kw_only=True)
+class RecoveryRun:
+    """What the method recovered of one planted model (:func:`recover`).
+
+    Attributes:
+        seed: the planted model's seed.
+        variant: its variant: ``"standard"``, or the negative control ``"shuffled-kernels"``.
+        build_s: seconds the build took, one decimal.
+        contextual_heads: the layer-0 heads the taxonomy classified contextual, sorted.
+        contextual_recovered: whether they are the planted contextual heads.
+        groups_recovered: whether every group of heads is the planted one.
+        content_sd_max_contextual: the largest median content sd of a contextual head; ``None``
+            without one.
+        difficulties: the planted GPT-2 difficulties measured (:func:`difficulty_measurements`);
+            ``None`` unless asked for, and on the negative control.
+        found: neurons found at each threshold of :data:`THETAS` (all 0 where the method stopped).
+        stopped: why the method stopped (no contextual head); ``None`` where it did not. The
+            fields below are ``None`` where it stopped.
+        precision: precision at each threshold against the planted neurons (nan without them).
+        recall: recall at each threshold, likewise.
+        distractors_found: the distractor neurons found at :data:`THETA`.
+        planted_missed: the planted neurons not found at :data:`THETA`.
+        planted_top: each planted neuron's top score, one decimal.
+        distractor_top: each distractor neuron's top score, one decimal.
+        unplanted_top_max: the highest top score of the other neurons, two decimals.
+        median_r_per_position: median Pearson r of the approximation of the neurons found
+            (per-position denominators); ``None`` without windows or neurons found.
+        median_fvu_per_position: their median FVU, likewise.
+        median_fvu_planted_only: the median FVU of the planted neurons among them, likewise.
+        median_r_median: median Pearson r with the median denominators, likewise.
+        median_fvu_median: median FVU with the median denominators, likewise.
+        tv_median: median total-variation error of the decomposition over the first windows;
+            ``None`` without windows.
+        seconds: the whole run's wall time, set by ``scripts/planted_recovery.py``; else ``None``.
+    """
+
+    seed: int
+    variant: str
+    build_s: float
+    contextual_heads: list[int]
+    contextual_recovered: bool
+    groups_recovered: bool
+    content_sd_max_contextual: float | None
+    difficulties: dict | None = None
+    found: dict[int, int]
+    stopped: str | None = None
+    precision: dict[int, float] | None = None
+    recall: dict[int, float] | None = None
+    distractors_found: list[int] | None = None
+    planted_missed: list[int] | None = None
+    planted_top: dict[int, float] | None = None
+    distractor_top: dict[int, float] | None = None
+    unplanted_top_max: float | None = None
+    median_r_per_position: float | None = None
+    median_fvu_per_position: float | None = None
+    median_fvu_planted_only: float | None = None
+    median_r_median: float | None = None
+    median_fvu_median: float | None = None
+    tv_median: float | None = None
+    seconds: float | None = None
+
+    def to_json(self) -> dict:
+        """Every field in order, those that default to ``None`` left out where ``None`` (the
+        thresholds stay integer keys: ``json.dumps`` writes them as strings)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None or f.default is MISSING}
+
+
 def recover(tokenizer, seed: int, windows, variant: str = "standard", n_tv: int = 4,
-            difficulties: bool = False) -> dict:
+            difficulties: bool = False) -> RecoveryRun:
     """Build one planted model and measure what the method recovers of it (and, with
     ``difficulties``, the GPT-2 difficulties planted in it: :func:`difficulty_measurements`)."""
     start = time.time()
@@ -50,60 +119,82 @@ def recover(tokenizer, seed: int, windows, variant: str = "standard", n_tv: int 
     taxonomy = tx.classify_heads(model)
     heads = sorted(taxonomy.groups["contextual"])
     planted_heads = sorted(truth.head_groups.get("contextual", []))
-    row = {
-        "seed": seed,
-        "variant": variant,
-        "build_s": round(build_s, 1),
-        "contextual_heads": heads,
-        "contextual_recovered": heads == planted_heads,
-        "groups_recovered": all(
+    common = dict(
+        seed=seed, variant=variant, build_s=round(build_s, 1), contextual_heads=heads,
+        contextual_recovered=heads == planted_heads,
+        groups_recovered=all(
             sorted(taxonomy.groups[g]) == sorted(truth.head_groups.get(g, [])) for g in tx.GROUPS
         ),
-        "content_sd_max_contextual": max(
+        content_sd_max_contextual=max(
             (float(taxonomy.content_sd[:, taxonomy.column(h)].median()) for h in heads),
             default=None
         ),
-    }
+    )
     if difficulties and variant == "standard":
-        row["difficulties"] = difficulty_measurements(model, truth)
+        common["difficulties"] = difficulty_measurements(model, truth)
     planted = sorted(truth.context_neurons)
     try:  # the chapters' path: the circuit of the heads the taxonomy calls contextual
         circuit = build_circuit(model, "prose")
     except NoContextualHeadsError as error:  # the method stops and says why; nothing stands in
-        row["found"], row["stopped"] = {theta: 0 for theta in THETAS}, str(error)
-        return row
+        return RecoveryRun(**common, found={theta: 0 for theta in THETAS}, stopped=str(error))
     scores = discovery.score_neurons(circuit, model)
-    row["found"], row["precision"], row["recall"] = {}, {}, {}
+    n_found, precision, recall = _threshold_sweep(scores, planted)
+    found = scores.found(THETA)
+    neurons = _neurons_at_theta(scores, found, planted, truth, model.cfg.d_mlp)
+    approximation = _approximation(circuit, model, windows, found, truth)
+    return RecoveryRun(**common, found=n_found, precision=precision, recall=recall, **neurons,
+                       **approximation, tv_median=_tv_median(model, windows[:n_tv], heads))
+
+
+def _threshold_sweep(scores, planted: list[int]) -> tuple[dict, dict, dict]:
+    """Neurons found, precision and recall (nan without ``planted``) at each of :data:`THETAS`."""
+    n_found, precision, recall = {}, {}, {}
     for theta in THETAS:
         found = scores.found(theta)
-        precision, recall = (
+        precision[theta], recall[theta] = (
             discovery.precision_recall(found, planted) if planted else (math.nan, math.nan))
-        row["found"][theta], row["precision"][theta], row["recall"][theta] = (
-            len(found), precision, recall)
-    found = scores.found(THETA)
-    row["distractors_found"] = sorted(set(found) & set(truth.distractor_neurons))
-    row["planted_missed"] = sorted(set(planted) - set(found))
-    row["planted_top"] = {j: round(float(scores.top[j]), 1) for j in planted}
-    row["distractor_top"] = {j: round(float(scores.top[j]), 1) for j in truth.distractor_neurons}
-    others = [j for j in range(model.cfg.d_mlp)
+        n_found[theta] = len(found)
+    return n_found, precision, recall
+
+
+def _neurons_at_theta(scores, found: list[int], planted: list[int], truth, d_mlp: int) -> dict:
+    """The distractors found and the planted neurons missed at :data:`THETA` (``found``), and the
+    top scores of the planted, distractor and other neurons, by :class:`RecoveryRun` field."""
+    others = [j for j in range(d_mlp)
               if j not in truth.context_neurons and j not in truth.distractor_neurons]
-    row["unplanted_top_max"] = round(float(scores.top[others].max()), 2)
+    return dict(
+        distractors_found=sorted(set(found) & set(truth.distractor_neurons)),
+        planted_missed=sorted(set(planted) - set(found)),
+        planted_top={j: round(float(scores.top[j]), 1) for j in planted},
+        distractor_top={j: round(float(scores.top[j]), 1) for j in truth.distractor_neurons},
+        unplanted_top_max=round(float(scores.top[others].max()), 2),
+    )
+
+
+def _approximation(circuit, model, windows, found: list[int], truth) -> dict[str, float]:
+    """The median r and FVU of the approximation of the neurons ``found`` on ``windows`` under
+    both denominator variants, and the median FVU of the planted ones among them (per-position),
+    by :class:`RecoveryRun` field; empty without neurons or windows."""
+    out = {}
     if found and windows:
         for denominators in ("per_position", "median"):
             ev = evaluation.evaluate(circuit, model, windows, found, denominators=denominators)
-            row[f"median_r_{denominators}"] = ev.median_pearson
-            row[f"median_fvu_{denominators}"] = ev.median_fvu
+            out[f"median_r_{denominators}"] = ev.median_pearson
+            out[f"median_fvu_{denominators}"] = ev.median_fvu
             if denominators == "per_position":
                 planted_cols = [k for k, j in enumerate(found) if j in truth.context_neurons]
-                row["median_fvu_planted_only"] = float(ev.fvu[:, planted_cols].nanmedian())
+                out["median_fvu_planted_only"] = float(ev.fvu[:, planted_cols].nanmedian())
+    return out
+
+
+def _tv_median(model, windows, heads: list[int]) -> float | None:
+    """Median TV error of the decomposition of ``heads`` over ``windows`` (``None`` without)."""
     tv = []
     mean_keys = dec.default_mean_keys(model)
-    for tokens in windows[:n_tv]:
+    for tokens in windows:
         decomposition = dec.decompose_attention(model, tokens, heads=heads, mean_keys=mean_keys)
         tv.append(decomposition.tv_distance()[:, 1:].flatten())
-    if tv:
-        row["tv_median"] = float(torch.cat(tv).median())
-    return row
+    return float(torch.cat(tv).median()) if tv else None
 
 
 def matched_exponential(pattern: Float[Tensor, " key_pos"]) -> Float[Tensor, " key_pos"]:
@@ -260,19 +351,19 @@ def topic_measurements(model, truth) -> dict:
     return out
 
 
-def summarise(rows: list[dict]) -> list[str]:
+def summarise(runs: list[RecoveryRun]) -> list[str]:
     """Mean and worst over seeds of each measure (worst: lowest recall/precision/r, highest FVU)."""
     lines = []
-    ok = [r for r in rows if r["variant"] == "standard"]
+    ok = [r for r in runs if r.variant == "standard"]
     if not ok:
         return lines
-    lines.append(f"contextual heads recovered: {sum(r['contextual_recovered'] for r in ok)}"
-                 f"/{len(ok)} seeds; all four groups: {sum(r['groups_recovered'] for r in ok)}"
+    lines.append(f"contextual heads recovered: {sum(r.contextual_recovered for r in ok)}"
+                 f"/{len(ok)} seeds; all four groups: {sum(r.groups_recovered for r in ok)}"
                  f"/{len(ok)}")
     for theta in THETAS:
-        p = [r["precision"][theta] for r in ok]
-        rc = [r["recall"][theta] for r in ok]
-        n = [r["found"][theta] for r in ok]
+        p = [r.precision[theta] for r in ok]
+        rc = [r.recall[theta] for r in ok]
+        n = [r.found[theta] for r in ok]
         lines.append(
             f"theta {theta:>2}: precision mean {sum(p) / len(p):.3f} worst {min(p):.3f} | recall "
             f"mean {sum(rc) / len(rc):.3f} worst {min(rc):.3f} | found mean {sum(n) / len(n):.1f}"
@@ -280,22 +371,28 @@ def summarise(rows: list[dict]) -> list[str]:
     for key, worst in (("median_r_per_position", min), ("median_fvu_per_position", max),
                        ("median_r_median", min), ("median_fvu_median", max),
                        ("median_fvu_planted_only", max), ("tv_median", max)):
-        values = [r[key] for r in ok if key in r]
+        values = [getattr(r, key) for r in ok if getattr(r, key) is not None]
         if values:
             lines.append(f"{key}: mean {sum(values) / len(values):.4f} worst {worst(values):.4f}")
-    measured = [r["difficulties"] for r in ok if "difficulties" in r]
+    measured = [r.difficulties for r in ok if r.difficulties is not None]
     if measured:
-        lines.append("difficulties (min .. max over seeds; per-head values pooled):")
-        for key in measured[0]:
-            values = []
-            for m in measured:
-                value = m[key]
-                if isinstance(value, dict):
-                    values += [v for v in value.values() if isinstance(v, (int, float))]
-                elif isinstance(value, (int, float)):
-                    values.append(value)
-            if values:
-                lines.append(f"  {key}: {min(values):.3f} .. {max(values):.3f}")
+        lines += _difficulty_lines(measured)
+    return lines
+
+
+def _difficulty_lines(measured: list[dict]) -> list[str]:
+    """Each difficulty's range over seeds (per-head values pooled), as :func:`summarise` prints."""
+    lines = ["difficulties (min .. max over seeds; per-head values pooled):"]
+    for key in measured[0]:
+        values = []
+        for m in measured:
+            value = m[key]
+            if isinstance(value, dict):
+                values += [v for v in value.values() if isinstance(v, (int, float))]
+            elif isinstance(value, (int, float)):
+                values.append(value)
+        if values:
+            lines.append(f"  {key}: {min(values):.3f} .. {max(values):.3f}")
     return lines
 
 

@@ -2,7 +2,8 @@
 tables and sentences: each head's width and shape (:func:`width_table`), what the
 previous-token rule changed (:func:`rule_effects`), how much room each rule had
 (:func:`rule_room`), and the groups against what is known of the model
-(:func:`compare_with_known`: the paper's for GPT-2, the planted truth, or a reference)."""
+(:func:`compare_with_known`: the paper's for GPT-2, the planted truth, or a reference), and
+whether a head's kernel shape depends on the destination token (:func:`destination_shapes`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from context_neurons.taxonomy import CONTEXTUAL_MAX_CONTENT_SD, LOCAL_MAX_N_EFF
-from context_neurons.taxonomy import HeadTaxonomy, compare_groups, exponential_width
+from context_neurons.taxonomy import HeadTaxonomy, classify_kernel, compare_groups
+from context_neurons.taxonomy import exponential_width
 
 
 def width_table(taxonomy: HeadTaxonomy, truth=None) -> pd.DataFrame:
@@ -266,3 +268,43 @@ def compare_with_known(
         comparison = comparison.drop(columns="agree")
     return KnownGroups(known, comparison, taxonomy.groups["contextual"], paper["contextual"],
                        shapes_agree)
+
+
+@dataclass(frozen=True)
+class DestinationShapes:
+    """Whether the kernels depend on the destination token (chapter 2, section 2.6).
+
+    Attributes:
+        table: ``n_eff`` of every head (columns ``head h``) for every destination token (rows):
+            :meth:`HeadTaxonomy.destination_table`.
+        spread: the largest relative change of a head's width across the destination tokens,
+            ``max / min - 1`` over the tokens, largest over the heads.
+        same_shapes: whether every head's width gives it its kernel shape for every token.
+    """
+
+    table: pd.DataFrame
+    spread: float
+    same_shapes: bool
+
+    def findings(self) -> list[str]:
+        """The largest relative change of a width, then whether the taxonomy is the head's."""
+        if self.same_shapes:
+            shapes = ("every head keeps its kernel shape for every destination token: the "
+                      "taxonomy is a property of the head")
+        else:
+            shapes = ("some head changes kernel shape with the destination token: its group "
+                      "depends on the token")
+        return [f"largest relative change of a head's width across these tokens: "
+                f"{self.spread:.1%}", shapes]
+
+
+def destination_shapes(taxonomy: HeadTaxonomy) -> DestinationShapes:
+    """:class:`DestinationShapes` of ``taxonomy``: each head's width for each destination token
+    classified (:func:`~context_neurons.taxonomy.classify_kernel`) against its shape."""
+    widths = taxonomy.destination_table()
+    same = all(
+        classify_kernel(float(taxonomy.n_eff[d, k]), taxonomy.n + 1) == taxonomy.shapes[head]
+        for d in range(len(taxonomy.destinations))
+        for k, head in enumerate(taxonomy.heads)
+    )
+    return DestinationShapes(widths, float((widths.max() / widths.min() - 1).max()), same)

@@ -37,6 +37,9 @@ SOLUTION_START = re.compile(
 SOLUTION_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}", re.M)
 CHECK_PRINT = re.compile(r"""print\(\s*f?(["'])check passed""")
 HIDING_TAGS = {"hide-input", "remove-input", "hide-cell", "remove-cell"}
+# Issue 33: a cell calls tested package findings, shows a table or figure, prints findings. Lines of
+# code counted: neither blank nor whole-line comments. Exercise solutions are exempt.
+MAX_CELL_LINES = 20
 
 
 def ids(paths: list[Path]) -> list[str]:
@@ -113,6 +116,27 @@ def gated_solutions(chapter: Path) -> dict[str, dict]:
                 current["ended"] = True
                 current = None
     return solutions
+
+
+def code_cells_outside_solutions(chapter: Path) -> list:
+    """The code cells that no gated solution holds (a markdown cell's last marker decides)."""
+    outside, inside = [], False
+    for cell in cells(chapter):
+        if cell.cell_type == "code":
+            if not inside:
+                outside.append(cell)
+            continue
+        markers = [(m.start(), True) for m in SOLUTION_START.finditer(cell.source)]
+        markers += [(m.start(), False) for m in SOLUTION_END.finditer(cell.source)]
+        if markers:
+            inside = max(markers)[1]
+    return outside
+
+
+def code_lines(cell_source: str) -> list[str]:
+    """A code cell's lines that are neither blank nor whole-line comments."""
+    lines = cell_source.splitlines()
+    return [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def exercise_labels(chapter: Path) -> list[str]:
@@ -213,6 +237,21 @@ def test_stored_explorers_are_static(chapter):
         assert not widgets, f"{stored.name}: an explorer stored widget output {widgets}"
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=ids(CHAPTERS))
+def test_code_cells_outside_solutions_are_short(chapter):
+    """Issue 33: outside an exercise solution, no code cell holds over MAX_CELL_LINES lines of
+    code; a longer computation belongs in the package (tested), or splits at a natural step."""
+    long = [
+        f"{len(lines)} lines: {lines[0].strip()}"
+        for cell in code_cells_outside_solutions(chapter)
+        if len(lines := code_lines(cell.source)) > MAX_CELL_LINES
+    ]
+    assert not long, (
+        f"{chapter.name}: code cells over {MAX_CELL_LINES} lines of code (blank lines and "
+        f"whole-line comments not counted) outside an exercise solution: {long}"
+    )
+
+
 # ------------------------------------------------------------------------ numbered chapters
 
 
@@ -286,6 +325,28 @@ def test_gated_solution_parser_on_a_made_up_chapter(tmp_path, monkeypatch):
     assert solutions["ex-b"]["tags"] == ["hide-input"]
     with pytest.raises(AssertionError, match="at least 2|without a gated|solution-end|dropdown"):
         test_at_least_two_exercises_with_gated_solutions(path)
+
+
+def test_cell_length_check_on_a_made_up_chapter(tmp_path):
+    long = "\n".join(f"x{i} = {i}" for i in range(MAX_CELL_LINES + 1))
+    text = (
+        "# %% [markdown]\n# ```{solution-start} ex-a\n# :class: dropdown\n# ```\n\n"
+        f"# %%\n{long}\n\n"
+        "# %% [markdown]\n# ```{solution-end}\n# ```\n#\n# ```{solution-start} ex-b\n# ```\n\n"
+        f"# %%\n{long}\n\n"
+        "# %% [markdown]\n# ```{solution-end}\n# ```\n\n"
+        f"# %%\n# a comment\n\n{long}\n"
+    )
+    path = tmp_path / "ch99_made_up.py"
+    path.write_text(text)
+    (outside,) = code_cells_outside_solutions(path)
+    assert len(code_lines(outside.source)) == MAX_CELL_LINES + 1  # the comment not counted
+    message = rf"ch99_made_up\.py: .*\['{MAX_CELL_LINES + 1} lines: x0 = 0'\]"
+    with pytest.raises(AssertionError, match=message):
+        test_code_cells_outside_solutions_are_short(path)
+    short = tmp_path / "ch98_made_up.py"  # a new file: the parsed cells are cached by mtime
+    short.write_text(text.replace(f"# %%\n# a comment\n\n{long}\n", "# %%\nx = 1\n"))
+    test_code_cells_outside_solutions_are_short(short)
 
 
 def test_reference_pages_recognised_by_their_title(tmp_path):

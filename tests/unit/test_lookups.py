@@ -283,14 +283,15 @@ def test_offline_explainer_beats_chance_on_planted_data(planted, astronomy_activ
     model, activity = planted.model, astronomy_activity
     assert 0.02 < activity.base_rate < 0.5
     result = lk.evaluate_explainer(ex.OfflineExplainer(model.tokenizer), activity, model.tokenizer)
-    assert result["accuracy"] > result["chance"]
-    assert result["balanced_accuracy"] > 0.7
+    assert result.accuracy > result.chance and result.beats_chance
+    assert result.balanced_accuracy > 0.7
+    assert result.n_test == len(activity.split(train=False)[1]) and result.error == ""
     # Labels are the half of the word list the planting never used (topic_words): the head
     # attends to graded, corpus-derived topic loadings, so the explanation generalises to them
     # only in part.
-    assert result["explanation"].tokens
+    assert result.explanation.tokens
     share = lk.topic_share(
-        activity, result["explanation"], planted.truth.topic_words["astronomy"], model.tokenizer
+        activity, result.explanation, planted.truth.topic_words["astronomy"], model.tokenizer
     )
     assert share > 0.3
 
@@ -424,9 +425,9 @@ def test_no_network_connection_without_a_key(monkeypatch, model, pool):
     assert len(windows) == 16
     small = lk.scan_pool(model, windows, labels, [ASTRONOMY])
     lookup = lk.examine_neuron(model, *ASTRONOMY, small, explainer=explainer, n_prompts=3)
-    assert lookup.explanation is not None and lookup.evaluation["n_test"] > 0
+    assert lookup.explanation is not None and lookup.evaluation.n_test > 0
     result = lk.evaluate_explainer(explainer, lookup.activity, model.tokenizer)
-    assert result["accuracy"] == lookup.evaluation["accuracy"]
+    assert result.accuracy == lookup.evaluation.accuracy
 
 
 def _llm(monkeypatch, **kwargs) -> ex.LLMExplainer:
@@ -867,8 +868,12 @@ def _lookup(neuron, token, head, accuracy=0.9, words=("star", "sky"), activity=N
     ablation = torch.full((2, 2, 12), float("nan"))
     ablation[:, 1, head] = torch.tensor([2.0, 3.0])
     explanation = Explanation(", ".join(words), tokens=list(words)) if words else None
-    evaluation = {"explanation": explanation, "accuracy": accuracy, "chance": 0.8,
-                  "balanced_accuracy": 0.6, "error": "" if words else "nothing to explain"}
+    evaluation = (
+        lk.ExplainerScore(explanation, accuracy, balanced_accuracy=0.6, chance=0.8,
+                          base_rate=0.2, n_test=2)
+        if words
+        else lk.ExplainerScore.none("nothing to explain", base_rate=0.2)
+    )
     return lk.NeuronLookup(1, neuron, token, 9.0, prompts, torch.zeros(2, 2, 12), torch.zeros(2),
                            torch.ones(2), ablation, [(1, head, 9.5), (0, 4, 0.25), (1, 7, -0.125)],
                            activity or _activity((1, head)), evaluation)
@@ -934,4 +939,8 @@ def test_planted_recovery_against_the_truth():
                               _Tokenizer())
     assert table["topic share"][0] == pytest.approx(expected) and 0 < expected < 1
     assert math.isnan(table["topic share"][2])
+    unexplained = lookups[2].evaluation  # no explanation: not scored, and it says why
+    assert unexplained.explanation is None and math.isnan(unexplained.accuracy)
+    assert unexplained.n_test == 0 and unexplained.error == "nothing to explain"
+    assert lookups[2].summary()["explanation"] == "nothing to explain"
     assert recovery.finding() == "planted look-ups recovered end to end: 1 of 4"

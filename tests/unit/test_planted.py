@@ -1,6 +1,6 @@
 """The planted model's construction (issue 13): each GPT-2 difficulty planted is measured, the
 label and planting halves of the word lists are disjoint, any seed builds, and the negative control
-has no contextual head.
+has no contextual head; the recovery study's runs summarise and write their JSON.
 
 The measurements are :func:`context_neurons.recovery.difficulty_measurements`, which
 ``scripts/planted_recovery.py --difficulties`` prints for every seed of the recovery study.
@@ -8,7 +8,9 @@ The measurements are :func:`context_neurons.recovery.difficulty_measurements`, w
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -261,6 +263,62 @@ def test_planned_heads_and_difficulty_table_on_a_made_up_plan():
         "0.70 .. 0.80")
     assert table.loc["sign changes of those 6 components", "measured here"] == "[1, 2]"
 
+
+
+# ----------------------------------------------------------------------------------------------
+# The recovery study's runs (issue 33: typed values, JSON only where JSON is written)
+# ----------------------------------------------------------------------------------------------
+
+
+def _run(**overrides) -> recovery.RecoveryRun:
+    """A made-up :class:`~context_neurons.recovery.RecoveryRun` of seed 0 (overrides: fields)."""
+    fields = dict(
+        seed=0, variant="standard", build_s=6.5, contextual_heads=[0, 2],
+        contextual_recovered=True, groups_recovered=True, content_sd_max_contextual=0.5,
+        found={theta: 10 for theta in recovery.THETAS},
+        precision={theta: 1.0 for theta in recovery.THETAS},
+        recall={theta: 0.5 for theta in recovery.THETAS},
+        distractors_found=[], planted_missed=[7], planted_top={7: 5.2}, distractor_top={9: 4.1},
+        unplanted_top_max=3.25)
+    return recovery.RecoveryRun(**{**fields, **overrides})
+
+
+def test_summarise_reads_runs_and_skips_the_control():
+    runs = [
+        _run(found={**_run().found, 6: 19}, precision={**_run().precision, 6: 0.9},
+             recall={**_run().recall, 6: 1.0}, tv_median=0.05,
+             difficulties={"kernel_tv": {0: 0.1, 2: 0.3}, "argmax": "the"}),
+        _run(seed=1, contextual_recovered=False, found={**_run().found, 6: 12},
+             precision={**_run().precision, 6: 0.7}),
+        _run(variant="shuffled-kernels", contextual_heads=[], found={t: 0 for t in recovery.THETAS},
+             precision=None, recall=None, stopped="no contextual head"),
+    ]
+    lines = recovery.summarise(runs)
+    assert lines[0] == "contextual heads recovered: 1/2 seeds; all four groups: 2/2"
+    assert lines[3] == ("theta  6: precision mean 0.800 worst 0.700 | recall mean 0.750 worst "
+                        "0.500 | found mean 15.5 range 12-19")
+    assert lines[1].startswith("theta  4: precision mean 1.000 worst 1.000 | recall mean 0.500")
+    assert lines[7:] == ["tv_median: mean 0.0500 worst 0.0500",
+                         "difficulties (min .. max over seeds; per-head values pooled):",
+                         "  kernel_tv: 0.100 .. 0.300"]
+    assert recovery.summarise(runs[2:]) == []
+
+
+def test_a_run_writes_the_json_of_its_fields_taken():
+    control = _run(variant="shuffled-kernels", contextual_heads=[], content_sd_max_contextual=None,
+                   found={t: 0 for t in recovery.THETAS}, precision=None, recall=None,
+                   distractors_found=None, planted_missed=None, planted_top=None,
+                   distractor_top=None, unplanted_top_max=None, stopped="no contextual head")
+    data = control.to_json()
+    assert list(data) == ["seed", "variant", "build_s", "contextual_heads", "contextual_recovered",
+                          "groups_recovered", "content_sd_max_contextual", "found", "stopped"]
+    assert data["content_sd_max_contextual"] is None  # a field without a default stays
+    assert data["found"] == {t: 0 for t in recovery.THETAS}
+    assert json.loads(json.dumps(data))["found"]["6"] == 0
+    timed = replace(_run(median_r_per_position=0.97), seconds=12.5).to_json()
+    assert "stopped" not in timed and "difficulties" not in timed and "tv_median" not in timed
+    assert list(timed)[-3:] == ["unplanted_top_max", "median_r_per_position", "seconds"]
+    assert timed["precision"][6] == 1.0 and timed["seconds"] == 12.5
 
 @pytest.mark.slow
 def test_the_cached_build_is_the_fresh_build_bit_for_bit(tokenizer, monkeypatch, tmp_path):

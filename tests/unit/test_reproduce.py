@@ -78,9 +78,9 @@ def check_planted_lookups(found: dict, row, truth) -> None:
             assert lookup.top_heads[0][2] > 5 * abs(lookup.top_heads[1][2])  # it stands out
         assert lookup.explanation is not None and lookup.explanation.tokens
         evaluation = lookup.evaluation
-        assert evaluation["accuracy"] > evaluation["chance"], (planted["topic"], evaluation)
-        assert evaluation["balanced_accuracy"] > 0.65, (planted["topic"], evaluation)
-        assert evaluation["n_test"] > 1000
+        assert evaluation.accuracy > evaluation.chance, (planted["topic"], evaluation)
+        assert evaluation.balanced_accuracy > 0.65, (planted["topic"], evaluation)
+        assert evaluation.n_test > 1000
 
     assert row.key == "lookups" and row.paper == ""  # no paper value to compare with
     assert [(t["layer"], t["neuron"], t["top_heads"]) for t in row.truth] == [
@@ -96,7 +96,7 @@ def check_planted_lookups(found: dict, row, truth) -> None:
         assert result["explanation_accuracy"] > result["chance"]
         assert result["balanced_accuracy"] > 0.65
         evaluation = found[(planted["layer"], planted["neuron"])].evaluation
-        assert result["balanced_accuracy"] == round(evaluation["balanced_accuracy"], 3)
+        assert result["balanced_accuracy"] == round(evaluation.balanced_accuracy, 3)
 
 
 @pytest.mark.slow

@@ -378,7 +378,7 @@ def test_stable_broad_heads_add_exactly_the_heads_as_stable_as_the_contextual_on
 def test_score_readings_and_the_planted_control_in_words():
     """Chapter 8.10's sentences for v1 and v2 and the planted control, computed in the package."""
     from context_neurons.verdict.evaluate import score_readings
-    from context_neurons.verdict.planted import control_reading
+    from context_neurons.verdict.planted import PlantedControl, ScoreAgainstPlanted
 
     entry = score_result(verdict="inconclusive", auc=0.7, auc_ci95=[0.6, 0.8], spearman=0.5,
                          spearman_ci95=[0.4, 0.6], precision=0.5, base_rate=0.4)
@@ -387,8 +387,43 @@ def test_score_readings_and_the_planted_control_in_words():
     assert "Its AUC 0.70 [0.60, 0.80] lies above chance" in fa_line
     assert "precision 0.50 against a base rate of 0.40" in fa_line
     assert top_line.endswith("does not rank the neurons the heads move.")
-    control = {"recovers_what_top_recovers": False,
-               "frequency_aware": {"precision_at_truth_size": 0.5},
-               "top": {"precision_at_truth_size": 0.9}}
+    control = PlantedControl([1, 4], 20, ["war", "religion"], ScoreAgainstPlanted(0.75, 0.5),
+                             ScoreAgainstPlanted(0.95, 0.9))
+    assert not control.recovers_what_top_recovers  # 0.5 < 0.9 - PRECISION_MARGIN
     assert "does NOT recover what top[j] recovers (precision at |T| 0.50 against 0.90)" in (
-        control_reading(control))
+        control.reading())
+    assert control.findings() == [
+        "planted model, 20 planted context neurons, 2 topic domains:",
+        "  frequency_aware: AUC 0.750, precision at |T| 0.50",
+        "  top: AUC 0.950, precision at |T| 0.90",
+        "the frequency-aware score recovers what top[j] recovers: NO"]
+    assert control.to_json() == {
+        "contextual_heads": [1, 4], "planted_context_neurons": 20, "domains": ["war", "religion"],
+        "frequency_aware": {"auc": 0.75, "precision_at_truth_size": 0.5},
+        "top": {"auc": 0.95, "precision_at_truth_size": 0.9},
+        "recovers_what_top_recovers": False}
+    passing = replace(control, frequency_aware=ScoreAgainstPlanted(0.9, 0.8))
+    assert passing.recovers_what_top_recovers  # 0.8 >= 0.9 - 0.10
+    assert passing.findings()[-1].endswith(": yes") and " recovers what" in passing.reading()
+
+
+def test_stable_broad_heads_table_and_findings():
+    """Protocol v2's denominator rule, as chapter 8.7 shows it: the table and its sentences."""
+    from types import SimpleNamespace
+
+    from context_neurons.verdict.results import StableBroadHeads
+
+    groups = {0: "contextual", 1: "contextual", 2: "miscellaneous"}
+    taxonomy = SimpleNamespace(heads=[0, 1, 2], group_of=groups.get)
+    rule = StableBroadHeads(cv_texts={0: 0.05, 1: 0.12, 2: 0.1}, largest_contextual_cv=0.12,
+                            added=[2], texts=30, n=500)
+    table = rule.table(taxonomy)
+    assert table.index.tolist() == [0, 1, 2] and table.index.name == "head"
+    assert table["group (v1, v2)"].tolist() == ["contextual", "contextual", "miscellaneous"]
+    assert table["CV of D across texts"].tolist() == [0.05, 0.12, 0.1]
+    assert rule.caption.endswith("at destination n = 500 over 30 CAL texts")
+    assert rule.findings([0, 1], [0, 1, 2]) == [
+        "CV from 0.05 to 0.12 over the heads",
+        "largest CV among the contextual heads [0, 1]: 0.12; heads added: [2]; v2's primary "
+        "heads: [0, 1, 2]"]
+    assert "heads added: none;" in replace(rule, added=[]).findings([0, 1], [0, 1])[1]

@@ -759,16 +759,17 @@ def test_detail_lines_word_every_secondary_control_sensitivity_and_unpooled_doma
     """Chapter 8.8's details of one model, computed in the package (issue 33): one line per
     secondary verdict, the vocabulary control, one per sensitivity and one per domain not
     pooled, an undefined rho said in words."""
+    from context_neurons.verdict.results import Controls
     from context_neurons.verdict.v3_report import detail_lines
+    from context_neurons.verdict.v3_result import NonPooledDomain, Sensitivity, V3Controls
 
     score = score_result(verdict="inconclusive", auc=0.7, auc_ci95=[0.6, 0.8], spearman=0.2,
                          spearman_ci95=[0.1, 0.3], precision=0.25, base_rate=0.1)
     entry = v3_case(
         secondary={"frequency_aware": score, "top": replace(score, verdict="negative")},
-        controls={"frequency_aware_vocabulary_permuted": score.to_json()},
-        sensitivities={"cohens_d_0.5": {"n_truth": 40, "note": "wider truth"}},
-        non_pooled={"astronomy": {"spearman_context_shift": None, "units": 1, "windows": 4,
-                                  "n_effect_and_context": 0}})
+        controls=V3Controls(Controls(score, {})),
+        sensitivities={"cohens_d_0.5": Sensitivity(n_truth=40, note="wider truth")},
+        non_pooled={"astronomy": NonPooledDomain(1, 4, None, 0, [], [])})
     lines = detail_lines(entry)
     assert lines[0] == ("secondary, frequency-aware: INCONCLUSIVE; AUC 0.700 [0.600, 0.800], rho "
                         "0.200 [0.100, 0.300], precision 0.25 (base rate 0.10)")
@@ -797,6 +798,57 @@ def test_a_v3_result_reads_back_from_its_json_unchanged():
     assert typed.primary.baselines[0].name == next(iter(written["primary"]["baselines"]))
     assert typed.truth.sentence() == written["truth"]["sentence"]
     assert json.loads(json.dumps(typed.to_json())) == written
+    assert typed.controls.neurons_permuted.void is False  # typed, read by attribute
+    assert list(typed.controls.apart) == ["step_0", "planted"]  # timed apart: JSON as written
+    assert typed.sensitivities["non_local_set"].comparison.verdict is None
+    assert typed.non_pooled["legal"].units == written["non_pooled"]["legal"]["units"]
+
+
+@pytest.mark.parametrize("name", ["trained-seed1", "gpt2-layer0-shape"])
+def test_every_shipped_v3_result_goes_back_to_the_json_it_was_read_from(name):
+    """Each stored v3 result in the package, read typed and written again, is the JSON it was
+    read from, key for key and in order (the sensitivities keep the words they were written
+    with); the one exception is the primary comparison's words, which are derived: the
+    GPT-2-shaped model's were written as "NaN" before an undefined number was "undefined"."""
+    import json
+
+    from context_neurons.verdict.v3_result import V3Evaluation
+    from context_neurons.verdict.v3_stored import (REGISTERED_DIRS, STORED_FILE,
+                                                   WEIGHTS_NOT_KEPT_DIRS)
+
+    path = {**REGISTERED_DIRS, **WEIGHTS_NOT_KEPT_DIRS}[name] / STORED_FILE
+    written = json.loads(path.read_text())["result"]
+    typed = V3Evaluation.from_json(written)
+    again = json.loads(json.dumps(typed.to_json()))
+    words = {"words": typed.primary.words()}
+    assert json.dumps(again) == json.dumps({**written, "primary": {**written["primary"], **words}})
+    assert json.dumps(V3Evaluation.from_json(again).to_json()) == json.dumps(typed.to_json())
+
+
+def test_typed_v3_parts_write_the_json_keys_of_their_kind():
+    """A sensitivity writes only the keys its kind has, in the stored order; the controls
+    write one flat dict, those timed apart last; a non-pooled domain all six of its keys."""
+    from context_neurons.verdict.results import Controls, RandomDirections
+    from context_neurons.verdict.v3_result import (NeuronsPermuted, NonPooledDomain,
+                                                   Sensitivity, V3Controls)
+
+    assert Sensitivity(n_truth=7).to_json() == {"n_truth": 7}
+    note = Sensitivity(heads=[1], note="no non-local head").to_json()
+    assert note == {"heads": [1], "note": "no non-local head"}
+    comparison = primary_case(verdict=None)
+    full = Sensitivity(5, [4.0, 6.0], comparison, heads=[0, 2]).to_json()
+    assert list(full) == ["heads", "n_truth", "n_truth_ci95", "comparison"]
+    assert full["comparison"]["words"] == comparison.words()
+    assert Sensitivity.from_json(full) == Sensitivity(5, [4.0, 6.0], comparison, [0, 2])
+    controls = V3Controls(Controls(score_result(), {"top": RandomDirections(2.0, 3, 0.1)}),
+                          NeuronsPermuted(0.01, -0.02, 0.1, False), {"planted": {"auc": 1.0}})
+    assert list(controls.to_json()) == ["frequency_aware_vocabulary_permuted",
+                                        "top_random_directions", "neurons_permuted", "planted"]
+    assert controls.to_json()["neurons_permuted"] == {
+        "frequency_aware_rho": 0.01, "top_rho": -0.02, "bound": 0.1, "void": False}
+    assert V3Controls.from_json(controls.to_json()) == controls
+    domain = NonPooledDomain(2, 8, 0.5, 3, [0.1], [0.2])
+    assert NonPooledDomain.from_json(domain.to_json()) == domain
 
 
 def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_compare(

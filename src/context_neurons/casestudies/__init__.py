@@ -25,7 +25,8 @@ Then the activations:
   neuron's strongest tokens occur (:func:`token_marks`); :func:`term_spreads` says how much each
   term of the approximation varies along one text.
 * :mod:`.evidence`: does a domain move a neuron as the weights say? :func:`domain_means`,
-  :func:`domain_evidence` and :func:`verdict` (:data:`CONFIRMED`, :data:`WEAK`).
+  :func:`relative_domain_means` (:func:`relative_to_median`), :func:`domain_evidence` and
+  :func:`verdict` (:data:`CONFIRMED`, :data:`WEAK`).
 
 Every public name is re-exported here (``casestudies.X``).
 """
@@ -43,6 +44,8 @@ from context_neurons.casestudies.evidence import (
     WEAK,
     domain_evidence,
     domain_means,
+    relative_domain_means,
+    relative_to_median,
     verdict,
 )
 from context_neurons.casestudies.naming import (
@@ -76,6 +79,8 @@ __all__ = [
     "domain_from_weights",
     "domain_means",
     "frequent_driving_tokens",
+    "relative_domain_means",
+    "relative_to_median",
     "term_spreads",
     "text_activations",
     "token_counts",

@@ -3,8 +3,10 @@ that confirms the reading from the weights (chapter 5).
 
 From activations on texts of several domains
 (:func:`~context_neurons.casestudies.along_text.text_activations`), :func:`domain_means` gives
-each neuron's mean pre-activation per domain, :func:`domain_evidence` tabulates how much a domain
-moves a neuron against how often the domain's texts use the neuron's tokens, and :func:`verdict`
+each neuron's mean pre-activation per domain (:func:`relative_domain_means`: against the
+neuron's median over domains, in units of its within-text spread), :func:`domain_evidence`
+tabulates how much a domain moves a neuron against how often the domain's texts use the
+neuron's tokens, and :func:`verdict`
 says whether the measurement confirms the reading from the weights (thresholds
 :data:`CONFIRMED` and :data:`WEAK`). A controlled experiment at fixed text is in
 :mod:`context_neurons.respelling`.
@@ -24,6 +26,20 @@ def domain_means(acts: TextActivations, which: str = "true") -> pd.DataFrame:
     domains = list(dict.fromkeys(acts.texts.domains))
     columns = {d: means[acts.texts.indices(d)].mean(0).tolist() for d in domains}
     return pd.DataFrame(columns, index=pd.Index(acts.neurons, name="neuron"))
+
+
+def relative_to_median(means: pd.DataFrame, spread: pd.Series) -> pd.DataFrame:
+    """Each row of ``means`` (a neuron's mean per domain) minus its median over the columns,
+    divided by the neuron's ``spread`` (aligned on the index)."""
+    return means.sub(means.median(axis=1), axis=0).div(spread, axis=0)
+
+
+def relative_domain_means(acts: TextActivations, which: str = "true") -> pd.DataFrame:
+    """:func:`domain_means` minus each neuron's median over domains, in units of its mean
+    within-text standard deviation (:meth:`TextActivations.window_spreads`, mean over texts):
+    how far a domain moves each neuron above the token-by-token noise."""
+    spread = pd.Series(acts.window_spreads().mean(0).tolist(), index=acts.neurons)
+    return relative_to_median(domain_means(acts, which), spread)
 
 
 #: ``|excess| / within-text SD`` from which a domain's effect counts as confirmed, or as weak.

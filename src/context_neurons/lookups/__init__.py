@@ -49,6 +49,7 @@ found.
 from context_neurons.lookups.activity import (  # noqa: F401  (the chapter's namespace: lk.*)
     ACTIVE_FRACTION,
     HELD_OUT_FRACTION,
+    ExplainerScore,
     HeadActivity,
     WordOdds,
     evaluate_explainer,

@@ -5,7 +5,6 @@ labelled active or not, split by document), lists the words that mark its active
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 import torch
@@ -17,6 +16,7 @@ from context_neurons.checks import InputError, check_layer_neuron, check_upstrea
 from context_neurons.lookups.attribution import NeuronAttribution, attribute_neuron, head_name
 from context_neurons.lookups.explainers import (
     Explainer,
+    Explanation,
     NoExplanation,
     OfflineExplainer,
     examples_from_prompts,
@@ -140,13 +140,52 @@ def explanation_dataset(
     )
 
 
-def evaluate_explainer(explainer: Explainer, activity: HeadActivity, tokenizer) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ExplainerScore:
+    """An explanation of one head, scored as a classifier of its held-out prompts (step 4).
+
+    Attributes:
+        explanation: the explanation written from the training prompts; ``None`` when the data
+            admit none (``error`` says why).
+        accuracy: the fraction of held-out prompts classified right (``nan`` without one).
+        balanced_accuracy: the mean of the true-positive and true-negative rates.
+        chance: the majority guess's accuracy on the held-out prompts.
+        base_rate: the fraction of held-out prompts active (without an explanation: of all).
+        n_test: the held-out prompts classified.
+        error: why no explanation was written (``""`` when one was).
+    """
+
+    explanation: Explanation | None
+    accuracy: float
+    balanced_accuracy: float
+    chance: float
+    base_rate: float
+    n_test: int
+    error: str = ""
+
+    @classmethod
+    def none(cls, error: str, base_rate: float) -> ExplainerScore:
+        """The score of a head whose data admit no explanation (``error`` says why)."""
+        nan = float("nan")
+        return cls(None, nan, nan, nan, base_rate, 0, error)
+
+    @property
+    def beats_chance(self) -> bool:
+        """An explanation more accurate than the majority guess, with balanced accuracy over
+        one half."""
+        return (
+            self.explanation is not None
+            and self.accuracy > self.chance
+            and self.balanced_accuracy > 0.5
+        )
+
+
+def evaluate_explainer(explainer: Explainer, activity: HeadActivity, tokenizer) -> ExplainerScore:
     """Explain on the training prompts; classify the held-out prompts with the explanation alone.
 
-    Returns:
-        ``explanation`` (an :class:`~context_neurons.lookups.explainers.Explanation`), ``accuracy``,
-        ``balanced_accuracy``, ``chance`` (the majority-class accuracy on held-out prompts),
-        ``base_rate`` (fraction active on held-out prompts) and ``n_test``.
+    Raises:
+        NoExplanation: when the training prompts are all active or all inactive, or no prompt is
+            held out.
     """
     train_prompts, train_labels = activity.split(train=True)
     test_prompts, test_labels = activity.split(train=False)
@@ -169,14 +208,14 @@ def evaluate_explainer(explainer: Explainer, activity: HeadActivity, tokenizer) 
     tpr = float(predicted[truth].float().mean()) if truth.any() else float("nan")
     tnr = float((~predicted[~truth]).float().mean()) if (~truth).any() else float("nan")
     base_rate = float(truth.float().mean())
-    return {
-        "explanation": explanation,
-        "accuracy": accuracy,
-        "balanced_accuracy": (tpr + tnr) / 2,
-        "chance": max(base_rate, 1 - base_rate),
-        "base_rate": base_rate,
-        "n_test": len(test_labels),
-    }
+    return ExplainerScore(
+        explanation,
+        accuracy,
+        balanced_accuracy=(tpr + tnr) / 2,
+        chance=max(base_rate, 1 - base_rate),
+        base_rate=base_rate,
+        n_test=len(test_labels),
+    )
 
 
 @dataclass(frozen=True)

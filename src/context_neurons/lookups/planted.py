@@ -56,12 +56,9 @@ def planted_recovery(lookups: Sequence[NeuronLookup], truth, tokenizer) -> Plant
         topic = {normalise_word(w) for w in topic_words}
         explanation = lookup.explanation if lookup else None
         words = explanation.tokens if explanation else []
-        evaluation = lookup.evaluation if explanation else {}
         token_ok = lookup is not None and lookup.token == plan["target"]
         head_ok = lookup is not None and lookup.top_heads[0][:2] == (plan["layer"], plan["head"])
-        beats_chance = bool(explanation) and (
-            evaluation["accuracy"] > evaluation["chance"] and evaluation["balanced_accuracy"] > 0.5
-        )
+        beats_chance = lookup is not None and lookup.evaluation.beats_chance
         rows.append(
             {
                 "planted neuron": f"{plan['layer']}.{plan['neuron']} {plan['target']!r}",

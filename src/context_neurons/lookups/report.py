@@ -15,7 +15,12 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import check_layer_neuron
-from context_neurons.lookups.activity import HeadActivity, evaluate_explainer, explanation_dataset
+from context_neurons.lookups.activity import (
+    ExplainerScore,
+    HeadActivity,
+    evaluate_explainer,
+    explanation_dataset,
+)
 from context_neurons.lookups.attribution import (
     NeuronAttribution,
     ablation_drops,
@@ -110,7 +115,7 @@ class NeuronLookup:
     ablation: Float[Tensor, "prompt layer head_index"]  # mean-ablation drops (nan: not ablated)
     top_heads: list[tuple[int, int, float]]
     activity: HeadActivity
-    evaluation: dict[str, Any] = field(default_factory=dict)
+    evaluation: ExplainerScore
     prompt_attribution: NeuronAttribution | None = None  # of the truncated prompts, all positions
     skipped: int = 0  # top-activating windows left out because the neuron did not fire there
 
@@ -123,7 +128,7 @@ class NeuronLookup:
     @property
     def explanation(self) -> Explanation | None:
         """The top head's explanation (``None`` when none could be written: see ``evaluation``)."""
-        return self.evaluation.get("explanation")
+        return self.evaluation.explanation
 
     def contributions(self) -> dict[str, float]:
         """Mean contributions to the pre-activation at the prompts' final tokens, by part."""
@@ -148,15 +153,15 @@ class NeuronLookup:
             "neuron": self.neuron,
             "token": self.token,
             "top_heads": [head_name(l, h) for l, h, _ in self.top_heads],
-            "explanation_accuracy": round(self.evaluation["accuracy"], 3),
-            "balanced_accuracy": round(self.evaluation["balanced_accuracy"], 3),
-            "chance": round(self.evaluation["chance"], 3),
+            "explanation_accuracy": round(self.evaluation.accuracy, 3),
+            "balanced_accuracy": round(self.evaluation.balanced_accuracy, 3),
+            "chance": round(self.evaluation.chance, 3),
             "prompts": len(self.prompts),
             "prompts_skipped_not_firing": self.skipped,
             "explanation": (
                 self.explanation.tokens[:8]
                 if self.explanation
-                else self.evaluation.get("error", "")
+                else self.evaluation.error
             ),
         }
 
@@ -247,15 +252,7 @@ def examine_neuron(
     try:
         evaluation = evaluate_explainer(explainer, activity, model.tokenizer)
     except NoExplanation as err:  # the data admit none; service errors propagate
-        evaluation = {
-            "explanation": None,
-            "error": str(err),
-            "accuracy": float("nan"),
-            "balanced_accuracy": float("nan"),
-            "chance": float("nan"),
-            "base_rate": activity.base_rate,
-            "n_test": 0,
-        }
+        evaluation = ExplainerScore.none(str(err), activity.base_rate)
     return NeuronLookup(
         layer,
         neuron,
@@ -368,13 +365,13 @@ def explanation_results(lookups: Sequence[NeuronLookup]) -> pd.DataFrame:
                 "neuron": f"{lookup.layer}.{lookup.neuron}",
                 "head": head_name(*lookup.activity.head),
                 "active": lookup.activity.base_rate,
-                "accuracy": lookup.evaluation["accuracy"],
-                "chance": lookup.evaluation["chance"],
-                "balanced_accuracy": lookup.evaluation["balanced_accuracy"],
+                "accuracy": lookup.evaluation.accuracy,
+                "chance": lookup.evaluation.chance,
+                "balanced_accuracy": lookup.evaluation.balanced_accuracy,
                 "explanation": (
                     ", ".join(lookup.explanation.tokens)
                     if lookup.explanation
-                    else lookup.evaluation.get("error", "")
+                    else lookup.evaluation.error
                 ),
             }
             for lookup in lookups

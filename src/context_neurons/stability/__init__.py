@@ -58,8 +58,10 @@ from context_neurons.stability.denominators import (  # noqa: F401
 )
 from context_neurons.stability.study import (  # noqa: F401
     DenominatorStudy,
+    StopWords,
     denominator_study,
     kernel_weighted_density,
+    stop_words,
 )
 from context_neurons.stability.across_texts import (  # noqa: F401
     DENSITY_COLUMNS,
@@ -68,6 +70,10 @@ from context_neurons.stability.across_texts import (  # noqa: F401
     quantile_intervals,
     share_spread,
     signed_formats,
+)
+from context_neurons.stability.concentration import (  # noqa: F401
+    GroupRanges,
+    group_ranges,
 )
 from context_neurons.stability.half_widths import (  # noqa: F401
     HalfWidths,

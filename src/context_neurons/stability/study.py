@@ -323,3 +323,36 @@ def kernel_weighted_density(
     texts = torch.stack([w[: study.n].cpu() for w in windows if len(w) > study.n])
     member = torch.isin(texts, token_ids.cpu()).double()  # [text, n]
     return member @ study.kernel[:, : study.n].T
+
+
+@dataclass(frozen=True)
+class StopWords:
+    """The stop words of chapter 3, section 3.5: the most frequent tokens of a study's texts.
+
+    Attributes:
+        ids: their token ids, most frequent first (:meth:`DenominatorStudy.most_frequent`).
+        mass: the share of the texts' tokens they make up (their pooled probability).
+    """
+
+    ids: Int[Tensor, " k"]
+    mass: float
+
+    def finding(self) -> str:
+        """How many they are and how much of the texts they make up."""
+        return (f"stop words: the {len(self.ids)} most frequent tokens, {self.mass:.0%} of the "
+                f"texts' tokens")
+
+    def planted_finding(self, planted_ids: Sequence[int]) -> str:
+        """How many of them are in ``planted_ids``, the list that planted the planted model's
+        stop-word preference, and what that means for the agreement with the planted heads."""
+        overlap = len(set(self.ids.tolist()) & set(planted_ids))
+        return (f"on the planted model, {overlap} of these {len(self.ids)} are in the list that "
+                "planted the preference: the two definitions overlap, so agreement with the "
+                "planted heads below is still largely by construction")
+
+
+def stop_words(study: DenominatorStudy, count: int = 50) -> StopWords:
+    """:class:`StopWords`: the ``count`` most frequent tokens of ``study``'s texts and their
+    share of the texts' tokens."""
+    ids = study.most_frequent(count)
+    return StopWords(ids, float(study.probs[torch.isin(study.token_ids, ids)].sum()))

@@ -3,7 +3,8 @@ accuracy change when the destination is not ``' the'`` (chapter 9, first open qu
 chooses destinations by class from token counts of texts (stop words, keywords, topic words;
 :func:`destination_classes`), rebuilds the circuit for each, reusing all that does not depend on
 the destination (:class:`DestinationSweep`), and measures the extended embeddings, the found
-neurons and the accuracy for every one of them (:func:`sweep_destinations`)."""
+neurons and the accuracy for every one of them (:func:`sweep_destinations`;
+:meth:`SweepResult.by_class` and :meth:`SweepResult.findings` summarise it)."""
 
 from __future__ import annotations
 
@@ -223,6 +224,26 @@ class SweepResult:
     table: pd.DataFrame
     cosines: pd.DataFrame
     found: dict[str | int, list[int]]
+
+    def by_class(self) -> pd.DataFrame:
+        """The means of :attr:`table`'s numbers over each class of destination (classes in table
+        order; the cosine column named ``cosine``)."""
+        cosine = self.table.columns[2]
+        numeric = ["n_eff", cosine, "norm ratio", "found", "Jaccard", "median r", "median FVU"]
+        numbers = self.table.astype({c: float for c in numeric})
+        means = numbers.groupby("class", sort=False)[numeric].mean()
+        return means.rename(columns={cosine: "cosine"})
+
+    def findings(self) -> list[str]:
+        """The destination whose found set changes most (lowest Jaccard, the reference left out)
+        and the range of the median FVU over destinations."""
+        jaccard = self.table["Jaccard"].astype(float)
+        worst = jaccard.iloc[1:].idxmin()
+        fvu = self.table["median FVU"].astype(float)
+        return [
+            f"largest change of the found set: {worst!r} (Jaccard {jaccard[worst]:.2f}); FVU "
+            f"range over destinations {fvu.min():.3f} to {fvu.max():.3f}"
+        ]
 
 
 @torch.no_grad()

@@ -10,6 +10,8 @@ Pass rule, fixed before it was first computed: the frequency-aware score's preci
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from jaxtyping import Float
 from torch import Tensor
@@ -32,10 +34,77 @@ def planted_truth(planted: LoadedModel) -> np.ndarray:
     return truth
 
 
+@dataclass(frozen=True)
+class ScoreAgainstPlanted:
+    """One discovery score against the planted context neurons.
+
+    Attributes:
+        auc: the AUC of the score as a classifier of the planted context neurons.
+        precision_at_truth_size: the share of planted neurons among the |T| highest-scoring.
+    """
+
+    auc: float
+    precision_at_truth_size: float
+
+
+@dataclass(frozen=True)
+class PlantedControl:
+    """The protocol's planted control: both scores against the planted context neurons.
+
+    Attributes:
+        contextual_heads: the heads the taxonomy classified contextual on the planted model.
+        planted_context_neurons: |T|, the planted context neurons.
+        domains: the domains whose ``p_D`` the frequency-aware score read.
+        frequency_aware: the frequency-aware score against the planted neurons.
+        top: the paper's ``top[j]`` against them.
+    """
+
+    contextual_heads: list[int]
+    planted_context_neurons: int
+    domains: list[str]
+    frequency_aware: ScoreAgainstPlanted
+    top: ScoreAgainstPlanted
+
+    @property
+    def recovers_what_top_recovers(self) -> bool:
+        """The pass rule: precision at |T| at least ``top[j]``'s minus :data:`PRECISION_MARGIN`."""
+        return bool(self.frequency_aware.precision_at_truth_size
+                    >= self.top.precision_at_truth_size - PRECISION_MARGIN)
+
+    def findings(self) -> list[str]:
+        """The control in lines, as chapter 8.4 prints it."""
+        lines = [f"planted model, {self.planted_context_neurons} planted context neurons, "
+                 f"{len(self.domains)} topic domains:"]
+        lines += [f"  {name}: AUC {score.auc:.3f}, precision at |T| "
+                  f"{score.precision_at_truth_size:.2f}"
+                  for name, score in (("frequency_aware", self.frequency_aware), ("top", self.top))]
+        answer = "yes" if self.recovers_what_top_recovers else "NO"
+        return lines + [f"the frequency-aware score recovers what top[j] recovers: {answer}"]
+
+    def reading(self) -> str:
+        """The control in one sentence (chapter 8.10)."""
+        verb = "recovers" if self.recovers_what_top_recovers else "does NOT recover"
+        return (f"- Planted control (planted model, label-half domains): the frequency-aware "
+                f"score {verb} what top[j] recovers (precision at |T| "
+                f"{self.frequency_aware.precision_at_truth_size:.2f} against "
+                f"{self.top.precision_at_truth_size:.2f}).")
+
+    def to_json(self) -> dict:
+        """The control as the v3 result and ``scripts/planted_control.py`` write it."""
+        out = {"contextual_heads": self.contextual_heads,
+               "planted_context_neurons": self.planted_context_neurons,
+               "domains": self.domains}
+        for name, score in (("frequency_aware", self.frequency_aware), ("top", self.top)):
+            out[name] = {"auc": score.auc,
+                         "precision_at_truth_size": score.precision_at_truth_size}
+        out["recovers_what_top_recovers"] = self.recovers_what_top_recovers
+        return out
+
+
 def planted_control(
     planted: LoadedModel,
     distributions: dict[str, Float[Tensor, " d_vocab"]] | None = None,
-) -> dict:
+) -> PlantedControl:
     """AUC and precision at |T| of both scores against the planted context neurons.
 
     Args:
@@ -52,24 +121,14 @@ def planted_control(
                                      distributions).split(circuit.heads)
     frequency = prediction.score().double().cpu().numpy()
     top = disc.get_scores(circuit, model).top.double().cpu().numpy()
-    out = {"contextual_heads": circuit.heads, "planted_context_neurons": int(truth.sum()),
-           "domains": list(distributions)}
-    for name, score in (("frequency_aware", frequency), ("top", top)):
-        out[name] = {"auc": float(st.auc(score, truth)),
-                     "precision_at_truth_size": st.precision_at_truth_size(score, truth)}
-    out["recovers_what_top_recovers"] = bool(
-        out["frequency_aware"]["precision_at_truth_size"]
-        >= out["top"]["precision_at_truth_size"] - PRECISION_MARGIN)
-    return out
+    return PlantedControl(circuit.heads, int(truth.sum()), list(distributions),
+                          _against(frequency, truth), _against(top, truth))
 
 
-def control_reading(control: dict) -> str:
-    """The planted control (:func:`planted_control`) in one sentence."""
-    return (f"- Planted control (planted model, label-half domains): the frequency-aware score "
-            f"{'recovers' if control['recovers_what_top_recovers'] else 'does NOT recover'} what "
-            f"top[j] recovers (precision at |T| "
-            f"{control['frequency_aware']['precision_at_truth_size']:.2f} against "
-            f"{control['top']['precision_at_truth_size']:.2f}).")
+def _against(score: np.ndarray, truth: np.ndarray) -> ScoreAgainstPlanted:
+    return ScoreAgainstPlanted(float(st.auc(score, truth)),
+                               st.precision_at_truth_size(score, truth))
 
 
-__all__ = ["PRECISION_MARGIN", "control_reading", "planted_control", "planted_truth"]
+__all__ = ["PRECISION_MARGIN", "PlantedControl", "ScoreAgainstPlanted", "planted_control",
+           "planted_truth"]

@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import pandas as pd
+
 #: The head sets of protocols v1 and v2, in the order they are reported.
 HEAD_SETS = ("primary", "secondary")
 
@@ -96,6 +98,15 @@ class Controls:
                 **{f"{name}_random_directions": c.to_json()
                    for name, c in self.random_directions.items()}}
 
+    @classmethod
+    def from_json(cls, data: dict) -> "Controls":
+        """The value :meth:`to_json` wrote (other keys of ``data`` are ignored)."""
+        suffix = "_random_directions"
+        return cls(ScoreResult(**read_json_fields(
+            ScoreResult, data["frequency_aware_vocabulary_permuted"])),
+            {k.removesuffix(suffix): RandomDirections(**read_json_fields(RandomDirections, v))
+             for k, v in data.items() if k.endswith(suffix)})
+
 
 @dataclass(frozen=True)
 class HeadSetResult:
@@ -137,6 +148,29 @@ class StableBroadHeads:
     added: list[int]
     texts: int
     n: int  # the destination position
+
+    def table(self, taxonomy) -> pd.DataFrame:
+        """Each head's group under ``taxonomy`` (a
+        :class:`~context_neurons.taxonomy.HeadTaxonomy`: the rules v1 and v2 read) and its CV."""
+        return pd.DataFrame({
+            "group (v1, v2)": [taxonomy.group_of(h) for h in taxonomy.heads],
+            "CV of D across texts": [self.cv_texts[h] for h in taxonomy.heads],
+        }, index=pd.Index(taxonomy.heads, name="head"))
+
+    @property
+    def caption(self) -> str:
+        """The table's caption."""
+        return (f"the stability of each head's denominator D at destination n = {self.n} over "
+                f"{self.texts} CAL texts")
+
+    def findings(self, contextual: list[int], primary: list[int]) -> list[str]:
+        """The CVs' range, the rule's threshold (the largest CV among the ``contextual`` heads)
+        and what it added to the ``primary`` heads, in sentences."""
+        values = list(self.cv_texts.values())
+        return [f"CV from {min(values):.2f} to {max(values):.2f} over the heads",
+                f"largest CV among the contextual heads {contextual}: "
+                f"{self.largest_contextual_cv:.2f}; heads added: {self.added or 'none'}; "
+                f"v2's primary heads: {primary}"]
 
     def to_json(self) -> dict:
         return {"cv_texts": {str(h): v for h, v in self.cv_texts.items()},

@@ -51,7 +51,8 @@ from context_neurons.verdict.v3_data import NO_DATA, NOT_POOLED, V3Data
 from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.v3_heads import ContextSet, context_set
 from context_neurons.verdict.v3_label_free import LABEL, label_free_pool
-from context_neurons.verdict.v3_result import V3Evaluation, jsonable
+from context_neurons.verdict.v3_result import NeuronsPermuted, NonPooledDomain, Sensitivity
+from context_neurons.verdict.v3_result import V3Controls, V3Evaluation, jsonable
 from context_neurons.verdict.v3_report import (
     MODELS,
     NEURON_SEED,
@@ -128,7 +129,7 @@ def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarr
 def same_model_controls(model: TransformerBridge, ws: WeightScores, distributions: dict,
                         pair: TruthPair, neuron_draws: np.ndarray,
                         secondary: dict[str, ScoreResult],
-                        start: int, protocol: ProtocolV3) -> dict:
+                        start: int, protocol: ProtocolV3) -> V3Controls:
     """Neurons permuted (PCG64(34)), random read directions (torch seed 35) and the vocabulary
     permuted (seed 36): v2's code with v3's seeds."""
     heads = ws.prediction.heads
@@ -142,29 +143,29 @@ def same_model_controls(model: TransformerBridge, ws: WeightScores, distribution
     out = weight_controls(ws.circuit, shuffled, random, random_paths, pair.point, pair.boot,
                           neuron_draws, ws.prediction.score().double().numpy(),
                           ws.top.double().cpu().numpy(), scoring_vocabulary(model),
-                          protocol.verdict, protocol.level).to_json()
+                          protocol.verdict, protocol.level)
     bound = protocol.verdict.permutation_control_abs_at_most
     rho_f = secondary["frequency_aware"].permutation_spearman
     rho_t = secondary["top"].permutation_spearman
-    out["neurons_permuted"] = {"frequency_aware_rho": rho_f, "top_rho": rho_t, "bound": bound,
-                               "void": bool(abs(rho_f) > bound or abs(rho_t) > bound)}
-    return out
+    return V3Controls(out, NeuronsPermuted(rho_f, rho_t, bound,
+                                           bool(abs(rho_f) > bound or abs(rho_t) > bound)))
 
 
 def _comparison_at(shifts: SetShifts, min_d: float, min_part: float, scores: dict,
-                   neuron_draws: np.ndarray, protocol: ProtocolV3) -> dict:
+                   neuron_draws: np.ndarray, protocol: ProtocolV3,
+                   heads: list[int] | None = None) -> Sensitivity:
     pair = shifts.truth(min_d, min_part)
     comparison = primary_comparison(scores, pair.point.mask, pair.boot.mask, neuron_draws,
                                     protocol, with_verdict=False)
-    return {"n_truth": int(pair.point.mask.sum()),
-            "n_truth_ci95": st.percentile_interval(pair.boot.mask.sum(-1), 0.95),
-            "comparison": comparison.to_json()}
+    return Sensitivity(n_truth=int(pair.point.mask.sum()),
+                       n_truth_ci95=st.percentile_interval(pair.boot.mask.sum(-1), 0.95),
+                       comparison=comparison, heads=heads)
 
 
 def sensitivities_v3(method: MethodValues, cs: ContextSet, measured: ConfirmMeasurements,
                      shifts: SetShifts, weights: np.ndarray, scores: dict, bag,
                      distributions: dict, ws: WeightScores, neuron_draws: np.ndarray,
-                     start: int, protocol: ProtocolV3) -> dict:
+                     start: int, protocol: ProtocolV3) -> dict[str, Sensitivity]:
     """The registered sensitivities, reported without verdicts: Cohen's d at 0.5 and 2.0 and
     the non-local set in place of the context set (the resample ablation is in the truth)."""
     min_d, min_part = protocol.truth.min_cohens_d, protocol.truth.min_context_part
@@ -172,21 +173,21 @@ def sensitivities_v3(method: MethodValues, cs: ContextSet, measured: ConfirmMeas
            for d in SENSITIVITY_D}
     heads = list(cs.non_local)
     if heads == list(cs.heads):
-        out["non_local_set"] = {"heads": heads, "note": "the same heads as the context set: "
-                                "its truth and comparison are the primary ones"}
+        out["non_local_set"] = Sensitivity(heads=heads, note="the same heads as the context "
+                                           "set: its truth and comparison are the primary ones")
     elif not heads:
-        out["non_local_set"] = {"heads": heads, "note": "no non-local head"}
+        out["non_local_set"] = Sensitivity(heads=heads, note="no non-local head")
     else:
         nl = weight_scores(method, heads, distributions, start, ws.pieces)
         nl_shifts = set_shifts(measured, "non_local", weights, (shifts.full, shifts.full_boot))
-        out["non_local_set"] = {"heads": heads, **_comparison_at(
-            nl_shifts, min_d, min_part, nl.scores(bag), neuron_draws, protocol)}
+        out["non_local_set"] = _comparison_at(nl_shifts, min_d, min_part, nl.scores(bag),
+                                              neuron_draws, protocol, heads)
     return out
 
 
 def non_pooled_report(data: V3Data, measured: ConfirmMeasurements, pair: TruthPair,
                       ws: WeightScores, distributions: dict, start: int,
-                      protocol: ProtocolV3, d_vocab: int) -> dict:
+                      protocol: ProtocolV3, d_vocab: int) -> dict[str, NonPooledDomain]:
     """Descriptive only: each non-pooled domain against the pooled domains (``pooling``); the
     predicted context shift of a domain is its CAL ``p_D``'s against the pooled domains'."""
     min_d, min_part = protocol.truth.min_cohens_d, protocol.truth.min_context_part
@@ -201,13 +202,13 @@ def non_pooled_report(data: V3Data, measured: ConfirmMeasurements, pair: TruthPa
     for k, name in enumerate(names):
         full, ablated = measured.others[name]
         described = against_pooled(full, ablated, measured, pair.full.sd, min_d, min_part)
-        out[name] = {
-            "units": data.confirm[name].units_read, "windows": len(data.confirm[name].windows),
-            "spearman_context_shift": float(st.spearman(
+        out[name] = NonPooledDomain(
+            units=data.confirm[name].units_read, windows=len(data.confirm[name].windows),
+            spearman_context_shift=float(st.spearman(
                 described["context_shift"], predicted[len(distributions) + k].numpy())),
-            "n_effect_and_context": described["n_effect_and_context"],
-            "shift_over_sd": described["shift_over_sd"],
-            "context_shift_over_sd": described["context_shift_over_sd"]}
+            n_effect_and_context=described["n_effect_and_context"],
+            shift_over_sd=described["shift_over_sd"].tolist(),
+            context_shift_over_sd=described["context_shift_over_sd"].tolist())
     return out
 
 
@@ -323,7 +324,8 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | N
     if sensitivities:
         with timer("sensitivities"):
             result["sensitivities"] = {
-                "resample_ablation": {"n_truth": verdicts["truth"].resample_ablation_n_truth},
+                "resample_ablation": Sensitivity(
+                    n_truth=verdicts["truth"].resample_ablation_n_truth),
                 **sensitivities_v3(method, cs, measured, shifts, draws.weights, scores, bag,
                                    distributions, ws, draws.neurons, start, protocol)}
     with timer("non-pooled domains"):
@@ -351,7 +353,9 @@ def step0_model(record: dict, tokenizer) -> TransformerBridge:
 def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resamples: int | None,
                    batch_size: int) -> tuple[dict, dict]:
     """Step 0 (the whole evaluation on the initialised model, or its stop) and the planted
-    control (unchanged rule), timed apart."""
+    control (unchanged rule), timed apart, in their JSON form: they go into
+    :attr:`V3Controls.apart` as the stored result holds them (step 0 without its ``data``,
+    which :meth:`V3Evaluation.from_json` could not read back)."""
     timer = Timer()
     with timer("step 0"):
         step0 = evaluate_v3(step0_model(record, model.tokenizer), record, data=data,
@@ -359,7 +363,7 @@ def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resam
                             name="step 0").to_json()
         step0.pop("data", None)
     with timer("planted"):
-        planted = planted_control(load_model("planted"))
+        planted = planted_control(load_model("planted")).to_json()
     return {"step_0": step0, "planted": planted}, timer.seconds
 
 
@@ -408,10 +412,10 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
                          label_free=label_free, batch_size=batch_size)
     runtime = {"data (CONFIRM manifest and CAL)": data_s, **result.runtime}
     runtime["total_within_budget_s"] += data_s
-    controls = dict(result.controls)
+    controls = result.controls
     if apart and not result.stopped:
         extra, seconds = apart_controls(loaded.model, record, data, n_resamples, batch_size)
-        controls.update(jsonable(extra))
+        controls = replace(controls or V3Controls(), apart=jsonable(extra))
         runtime.update({f"{k} (timed apart)": v for k, v in seconds.items()})
     result = replace(result, runtime=runtime, controls=controls)
     if store:

@@ -11,7 +11,7 @@ from context_neurons.training.heldout import read_record
 from context_neurons.verdict.v3_compare import NOT_TESTABLE, PrimaryComparison, bounds_text
 from context_neurons.verdict.v3_compare import interval_text, number_text
 from context_neurons.verdict.v3_heads import ContextSet
-from context_neurons.verdict.v3_result import V3Evaluation
+from context_neurons.verdict.v3_result import Sensitivity, V3Controls, V3Evaluation
 from context_neurons.verdict.v3_stored import PENDING_WHY, REGISTERED_DIRS, stored_entry
 from context_neurons.verdict.v3_stored import stored_words
 
@@ -121,9 +121,9 @@ def report_lines(name: str, result: V3Evaluation | str) -> list[str]:
     for label, entry in result.sensitivities.items():
         lines.append(f"sensitivity {label}: {sensitivity_line(entry)}")
     for domain, entry in result.non_pooled.items():
-        lines.append(f"non-pooled {domain}: {entry['units']} units, {entry['windows']} windows, "
-                     f"rho {entry['spearman_context_shift']}, |d| >= 1 and part >= 0.5: "
-                     f"{entry['n_effect_and_context']}")
+        lines.append(f"non-pooled {domain}: {entry.units} units, {entry.windows} windows, "
+                     f"rho {entry.spearman_context_shift}, |d| >= 1 and part >= 0.5: "
+                     f"{entry.n_effect_and_context}")
     lines.append(f"no CONFIRM data: {result.data['no_confirm_data']}")
     if result.label_free:
         lines.append(f"label-free arm ({result.label_free['label']}):")
@@ -184,27 +184,29 @@ def verdict_sentences_v3(models: Entries, decimals: int = 3) -> list[str]:
     return out
 
 
-def _controls_line(controls: dict) -> str:
-    parts = [f"neurons permuted rho {controls['neurons_permuted']['frequency_aware_rho']:.3f} "
-             f"(void: {controls['neurons_permuted']['void']})"]
-    vocab = controls.get("frequency_aware_vocabulary_permuted")
+def _controls_line(controls: V3Controls) -> str:
+    permuted = controls.neurons_permuted
+    parts = [f"neurons permuted rho {permuted.frequency_aware_rho:.3f} "
+             f"(void: {permuted.void})"]
+    vocab = controls.vocabulary_permuted
     if vocab:
-        parts.append(f"vocabulary permuted AUC {interval_text(vocab['auc'], vocab['auc_ci95'])}"
-                     f", rho {number_text(vocab['spearman'])}")
+        parts.append(f"vocabulary permuted AUC {interval_text(vocab.auc, vocab.auc_ci95)}"
+                     f", rho {number_text(vocab.spearman)}")
+    random = controls.same_model.random_directions if controls.same_model else {}
     for name in ("frequency_aware", "top"):
-        entry = controls.get(f"{name}_random_directions")
-        if entry:
-            parts.append(f"{name} above the random 99th percentile {entry['honest_found']}")
+        if name in random:
+            parts.append(f"{name} above the random 99th percentile "
+                         f"{random[name].honest_found}")
     return "; ".join(parts)
 
 
-def sensitivity_line(entry: dict) -> str:
+def sensitivity_line(entry: Sensitivity) -> str:
     """A sensitivity in words (no verdict): its truth size, comparison and note."""
-    text = f"|T| = {entry.get('n_truth')}"
-    if entry.get("comparison"):
-        text += f"; {entry['comparison']['words']}"
-    if entry.get("note"):
-        text += f"; {entry['note']}"
+    text = f"|T| = {entry.n_truth}"
+    if entry.comparison:
+        text += f"; {entry.words}"
+    if entry.note:
+        text += f"; {entry.note}"
     return text
 
 
@@ -217,18 +219,18 @@ def detail_lines(entry: V3Evaluation) -> list[str]:
                    f"{interval_text(s.auc, s.auc_ci95)}, rho "
                    f"{interval_text(s.spearman, s.spearman_ci95)}, precision "
                    f"{fixed(s.precision, 2)} (base rate {fixed(s.base_rate, 2)})")
-    vocab = entry.controls["frequency_aware_vocabulary_permuted"]
+    vocab = entry.controls.vocabulary_permuted
     out.append(f"control, token ids permuted in p_D: AUC "
-               f"{interval_text(vocab['auc'], vocab['auc_ci95'])}, rho "
-               f"{interval_text(vocab['spearman'], vocab['spearman_ci95'])}")
+               f"{interval_text(vocab.auc, vocab.auc_ci95)}, rho "
+               f"{interval_text(vocab.spearman, vocab.spearman_ci95)}")
     out += [f"sensitivity {name.replace('_', ' ')} (no verdict): {sensitivity_line(sens)}"
             for name, sens in entry.sensitivities.items()]
     for domain, pooled in entry.non_pooled.items():
-        rho = pooled["spearman_context_shift"]
-        out.append(f"not pooled, {domain}: {pooled['units']} documents, {pooled['windows']} "
+        rho = pooled.spearman_context_shift
+        out.append(f"not pooled, {domain}: {pooled.units} documents, {pooled.windows} "
                    f"windows, rho {'undefined' if rho is None else fixed(rho, 2)}, neurons with "
                    f"|d| >= 1 and the context set's part >= 0.5: "
-                   f"{pooled['n_effect_and_context']}")
+                   f"{pooled.n_effect_and_context}")
     return out
 
 

@@ -4,7 +4,10 @@
 The evaluation (:func:`~context_neurons.verdict.v3.evaluate_v3`) builds it; the report
 (:mod:`.v3_report`), the stored replications (:mod:`.v3_stored`), the main job and chapter 8
 read its attributes. ``to_json`` is used only where JSON is written, and ``from_json`` reads a
-stored result back (the two are inverse: tested on the shipped seed-1 result).
+stored result back (the two are inverse: tested on every shipped stored result). The controls,
+the sensitivities and the non-pooled domains are typed here (:class:`V3Controls`,
+:class:`Sensitivity`, :class:`NonPooledDomain`), each writing the keys, in the order, of the
+JSON stored before they were.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from context_neurons.verdict.results import ScoreResult, read_json_fields
+from context_neurons.verdict.results import Controls, ScoreResult, read_json_fields
 from context_neurons.verdict.v3_compare import PrimaryComparison
 from context_neurons.verdict.v3_heads import ContextSet
 from context_neurons.verdict.v3_truth import TruthSummary
@@ -43,12 +46,176 @@ def jsonable(value):
 
 
 @dataclass(frozen=True)
+class NeuronsPermuted:
+    """The neurons-permuted control: each secondary score's rho with the neurons permuted
+    (PCG64(34)) and whether either exceeds the bound, voiding the secondary verdicts.
+
+    Attributes:
+        frequency_aware_rho: the frequency-aware score's rho with the neurons permuted.
+        top_rho: ``top[j]``'s.
+        bound: the largest |rho| allowed (``verdict.permutation_control_abs_at_most``).
+        void: whether either |rho| exceeds ``bound``.
+    """
+
+    frequency_aware_rho: float
+    top_rho: float
+    bound: float
+    void: bool
+
+    def to_json(self) -> dict:
+        return {"frequency_aware_rho": self.frequency_aware_rho, "top_rho": self.top_rho,
+                "bound": self.bound, "void": self.void}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "NeuronsPermuted":
+        return cls(**read_json_fields(cls, data))
+
+
+@dataclass(frozen=True)
+class V3Controls:
+    """Protocol v3's controls (JSON: one flat dict, in this order).
+
+    Attributes:
+        same_model: v2's controls on the same model with v3's seeds (the vocabulary permuted
+            in ``p_D``, each score's random read directions), None when not run.
+        neurons_permuted: the neurons-permuted control, None when not run.
+        apart: the controls timed apart, by name (``step_0``: the evaluation of the model at
+            initialisation, less its ``data``; ``planted``: the planted control), kept in
+            their JSON form as written (a stored result's step 0 has no ``data`` to read
+            back, and the planted control's JSON is its own module's).
+    """
+
+    same_model: Controls | None = None
+    neurons_permuted: NeuronsPermuted | None = None
+    apart: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def vocabulary_permuted(self) -> ScoreResult | None:
+        """The frequency-aware score with the vocabulary permuted in ``p_D``."""
+        return self.same_model.vocabulary_permuted if self.same_model else None
+
+    def to_json(self) -> dict:
+        out = self.same_model.to_json() if self.same_model else {}
+        if self.neurons_permuted is not None:
+            out["neurons_permuted"] = self.neurons_permuted.to_json()
+        return {**out, **self.apart}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "V3Controls":
+        """The value :meth:`to_json` wrote: every key that is not a same-model control is one
+        timed apart."""
+        permuted = data.get("neurons_permuted")
+        return cls(Controls.from_json(data) if VOCABULARY_PERMUTED in data else None,
+                   NeuronsPermuted.from_json(permuted) if permuted else None,
+                   {k: v for k, v in data.items() if not _typed_control(k)})
+
+
+#: The vocabulary control's key in :meth:`V3Controls.to_json`.
+VOCABULARY_PERMUTED = "frequency_aware_vocabulary_permuted"
+
+
+def _typed_control(key: str) -> bool:
+    """Whether a key of :meth:`V3Controls.to_json` is a typed control (not one timed apart)."""
+    return key in (VOCABULARY_PERMUTED, "neurons_permuted") or key.endswith("_random_directions")
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """One registered sensitivity, reported without a verdict (JSON: only the keys its kind
+    has: the resample ablation has ``n_truth``; a Cohen's d threshold ``n_truth``,
+    ``n_truth_ci95`` and ``comparison``; the non-local set ``heads`` and either those three
+    or a ``note``).
+
+    Attributes:
+        n_truth: the truth size.
+        n_truth_ci95: its bootstrap interval (with a comparison).
+        comparison: the primary comparison on that truth, without a verdict.
+        heads: the head set (the non-local set only).
+        note: why there is no comparison (the non-local set only).
+        written_words: the comparison's words as a stored result wrote them, where they differ
+            from ``comparison.words()`` (a result written by an earlier version); else None.
+    """
+
+    n_truth: int | None = None
+    n_truth_ci95: list[float] | None = None
+    comparison: PrimaryComparison | None = None
+    heads: list[int] | None = None
+    note: str | None = None
+    written_words: str | None = None
+
+    @property
+    def words(self) -> str | None:
+        """The comparison in one sentence, None without one."""
+        if self.comparison is None:
+            return None
+        return self.written_words or self.comparison.words()
+
+    def to_json(self) -> dict:
+        out: dict = {} if self.heads is None else {"heads": self.heads}
+        if self.heads is None or self.comparison is not None:
+            out["n_truth"] = self.n_truth
+        if self.comparison is not None:
+            out["n_truth_ci95"] = self.n_truth_ci95
+            out["comparison"] = {**self.comparison.to_json(), "words": self.words}
+        if self.note is not None:
+            out["note"] = self.note
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Sensitivity":
+        written = data.get("comparison")
+        comparison = PrimaryComparison.from_json(written) if written else None
+        words = written["words"] if written else None
+        ci = data.get("n_truth_ci95")
+        return cls(data.get("n_truth"),
+                   None if ci is None else [math.nan if x is None else x for x in ci],
+                   comparison, data.get("heads"), data.get("note"),
+                   words if comparison and words != comparison.words() else None)
+
+
+@dataclass(frozen=True)
+class NonPooledDomain:
+    """A CONFIRM domain too thin to pool, against the pooled domains (descriptive only).
+
+    Attributes:
+        units: the documents (units) read.
+        windows: its CONFIRM windows.
+        spearman_context_shift: Spearman rho of the measured and the predicted context shift
+            (None where a stored result wrote it undefined).
+        n_effect_and_context: neurons with |d| >= the truth's threshold and the context set's
+            part >= its threshold.
+        shift_over_sd: each neuron's shift over the pooled sd.
+        context_shift_over_sd: each neuron's context shift over the pooled sd.
+    """
+
+    units: int
+    windows: int
+    spearman_context_shift: float | None
+    n_effect_and_context: int
+    shift_over_sd: list[float]
+    context_shift_over_sd: list[float]
+
+    def to_json(self) -> dict:
+        return {"units": self.units, "windows": self.windows,
+                "spearman_context_shift": self.spearman_context_shift,
+                "n_effect_and_context": self.n_effect_and_context,
+                "shift_over_sd": self.shift_over_sd,
+                "context_shift_over_sd": self.context_shift_over_sd}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "NonPooledDomain":
+        return cls(**read_json_fields(cls, data))
+
+
+@dataclass(frozen=True)
 class V3Evaluation:
     """Protocol v3's result for one model (JSON: :meth:`to_json`).
 
-    ``stopped`` is set (and the later fields empty) when the context set is empty. ``data``,
-    ``controls``, ``sensitivities``, ``non_pooled``, ``label_free`` and ``runtime`` are
-    descriptive reports without a verdict, kept in their JSON form. ``stored`` (the provenance
+    ``stopped`` is set (and the later fields empty) when the context set is empty.
+    ``controls`` (None when not run), ``sensitivities`` and ``non_pooled`` are typed
+    (:class:`V3Controls`, :class:`Sensitivity`, :class:`NonPooledDomain`); ``data``,
+    ``label_free`` and ``runtime`` are descriptive reports without a verdict, kept in their
+    JSON form. ``stored`` (the provenance
     of a result read from disk, :mod:`.v3_stored`) and ``replicates`` (whether a replication's
     primary verdict is seed 0's, :func:`~.v3_report.model_entries`) are set only by the report."""
 
@@ -61,9 +228,9 @@ class V3Evaluation:
     truth: TruthSummary | None = None
     primary: PrimaryComparison | None = None
     secondary: dict[str, ScoreResult] = field(default_factory=dict)
-    controls: dict = field(default_factory=dict)
-    sensitivities: dict = field(default_factory=dict)
-    non_pooled: dict = field(default_factory=dict)
+    controls: V3Controls | None = None
+    sensitivities: dict[str, Sensitivity] = field(default_factory=dict)
+    non_pooled: dict[str, NonPooledDomain] = field(default_factory=dict)
     label_free: dict | None = None
     runtime: dict = field(default_factory=dict)
     stored: dict | None = None
@@ -76,8 +243,10 @@ class V3Evaluation:
                "truth": self.truth.to_json() if self.truth else None,
                "primary": self.primary.to_json() if self.primary else None,
                "secondary": {name: s.to_json() for name, s in self.secondary.items()},
-               "controls": self.controls, "sensitivities": self.sensitivities,
-               "non_pooled": self.non_pooled, "label_free": self.label_free,
+               "controls": self.controls.to_json() if self.controls else {},
+               "sensitivities": {k: s.to_json() for k, s in self.sensitivities.items()},
+               "non_pooled": {k: d.to_json() for k, d in self.non_pooled.items()},
+               "label_free": self.label_free,
                "runtime": self.runtime}
         if self.stored is not None:
             out["stored"] = self.stored
@@ -97,8 +266,11 @@ class V3Evaluation:
             primary=PrimaryComparison.from_json(data["primary"]) if data["primary"] else None,
             secondary={name: ScoreResult(**read_json_fields(ScoreResult, s))
                        for name, s in data["secondary"].items()},
-            controls=data["controls"], sensitivities=data["sensitivities"],
-            non_pooled=data["non_pooled"], label_free=data["label_free"],
+            controls=V3Controls.from_json(data["controls"]) if data["controls"] else None,
+            sensitivities={k: Sensitivity.from_json(s)
+                           for k, s in data["sensitivities"].items()},
+            non_pooled={k: NonPooledDomain.from_json(d) for k, d in data["non_pooled"].items()},
+            label_free=data["label_free"],
             runtime=data["runtime"], stored=data.get("stored"),
             replicates=data.get("replicates"))
 
@@ -108,4 +280,5 @@ class V3Evaluation:
         return self.primary.verdict if self.primary else self.stopped
 
 
-__all__ = ["V3Evaluation", "jsonable"]
+__all__ = ["NeuronsPermuted", "NonPooledDomain", "Sensitivity", "V3Controls", "V3Evaluation",
+           "jsonable"]
