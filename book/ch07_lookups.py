@@ -155,14 +155,8 @@ figure = plot_token_scores(
 
 # %%
 if loaded.is_planted:
-    planted = {(d["layer"], d["neuron"]): d for d in loaded.truth.lookups}
-    for layer, neuron in chosen:
-        truth = planted.get((layer, neuron))
-        row = scores[(scores.layer == layer) & (scores.neuron == neuron)].iloc[0]
-        found = f"predicts {row.token!r}"
-        verdict = f"planted to predict {truth['target']!r}" if truth else "not planted"
-        print(wrapped(f"neuron {layer}.{neuron}: {found}, {verdict}"))
-    print("all planted look-up neurons found:", set(planted) == set(chosen))
+    for finding in lk.selection_against_plan(chosen, scores, loaded.truth):
+        print(wrapped(finding))
 else:
     print("GPT-2: compare the examined neurons with the paper's examples (Appendix A).")
 
@@ -200,16 +194,9 @@ layer, neuron = chosen[0]
 top = lk.top_activating_prompts(
     model, windows, layer, neuron, k=6, labels=labels, acts=pool.attributions[(layer, neuron)].pre
 )
-prompts = pd.DataFrame(
-    {
-        "activation": [prompt.activation for prompt in top],
-        "source": [prompt.source for prompt in top],
-        "end of the prompt": ["..." + repr(prompt.text(model.tokenizer)[-50:]) for prompt in top],
-    }
-)
 show_table(
-    prompts, f"most activating prompts of neuron {layer}.{neuron}", model=loaded.title,
-    decimals=2, index=False,
+    lk.prompts_table(top, model.tokenizer), f"most activating prompts of neuron {layer}.{neuron}",
+    model=loaded.title, decimals=2, index=False,
 )
 
 # %% [markdown]
@@ -230,17 +217,7 @@ cuts = [lk.truncate_prompt(model, p, layer, neuron) for p in top]
 for cut in cuts:
     assert cut.activation >= 0.8 * cut.full_activation
 show_table(
-    pd.DataFrame(
-        {
-            "prompt tokens": [cut.end for cut in cuts],
-            "kept tokens": [len(cut.tokens) - 1 for cut in cuts],
-            "activation": [cut.full_activation for cut in cuts],
-            "kept activation": [cut.activation for cut in cuts],
-            "kept text (last 60 characters)": [
-                repr(cut.text(model.tokenizer)[-60:]) for cut in cuts
-            ],
-        }
-    ),
+    lk.truncation_table(cuts, model.tokenizer),
     f"the six prompts of neuron {layer}.{neuron} truncated to the shortest suffix that keeps "
     "80% of the activation",
     model=loaded.title, decimals=2, index=False,
@@ -421,22 +398,8 @@ show_table(
 
 # %%
 activity = lookups[0].activity
-n_train = int(activity.train.sum())
-documents = {lk.document_of(p.source) for p in activity.prompts}
-held_documents = {d for d in documents if lk.is_held_out(d)}
-print(wrapped(
-    f"{len(activity.prompts)} prompts from {len(documents)} documents: "
-    f"{n_train} training prompts, {len(activity.prompts) - n_train} held out "
-    f"({len(held_documents)} documents held out)"
-))
-sides: dict[str, set[bool]] = {}
-for prompt, train in zip(activity.prompts, activity.train.tolist()):
-    corpus = lk.document_of(prompt.source).split(":")[0]
-    sides.setdefault(f"{prompt.source.split('|')[0]}|{corpus}", set()).add(train)
-print(
-    f"domain|corpus pairs with documents on both sides: "
-    f"{sum(len(v) == 2 for v in sides.values())} of {len(sides)}"
-)
+for finding in activity.split_findings():
+    print(wrapped(finding))
 
 # %%
 from context_neurons.plotting.lookups import plot_head_activity

@@ -454,15 +454,11 @@ from context_neurons.plotting.discovery import plot_loudness
 
 if heads:
     ids = scores.vocabulary.nonzero().flatten()
-    loud = disc.loud_tokens(circuit, scores.vocabulary)
-    shares = disc.loud_slot_shares(scores, circuit)
-    loudest = [model.tokenizer.decode([int(t)]) for t in loud[:12]]
-    print(wrapped(f"the 12 loudest tokens: {loudest}"))
-    print(wrapped(f"the loudest {disc.LOUD_FRACTION:.0%} of tokens ({len(loud)}) hold "
-                  f"{float(shares.mean()):.0%} of all neurons' extreme-token slots "
-                  f"(median neuron: {float(shares.median()):.0%})"))
+    loudness = disc.loudness(scores, circuit)
+    for finding in loudness.findings(model.tokenizer):
+        print(wrapped(finding))
     figure = plot_loudness(
-        circuit.extended[ids].norm(dim=-1), shares, disc.LOUD_FRACTION,
+        circuit.extended[ids].norm(dim=-1), loudness.shares, loudness.fraction,
         title=f"Figure 8.5. {loaded.title}: loud tokens fill every neuron's extreme slots",
     )
 
@@ -477,11 +473,9 @@ if heads:
 # %%
 planted_circuit = cc.get_circuit(planted.model)
 planted_scores = disc.get_scores(planted_circuit, planted.model)
-planted_shares = disc.loud_slot_shares(planted_scores, planted_circuit)
-own = planted_shares[sorted(planted.truth.context_neurons)]
-print(wrapped(f"planted model: the loudest 1% hold {float(planted_shares.mean()):.0%} of all "
-              f"extreme slots, and a median {float(own.median()):.0%} of its planted context "
-              "neurons' slots"))
+planted_loudness = disc.loudness(planted_scores, planted_circuit)
+print(wrapped("planted model: " + planted_loudness.among(
+    sorted(planted.truth.context_neurons), "its planted context neurons")))
 
 # %% [markdown]
 # The frequency-aware score of section 8.4 does not look for tokens that stand out: it weights

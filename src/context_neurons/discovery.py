@@ -387,6 +387,45 @@ def loud_token_share(
     return float(loud_slot_shares(scores, circuit, fraction).mean())
 
 
+@dataclass(frozen=True)
+class Loudness:
+    """How far the loudest tokens fill the neurons' extreme-token slots (chapter 8.6).
+
+    Attributes:
+        loud: the loudest ``fraction`` of the scored vocabulary (:func:`loud_tokens`), loudest
+            first.
+        shares: each neuron's share of its extreme tokens among them (:func:`loud_slot_shares`).
+        fraction: the share of the vocabulary called loud.
+    """
+
+    loud: Int[Tensor, " n_loud"]
+    shares: Float[Tensor, " d_mlp"]
+    fraction: float
+
+    def findings(self, tokenizer, shown: int = 12) -> list[str]:
+        """The ``shown`` loudest tokens, and the share of the slots the loud tokens hold."""
+        loudest = [tokenizer.decode([int(t)]) for t in self.loud[:shown]]
+        return [f"the {shown} loudest tokens: {loudest}",
+                f"the loudest {self.fraction:.0%} of tokens ({len(self.loud)}) hold "
+                f"{float(self.shares.mean()):.0%} of all neurons' extreme-token slots "
+                f"(median neuron: {float(self.shares.median()):.0%})"]
+
+    def among(self, neurons: list[int], label: str) -> str:
+        """The loud tokens' share of all slots against the median share of ``neurons``'s slots
+        (``label``: what those neurons are)."""
+        return (f"the loudest {self.fraction:.0%} hold {float(self.shares.mean()):.0%} of all "
+                f"extreme slots, and a median {float(self.shares[neurons].median()):.0%} of "
+                f"{label}' slots")
+
+
+def loudness(
+    scores: NeuronScores, circuit: ContextualCircuit, fraction: float = LOUD_FRACTION
+) -> Loudness:
+    """:class:`Loudness` of the neurons ``scores`` scored on ``circuit``."""
+    return Loudness(loud_tokens(circuit, scores.vocabulary, fraction),
+                    loud_slot_shares(scores, circuit, fraction), fraction)
+
+
 _SCORES = IdentityCache(size=4)
 
 

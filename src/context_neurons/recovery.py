@@ -175,16 +175,18 @@ def _approximation(circuit, model, windows, found: list[int], truth) -> dict[str
     """The median r and FVU of the approximation of the neurons ``found`` on ``windows`` under
     both denominator variants, and the median FVU of the planted ones among them (per-position),
     by :class:`RecoveryRun` field; empty without neurons or windows."""
-    out = {}
-    if found and windows:
-        for denominators in ("per_position", "median"):
-            ev = evaluation.evaluate(circuit, model, windows, found, denominators=denominators)
-            out[f"median_r_{denominators}"] = ev.median_pearson
-            out[f"median_fvu_{denominators}"] = ev.median_fvu
-            if denominators == "per_position":
-                planted_cols = [k for k, j in enumerate(found) if j in truth.context_neurons]
-                out["median_fvu_planted_only"] = float(ev.fvu[:, planted_cols].nanmedian())
-    return out
+    if not (found and windows):
+        return {}
+    per_position = evaluation.evaluate(circuit, model, windows, found, denominators="per_position")
+    median = evaluation.evaluate(circuit, model, windows, found, denominators="median")
+    planted_cols = [k for k, j in enumerate(found) if j in truth.context_neurons]
+    return dict(
+        median_r_per_position=per_position.median_pearson,
+        median_fvu_per_position=per_position.median_fvu,
+        median_fvu_planted_only=float(per_position.fvu[:, planted_cols].nanmedian()),
+        median_r_median=median.median_pearson,
+        median_fvu_median=median.median_fvu,
+    )
 
 
 def _tv_median(model, windows, heads: list[int]) -> float | None:

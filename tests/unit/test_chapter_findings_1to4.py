@@ -47,7 +47,8 @@ def test_scale_range_findings_and_quantiles(small_model):
         "the blog's comparison (GPT-2 Small): 0.15 to 0.175 (relative width 0.14)",
     ]
     found = dec.ln1_scale_range(small_model, 4)
-    scale = dec.ln1_inverse_scale(small_model, torch.arange(500), torch.tensor([4])).double()
+    vocabulary = torch.arange(small_model.cfg.d_vocab)
+    scale = dec.ln1_inverse_scale(small_model, vocabulary, torch.tensor([4])).double()
     assert found.n == 4
     assert found.low == pytest.approx(float(torch.quantile(scale.flatten(), 0.05)))
     assert found.high == pytest.approx(float(torch.quantile(scale.flatten(), 0.95)))

@@ -10,8 +10,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
-from context_neurons import method, taxonomy
+from context_neurons import discovery, method, taxonomy
 from context_neurons.models import weights
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "context_neurons"
@@ -29,6 +30,10 @@ def test_method_values_computes_each_value_once_per_request(planted):
     values.taxonomy(previous_token_rule=False)
     assert values.computed == Counter(taxonomy=1, circuit=1, scores=1)
     assert values.weights is weights.read_weights(planted.model)
+    # scored from the weights handed down: the scores the model itself gives, bit for bit
+    from_model = discovery.score_neurons(values.circuit(heads), planted.model)
+    assert torch.equal(values.scores(heads).top, from_model.top)
+    assert torch.equal(values.scores(heads).extreme_tokens, from_model.extreme_tokens)
 
 
 def test_the_taxonomy_without_the_rule_is_the_one_classify_heads_computes(planted):
@@ -53,3 +58,4 @@ def test_the_verdicts_and_the_main_job_ask_the_runs_values():
                     if name in ONCE:
                         calls.append(f"{folder}/{path.name}:{node.lineno} calls {name}")
     assert not calls, "ask the run's MethodValues instead:\n" + "\n".join(calls)
+

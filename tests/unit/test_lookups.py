@@ -6,6 +6,7 @@ import io
 import socket
 import urllib.error
 import urllib.request
+from dataclasses import replace
 
 import pytest
 import torch
@@ -872,7 +873,7 @@ def _lookup(neuron, token, head, accuracy=0.9, words=("star", "sky"), activity=N
         lk.ExplainerScore(explanation, accuracy, balanced_accuracy=0.6, chance=0.8,
                           base_rate=0.2, n_test=2)
         if words
-        else lk.ExplainerScore.none("nothing to explain", base_rate=0.2)
+        else lk.ExplainerScore.unexplained("nothing to explain", base_rate=0.2)
     )
     return lk.NeuronLookup(1, neuron, token, 9.0, prompts, torch.zeros(2, 2, 12), torch.zeros(2),
                            torch.ones(2), ablation, [(1, head, 9.5), (0, 4, 0.25), (1, 7, -0.125)],
@@ -894,6 +895,29 @@ def test_top_heads_and_explanation_tables():
     assert list(results.columns[1:]) == ["neuron", "head", "active", "accuracy", "chance",
                                          "balanced_accuracy", "explanation"]
     assert results["active"].tolist() == pytest.approx([lookups[0].activity.base_rate] * 2)
+
+
+def test_prompt_and_truncation_tables():
+    full = lk.Prompt(torch.tensor([0, 4, 5, 1, 3]), 2.5, source="astronomy|c:doc1", end=4)
+    cut = replace(full, tokens=torch.tensor([0, 1, 3]), activation=2.25, full_activation=2.5)
+    prompts = lk.prompts_table([full], _Tokenizer())
+    assert prompts.to_dict("records") == [{"activation": 2.5, "source": "astronomy|c:doc1",
+                                           "end of the prompt": "...' the war star sky'"}]
+    cuts = lk.truncation_table([cut], _Tokenizer())
+    assert cuts.to_dict("records") == [{
+        "prompt tokens": 4, "kept tokens": 2, "activation": 2.5, "kept activation": 2.25,
+        "kept text (last 60 characters)": "' star sky'"}]
+
+
+def test_the_split_by_document_in_words():
+    activity = _activity()  # 40 prompts from the documents c:doc0 .. c:doc7, doc0-3 training
+    held = sum(lk.is_held_out(f"c:doc{i}") for i in range(8))
+    assert activity.split_findings() == [
+        f"40 prompts from 8 documents: 20 training prompts, 20 held out ({held} documents held "
+        "out)",
+        "domain|corpus pairs with documents on both sides: 1 of 1"]
+    one_side = replace(activity, train=torch.ones(40, dtype=torch.bool))
+    assert one_side.split_findings()[1].endswith("with documents on both sides: 0 of 1")
 
 
 def test_word_odds_are_the_offline_explainers():
@@ -944,3 +968,19 @@ def test_planted_recovery_against_the_truth():
     assert unexplained.n_test == 0 and unexplained.error == "nothing to explain"
     assert lookups[2].summary()["explanation"] == "nothing to explain"
     assert recovery.finding() == "planted look-ups recovered end to end: 1 of 4"
+
+
+def test_the_selection_against_the_plan():
+    import pandas as pd
+    from types import SimpleNamespace
+
+    scores = pd.DataFrame({"layer": [1, 1, 0], "neuron": [777, 5, 777],
+                           "token": [" telescope", " the", " war"]})
+    truth = SimpleNamespace(lookups=[{"layer": 1, "neuron": 777, "target": " telescope"},
+                                     {"layer": 1, "neuron": 1200, "target": " Lord"}])
+    assert lk.selection_against_plan([(1, 777), (1, 5)], scores, truth) == [
+        "neuron 1.777: predicts ' telescope', planted to predict ' telescope'",
+        "neuron 1.5: predicts ' the', not planted",
+        "all planted look-up neurons found: False"]
+    assert lk.selection_against_plan([(1, 777), (1, 1200)], scores.assign(
+        neuron=[777, 1200, 777]), truth)[-1].endswith("found: True")

@@ -126,6 +126,22 @@ def test_extreme_tokens_and_loud_share_match_a_full_sort(planted, circuit, score
     assert float(planted_shares.median()) < 0.25
     with pytest.raises(InputError):
         N.loud_token_share(scores, circuit, fraction=1.5)
+    loudness = N.loudness(scores, circuit)  # the same two measures, as chapter 8.6 reads them
+    assert set(loudness.loud.tolist()) == loud and torch.equal(loudness.shares, shares)
+
+
+def test_loudness_in_words():
+    class Tokenizer:
+        def decode(self, ids):
+            return f"<{ids[0]}>"
+
+    loudness = N.Loudness(torch.tensor([7, 3]), torch.tensor([0.5, 0.0, 0.25, 1.0]), 0.01)
+    assert loudness.findings(Tokenizer(), shown=1) == [
+        "the 1 loudest tokens: ['<7>']",
+        "the loudest 1% of tokens (2) hold 44% of all neurons' extreme-token slots (median "
+        "neuron: 25%)"]
+    assert loudness.among([0, 3], "two neurons") == (
+        "the loudest 1% hold 44% of all extreme slots, and a median 50% of two neurons' slots")
 
 
 def test_gaussian_null_matches_simulation():

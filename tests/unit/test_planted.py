@@ -264,7 +264,6 @@ def test_planned_heads_and_difficulty_table_on_a_made_up_plan():
     assert table.loc["sign changes of those 6 components", "measured here"] == "[1, 2]"
 
 
-
 # ----------------------------------------------------------------------------------------------
 # The recovery study's runs (issue 33: typed values, JSON only where JSON is written)
 # ----------------------------------------------------------------------------------------------
@@ -319,6 +318,7 @@ def test_a_run_writes_the_json_of_its_fields_taken():
     assert "stopped" not in timed and "difficulties" not in timed and "tv_median" not in timed
     assert list(timed)[-3:] == ["unplanted_top_max", "median_r_per_position", "seconds"]
     assert timed["precision"][6] == 1.0 and timed["seconds"] == 12.5
+
 
 @pytest.mark.slow
 def test_the_cached_build_is_the_fresh_build_bit_for_bit(tokenizer, monkeypatch, tmp_path):

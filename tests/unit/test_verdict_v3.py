@@ -807,9 +807,8 @@ def test_a_v3_result_reads_back_from_its_json_unchanged():
 @pytest.mark.parametrize("name", ["trained-seed1", "gpt2-layer0-shape"])
 def test_every_shipped_v3_result_goes_back_to_the_json_it_was_read_from(name):
     """Each stored v3 result in the package, read typed and written again, is the JSON it was
-    read from, key for key and in order (the sensitivities keep the words they were written
-    with); the one exception is the primary comparison's words, which are derived: the
-    GPT-2-shaped model's were written as "NaN" before an undefined number was "undefined"."""
+    read from, key for key and in order, except the comparisons' words, which are derived: the
+    GPT-2-shaped model's were written with "NaN" before an undefined number was "undefined"."""
     import json
 
     from context_neurons.verdict.v3_result import V3Evaluation
@@ -820,8 +819,16 @@ def test_every_shipped_v3_result_goes_back_to_the_json_it_was_read_from(name):
     written = json.loads(path.read_text())["result"]
     typed = V3Evaluation.from_json(written)
     again = json.loads(json.dumps(typed.to_json()))
-    words = {"words": typed.primary.words()}
-    assert json.dumps(again) == json.dumps({**written, "primary": {**written["primary"], **words}})
+    expected = {**written, "primary": {**written["primary"], "words": typed.primary.words()}}
+    expected["sensitivities"] = {
+        name: {**entry, "comparison": {**entry["comparison"],
+                                       "words": typed.sensitivities[name].words}}
+        if "comparison" in entry else entry
+        for name, entry in written["sensitivities"].items()}
+    assert json.dumps(again) == json.dumps(expected)
+    derived = [w for w in (typed.primary.words(), *(s.words for s in typed.sensitivities.values()))
+               if w]
+    assert derived and not any("NaN" in w for w in derived)  # undefined numbers say "undefined"
     assert json.dumps(V3Evaluation.from_json(again).to_json()) == json.dumps(typed.to_json())
 
 
@@ -898,7 +905,8 @@ def test_the_baselines_figure_draws_the_score_and_every_baseline():
 
     from context_neurons.plotting.training import plot_baselines
 
-    primary = primary_case((baseline_case("top"), baseline_case("bag_of_tokens", auc=0.91, auc_ci95=[0.88, 0.93])))
+    primary = primary_case((baseline_case("top"),
+                            baseline_case("bag_of_tokens", auc=0.91, auc_ci95=[0.88, 0.93])))
     figure = plot_baselines(primary, 0.05, title="test")
     left, right = figure.axes
     assert [t.get_text() for t in left.get_yticklabels()] == [

@@ -75,12 +75,18 @@ from context_neurons.lookups.prompts import (  # noqa: F401
     as_batch,
     final_activations,
     neuron_activations,
+    prompts_table,
     suffix_activations,
     top_activating_prompts,
     truncate_prompt,
     truncate_prompts,
+    truncation_table,
 )
-from context_neurons.lookups.planted import PlantedRecovery, planted_recovery  # noqa: F401
+from context_neurons.lookups.planted import (  # noqa: F401
+    PlantedRecovery,
+    planted_recovery,
+    selection_against_plan,
+)
 from context_neurons.lookups.report import (  # noqa: F401
     LookupPool,
     NeuronLookup,

@@ -53,6 +53,22 @@ class HeadActivity:
         active = self.active.tolist()
         return [self.prompts[i] for i in idx], [active[i] for i in idx]
 
+    def split_findings(self) -> list[str]:
+        """How the split by document fell (chapter 7, section 7.4): prompts and documents on each
+        side, and how many ``domain|corpus`` pairs have documents on both sides."""
+        n_train = int(self.train.sum())
+        documents = {document_of(p.source) for p in self.prompts}
+        held = {d for d in documents if is_held_out(d)}
+        sides: dict[str, set[bool]] = {}
+        for prompt, train in zip(self.prompts, self.train.tolist()):
+            corpus = document_of(prompt.source).split(":")[0]
+            sides.setdefault(f"{prompt.source.split('|')[0]}|{corpus}", set()).add(train)
+        both = sum(len(v) == 2 for v in sides.values())
+        return [f"{len(self.prompts)} prompts from {len(documents)} documents: {n_train} training "
+                f"prompts, {len(self.prompts) - n_train} held out ({len(held)} documents held "
+                "out)",
+                f"domain|corpus pairs with documents on both sides: {both} of {len(sides)}"]
+
 
 def _train_threshold(
     model: TransformerBridge,
@@ -164,7 +180,7 @@ class ExplainerScore:
     error: str = ""
 
     @classmethod
-    def none(cls, error: str, base_rate: float) -> ExplainerScore:
+    def unexplained(cls, error: str, base_rate: float) -> ExplainerScore:
         """The score of a head whose data admit no explanation (``error`` says why)."""
         nan = float("nan")
         return cls(None, nan, nan, nan, base_rate, 0, error)

@@ -1,6 +1,7 @@
 """Does the method recover what was planted? This module checks each look-up planted in the
 planted model against what chapter 7's method found: its neuron and token, its head, and an
-explanation that beats chance on held-out prompts (chapter 7, section 7.5).
+explanation that beats chance on held-out prompts (chapter 7, section 7.5); and the neurons the
+selection chose against the planted ones (section 7.1).
 
 Whether the explanation *names* the topic is measured apart, against the *label half* of the
 topic's word list, the half that never planted anything: reading it against the planting half
@@ -79,3 +80,18 @@ def planted_recovery(lookups: Sequence[NeuronLookup], truth, tokenizer) -> Plant
             }
         )
     return PlantedRecovery(pd.DataFrame(rows))
+
+
+def selection_against_plan(chosen: Sequence[tuple[int, int]], scores: pd.DataFrame,
+                           truth) -> list[str]:
+    """Each ``chosen`` neuron's predicted token (its row of ``scores``: ``layer``, ``neuron``,
+    ``token``) against the planted look-ups (``truth.lookups``), and whether every planted
+    look-up neuron was chosen (chapter 7, section 7.1)."""
+    planted = {(plan["layer"], plan["neuron"]): plan for plan in truth.lookups}
+    lines = []
+    for layer, neuron in chosen:
+        row = scores[(scores.layer == layer) & (scores.neuron == neuron)].iloc[0]
+        plan = planted.get((layer, neuron))
+        verdict = f"planted to predict {plan['target']!r}" if plan else "not planted"
+        lines.append(f"neuron {layer}.{neuron}: predicts {row.token!r}, {verdict}")
+    return lines + [f"all planted look-up neurons found: {set(planted) == set(chosen)}"]

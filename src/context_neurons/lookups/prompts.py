@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+import pandas as pd
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -88,6 +89,29 @@ class Prompt:
 
     def text(self, tokenizer) -> str:
         return tokenizer.decode(self.tokens[1:].tolist())
+
+
+def prompts_table(prompts: Sequence[Prompt], tokenizer) -> pd.DataFrame:
+    """The prompts as chapter 7 shows them: activation, source and the prompt's last 50
+    characters, one row each."""
+    return pd.DataFrame({
+        "activation": [p.activation for p in prompts],
+        "source": [p.source for p in prompts],
+        "end of the prompt": ["..." + repr(p.text(tokenizer)[-50:]) for p in prompts],
+    })
+
+
+def truncation_table(cuts: Sequence[Prompt], tokenizer) -> pd.DataFrame:
+    """Truncated prompts (:func:`truncate_prompts`) as chapter 7 shows them: the prompt's length
+    and the tokens kept (BOS not counted), the activation before and after, and the kept text's
+    last 60 characters, one row each."""
+    return pd.DataFrame({
+        "prompt tokens": [cut.end for cut in cuts],
+        "kept tokens": [len(cut.tokens) - 1 for cut in cuts],
+        "activation": [cut.full_activation for cut in cuts],
+        "kept activation": [cut.activation for cut in cuts],
+        "kept text (last 60 characters)": [repr(cut.text(tokenizer)[-60:]) for cut in cuts],
+    })
 
 
 def top_activating_prompts(

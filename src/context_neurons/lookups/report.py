@@ -252,7 +252,7 @@ def examine_neuron(
     try:
         evaluation = evaluate_explainer(explainer, activity, model.tokenizer)
     except NoExplanation as err:  # the data admit none; service errors propagate
-        evaluation = ExplainerScore.none(str(err), activity.base_rate)
+        evaluation = ExplainerScore.unexplained(str(err), activity.base_rate)
     return NeuronLookup(
         layer,
         neuron,

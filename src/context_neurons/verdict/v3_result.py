@@ -132,8 +132,6 @@ class Sensitivity:
         comparison: the primary comparison on that truth, without a verdict.
         heads: the head set (the non-local set only).
         note: why there is no comparison (the non-local set only).
-        written_words: the comparison's words as a stored result wrote them, where they differ
-            from ``comparison.words()`` (a result written by an earlier version); else None.
     """
 
     n_truth: int | None = None
@@ -141,14 +139,11 @@ class Sensitivity:
     comparison: PrimaryComparison | None = None
     heads: list[int] | None = None
     note: str | None = None
-    written_words: str | None = None
 
     @property
     def words(self) -> str | None:
         """The comparison in one sentence, None without one."""
-        if self.comparison is None:
-            return None
-        return self.written_words or self.comparison.words()
+        return None if self.comparison is None else self.comparison.words()
 
     def to_json(self) -> dict:
         out: dict = {} if self.heads is None else {"heads": self.heads}
@@ -156,7 +151,7 @@ class Sensitivity:
             out["n_truth"] = self.n_truth
         if self.comparison is not None:
             out["n_truth_ci95"] = self.n_truth_ci95
-            out["comparison"] = {**self.comparison.to_json(), "words": self.words}
+            out["comparison"] = self.comparison.to_json()
         if self.note is not None:
             out["note"] = self.note
         return out
@@ -165,12 +160,10 @@ class Sensitivity:
     def from_json(cls, data: dict) -> "Sensitivity":
         written = data.get("comparison")
         comparison = PrimaryComparison.from_json(written) if written else None
-        words = written["words"] if written else None
         ci = data.get("n_truth_ci95")
         return cls(data.get("n_truth"),
                    None if ci is None else [math.nan if x is None else x for x in ci],
-                   comparison, data.get("heads"), data.get("note"),
-                   words if comparison and words != comparison.words() else None)
+                   comparison, data.get("heads"), data.get("note"))
 
 
 @dataclass(frozen=True)
