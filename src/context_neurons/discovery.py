@@ -374,9 +374,12 @@ def loud_slot_shares(
         circuit: the circuit the scores were computed from (its extended embeddings).
         fraction: the share of the vocabulary called loud (:func:`loud_tokens`), in (0, 1).
     """
-    loud = loud_tokens(circuit, scores.vocabulary, fraction)
-    extreme = scores.extreme_tokens.to(loud.device)
-    return torch.isin(extreme, loud).double().mean(-1)
+    return _shares_among(scores, loud_tokens(circuit, scores.vocabulary, fraction))
+
+
+def _shares_among(scores: NeuronScores, loud: Int[Tensor, " n_loud"]) -> Float[Tensor, " d_mlp"]:
+    """Each neuron's share of its extreme tokens among ``loud``."""
+    return torch.isin(scores.extreme_tokens.to(loud.device), loud).double().mean(-1)
 
 
 def loud_token_share(
@@ -422,8 +425,8 @@ def loudness(
     scores: NeuronScores, circuit: ContextualCircuit, fraction: float = LOUD_FRACTION
 ) -> Loudness:
     """:class:`Loudness` of the neurons ``scores`` scored on ``circuit``."""
-    return Loudness(loud_tokens(circuit, scores.vocabulary, fraction),
-                    loud_slot_shares(scores, circuit, fraction), fraction)
+    loud = loud_tokens(circuit, scores.vocabulary, fraction)  # ranked once, for both
+    return Loudness(loud, _shares_among(scores, loud), fraction)
 
 
 _SCORES = IdentityCache(size=4)

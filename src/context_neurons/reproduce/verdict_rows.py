@@ -19,7 +19,7 @@ from context_neurons.reproduce.results import Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict.evaluate import previous_token_heads
-from context_neurons.verdict.results import Evaluation, ScoreResult
+from context_neurons.verdict.results import RANDOM_DIRECTIONS, Evaluation, ScoreResult
 
 KEYS = ("previous_token_heads", "activation_truth_neurons", "discovery_scores",
         "discovery_primary_score", "discovery_verdict")
@@ -39,7 +39,7 @@ def _scores(result: Evaluation) -> dict:
     if primary.controls is not None:
         controls = primary.controls
         scores.update({name: _score_summary(e) for name, e in controls.scored().items()})
-        scores.update({f"{name}_random_directions": c.to_json()
+        scores.update({f"{name}{RANDOM_DIRECTIONS}": c.to_json()
                        for name, c in controls.random_directions.items()})
     if result.secondary is not None:
         scores.update({f"{name} (secondary: all non-local heads)": _score_summary(entry)

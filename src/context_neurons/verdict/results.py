@@ -80,6 +80,12 @@ class RandomDirections:
                 "honest_found": self.honest_found, "honest_found_share": self.honest_found_share}
 
 
+#: The JSON key of the vocabulary control, and the suffix of each score's random-direction
+#: control (:meth:`Controls.to_json`).
+VOCABULARY_PERMUTED = "frequency_aware_vocabulary_permuted"
+RANDOM_DIRECTIONS = "_random_directions"
+
+
 @dataclass(frozen=True)
 class Controls:
     """The controls that live on the same model: the frequency-aware score with the
@@ -91,21 +97,25 @@ class Controls:
 
     def scored(self) -> dict[str, ScoreResult]:
         """The controls with an AUC, by their JSON names."""
-        return {"frequency_aware_vocabulary_permuted": self.vocabulary_permuted}
+        return {VOCABULARY_PERMUTED: self.vocabulary_permuted}
 
     def to_json(self) -> dict:
         return {**{k: v.to_json() for k, v in self.scored().items()},
-                **{f"{name}_random_directions": c.to_json()
+                **{f"{name}{RANDOM_DIRECTIONS}": c.to_json()
                    for name, c in self.random_directions.items()}}
+
+    @staticmethod
+    def writes(key: str) -> bool:
+        """Whether :meth:`to_json` writes ``key``."""
+        return key == VOCABULARY_PERMUTED or key.endswith(RANDOM_DIRECTIONS)
 
     @classmethod
     def from_json(cls, data: dict) -> "Controls":
         """The value :meth:`to_json` wrote (other keys of ``data`` are ignored)."""
-        suffix = "_random_directions"
-        return cls(ScoreResult(**read_json_fields(
-            ScoreResult, data["frequency_aware_vocabulary_permuted"])),
-            {k.removesuffix(suffix): RandomDirections(**read_json_fields(RandomDirections, v))
-             for k, v in data.items() if k.endswith(suffix)})
+        return cls(ScoreResult(**read_json_fields(ScoreResult, data[VOCABULARY_PERMUTED])),
+                   {k.removesuffix(RANDOM_DIRECTIONS):
+                    RandomDirections(**read_json_fields(RandomDirections, v))
+                    for k, v in data.items() if k.endswith(RANDOM_DIRECTIONS)})
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,13 @@ JSON stored before they were.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from context_neurons.verdict.results import Controls, ScoreResult, read_json_fields
+from context_neurons.verdict.results import VOCABULARY_PERMUTED, Controls, ScoreResult
+from context_neurons.verdict.results import read_json_fields
 from context_neurons.verdict.v3_compare import PrimaryComparison
 from context_neurons.verdict.v3_heads import ContextSet
 from context_neurons.verdict.v3_truth import TruthSummary
@@ -63,8 +64,7 @@ class NeuronsPermuted:
     void: bool
 
     def to_json(self) -> dict:
-        return {"frequency_aware_rho": self.frequency_aware_rho, "top_rho": self.top_rho,
-                "bound": self.bound, "void": self.void}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> "NeuronsPermuted":
@@ -107,16 +107,8 @@ class V3Controls:
         permuted = data.get("neurons_permuted")
         return cls(Controls.from_json(data) if VOCABULARY_PERMUTED in data else None,
                    NeuronsPermuted.from_json(permuted) if permuted else None,
-                   {k: v for k, v in data.items() if not _typed_control(k)})
-
-
-#: The vocabulary control's key in :meth:`V3Controls.to_json`.
-VOCABULARY_PERMUTED = "frequency_aware_vocabulary_permuted"
-
-
-def _typed_control(key: str) -> bool:
-    """Whether a key of :meth:`V3Controls.to_json` is a typed control (not one timed apart)."""
-    return key in (VOCABULARY_PERMUTED, "neurons_permuted") or key.endswith("_random_directions")
+                   {k: v for k, v in data.items()
+                    if k != "neurons_permuted" and not Controls.writes(k)})
 
 
 @dataclass(frozen=True)
@@ -189,11 +181,7 @@ class NonPooledDomain:
     context_shift_over_sd: list[float]
 
     def to_json(self) -> dict:
-        return {"units": self.units, "windows": self.windows,
-                "spearman_context_shift": self.spearman_context_shift,
-                "n_effect_and_context": self.n_effect_and_context,
-                "shift_over_sd": self.shift_over_sd,
-                "context_shift_over_sd": self.context_shift_over_sd}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> "NonPooledDomain":
