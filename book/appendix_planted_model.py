@@ -196,20 +196,7 @@ show_table(topics, "topic word lists: planting half and label half", model=loade
 # be returned: their context comes through glitch tokens or through non-contextual heads.
 
 # %%
-neurons = pd.DataFrame(
-    [
-        {"neuron": j, "kind": "context",
-         "reads": ", ".join(f"{w:+.1f} {k}" for k, w in plan["topics"].items()),
-         "gain": plan["gain"], "description": plan["description"]}
-        for j, plan in sorted(truth.context_neurons.items())
-    ]
-    + [
-        {"neuron": j, "kind": f"distractor: {plan['kind']}",
-         "reads": ", ".join(f"{w:+.1f} {k}" for k, w in plan["topics"].items()) or "glitch",
-         "gain": plan["gain"], "description": plan["description"]}
-        for j, plan in sorted(truth.distractor_neurons.items())
-    ]
-).set_index("neuron")
+neurons = recovery.planned_neurons(truth)
 show_table(neurons, "layer-0 neurons: planted context neurons and distractors (the plan)",
            model=loaded.title, decimals=1)
 
@@ -220,14 +207,7 @@ show_table(neurons, "layer-0 neurons: planted context neurons and distractors (t
 # output and promotes one target token (chapter 7 recovers them).
 
 # %%
-lookups = pd.DataFrame(
-    [
-        {"layer": d["layer"], "head": d["head"], "neuron": d["neuron"], "topic": d["topic"],
-         "target": d["target"], "second head": d.get("second_head", ""),
-         "description": d.get("description", "")}
-        for d in truth.lookups
-    ]
-)
+lookups = recovery.planned_lookups(truth)
 show_table(lookups, "layer-1 context look-ups (the plan)", model=loaded.title, index=False)
 
 # %% [markdown]

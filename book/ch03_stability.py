@@ -388,7 +388,7 @@ keyword_head = min(shown, key=preference.get)
 stopword_head = max(shown, key=preference.get)
 print(f"computed: keyword head {keyword_head}, stop-word head {stopword_head}")
 if loaded.is_planted:
-    weights = {h: loaded.truth.layer0_heads[h]["stopword_weight"] for h in shown}
+    weights = {h: loaded.truth.layer0_heads[h].stopword_weight for h in shown}
     planted_signs = {h: w for h, w in weights.items() if w}
     print(wrapped(
         f"planted truth: stop-word score added per head {planted_signs} (by construction)"

@@ -480,7 +480,7 @@ figure = plot_activation_grid(
 # only one term of the pre-activation. Split into the terms of chapter 6, along the same texts:
 
 # %%
-spreads = acts.case_term_spreads(circuit, model, cases)
+spreads = casestudies.case_term_spreads(circuit, model, acts, cases)
 show_table(spreads.drop(columns=["positional", "constant"]),
            "standard deviation along the text of each term of the approximate pre-activation",
            model=loaded.title, decimals=2)
@@ -629,9 +629,8 @@ for cluster in (0, 1):
     members = table[table["cluster"] == cluster]["token"]
     print(wrapped_items(f"neuron {two}, cluster {cluster} ({len(members)} tokens):", members.head(12)))
 if loaded.is_planted:
-    topics = loaded.truth.context_neurons.get(two, {}).get("topics", {})
     print(wrapped(f"planted truth: {disc.planted_description(loaded.truth, two)} "
-              f"(topics {topics})"))
+              f"(topics {disc.planted_topics(loaded.truth, two)})"))
 
 # %% [markdown]
 # The neuron with the most clearly separated clusters, and the first tokens of each cluster.
@@ -802,7 +801,7 @@ print(wrapped_items("its top tokens:", list(table["top token"])))
 if loaded.is_planted:
     what = disc.planted_description(loaded.truth, best)
     on_astronomy = sorted(
-        j for j, plan in loaded.truth.context_neurons.items() if "astronomy" in plan["topics"]
+        j for j, plan in loaded.truth.context_neurons.items() if "astronomy" in plan.topics
     )
     print(wrapped(f"planted truth at {best}: {what}; planted on astronomy: {on_astronomy}"))
 full = disc.contributions(circuit, model, [best], vocabulary_ids)[0]

@@ -211,9 +211,8 @@ show_table(taxonomy.table(), "layer-0 heads by the taxonomy of chapter 2", model
            decimals=2)
 print(wrapped(f"contextual heads without the previous-token rule (protocols v1 and v2): "
               f"{taxonomy_v1.groups['contextual']}; with it: {taxonomy.groups['contextual']}"))
-print(wrapped("mean attention to the previous token on EVAL windows, per head: "
-              f"{results.value('previous_token_attention')}"))
-print("previous-token heads (>= 0.4):", results.value("previous_token_heads"))
+if results.previous_token is not None:  # None online: the EVAL documents are not here
+    print("\n".join(results.previous_token.findings()))
 figure = plot_kernel_shapes(
     taxonomy.patterns[0],
     taxonomy.heads,

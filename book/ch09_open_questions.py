@@ -91,7 +91,7 @@ import torch
 
 from context_neurons import circuit as cc
 from context_neurons import discovery as disc
-from context_neurons import clusters as clu
+from context_neurons.sweeps import calibration_clusters as clu
 from context_neurons import sweeps as sw
 from context_neurons.config import reduced_scale
 from context_neurons.printing import below, fixed, show_table, wrapped

@@ -704,17 +704,23 @@ def planted_topic_share(truth, neuron, token_ids) -> float:
     """Fraction of ``token_ids`` that belong to a topic the planted neuron reads (planted only).
 
     A topic's tokens are the *label half* of its word list (``truth.label_token_ids``), never the
-    half that planted it, when the truth record has the two halves; older records have one list.
+    half that planted it.
     """
     plan = truth.context_neurons.get(int(neuron))
     if plan is None:
         return float("nan")
-    labels = getattr(truth, "label_token_ids", None) or truth.topic_token_ids
     topic_ids = set()
-    for topic in plan["topics"]:
-        topic_ids |= set(labels.get(topic, ()))
+    for topic in plan.topics:
+        topic_ids |= set(truth.label_token_ids.get(topic, ()))
     token_ids = [int(t) for t in token_ids]
     return sum(t in topic_ids for t in token_ids) / max(len(token_ids), 1)
+
+
+def planted_topics(truth, neuron) -> dict[str, float]:
+    """The topics a planted context neuron reads, with their signed weights (``{}`` for a neuron
+    that is not a planted context neuron)."""
+    plan = truth.context_neurons.get(int(neuron))
+    return {} if plan is None else dict(plan.topics)
 
 
 def planted_description(truth, neuron) -> str:
@@ -724,8 +730,8 @@ def planted_description(truth, neuron) -> str:
     j = int(neuron)
     plan = truth.context_neurons.get(j)
     if plan is not None:
-        return plan["description"]
-    distractor = (getattr(truth, "distractor_neurons", None) or {}).get(j)
+        return plan.description
+    distractor = truth.distractor_neurons.get(j)
     if distractor is not None:
-        return f"distractor: {distractor.get('description', distractor.get('kind', ''))}"
+        return f"distractor: {distractor.description}"
     return "not planted"

@@ -417,21 +417,50 @@ def planned_heads(truth) -> pd.DataFrame:
         [
             {
                 "head": h,
-                "group": plan["group"],
-                "kernel": plan["kernel"],
-                "width w": plan["width"],
-                "stretch": plan["stretch"],
-                "tail": plan["tail"],
+                "group": plan.group,
+                "kernel": plan.kernel,
+                "width w": plan.width,
+                "stretch": plan.stretch,
+                "tail": plan.tail,
                 "n_eff (planned)": round(truth.kernel_n_eff[h], 1),
-                "content sd": plan["content_sd"],
-                "destination sd": plan["content_destination_sd"],
-                "stop-word": plan["stopword_weight"],
-                "BOS": plan["bos_weight"],
-                "duplicate": plan["duplicate_strength"],
+                "content sd": plan.content_sd,
+                "destination sd": plan.content_destination_sd,
+                "stop-word": plan.stopword_weight,
+                "BOS": plan.bos_weight,
+                "duplicate": plan.duplicate_strength,
             }
             for h, plan in sorted(truth.layer0_heads.items())
         ]
     ).set_index("head")
+
+
+def planned_neurons(truth) -> pd.DataFrame:
+    """The planted layer-0 neurons (``truth``: the planted model's record), one row per neuron:
+    the context neurons, then the distractors (which discovery should not return); what each
+    reads (signed topic weights, or the glitch direction), its gain and its description."""
+
+    def row(j: int, kind: str, plan) -> dict:
+        reads = ", ".join(f"{w:+.1f} {k}" for k, w in plan.topics.items())
+        return {"neuron": j, "kind": kind, "reads": reads or "glitch", "gain": plan.gain,
+                "description": plan.description}
+
+    return pd.DataFrame(
+        [row(j, "context", plan) for j, plan in sorted(truth.context_neurons.items())]
+        + [row(j, f"distractor: {plan.kind}", plan)
+           for j, plan in sorted(truth.distractor_neurons.items())]
+    ).set_index("neuron")
+
+
+def planned_lookups(truth) -> pd.DataFrame:
+    """The planted layer-1 look-ups, one row each: head, neuron, topic, target token and, for
+    the hard one, its second head and what makes it hard."""
+    return pd.DataFrame([
+        {"layer": plan.layer, "head": plan.head, "neuron": plan.neuron, "topic": plan.topic,
+         "target": plan.target,
+         "second head": "" if plan.second_head is None else plan.second_head,
+         "description": plan.description}
+        for plan in truth.lookups
+    ])
 
 
 def _spread(values: dict) -> str:

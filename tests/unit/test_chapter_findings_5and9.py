@@ -11,7 +11,7 @@ import torch
 
 from context_neurons import casestudies
 from context_neurons import circuit as cc
-from context_neurons import clusters as clu
+from context_neurons.sweeps import calibration_clusters as clu
 from context_neurons import discovery as disc
 from context_neurons import position_schemes as ps
 from context_neurons import sweeps as sw
@@ -86,7 +86,7 @@ def test_case_term_spreads_and_relative_means(small):
     texts = DomainTexts(windows, ["t0", "t1", "t2", "t3"], ["x", "x", "y", "y"])
     scores = disc.score_neurons(circuit, model, k=5)
     acts = casestudies.text_activations(circuit, model, [1, 5], texts, scores, start=8)
-    spreads = acts.case_term_spreads(circuit, model, [(1, "x"), (5, "y")])
+    spreads = casestudies.case_term_spreads(circuit, model, acts, [(1, "x"), (5, "y")])
     assert spreads.index.names == ["neuron", "domain"]
     best = acts.best_window(5, "y")
     assert best in (2, 3)

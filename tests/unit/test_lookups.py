@@ -58,7 +58,7 @@ def test_scores_find_the_planted_neurons_and_tokens(planted):
     scores = lk.token_prediction_scores(planted.model)  # default: the later half, layer 1 here
     assert set(scores.layer) == {1}
     chosen = lk.select_neurons(scores, n=4)
-    truth = {(d["layer"], d["neuron"]): d["target"] for d in planted.truth.lookups}
+    truth = {(d.layer, d.neuron): d.target for d in planted.truth.lookups}
     assert set(chosen) == set(truth)
     for layer, neuron in chosen:
         row = scores[(scores.layer == layer) & (scores.neuron == neuron)].iloc[0]
@@ -92,7 +92,7 @@ def test_logit_effect_reads_through_the_folded_final_layernorm(planted):
     w_out = model.W_out[1][1200]
     manual = (w_out - w_out.mean()) @ model.W_U / 2.0
     torch.testing.assert_close(effect, manual)
-    assert int(effect.argmax()) == planted.truth.lookups[0]["target_id"]
+    assert int(effect.argmax()) == planted.truth.lookups[0].target_id
 
 
 @pytest.fixture(scope="module")
@@ -814,20 +814,20 @@ def test_examine_neuron_skips_prompts_where_the_neuron_is_silent(planted):
     """A pool with few windows of the neuron's topic: the prompts where it does not fire are
     skipped and counted, not raised; a neuron that never fires raises NotFiring."""
     model = planted.model
-    plan = next(d for d in planted.truth.lookups if d["topic"] == "religion")
+    plan = next(d for d in planted.truth.lookups if d.topic == "religion")
     windows, labels = lk.lookup_windows(model.tokenizer, ("bible", "legal"), per_domain=3)
     more, more_labels = lk.lookup_windows(model.tokenizer, ("legal",), per_domain=20)
-    pool = lk.scan_pool(model, windows + more, labels + more_labels, [(1, plan["neuron"])])
-    firing = lk.firing_windows(pool, 1, plan["neuron"])
+    pool = lk.scan_pool(model, windows + more, labels + more_labels, [(1, plan.neuron)])
+    firing = lk.firing_windows(pool, 1, plan.neuron)
     assert 0 < firing < 10
-    lookup = lk.examine_neuron(model, 1, plan["neuron"], pool, n_prompts=10)
+    lookup = lk.examine_neuron(model, 1, plan.neuron, pool, n_prompts=10)
     assert len(lookup.prompts) + lookup.skipped == 10 and lookup.skipped >= 10 - firing
     assert all(p.activation > 0 for p in lookup.prompts)
-    assert (plan["layer"], plan["head"]) in lookup.ablated  # the top head is always ablated
-    silent_pool = lk.scan_pool(model, more, more_labels, [(1, plan["neuron"])])
-    if lk.firing_windows(silent_pool, 1, plan["neuron"]) == 0:
+    assert (plan.layer, plan.head) in lookup.ablated  # the top head is always ablated
+    silent_pool = lk.scan_pool(model, more, more_labels, [(1, plan.neuron)])
+    if lk.firing_windows(silent_pool, 1, plan.neuron) == 0:
         with pytest.raises(lk.NotFiring, match="never"):
-            lk.examine_neuron(model, 1, plan["neuron"], silent_pool)
+            lk.examine_neuron(model, 1, plan.neuron, silent_pool)
 
 
 # ---- chapter 7's findings, computed in the package (issue 33) ----------------------------------

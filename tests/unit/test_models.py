@@ -75,7 +75,7 @@ def test_planted_model_shapes_and_truth(planted):
     assert truth.head_groups["miscellaneous"] == [11]
     assert {300, 704, 1621, 1710} <= set(truth.context_neurons)
     assert len(truth.context_neurons) == len(CONTEXT_NEURONS) >= 15
-    assert [lookup["neuron"] for lookup in truth.lookups] == [p.neuron for p in LOOKUPS]
+    assert [lookup.neuron for lookup in truth.lookups] == [p.neuron for p in LOOKUPS]
     assert len(truth.topic_token_ids["british"]) == len(truth.topic_token_ids["american"]) >= 18
     assert "banner" not in truth.to_dict() and "PLANTED" in planted.banner()
 

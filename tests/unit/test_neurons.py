@@ -289,7 +289,7 @@ def test_gallery_table_and_markdown(planted, circuit, scores):
     model = planted.model
     table = gallery.gallery_table(circuit, model, [300, 1710], scores, planted.truth)
     assert list(table.index) == [300, 1710]
-    assert table.loc[1710, "planted truth"] == planted.truth.context_neurons[1710]["description"]
+    assert table.loc[1710, "planted truth"] == planted.truth.context_neurons[1710].description
     assert 0 <= table.loc[300, "label-word share"] <= 1
     tables = N.token_tables(circuit, model, [300, 1710], k=4, scores=scores)
     index = gallery.index_markdown([300, 1710], scores, tables, {300: {"planted as": "a|b"}})
@@ -482,14 +482,19 @@ def test_case_studies_paper_numbers_or_weights(planted, circuit, scores):
 def test_planted_topic_share_uses_the_label_half():
     from types import SimpleNamespace
 
-    plan = {5: {"topics": {"x": 1.0}, "description": "x"}}
-    halves = SimpleNamespace(
-        context_neurons=plan, topic_token_ids={"x": [1, 2]}, label_token_ids={"x": [3, 4]}
+    from context_neurons.models.planted_plan import DistractorPlan, NeuronPlan
+
+    truth = SimpleNamespace(
+        context_neurons={5: NeuronPlan({"x": 1.0, "y": -0.5}, 3.0, "x minus y")},
+        distractor_neurons={7: DistractorPlan("glitch-direct", {}, 6.0, "glitch tokens")},
+        label_token_ids={"x": [3, 4], "y": [5]},
     )
-    assert N.planted_topic_share(halves, 5, [1, 2, 3, 9]) == 0.25  # only 3 is a label word
-    one_list = SimpleNamespace(context_neurons=plan, topic_token_ids={"x": [1, 2]})
-    assert N.planted_topic_share(one_list, 5, [1, 2, 3, 9]) == 0.5
-    assert np.isnan(N.planted_topic_share(one_list, 6, [1]))
+    assert N.planted_topic_share(truth, 5, [1, 2, 3, 5]) == 0.5  # 3 and 5 are label words
+    assert np.isnan(N.planted_topic_share(truth, 6, [1]))
+    assert N.planted_topics(truth, 5) == {"x": 1.0, "y": -0.5} and N.planted_topics(truth, 7) == {}
+    assert N.planted_description(truth, 5) == "x minus y"
+    assert N.planted_description(truth, 7) == "distractor: glitch tokens"
+    assert N.planted_description(truth, 8) == "not planted"
 
 
 def test_precision_recall_rows_have_no_typed_truth(planted, circuit):

@@ -67,7 +67,7 @@ def test_truth_records_both_halves(planted):
         assert ids and truth.topic_token_ids[topic], topic
         assert not set(ids) & set(truth.label_token_ids[topic])
     for lookup in truth.lookups:
-        assert lookup["topic_token_ids"] == truth.label_token_ids[lookup["topic"]]
+        assert lookup.topic_token_ids == truth.label_token_ids[lookup.topic]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -152,13 +152,13 @@ def test_distractors_read_glitch_tokens_or_non_contextual_heads(planted):
           for h in range(model.cfg.n_heads)}
     contextual = truth.head_groups["contextual"]
     for j, plan in truth.distractor_neurons.items():
-        if plan["kind"] == "glitch-direct":
+        if plan.kind == "glitch-direct":
             direct = w_e @ w_in[:, j]
             z = (direct - direct.median()) / direct.std()
             assert float(z[glitch].min()) > 8, j
         else:
-            head = 11 if plan["kind"] == "uniform-head" else 3
-            topic = next(iter(plan["topics"]))
+            head = 11 if plan.kind == "uniform-head" else 3
+            topic = next(iter(plan.topics))
             # what the topic's tokens add to the heads' values, beyond an average token
             source = w_e[truth.planting_token_ids[topic]].mean(0) - w_e[:-1].mean(0)
             through = float((source @ ov[head] @ w_in[:, j]).abs())
@@ -228,11 +228,10 @@ def test_negative_control_has_no_contextual_head(tokenizer):
 def test_planned_heads_and_difficulty_table_on_a_made_up_plan():
     from types import SimpleNamespace
 
-    plan = {"group": "contextual", "kernel": "slowly decaying", "width": 22.0, "stretch": 1.0,
-            "tail": 0.15, "content_sd": 0.25, "content_destination_sd": 0.2,
-            "stopword_weight": -0.8, "bos_weight": 2.0, "duplicate_strength": 0.0}
+    plan = P.HeadPlan("contextual", "slowly decaying", 22.0, 0.25, stopword_weight=-0.8,
+                      bos_weight=2.0, tail=0.15)
     truth = SimpleNamespace(
-        layer0_heads={3: {**plan, "group": "detokenization"}, 0: plan},
+        layer0_heads={3: replace(plan, group="detokenization"), 0: plan},
         kernel_n_eff={0: 96.24, 3: 1.26}, head_groups={"detokenization": [3, 4]})
     heads = recovery.planned_heads(truth)
     assert list(heads.index) == [0, 3]
@@ -262,6 +261,36 @@ def test_planned_heads_and_difficulty_table_on_a_made_up_plan():
     assert table.loc["detokenization heads: attention on i = n - 1", "measured here"] == (
         "0.70 .. 0.80")
     assert table.loc["sign changes of those 6 components", "measured here"] == "[1, 2]"
+
+
+def test_planned_neuron_and_lookup_tables_on_a_made_up_plan():
+    from types import SimpleNamespace
+
+    truth = SimpleNamespace(
+        context_neurons={7: P.NeuronPlan({"law": 1.0, "medicine": -0.5}, 4.3, "legal")},
+        distractor_neurons={2: P.DistractorPlan("glitch-direct", {}, 6.0, "glitch")},
+        lookups=[P.PlantedLookup(1, 4, 12, "war", " troops", True, 88, [1, 2], "hard one", 5),
+                 P.PlantedLookup(1, 2, 9, "astronomy", " star", False, 77, [3])])
+    neurons = recovery.planned_neurons(truth)
+    assert list(neurons.index) == [7, 2]
+    assert neurons.loc[7, "reads"] == "+1.0 law, -0.5 medicine"
+    assert neurons.loc[2, "reads"] == "glitch"
+    assert list(neurons["kind"]) == ["context", "distractor: glitch-direct"]
+    lookups = recovery.planned_lookups(truth)
+    assert list(lookups["second head"]) == [5, ""]
+    assert list(lookups["description"]) == ["hard one", ""]
+    assert list(lookups.columns) == ["layer", "head", "neuron", "topic", "target", "second head",
+                                     "description"]
+
+
+def test_the_truth_record_round_trips_typed(planted):
+    truth = planted.truth
+    again = P.PlantedTruth.from_dict(truth.to_dict())
+    assert again == truth
+    assert isinstance(again.lookups[0], P.PlantedLookup)
+    assert isinstance(next(iter(again.layer0_heads.values())), P.HeadPlan)
+    assert all(isinstance(plan, P.NeuronPlan) for plan in again.context_neurons.values())
+    assert all(isinstance(plan, P.DistractorPlan) for plan in again.distractor_neurons.values())
 
 
 # ----------------------------------------------------------------------------------------------

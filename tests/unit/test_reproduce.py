@@ -66,36 +66,36 @@ def check_planted_lookups(found: dict, row, truth) -> None:
     shares its signal with a second head. The main job's row reports the same look-ups."""
     import context_neurons.lookups as lk
 
-    assert set(found) == {(d["layer"], d["neuron"]) for d in truth.lookups}
+    assert set(found) == {(d.layer, d.neuron) for d in truth.lookups}
     for planted in truth.lookups:
-        lookup = found[(planted["layer"], planted["neuron"])]
-        assert lookup.token == planted["target"]
-        assert lookup.top_heads[0][:2] == (planted["layer"], planted["head"])
-        if planted["hard"]:  # two heads carry the signal
-            assert lookup.top_heads[1][:2] == (planted["layer"], planted["second_head"])
+        lookup = found[(planted.layer, planted.neuron)]
+        assert lookup.token == planted.target
+        assert lookup.top_heads[0][:2] == (planted.layer, planted.head)
+        if planted.hard:  # two heads carry the signal
+            assert lookup.top_heads[1][:2] == (planted.layer, planted.second_head)
             assert lookup.top_heads[0][2] < 5 * abs(lookup.top_heads[1][2])
         else:
             assert lookup.top_heads[0][2] > 5 * abs(lookup.top_heads[1][2])  # it stands out
         assert lookup.explanation is not None and lookup.explanation.tokens
         evaluation = lookup.evaluation
-        assert evaluation.accuracy > evaluation.chance, (planted["topic"], evaluation)
-        assert evaluation.balanced_accuracy > 0.65, (planted["topic"], evaluation)
+        assert evaluation.accuracy > evaluation.chance, (planted.topic, evaluation)
+        assert evaluation.balanced_accuracy > 0.65, (planted.topic, evaluation)
         assert evaluation.n_test > 1000
 
     assert row.key == "lookups" and row.paper == ""  # no paper value to compare with
     assert [(t["layer"], t["neuron"], t["top_heads"]) for t in row.truth] == [
-        (d["layer"], d["neuron"], [lk.head_name(d["layer"], d["head"])])
+        (d.layer, d.neuron, [lk.head_name(d.layer, d.head)])
         for d in truth.lookups
     ]
     by_key = {(r["layer"], r["neuron"]): r for r in row.value}
     for planted in truth.lookups:
-        result = by_key[(planted["layer"], planted["neuron"])]
-        assert result["token"] == planted["target"]
-        assert result["top_heads"][0] == lk.head_name(planted["layer"], planted["head"])
+        result = by_key[(planted.layer, planted.neuron)]
+        assert result["token"] == planted.target
+        assert result["top_heads"][0] == lk.head_name(planted.layer, planted.head)
         assert result["explanation"]
         assert result["explanation_accuracy"] > result["chance"]
         assert result["balanced_accuracy"] > 0.65
-        evaluation = found[(planted["layer"], planted["neuron"])].evaluation
+        evaluation = found[(planted.layer, planted.neuron)].evaluation
         assert result["balanced_accuracy"] == round(evaluation.balanced_accuracy, 3)
 
 
@@ -166,6 +166,27 @@ def test_verdict_rows_summarise_scores_controls_and_the_secondary_set():
     assert scores["top_random_directions"] == {"random_99th_percentile": 1.5,
                                                "honest_found": 3, "honest_found_share": 0.25}
     assert list(_scores(primary_only)) == ["frequency_aware"]
+
+
+def test_verdict_rows_without_documents_say_why_and_measure_no_previous_token_heads(monkeypatch):
+    """Online (no corpora), protocols v1 and v2's rows are NaN with the reason, and the run has
+    no previous-token heads to show (None, never a stand-in)."""
+    import math
+
+    from context_neurons.method import MethodValues
+    from context_neurons.models import load_model
+    from context_neurons.reproduce import verdict_rows as vr
+    from context_neurons.reproduce.results import PreviousTokenHeads
+
+    monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
+    loaded = load_model("trained")
+    rows, previous = vr.verdict_rows(loaded, MethodValues(loaded.model))
+    assert previous is None and [r.key for r in rows] == list(vr.KEYS)
+    assert all(math.isnan(r.value) and r.label.startswith("not computed: ") for r in rows)
+    found = PreviousTokenHeads([0.05, 0.91, 0.2], [1])
+    assert found.findings() == [
+        "mean attention to the previous token on EVAL windows, per head: [0.05,\n  0.91, 0.2]",
+        "previous-token heads (>= 0.4): [1]"]
 
 
 def _results(rows: list, planted: bool, model: str):

@@ -11,7 +11,7 @@ import torch
 from context_neurons import circuit as cc
 from context_neurons import discovery as disc
 from context_neurons import evaluation as ev
-from context_neurons import clusters as clu
+from context_neurons.sweeps import calibration_clusters as clu
 from context_neurons import sweeps as sw
 from context_neurons import taxonomy as tx
 from context_neurons.checks import InputError

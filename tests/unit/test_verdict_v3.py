@@ -858,6 +858,62 @@ def test_typed_v3_parts_write_the_json_keys_of_their_kind():
     assert NonPooledDomain.from_json(domain.to_json()) == domain
 
 
+def test_the_label_free_pool_writes_only_what_it_computed():
+    """A pool without domains has no Rand index; one with fewer than two kept clusters says why
+    it has no score; an undefined AUC is written null and read back NaN."""
+    import json
+    import math
+
+    from context_neurons.verdict.v3_result import LabelFreeArm, LabelFreePool, jsonable
+
+    described = dict(units=3, within_cluster_ss=1.5, cluster_sizes={0: 3},
+                     kept_clusters=["cluster 0"], distinctive_tokens={"cluster 0": ["a"]})
+    unscored = LabelFreePool(**described, score="not computed: fewer than two kept clusters")
+    assert list(unscored.to_json()) == ["units", "within_cluster_ss", "cluster_sizes",
+                                        "kept_clusters", "distinctive_tokens", "score"]
+    scored = LabelFreePool(**described, adjusted_rand_index=0.5, auc=math.nan,
+                           auc_ci95=[0.4, 0.6], difference_vs_frequency_aware=0.1,
+                           difference_ci95=[0.0, 0.2])
+    written = json.loads(json.dumps(jsonable(LabelFreeArm("EXPLORATORY", {
+        "mixture": scored, "general": unscored}).to_json())))
+    assert written["pools"]["mixture"]["auc"] is None
+    assert list(written["pools"]["mixture"])[4:7] == ["adjusted_rand_index",
+                                                      "distinctive_tokens", "auc"]
+    again = LabelFreeArm.from_json(written)
+    assert math.isnan(again.pools["mixture"].auc) and again.pools["general"].score
+    assert jsonable(again.to_json()) == written
+
+
+def test_label_free_pool_clusters_two_vocabularies_and_scores_against_the_truth():
+    """Units drawn from two disjoint vocabularies: the clusters follow them (a positive Rand
+    index with the domains), the score is the one ``score_of`` returns for the kept clusters, and its AUC
+    and paired difference with the reference are computed on the draws given."""
+    import numpy as np
+
+    from context_neurons.verdict.v3_label_free import label_free_pool
+
+    rng = np.random.default_rng(0)
+    units = [np.concatenate([[0], rng.integers(1 + 10 * (i % 2), 11 + 10 * (i % 2), 40)])
+             for i in range(40)]
+    domains = ["a" if i % 2 == 0 else "b" for i in range(40)]
+    truth = np.array([True] * 5 + [False] * 15)
+    draws = np.stack([rng.integers(0, 20, 20) for _ in range(30)])
+    boot = np.tile(truth, (30, 1))
+    seen = {}
+
+    def score_of(distributions):
+        seen["clusters"] = list(distributions)
+        return np.arange(20, 0, -1).astype(float)  # ranks the truth first: AUC 1
+
+    pool = label_free_pool(units, domains, score_of, truth, boot, draws, np.full(30, 0.5), 0.5,
+                           21, 0, lambda ids: f"t{ids[0]}", 0.95)
+    assert pool.units == 40 and sum(pool.cluster_sizes.values()) == 40
+    assert seen["clusters"] == pool.kept_clusters and len(pool.kept_clusters) >= 2
+    assert pool.adjusted_rand_index > 0  # the clusters follow the two vocabularies
+    assert pool.auc == 1.0 and pool.difference_vs_frequency_aware == 0.5
+    assert pool.score is None and pool.difference_ci95[0] <= 0.5 <= pool.difference_ci95[1]
+
+
 def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_compare(
         tmp_path, monkeypatch):
     """``python -m context_neurons.verdict.v3 --model DIR --out FILE`` on a model the protocol

@@ -8,7 +8,7 @@ from __future__ import annotations
 from context_neurons.verdict.results import Evaluation, HeadSetResult, ScoreResult
 from context_neurons.verdict.v3_compare import BaselineResult, PrimaryComparison
 from context_neurons.verdict.v3_heads import ContextSet
-from context_neurons.verdict.v3_result import V3Evaluation
+from context_neurons.verdict.v3_result import DataSummary, V3Evaluation
 from context_neurons.verdict.v3_truth import TruthSummary
 
 
@@ -63,7 +63,7 @@ def v3_case(heads: tuple[int, ...] = (1, 6), **changes) -> V3Evaluation:
     context = ContextSet(heads=heads, non_local=heads, taxonomy_contextual=heads,
                          fixed_contextual=heads, measures=(), threshold=0.4)
     values = dict(protocol="v3", model="trained-seed0", comparable=None,
-                  data={"pooled": ["code"], "not_pooled": [], "no_confirm_data": []},
+                  data=DataSummary({}, pooled=["code"], not_pooled=[], no_confirm_data=[]),
                   context_set=context, truth=truth_case(), primary=primary_case(),
                   secondary={"frequency_aware": score_result(),
                              "top": score_result(verdict="negative")})

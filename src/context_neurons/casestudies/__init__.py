@@ -23,7 +23,8 @@ Then the activations:
 * :mod:`.along_text`: what do the neurons do along a text? :func:`text_activations` runs the
   model's first layer and the circuit's approximation on every text, and marks where each
   neuron's strongest tokens occur (:func:`token_marks`); :func:`term_spreads` says how much each
-  term of the approximation varies along one text.
+  term of the approximation varies along one text (:func:`case_term_spreads`: along each case
+  study's text).
 * :mod:`.evidence`: does a domain move a neuron as the weights say? :func:`domain_means`,
   :func:`relative_domain_means` (:func:`relative_to_median`), :func:`domain_evidence` and
   :func:`verdict` (:data:`CONFIRMED`, :data:`WEAK`).
@@ -34,6 +35,7 @@ Every public name is re-exported here (``casestudies.X``).
 from context_neurons.casestudies.along_text import (
     START,
     TextActivations,
+    case_term_spreads,
     term_spreads,
     text_activations,
     token_marks,
@@ -74,6 +76,7 @@ __all__ = [
     "TextActivations",
     "TokenDensities",
     "case_studies",
+    "case_term_spreads",
     "density_rule",
     "domain_evidence",
     "domain_from_weights",

@@ -9,7 +9,7 @@ approximation (:func:`context_neurons.evaluation.approximator`) on texts of seve
 where each neuron's strongest tokens occur (:func:`token_marks`: robust z-score of the
 contribution at least ``theta``, as in the score); :class:`TextActivations` holds them, with the
 means over each text. :func:`term_spreads` says how much each term of the approximation varies
-along one text (:meth:`TextActivations.case_term_spreads`: for each case study, along the text
+along one text (:func:`case_term_spreads`: for each case study, along the text
 of its domain where it departs most). What the activations say about a domain is in
 :mod:`context_neurons.casestudies.evidence`.
 """
@@ -124,21 +124,6 @@ class TextActivations:
             "title": title,
         }
 
-    def case_term_spreads(
-        self, circuit: ContextualCircuit, model: TransformerBridge, cases
-    ) -> pd.DataFrame:
-        """:func:`term_spreads` of each case, a ``(neuron, domain)`` pair, along the text of the
-        domain where the neuron departs most from its median (:meth:`best_window`).
-
-        Returns:
-            One row per case (index ``neuron``, ``domain``), one column per term.
-        """
-        spreads = {}
-        for neuron, domain in cases:
-            tokens = self.texts.windows[self.best_window(neuron, domain)]
-            spreads[(neuron, domain)] = term_spreads(circuit, model, neuron, tokens, self.start)
-        return pd.DataFrame(spreads).T.rename_axis(["neuron", "domain"])
-
     def _values(self, which: str) -> Float[Tensor, "batch pos n_neurons"]:
         if which not in ("true", "approx"):
             raise InputError(f"which must be 'true' or 'approx', got {which!r}.")
@@ -225,3 +210,21 @@ def term_spreads(
     """
     terms = approximator(circuit, model, [neuron]).terms(tokens[None].to(model.cfg.device))
     return {name: float(t[0, start:, 0].std()) for name, t in terms.items()}
+
+
+def case_term_spreads(
+    circuit: ContextualCircuit, model: TransformerBridge, activations: TextActivations, cases
+) -> pd.DataFrame:
+    """:func:`term_spreads` of each case, a ``(neuron, domain)`` pair, along the text of the
+    domain where the neuron departs most from its median
+    (:meth:`TextActivations.best_window` of ``activations``).
+
+    Returns:
+        One row per case (index ``neuron``, ``domain``), one column per term.
+    """
+    spreads = {}
+    for neuron, domain in cases:
+        tokens = activations.texts.windows[activations.best_window(neuron, domain)]
+        spreads[(neuron, domain)] = term_spreads(circuit, model, neuron, tokens,
+                                                 activations.start)
+    return pd.DataFrame(spreads).T.rename_axis(["neuron", "domain"])

@@ -52,22 +52,22 @@ def planted_recovery(lookups: Sequence[NeuronLookup], truth, tokenizer) -> Plant
     found = {(lookup.layer, lookup.neuron): lookup for lookup in lookups}
     rows = []
     for plan in truth.lookups:
-        lookup = found.get((plan["layer"], plan["neuron"]))
-        topic_words = truth.topic_words[plan["topic"]]
+        lookup = found.get((plan.layer, plan.neuron))
+        topic_words = truth.topic_words[plan.topic]
         topic = {normalise_word(w) for w in topic_words}
         explanation = lookup.explanation if lookup else None
         words = explanation.tokens if explanation else []
-        token_ok = lookup is not None and lookup.token == plan["target"]
-        head_ok = lookup is not None and lookup.top_heads[0][:2] == (plan["layer"], plan["head"])
+        token_ok = lookup is not None and lookup.token == plan.target
+        head_ok = lookup is not None and lookup.top_heads[0][:2] == (plan.layer, plan.head)
         beats_chance = lookup is not None and lookup.evaluation.beats_chance
         rows.append(
             {
-                "planted neuron": f"{plan['layer']}.{plan['neuron']} {plan['target']!r}",
+                "planted neuron": f"{plan.layer}.{plan.neuron} {plan.target!r}",
                 "top head (planted)": (
                     f"{head_name(*lookup.top_heads[0][:2]) if lookup else '-'} "
-                    f"({head_name(plan['layer'], plan['head'])})"
+                    f"({head_name(plan.layer, plan.head)})"
                 ),
-                "topic": plan["topic"],
+                "topic": plan.topic,
                 "words in topic (label half)": f"{sum(w in topic for w in words)}/{len(words)}",
                 "first word": words[0] if words else "-",
                 "topic share": (
@@ -87,11 +87,11 @@ def selection_against_plan(chosen: Sequence[tuple[int, int]], scores: pd.DataFra
     """Each ``chosen`` neuron's predicted token (its row of ``scores``: ``layer``, ``neuron``,
     ``token``) against the planted look-ups (``truth.lookups``), and whether every planted
     look-up neuron was chosen (chapter 7, section 7.1)."""
-    planted = {(plan["layer"], plan["neuron"]): plan for plan in truth.lookups}
+    planted = {(plan.layer, plan.neuron): plan for plan in truth.lookups}
     lines = []
     for layer, neuron in chosen:
         row = scores[(scores.layer == layer) & (scores.neuron == neuron)].iloc[0]
         plan = planted.get((layer, neuron))
-        verdict = f"planted to predict {plan['target']!r}" if plan else "not planted"
+        verdict = f"planted to predict {plan.target!r}" if plan else "not planted"
         lines.append(f"neuron {layer}.{neuron}: predicts {row.token!r}, {verdict}")
     return lines + [f"all planted look-up neurons found: {set(planted) == set(chosen)}"]

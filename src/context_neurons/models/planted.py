@@ -48,7 +48,7 @@ contextual, so the method should build no circuit and find no neuron.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -100,7 +100,10 @@ from context_neurons.models.planted_plan import (
     TOKEN_NORM_SD,
     TOPIC_DIMENSIONS,
     VARIANTS,
+    DistractorPlan,
     HeadPlan,
+    NeuronPlan,
+    PlantedLookup,
     PlantedTruth,
     planned_kernel,
 )
@@ -284,7 +287,7 @@ def _write_values(
 
 def _layer0_mlp(
     state: dict, dirs: Directions, space: Space, w_o: Tensor, variant: str
-) -> tuple[dict[int, dict], dict[int, dict]]:
+) -> tuple[dict[int, NeuronPlan], dict[int, DistractorPlan]]:
     """Plant layer 0's MLP; returns the context neurons' and the distractors' records."""
     # Planted neurons also read the contextual heads' unstructured outputs (as any neuron reads
     # much that is not its topic): noise in their token contributions, averaged out by the bag.
@@ -297,8 +300,8 @@ def _layer0_mlp(
     w_in = 1.2 * dirs.random_unit(D_MLP).T  # [d_model, d_mlp]
     b_in = -0.5 + 0.2 * dirs.randn(D_MLP)
     w_out = 0.03 * dirs.random_unit(D_MLP)  # [d_mlp, d_model]
-    context_neurons: dict[int, dict] = {}
-    distractors: dict[int, dict] = {}
+    context_neurons: dict[int, NeuronPlan] = {}
+    distractors: dict[int, DistractorPlan] = {}
     for j, plan in CONTEXT_NEURONS.items():
         direct = sum(w * space.u_topic(t) for t, w in plan.topics.items())
         w_in[:, j] = (plan.gain * space.image(space.context_space, plan.topics)
@@ -306,11 +309,11 @@ def _layer0_mlp(
                       + LOCAL_READ * dirs.rand_dir())
         b_in[j] = -1.0
         w_out[j] = CONTEXT_OUT * dirs.rand_dir()
-        record = {"topics": dict(plan.topics), "gain": plan.gain, "description": plan.description}
         if variant == "standard":
-            context_neurons[j] = record
+            context_neurons[j] = plan
         else:
-            distractors[j] = {**record, "kind": "no contextual head (negative control)"}
+            distractors[j] = DistractorPlan("no contextual head (negative control)",
+                                            plan.topics, plan.gain, plan.description)
     w_out[704] = -w_out[300]
     reads = {"glitch-direct": None, "uniform-head": space.uniform_space,
              "previous-token-head": space.previous_space}
@@ -320,8 +323,7 @@ def _layer0_mlp(
         w_in[:, j] = plan.gain * read + NOISE_READ * noise_read() + LOCAL_READ * dirs.rand_dir()
         b_in[j] = -1.0
         w_out[j] = CONTEXT_OUT * dirs.rand_dir()
-        distractors[j] = {"kind": plan.kind, "topics": dict(plan.topics), "gain": plan.gain,
-                          "description": plan.description}
+        distractors[j] = plan
     write_mlp(state, 0, w_in, b_in, w_out, dirs)
     return context_neurons, distractors
 
@@ -329,7 +331,7 @@ def _layer0_mlp(
 def _layer1(
     state: dict, dirs: Directions, space: Space, tokenizer, w_e: Tensor,
     label_ids: dict[str, list[int]], scales: Scales,
-) -> list[dict]:
+) -> list[PlantedLookup]:
     """Plant layer 1: look-up heads and token-predicting neurons; returns the look-up records."""
     w_q, w_k, w_v, w_o, b_q = empty_heads()
     s_one = scales.s_bar / 1.3  # the residual stream has grown by layer 1
@@ -375,18 +377,18 @@ def _layer1(
         w_in[:, plan.neuron] = 0.75 * space.o_lookup[i] + 0.2 * dirs.rand_dir()
         b_in[plan.neuron] = -2.0
         target_dir = normalize(w_e[target_id].double(), dim=0)
-        record = {**asdict(plan), "target_id": target_id, "topic_token_ids": label_ids[plan.topic]}
+        record = PlantedLookup(**asdict(plan), target_id=target_id,
+                               topic_token_ids=label_ids[plan.topic])
         if plan.hard:
             runner_dir = normalize(w_e[_single_token(tokenizer, HARD_RUNNER_UP)].double(), dim=0)
             target_dir = normalize(0.8 * target_dir + 0.6 * runner_dir, dim=0)
             # The neuron also reads a layer-0 context neuron's output.
             w_in[:, plan.neuron] += 0.5 * normalize(
                 state["transformer.h.0.mlp.c_proj.weight"][HARD_LAYER0_NEURON], dim=0)
-            record["description"] = (
+            record = replace(record, second_head=HARD_SECOND_HEAD, description=(
                 f"hard: head {plan.head} also attends to {HARD_CONFUSER_TOPIC} tokens and shares "
                 f"the signal with head {HARD_SECOND_HEAD}; the neuron also reads layer-0 neuron "
-                f"{HARD_LAYER0_NEURON} and writes{HARD_RUNNER_UP!r} too")
-            record["second_head"] = HARD_SECOND_HEAD
+                f"{HARD_LAYER0_NEURON} and writes{HARD_RUNNER_UP!r} too"))
         w_out[plan.neuron] = 0.3 * target_dir
         lookups.append(record)
     write_mlp(state, 1, w_in, b_in, w_out, dirs)
@@ -470,7 +472,7 @@ def build_planted_state(
         stopword_ids=stop_ids,
         gb_us_source=gb_us_source,
         layer0_heads={
-            h: asdict(kernel_plans[h]) | {"group": next(g for g, m in groups.items() if h in m)}
+            h: replace(kernel_plans[h], group=next(g for g, m in groups.items() if h in m))
             for h in LAYER0_HEADS
         },
         identity_dimensions=dirs.identity_space().shape[1],

@@ -14,7 +14,6 @@ newest :data:`KEEP` are kept.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os
@@ -37,7 +36,7 @@ from context_neurons.text.corpora import corpora_dir
 #: Cached builds kept (each about 215 MB): the newest, by when they were written or read.
 KEEP = 4
 #: Bumped when the file's layout changes.
-FORMAT = 1
+FORMAT = 2
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -92,7 +91,7 @@ def planted_state(tokenizer, seed: int = 0, variant: str = "standard"
         saved = torch.load(path, weights_only=True)
         with contextlib.suppress(OSError):
             os.utime(path)  # recently used: kept by _prune
-        return saved["state"], PlantedTruth(**saved["truth"])
+        return saved["state"], PlantedTruth.from_dict(saved["truth"])
     except FileNotFoundError:  # not built yet here (or just pruned by another process)
         pass
     except Exception as err:  # a damaged file: built again and replaced
@@ -107,7 +106,7 @@ def planted_state(tokenizer, seed: int = 0, variant: str = "standard"
 
 
 def _write(path: Path, state: dict[str, Tensor], truth: PlantedTruth) -> None:
-    saved = {"state": state, "truth": dataclasses.asdict(truth)}
+    saved = {"state": state, "truth": truth.to_dict()}
     write_whole(path, lambda tmp: torch.save(saved, tmp))
     with contextlib.suppress(OSError):  # written: a failed clean-up is not a failed write
         _prune(path.parent)

@@ -201,6 +201,24 @@ class LookupPlan:
     hard: bool = False
 
 
+@dataclass(frozen=True)
+class PlantedLookup:
+    """A look-up as planted: its :class:`LookupPlan`, the target's token id, the label half's
+    token ids of its topic and, for the hard look-up, what makes it hard (``description``) and
+    the second head that writes part of its signal."""
+
+    layer: int
+    head: int
+    neuron: int
+    topic: str
+    target: str
+    hard: bool
+    target_id: int
+    topic_token_ids: list[int]
+    description: str = ""
+    second_head: int | None = None
+
+
 LOOKUPS: tuple[LookupPlan, ...] = (
     LookupPlan(1, 4, 1200, "religion", " Lord"),
     LookupPlan(1, 9, 2400, "war", " troops", hard=True),
@@ -245,17 +263,19 @@ class PlantedTruth:
     kernel_widths: dict[int, float]
     topic_words: dict[str, list[str]]
     topic_token_ids: dict[str, list[int]]
-    context_neurons: dict[int, dict]
-    lookups: list[dict]
+    context_neurons: dict[int, NeuronPlan]
+    lookups: list[PlantedLookup]
     stopword_ids: list[int]
     gb_us_source: str
-    layer0_heads: dict[int, dict] = field(default_factory=dict)  # asdict(HeadPlan) per head
+    #: each head's plan, its group as classified by construction (the shuffled variant's
+    #: contextual heads are not contextual)
+    layer0_heads: dict[int, HeadPlan] = field(default_factory=dict)
     identity_dimensions: int = 0  # dimension of the subspace of token identities
     variant: str = "standard"
     planting_words: dict[str, list[str]] = field(default_factory=dict)
     planting_token_ids: dict[str, list[int]] = field(default_factory=dict)
     kernel_n_eff: dict[int, float] = field(default_factory=dict)  # planned kernel, n=500
-    distractor_neurons: dict[int, dict] = field(default_factory=dict)
+    distractor_neurons: dict[int, DistractorPlan] = field(default_factory=dict)
     glitch_token_ids: list[int] = field(default_factory=list)
     corpus_association: dict[str, dict] = field(default_factory=dict)  # per topic: counts
     position_profile: dict[str, float] = field(default_factory=dict)
@@ -278,7 +298,22 @@ class PlantedTruth:
         return self.topic_token_ids
 
     def to_dict(self) -> dict:
+        """The record as plain values (its plans as dicts): what the cache and ``planted-truth``
+        write."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: dict) -> PlantedTruth:
+        """The record :meth:`to_dict` wrote, its plans typed again."""
+        return cls(**{
+            **record,
+            "context_neurons": {j: NeuronPlan(**plan)
+                                for j, plan in record["context_neurons"].items()},
+            "lookups": [PlantedLookup(**plan) for plan in record["lookups"]],
+            "layer0_heads": {h: HeadPlan(**plan) for h, plan in record["layer0_heads"].items()},
+            "distractor_neurons": {j: DistractorPlan(**plan)
+                                   for j, plan in record["distractor_neurons"].items()},
+        })
 
 
 # ----------------------------------------------------------------------------------------------

@@ -279,9 +279,9 @@ def lookup_row(examined: dict[tuple[int, int], NeuronLookup | NotFiring],
     planted = None
     if truth is not None:
         planted = [
-            {"layer": d["layer"], "neuron": d["neuron"], "token": d["target"],
-             "top_heads": [head_name(d["layer"], d["head"])], "topic": d["topic"]}
-            for d in truth.lookups
+            {"layer": plan.layer, "neuron": plan.neuron, "token": plan.target,
+             "top_heads": [head_name(plan.layer, plan.head)], "topic": plan.topic}
+            for plan in truth.lookups
         ]
     return [
         Row("lookups", found,
@@ -389,7 +389,7 @@ def reproduce(
     with step("the denominators across texts (chapter 3)"):
         rows += stability_rows(hooked, windows, labels)
     rows = in_section("heads (chapters 1-3)", rows)
-    heldout = None
+    heldout = previous = None
     if heads:
         with step("the contextual circuit and every neuron's score (chapters 4 and 5)"):
             circuit, scores = method.circuit(heads), method.scores(heads)
@@ -400,7 +400,8 @@ def reproduce(
             rows += in_section("truth from held-out text (chapter 8)", found_rows)
     if loaded.directory is not None:  # each protocol chooses its own heads, or says it cannot
         with step("protocols v1 and v2 (chapter 8)"):
-            rows += in_section(PROTOCOLS, verdict_rows(loaded, method, progress=progress))
+            protocol_rows, previous = verdict_rows(loaded, method, progress=progress)
+            rows += in_section(PROTOCOLS, protocol_rows)
         with step("protocol v3, the confirmatory test (chapter 8)"):
             rows += in_section(PROTOCOLS, v3_rows(loaded, method, progress))
     if heads:
@@ -419,5 +420,5 @@ def reproduce(
         model=loaded.name, model_source=loaded.source, planted=loaded.is_planted,
         n_texts=len(windows), texts=report.__dict__, device=str(hooked.cfg.device), rows=rows,
         seconds=round(time.perf_counter() - start, 1), method=method, heldout=heldout,
-        lookups=lookups,
+        lookups=lookups, previous_token=previous,
     )

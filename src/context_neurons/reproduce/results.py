@@ -18,11 +18,12 @@ from typing import Any
 from jaxtyping import Int
 from torch import Tensor
 
-from context_neurons.activations import ActivationTruth
+from context_neurons.activations import PREVIOUS_TOKEN_MIN, ActivationTruth
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.discovery import NeuronScores
 from context_neurons.lookups import NeuronLookup, NotFiring
 from context_neurons.method import MethodValues
+from context_neurons.printing import wrapped
 from context_neurons.reproduce.paper import PAPER
 from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.verdict.results import Evaluation
@@ -75,6 +76,21 @@ class HeldOutTruth:
 
 
 @dataclass(frozen=True)
+class PreviousTokenHeads:
+    """Each layer-0 head's mean attention to the previous token on EVAL windows (three decimals)
+    and the heads at or above :data:`~context_neurons.activations.PREVIOUS_TOKEN_MIN` (the
+    protocols' previous-token rule; a trained model with its documents only)."""
+
+    attention: list[float]
+    heads: list[int]
+
+    def findings(self) -> list[str]:
+        return [wrapped(f"mean attention to the previous token on EVAL windows, per head: "
+                        f"{self.attention}"),
+                f"previous-token heads (>= {PREVIOUS_TOKEN_MIN}): {self.heads}"]
+
+
+@dataclass(frozen=True)
 class Results:
     """One run of the main job.
 
@@ -87,6 +103,7 @@ class Results:
         heldout: the truth from activations (None without held-out documents).
         lookups: chapter 7's examined neurons by ``(layer, neuron)``, each a ``NeuronLookup``
             or the ``NotFiring`` that says why not (None for a table built by hand).
+        previous_token: the protocols' previous-token heads (None without held-out documents).
     """
 
     model: str
@@ -100,6 +117,7 @@ class Results:
     method: MethodValues | None = None
     heldout: HeldOutTruth | None = None
     lookups: dict[tuple[int, int], NeuronLookup | NotFiring] | None = None
+    previous_token: PreviousTokenHeads | None = None
     _by_key: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -167,4 +185,4 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-__all__ = ["HeldOutTruth", "Results", "Row", "SHOWN_AS"]
+__all__ = ["HeldOutTruth", "PreviousTokenHeads", "Results", "Row", "SHOWN_AS"]

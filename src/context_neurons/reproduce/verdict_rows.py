@@ -15,7 +15,7 @@ from context_neurons.activations import PREVIOUS_TOKEN_MIN
 from context_neurons.checks import DataError
 from context_neurons.models.loading import LoadedModel
 from context_neurons.method import MethodValues
-from context_neurons.reproduce.results import Row
+from context_neurons.reproduce.results import PreviousTokenHeads, Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict.evaluate import previous_token_heads
@@ -48,33 +48,35 @@ def _scores(result: Evaluation) -> dict:
 
 
 def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | None = None,
-                 progress: bool = False) -> list[Row]:
+                 progress: bool = False) -> tuple[list[Row], PreviousTokenHeads | None]:
     """Run the protocol on the loaded trained model and return its rows (``method``: the run's
-    taxonomy, circuits and scores)."""
+    taxonomy, circuits and scores) and the previous-token heads it measured (None without the
+    documents)."""
     protocol = load_protocol()
     model = loaded.model
     try:
         record = read_record(loaded.directory)
         data = protocol_data(model.tokenizer, record, protocol)
     except DataError as error:  # online: the training split's documents are not here
-        return [Row(key, math.nan, f"not computed: {error}") for key in KEYS]
+        return [Row(key, math.nan, f"not computed: {error}") for key in KEYS], None
     start = protocol.data.window_mean_start
-    previous, previous_heads = previous_token_heads(model, data, start)
+    attention, heads = previous_token_heads(model, data, start)
+    previous = PreviousTokenHeads([round(float(x), 3) for x in attention], heads)
     cache: dict = {}  # the forward passes both protocols share
     result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache,
                       progress=progress, method=method)
     primary_name = protocol.primary_score
     rows = [
-        Row("previous_token_heads", previous_heads,
+        Row("previous_token_heads", previous.heads,
             f"layer-0 heads whose mean attention to the previous token is >= "
             f"{PREVIOUS_TOKEN_MIN} on EVAL windows (positions >= {start})"),
-        Row("previous_token_attention", [round(float(x), 3) for x in previous],
+        Row("previous_token_attention", previous.attention,
             "each layer-0 head's mean attention to the previous token on EVAL windows"),
     ]
     primary = result.primary
     if primary is None:
         rows.append(Row("discovery_verdict", "not testable", result.stopped or ""))
-        return rows
+        return rows, previous
     scores = _scores(result)
     rows += [
         Row("activation_truth_neurons", len(primary.truth_neurons),
@@ -91,7 +93,7 @@ def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | N
             "anti-ranking, inconclusive or not testable)"),
         Row("discovery_evaluation", result, "the protocol's whole result", show="json"),
     ]
-    return rows + _v2_rows(method, record, data, n_resamples, cache, progress)
+    return rows + _v2_rows(method, record, data, n_resamples, cache, progress), previous
 
 
 def _v2_rows(method: MethodValues, record: dict, data: dict, n_resamples: int | None,

@@ -32,10 +32,16 @@
      the circuit with it and measures the attention TV, the neurons found and the accuracy before
      and after (:class:`AddedHead`).
 
+3. **The calibration text.** The method calibrates its denominators on one text.
+
+   * :mod:`.calibration_clusters`: does calibrating each cluster of texts on a text of its own
+     cluster help? Texts clustered by their denominators, one calibration text per cluster,
+     scored against the default calibration (its names are read from the module:
+     ``sweeps.calibration_clusters.X``).
+
 :mod:`.shared` holds what several studies use: :func:`token_counts`, :func:`word_token`,
-:func:`circuit_mean_keys`, :func:`sample_vocabulary` and :func:`jaccard`. Every public name is
-re-exported here (``sweeps.X``). The third open question, calibration texts clustered by their
-denominators, is :mod:`context_neurons.clusters`.
+:func:`circuit_mean_keys`, :func:`sample_vocabulary` and :func:`jaccard`. Every public name of the
+first two questions' modules is re-exported here (``sweeps.X``).
 """
 
 from context_neurons.sweeps.actual_destination import actual_destination_terms

@@ -1,6 +1,6 @@
 """What the studies share. This module holds the helpers of chapter 9 that several studies use:
 token counts of texts and word tokens (the destination classes and the sweep), a circuit's mean
-keys (the destination sweep, the actual-destination terms, and :mod:`context_neurons.clusters`), a
+keys (the destination sweep, the actual-destination terms, and :mod:`.calibration_clusters`), a
 fixed random share of the scoring vocabulary and the Jaccard index of two sets of neurons."""
 
 from __future__ import annotations

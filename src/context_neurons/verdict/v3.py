@@ -52,6 +52,7 @@ from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.v3_heads import ContextSet, context_set
 from context_neurons.verdict.v3_label_free import LABEL, label_free_pool
 from context_neurons.verdict.v3_result import NeuronsPermuted, NonPooledDomain, Sensitivity
+from context_neurons.verdict.v3_result import DataSummary, DomainSummary, LabelFreeArm
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation, jsonable
 from context_neurons.verdict.v3_report import (
     MODELS,
@@ -105,10 +106,11 @@ class Timer:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
 
 
-def data_summary(data: V3Data) -> dict:
-    return {"domains": {d: c.summary() for d, c in data.confirm.items()},
-            "pooled": data.pooled, "not_pooled": data.by_status(NOT_POOLED),
-            "no_confirm_data": data.by_status(NO_DATA)}
+def data_summary(data: V3Data) -> DataSummary:
+    """What the evaluation read: each domain's units and windows, and the domains by status."""
+    domains = {d: DomainSummary(c.own_units, c.fallback, c.units_read, len(c.windows), c.status)
+               for d, c in data.confirm.items()}
+    return DataSummary(domains, data.pooled, data.by_status(NOT_POOLED), data.by_status(NO_DATA))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,7 +216,7 @@ def non_pooled_report(data: V3Data, measured: ConfirmMeasurements, pair: TruthPa
 
 def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pair: TruthPair,
                    neuron_draws: np.ndarray, frequency: np.ndarray, start: int,
-                   protocol: ProtocolV3) -> dict:
+                   protocol: ProtocolV3) -> LabelFreeArm:
     """EXPLORATORY: the label-free arm on its two pools (no verdict)."""
     reference_boot = resampled_aucs(frequency, pair.boot.mask, neuron_draws)
     reference = float(st.auc(frequency, pair.point.mask))
@@ -233,7 +235,7 @@ def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pai
             [t for _, t in members], [d for d, _ in members] if name == "mixture" else None,
             score_of, pair.point.mask, pair.boot.mask, neuron_draws, reference_boot, reference,
             model.cfg.d_vocab, eot_id, model.tokenizer.decode, protocol.level)
-    return {"label": LABEL, "pools": out}
+    return LabelFreeArm(LABEL, out)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -182,11 +182,6 @@ class ConfirmDomain:
     window_units: tuple[str, ...]
     status: str
 
-    def summary(self) -> dict:
-        return {"own_units": self.own_units, "fallback": self.fallback,
-                "units_read": self.units_read, "windows": len(self.windows),
-                "status": self.status}
-
 
 @dataclass(frozen=True)
 class V3Data:

@@ -10,6 +10,8 @@ the same truth with the same bootstrap.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 from jaxtyping import Float, Int
@@ -18,6 +20,7 @@ from torch import Tensor
 
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.v3_compare import resampled_aucs
+from context_neurons.verdict.v3_result import LabelFreePool
 
 LABEL = "EXPLORATORY: the paper's claim (discovery without labels); no verdict"
 
@@ -94,34 +97,34 @@ def label_free_pool(units: list[Int[np.ndarray, " _n"]], domain_labels: list[str
                     score_of, truth_mask: np.ndarray, boot_mask: np.ndarray,
                     neuron_draws: np.ndarray, reference_boot: np.ndarray,
                     reference_point: float, d_vocab: int, eot_id: int, decode,
-                    level: float) -> dict:
+                    level: float) -> LabelFreePool:
     """One pool: clusters, ``p_C``, the score (``score_of(distributions) -> array``) against the
     truth, and the paired difference with the labelled score (``reference_*``)."""
     x = tf_idf_features(units, d_vocab, eot_id)
     labels, inertia = cluster(x)
     distributions = cluster_distributions(units, labels, d_vocab)
-    out: dict = {"units": len(units), "within_cluster_ss": inertia,
-                 "cluster_sizes": {int(c): int((labels == c).sum()) for c in np.unique(labels)},
-                 "kept_clusters": list(distributions)}
-    if domain_labels is not None:
-        out["adjusted_rand_index"] = adjusted_rand_index(labels, np.array(domain_labels))
     pool = torch.from_numpy(np.bincount(np.concatenate([u[1:] for u in units]),
                                         minlength=d_vocab).astype(np.float64))
     pool = pool / pool.sum()
-    out["distinctive_tokens"] = {name: distinctive_tokens(p, pool, decode)
-                                 for name, p in distributions.items()}
+    described = LabelFreePool(
+        units=len(units), within_cluster_ss=inertia,
+        cluster_sizes={int(c): int((labels == c).sum()) for c in np.unique(labels)},
+        kept_clusters=list(distributions),
+        distinctive_tokens={name: distinctive_tokens(p, pool, decode)
+                            for name, p in distributions.items()},
+        adjusted_rand_index=(None if domain_labels is None
+                             else adjusted_rand_index(labels, np.array(domain_labels))))
     if len(distributions) < 2:
-        out["score"] = "not computed: fewer than two kept clusters"
-        return out
+        return replace(described, score="not computed: fewer than two kept clusters")
     score = score_of(distributions)
     boot = resampled_aucs(score, boot_mask, neuron_draws)
     defined = np.isfinite(boot) & np.isfinite(reference_boot)
     auc = float(st.auc(score, truth_mask))
-    out.update({"auc": auc, "auc_ci95": st.percentile_interval(boot[defined], level),
-                "difference_vs_frequency_aware": auc - reference_point,
-                "difference_ci95": st.percentile_interval((boot - reference_boot)[defined],
-                                                          level)})
-    return out
+    return replace(described, auc=auc,
+                   auc_ci95=st.percentile_interval(boot[defined], level),
+                   difference_vs_frequency_aware=auc - reference_point,
+                   difference_ci95=st.percentile_interval((boot - reference_boot)[defined],
+                                                          level))
 
 
 __all__ = ["LABEL", "adjusted_rand_index", "cluster", "cluster_distributions",

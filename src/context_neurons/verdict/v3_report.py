@@ -124,13 +124,13 @@ def report_lines(name: str, result: V3Evaluation | str) -> list[str]:
         lines.append(f"non-pooled {domain}: {entry.units} units, {entry.windows} windows, "
                      f"rho {entry.spearman_context_shift}, |d| >= 1 and part >= 0.5: "
                      f"{entry.n_effect_and_context}")
-    lines.append(f"no CONFIRM data: {result.data['no_confirm_data']}")
+    lines.append(f"no CONFIRM data: {result.data.no_confirm_data}")
     if result.label_free:
-        lines.append(f"label-free arm ({result.label_free['label']}):")
-        for pool, entry in result.label_free["pools"].items():
-            lines.append(f"  {pool}: AUC {entry.get('auc')} {entry.get('auc_ci95')}, minus "
-                         f"frequency-aware {entry.get('difference_vs_frequency_aware')} "
-                         f"{entry.get('difference_ci95')}, ARI {entry.get('adjusted_rand_index')}")
+        lines.append(f"label-free arm ({result.label_free.label}):")
+        for pool, entry in result.label_free.pools.items():
+            lines.append(f"  {pool}: AUC {entry.auc} {entry.auc_ci95}, minus "
+                         f"frequency-aware {entry.difference_vs_frequency_aware} "
+                         f"{entry.difference_ci95}, ARI {entry.adjusted_rand_index}")
     lines.append(f"runtime (s): {result.runtime}")
     return lines
 
@@ -155,8 +155,8 @@ def truth_lines(entry: V3Evaluation) -> list[str]:
     per_domain = ", ".join(f"{d} {n}" for d, n in entry.truth.domains.items())
     return [f"truth: {entry.truth.sentence()}",
             f"best domains of the truth neurons: {per_domain}; pooled CONFIRM domains "
-            f"{entry.data['pooled']}, too few documents to pool {entry.data['not_pooled']}, "
-            f"none {entry.data['no_confirm_data']}"]
+            f"{entry.data.pooled}, too few documents to pool {entry.data.not_pooled}, "
+            f"none {entry.data.no_confirm_data}"]
 
 
 def verdict_sentences_v3(models: Entries, decimals: int = 3) -> list[str]:

@@ -189,21 +189,104 @@ class NonPooledDomain:
 
 
 @dataclass(frozen=True)
+class DomainSummary:
+    """One domain's CONFIRM data, as reported: its own units, the fallback corpus (or None),
+    the units read, the windows and its status (``pooled``, ``not pooled`` or ``no CONFIRM
+    data``)."""
+
+    own_units: int
+    fallback: str | None
+    units_read: int
+    windows: int
+    status: str
+
+
+@dataclass(frozen=True)
+class DataSummary:
+    """The data a v3 evaluation read: each domain's summary, and the domains by status."""
+
+    domains: dict[str, DomainSummary]
+    pooled: list[str]
+    not_pooled: list[str]
+    no_confirm_data: list[str]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "DataSummary":
+        return cls(**{**data, "domains": {d: DomainSummary(**s)
+                                          for d, s in data["domains"].items()}})
+
+
+@dataclass(frozen=True)
+class LabelFreePool:
+    """One pool of the label-free arm (EXPLORATORY, no verdict): its units and clusters (the
+    adjusted Rand index against the domains where the pool has domains), each kept cluster's
+    distinctive tokens, and the score's AUC against the truth and its paired difference with the
+    labelled frequency-aware score; or, in ``score``, why the score was not computed."""
+
+    units: int
+    within_cluster_ss: float
+    cluster_sizes: dict
+    kept_clusters: list[str]
+    distinctive_tokens: dict[str, list[str]]
+    adjusted_rand_index: float | None = None
+    score: str | None = None
+    auc: float | None = None
+    auc_ci95: list[float] | None = None
+    difference_vs_frequency_aware: float | None = None
+    difference_ci95: list[float] | None = None
+
+    #: The JSON's keys in their written order (a key whose value is None is not written).
+    ORDER = ("units", "within_cluster_ss", "cluster_sizes", "kept_clusters",
+             "adjusted_rand_index", "distinctive_tokens", "score", "auc", "auc_ci95",
+             "difference_vs_frequency_aware", "difference_ci95")
+
+    def to_json(self) -> dict:
+        return {key: getattr(self, key) for key in self.ORDER if getattr(self, key) is not None}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "LabelFreePool":
+        """The pool as written; a number written as null (undefined) is NaN again."""
+        numbers = ("adjusted_rand_index", "auc", "difference_vs_frequency_aware")
+        return cls(**{k: math.nan if k in numbers and v is None else v for k, v in data.items()})
+
+
+@dataclass(frozen=True)
+class LabelFreeArm:
+    """The label-free arm (its label says it is exploratory) on each of its pools."""
+
+    label: str
+    pools: dict[str, LabelFreePool]
+
+    def to_json(self) -> dict:
+        return {"label": self.label,
+                "pools": {name: pool.to_json() for name, pool in self.pools.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "LabelFreeArm":
+        return cls(data["label"], {name: LabelFreePool.from_json(pool)
+                                   for name, pool in data["pools"].items()})
+
+
+@dataclass(frozen=True)
 class V3Evaluation:
     """Protocol v3's result for one model (JSON: :meth:`to_json`).
 
     ``stopped`` is set (and the later fields empty) when the context set is empty.
-    ``controls`` (None when not run), ``sensitivities`` and ``non_pooled`` are typed
-    (:class:`V3Controls`, :class:`Sensitivity`, :class:`NonPooledDomain`); ``data``,
-    ``label_free`` and ``runtime`` are descriptive reports without a verdict, kept in their
-    JSON form. ``stored`` (the provenance
+    ``data`` (:class:`DataSummary`) and ``label_free`` (:class:`LabelFreeArm`, None when not
+    run) are descriptive reports without a verdict; ``controls`` (None when not run),
+    ``sensitivities`` and ``non_pooled`` are typed (:class:`V3Controls`, :class:`Sensitivity`,
+    :class:`NonPooledDomain`); ``runtime`` is each step's seconds by name (with the budget and
+    the thread count). ``stored`` (the provenance
     of a result read from disk, :mod:`.v3_stored`) and ``replicates`` (whether a replication's
     primary verdict is seed 0's, :func:`~.v3_report.model_entries`) are set only by the report."""
 
     protocol: str
     model: str
     comparable: str | None
-    data: dict
+    data: DataSummary
     context_set: ContextSet
     stopped: str | None = None
     truth: TruthSummary | None = None
@@ -212,14 +295,14 @@ class V3Evaluation:
     controls: V3Controls | None = None
     sensitivities: dict[str, Sensitivity] = field(default_factory=dict)
     non_pooled: dict[str, NonPooledDomain] = field(default_factory=dict)
-    label_free: dict | None = None
+    label_free: LabelFreeArm | None = None
     runtime: dict = field(default_factory=dict)
     stored: dict | None = None
     replicates: bool | None = None
 
     def to_json(self) -> dict:
         out = {"protocol": self.protocol, "model": self.model,
-               "comparable": self.comparable or "yes", "data": self.data,
+               "comparable": self.comparable or "yes", "data": self.data.to_json(),
                "context_set": self.context_set.to_json(), "stopped": self.stopped,
                "truth": self.truth.to_json() if self.truth else None,
                "primary": self.primary.to_json() if self.primary else None,
@@ -227,7 +310,7 @@ class V3Evaluation:
                "controls": self.controls.to_json() if self.controls else {},
                "sensitivities": {k: s.to_json() for k, s in self.sensitivities.items()},
                "non_pooled": {k: d.to_json() for k, d in self.non_pooled.items()},
-               "label_free": self.label_free,
+               "label_free": self.label_free.to_json() if self.label_free else None,
                "runtime": self.runtime}
         if self.stored is not None:
             out["stored"] = self.stored
@@ -241,7 +324,8 @@ class V3Evaluation:
         return cls(
             protocol=data["protocol"], model=data["model"],
             comparable=None if data["comparable"] == "yes" else data["comparable"],
-            data=data["data"], context_set=ContextSet.from_json(data["context_set"]),
+            data=DataSummary.from_json(data["data"]),
+            context_set=ContextSet.from_json(data["context_set"]),
             stopped=data["stopped"],
             truth=TruthSummary.from_json(data["truth"]) if data["truth"] else None,
             primary=PrimaryComparison.from_json(data["primary"]) if data["primary"] else None,
@@ -251,7 +335,7 @@ class V3Evaluation:
             sensitivities={k: Sensitivity.from_json(s)
                            for k, s in data["sensitivities"].items()},
             non_pooled={k: NonPooledDomain.from_json(d) for k, d in data["non_pooled"].items()},
-            label_free=data["label_free"],
+            label_free=LabelFreeArm.from_json(data["label_free"]) if data["label_free"] else None,
             runtime=data["runtime"], stored=data.get("stored"),
             replicates=data.get("replicates"))
 
@@ -261,5 +345,5 @@ class V3Evaluation:
         return self.primary.verdict if self.primary else self.stopped
 
 
-__all__ = ["NeuronsPermuted", "NonPooledDomain", "Sensitivity", "V3Controls", "V3Evaluation",
-           "jsonable"]
+__all__ = ["DataSummary", "DomainSummary", "LabelFreeArm", "LabelFreePool", "NeuronsPermuted",
+           "NonPooledDomain", "Sensitivity", "V3Controls", "V3Evaluation", "jsonable"]

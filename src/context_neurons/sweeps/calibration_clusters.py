@@ -30,7 +30,7 @@ from context_neurons.checks import (
     check_neurons,
     token_id,
 )
-from context_neurons.sweeps import circuit_mean_keys
+from context_neurons.sweeps.shared import circuit_mean_keys
 
 
 
