@@ -1,11 +1,12 @@
 """Frequency-aware discovery: each neuron's predicted shift on a domain, from the weights, one
 calibration text and unigram counts (chapter 8, section "A frequency-aware score").
 
-The paper's score ``top[j]`` (:mod:`context_neurons.discovery`) asks which tokens move neuron
-``j`` most, each token weighted equally. Under the paper's own assumptions (a text's tokens drawn
-from its domain's distribution ``p_D``, denominators concentrated) a token moves the neuron's
-expected input on a domain by ``p_D(t) eps_j(t)``, not by ``eps_j(t)``. This module writes that
-algebra down for every path from a token to a layer-0 neuron's input and turns it into a score.
+The paper's score ``top[j]`` (:mod:`context_neurons.discovery.scores`) asks which tokens move
+neuron ``j`` most, each token weighted equally. Under the paper's own assumptions (a text's
+tokens drawn from its domain's distribution ``p_D``, denominators concentrated) a token moves the
+neuron's expected input on a domain by ``p_D(t) eps_j(t)``, not by ``eps_j(t)``. This module
+writes that algebra down for every path from a token to a layer-0 neuron's input and turns it into
+a score.
 
 **Paths.** The input of neuron ``j`` at position ``n`` reads the residual stream through LayerNorm
 2, linearised with the calibration text's scale (chapter 5): ``x . w_j`` with the read vector
@@ -53,7 +54,7 @@ from torch import Tensor
 
 from context_neurons import decomposition as dec
 from context_neurons.checks import InputError, check_position, token_id
-from context_neurons.circuit import _all_heads
+from context_neurons.circuit.build import _all_heads
 from context_neurons.models.weights import Model, as_weights
 
 #: First position of a window mean (as in :data:`context_neurons.activations.START`).
@@ -301,8 +302,8 @@ def predict_path_shifts(
 
     Args:
         pieces: :func:`path_pieces` of the model.
-        read: the read vectors ``w_j`` (:func:`context_neurons.discovery.read_vectors` of all
-            neurons).
+        read: the read vectors ``w_j`` (:func:`context_neurons.discovery.scores.read_vectors` of
+            all neurons).
         distributions: each domain's token distribution ``p_D`` (:func:`unigram_distribution`),
             at least two domains.
         start: first position of the window mean.

@@ -38,8 +38,8 @@ def gallery_table(
     ``top tokens``, ``bottom tokens``; on the planted model also ``planted truth`` (the planted
     description, or ``-``) and ``label-word share``, the share of its ``scores.k`` most extreme
     tokens (largest ``|z|``, the tokens behind the score) that are label words of the topics
-    planted there (:func:`~context_neurons.discovery.planted_topic_share`: words held out of the
-    planting, never the words that planted the neuron).
+    planted there (:func:`~context_neurons.discovery.planted.planted_topic_share`: words held out
+    of the planting, never the words that planted the neuron).
     """
     neurons = check_neurons(model, neurons)
     tables = token_tables(circuit, model, neurons, k=max(k, scores.k), scores=scores)

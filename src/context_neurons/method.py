@@ -6,8 +6,8 @@ evaluation and by chapter 8. A :class:`MethodValues` is made once at the top of 
 model, and handed down: whoever needs one of them asks it, and it computes each the first time,
 keeping what it computed (:attr:`MethodValues.computed` counts the computations: a test pins each
 to one per run). The calibration text is ``'prose'`` and every option the default, as in
-:func:`~context_neurons.circuit.build_circuit` and
-:func:`~context_neurons.discovery.score_neurons`.
+:func:`~context_neurons.circuit.build.build_circuit` and
+:func:`~context_neurons.discovery.scores.score_neurons`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from context_neurons.text.windows import LOOKUP_TOKENS
 #: The calibration text of every circuit the method builds in a run.
 CALIBRATION = "prose"
 #: The shortest context the main job runs in: the circuit's median denominator reads the
-#: calibration positions from ``N_MIN`` on (:func:`~context_neurons.circuit.build_circuit` needs
-#: ``N_MIN + 2`` tokens), and chapter 7's look-up windows hold BOS and ``LOOKUP_TOKENS`` tokens.
+#: calibration positions from ``N_MIN`` on (:func:`~context_neurons.circuit.build.build_circuit`
+#: needs ``N_MIN + 2`` tokens), and chapter 7's look-up windows hold BOS and ``LOOKUP_TOKENS``
+#: tokens.
 MIN_CONTEXT = max(N_MIN + 2, LOOKUP_TOKENS + 1)
 
 

@@ -7,6 +7,7 @@ import torch
 
 from context_neurons import circuit as C
 from context_neurons import decomposition as dec
+from context_neurons.caching import IdentityCache
 from context_neurons.checks import InputError
 from context_neurons.models import load_model
 from context_neurons.models.toy import exact_toy_model
@@ -187,7 +188,7 @@ def test_identity_cache_does_not_serve_a_reused_id():
     class Thing:
         pass
 
-    cache = C.IdentityCache(size=2)
+    cache = IdentityCache(size=2)
     first, second = Thing(), Thing()
     assert cache.get((first,), ("a",), lambda: 1) == 1
     assert cache.get((first,), ("a",), lambda: 2) == 1  # cached

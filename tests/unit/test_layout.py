@@ -2,9 +2,10 @@
 
 The README's map says which layer each module is in and that imports only go down. These tests
 keep that true: they fail on an import cycle, on an import of a higher layer, on an import of the
-package's own modules inside a function, on a long module that answers several questions (one
-module per question: :func:`definition_groups`), and on an environment variable read anywhere but
-:mod:`context_neurons.config` or missing from the README's table.
+package's own modules inside a function, on a module of any length that answers several questions
+(one module per question: :func:`definition_groups`, with a chapter's typed findings about one
+object counted as one question, :func:`question_groups`), and on an environment variable read
+anywhere but :mod:`context_neurons.config` or missing from the README's table.
 """
 
 from __future__ import annotations
@@ -37,11 +38,10 @@ LAYERS: dict[str, int] = {
     "gallery": 11, "interactive": 11,
     "reproduce": 12, "book": 12, "__main__": 13, "__init__": 13,
 }
-#: A module longer than this is checked for holding more than one question.
-LONG_MODULE = 400
-#: From this many unrelated groups of definitions, a long module holds several questions (the
-#: token windows of ``text.windows``, three groups for the calibration text, the domains and the
-#: look-ups, are one question: which windows a chapter reads).
+#: From this many unrelated groups of definitions (:func:`question_groups`), a module holds several
+#: questions; every module is checked, whatever its length (the token windows of ``text.windows``,
+#: three groups for the calibration text, the domains and the look-ups, are one question: which
+#: windows a chapter reads).
 MAX_GROUPS = 4
 
 
@@ -200,12 +200,67 @@ def test_definition_groups_split_a_module_of_two_studies():
     assert definition_groups("def f(): return g()\ndef g(): return 1") == [["f", "g"]]
 
 
-def test_a_long_module_answers_one_question():
+def finding_subject(source: str, group: list[str]) -> str | None:
+    """What a *finding* reads, or ``None`` when ``group`` is not one.
+
+    A finding is a group of exactly one class and one function annotated to return it: a typed
+    result and the function that builds it, which a chapter prints (``rule_effects(taxonomy) ->
+    RuleEffects``). Its subject is the annotation of the function's first parameter
+    (``HeadTaxonomy``).
+    """
+    defs = {node.name: node for node in ast.parse(source).body if getattr(node, "name", None)}
+    classes = [n for n in group if isinstance(defs[n], ast.ClassDef)]
+    functions = [defs[n] for n in group if isinstance(defs[n], ast.FunctionDef)]
+    if len(group) != 2 or len(classes) != 1 or len(functions) != 1:
+        return None
+    (function,) = functions
+    returns = function.returns
+    arguments = function.args.posonlyargs + function.args.args
+    if not (isinstance(returns, ast.Name) and returns.id == classes[0] and arguments
+            and arguments[0].annotation is not None):
+        return None
+    return ast.unparse(arguments[0].annotation)
+
+
+def question_groups(source: str) -> list[list[str]]:
+    """:func:`definition_groups`, with the findings about one subject (:func:`finding_subject`)
+    joined into one group.
+
+    A finding names nothing else by design (each of a chapter's sections states its own), so
+    findings never link; but the findings a module reads off one object answer one question, what
+    that object shows (chapter 2's findings, each read off one ``HeadTaxonomy``). Findings about
+    different subjects stay apart, and a study (anything larger than a class and its builder) is
+    never joined.
+    """
+    groups, findings = [], {}
+    for group in definition_groups(source):
+        subject = finding_subject(source, group)
+        if subject is None:
+            groups.append(group)
+        else:
+            findings.setdefault(subject, []).extend(group)
+    return groups + [sorted(group) for group in findings.values()]
+
+
+def test_question_groups_join_findings_about_one_subject():
+    finding = "class {0}: pass\ndef {1}(x: {2}, y=None) -> {0}: return {0}()"
+    one_subject = "\n".join([finding.format("A", "a", "Taxonomy"),
+                             finding.format("B", "b", "Taxonomy")])
+    assert len(definition_groups(one_subject)) == 2
+    assert question_groups(one_subject) == [["A", "B", "a", "b"]]
+    two_subjects = "\n".join([finding.format("A", "a", "Taxonomy"),
+                              finding.format("B", "b", "Circuit")])
+    assert question_groups(two_subjects) == [["A", "a"], ["B", "b"]]
+    not_findings = "class A: pass\ndef a(x: Taxonomy): return A()\n" + "\n".join(
+        ["class B: pass", "def b(x: Taxonomy) -> B: return B()"])
+    assert question_groups(not_findings) == [["A", "a"], ["B", "b"]]  # a's return is not A
+
+
+def test_every_module_answers_one_question():
     several = {}
     for name, path in modules().items():
-        source = path.read_text()
-        groups = definition_groups(source)
-        if len(source.splitlines()) > LONG_MODULE and len(groups) >= MAX_GROUPS:
+        groups = question_groups(path.read_text())
+        if len(groups) >= MAX_GROUPS:
             several[name] = groups
     assert not several, (
         "these modules answer several questions (groups of definitions that never name each "

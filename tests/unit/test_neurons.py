@@ -7,11 +7,13 @@ import pytest
 import torch
 
 from context_neurons import circuit as C
+from context_neurons.caching import IdentityCache
 from context_neurons import decomposition as dec
 from context_neurons import casestudies, gallery
 from context_neurons import respelling as rs
 from context_neurons.checks import DataError, InputError, OutOfRangeError, check_neuron
 from context_neurons import discovery as N
+from context_neurons.discovery import scores as scores_module
 from context_neurons.models import load_model
 from context_neurons.text.windows import domain_texts
 
@@ -282,7 +284,7 @@ def test_scores_cache_checks_identity(planted, circuit, scores):
     """Cached scores are keyed by the circuit's identity (see test_identity_cache_...)."""
     model = planted.model
     assert N.get_scores(circuit, model) is scores
-    assert isinstance(N._SCORES, C.IdentityCache)
+    assert isinstance(scores_module._SCORES, IdentityCache)  # one cache, where it is used
 
 
 def test_gallery_table_and_markdown(planted, circuit, scores):

@@ -323,8 +323,9 @@ def contextual_heads_accuracy(
     heads as if attending to the current token) are approximations too. This judges the circuit
     alone: the true combined output of the contextual heads (hook ``z``, through ``W_O``) against
     the circuit's bag plus positional part (each head's own kernel), both read by the neurons
-    through the linearised LN2 (:func:`~context_neurons.discovery.read_vectors`), text by text
-    over positions ``>= start``. Good here and poor in :func:`evaluate` means the local terms fail.
+    through the linearised LN2 (:func:`~context_neurons.discovery.scores.read_vectors`), text by
+    text over positions ``>= start``. Good here and poor in :func:`evaluate` means the local terms
+    fail.
 
     Args:
         denominators: the bag's denominators to judge (``"per_position"``, ``"median"``); the

@@ -13,7 +13,7 @@ position ``n`` of tokens ``t_0..t_n`` is
          + b_O                                                   attention output bias
 
 with the bag's denominators taken per position from the calibration text by default (the
-``<|endoftext|>`` sink, :mod:`context_neurons.circuit`; ``denominators="median"`` gives the
+``<|endoftext|>`` sink, :mod:`context_neurons.circuit.build`; ``denominators="median"`` gives the
 constant-denominator version), and LN2 is linearised with the calibration text's scale ``s2``:
 ``pre_j(n) ~ s2 (gamma2 * centred(x(n))) . W_in[:, j] + beta2 . W_in[:, j] + b_in[j]``.
 Every term is linear in ``x``, so we project each onto the neurons' read vectors *first* and the
@@ -58,7 +58,7 @@ from context_neurons.models.weights import Model, as_weights
 
 #: First position evaluated (position 0 holds BOS in every text).
 START = 1
-#: Default denominators of the bag (see :mod:`context_neurons.circuit`).
+#: Default denominators of the bag (see :mod:`context_neurons.circuit.build`).
 DENOMINATORS = "per_position"
 #: Terms of :meth:`NeuronApproximator.terms` that depend on the current token and position only.
 LOCAL_TERMS = ("direct", "other heads", "constant")
@@ -75,7 +75,7 @@ class NeuronApproximator:
     """Pre-activation predictor of a set of neurons, every term projected onto their read vectors.
 
     Attributes (all ``[..., n_neurons]``):
-        denominators: ``"per_position"`` or ``"median"`` (see :mod:`context_neurons.circuit`).
+        denominators: ``"per_position"`` or ``"median"`` (see :mod:`context_neurons.circuit.build`).
         contribution: ``e(t) . w_j`` for every token (the bag's summands, median denominators).
         head_contribution: each head's ``c_h(t) v_h(t) W_O^h . w_j`` before its denominator
             (for per-position denominators).

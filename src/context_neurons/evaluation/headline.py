@@ -37,7 +37,8 @@ class GeneralEvaluation:
         left_out: the calibration documents left out of the texts.
         result: the evaluation with per-position denominators ``D_h(n)``.
         constant: the same with constant (median) denominators ``Dhat_h``.
-        note: which neurons were evaluated (:func:`~context_neurons.discovery.selection_note`).
+        note: which neurons were evaluated
+            (:func:`~context_neurons.discovery.scores.selection_note`).
     """
 
     windows: list[Int[Tensor, " _pos"]]

@@ -179,8 +179,8 @@ class DestinationSweep:
 
     @torch.no_grad()
     def circuit(self, dest: str | int) -> cc.ContextualCircuit:
-        """The circuit of :func:`~context_neurons.circuit.build_circuit` for destination ``dest``
-        (same calibration text, heads and reference position)."""
+        """The circuit of :func:`~context_neurons.circuit.build.build_circuit` for destination
+        ``dest`` (same calibration text, heads and reference position)."""
         base, model = self.base, self.model
         dest = token_id(model, dest)
         heads, calib = base.heads, base.calibration

@@ -47,7 +47,7 @@ def circuit_mean_keys(
     circuit: cc.ContextualCircuit, model: TransformerBridge
 ) -> Float[Tensor, "n_ctx head_index d_head"]:
     """The mean keys ``M`` of a circuit, recomputed from its calibration text's tokens (BOS left
-    out), as :func:`~context_neurons.circuit.build_circuit` takes them by default.
+    out), as :func:`~context_neurons.circuit.build.build_circuit` takes them by default.
 
     Raises:
         InputError: when the circuit's mean values were not taken from those tokens (a circuit
