@@ -19,6 +19,8 @@ from collections import Counter
 
 from context_neurons import circuit, discovery, domain_shift, method, taxonomy
 from context_neurons.__main__ import main as command_line
+from context_neurons.circuit import build as circuit_build
+from context_neurons.discovery import scores as discovery_scores
 from context_neurons.models import weights
 from context_neurons.verdict import v3, v3_scores
 
@@ -27,8 +29,8 @@ EVALUATE = sys.modules["context_neurons.verdict.evaluate"]
 #: Each counted computation and the modules that hold a reference to it (the first defines it).
 COUNTED = {
     "classify_heads": (taxonomy, method),
-    "build_circuit": (circuit, method),
-    "score_neurons": (discovery, method),
+    "build_circuit": (circuit_build, circuit, method),
+    "score_neurons": (discovery_scores, discovery, method),
     "predict_path_shifts": (domain_shift, EVALUATE, v3, v3_scores),
 }
 

@@ -13,6 +13,7 @@ from context_neurons import evaluation as E
 from context_neurons.evaluation import approximation
 from context_neurons import discovery as N
 from context_neurons.checks import DataError, OutOfRangeError, TokenError
+from context_neurons.models.planted_plan import NeuronPlan
 from context_neurons.text.windows import corpus_windows, domain_windows, evaluation_windows
 from context_neurons.models import load_model
 from context_neurons.models.toy import exact_toy_model, make_small_model
@@ -748,7 +749,8 @@ def test_quiet_on_calibration_lists_the_quiet_neurons(long_toy, monkeypatch):
     monkeypatch.setattr(quiet_module, "silent_on_calibration", lambda *args: table)
     monkeypatch.setattr(quiet_module, "calibration_text", lambda name: name)
     monkeypatch.setattr(quiet_module, "describe", lambda text: "a calibration text")
-    truth = SimpleNamespace(context_neurons={5: {"description": "astronomy"}})
+    truth = SimpleNamespace(context_neurons={5: NeuronPlan({"astronomy": 1.0}, 5.0, "astronomy")},
+                            distractor_neurons={})
     evaluations = {"a": E.evaluate(circuit, model, texts[:1], [0, 3, 5])}
     quiet = E.quiet_on_calibration(circuit, model, [0, 3, 5], evaluations, truth=truth)
     assert list(quiet.table.index) == [0, 5] and quiet.clear == [5]

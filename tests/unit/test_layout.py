@@ -204,9 +204,9 @@ def finding_subject(source: str, group: list[str]) -> str | None:
     """What a *finding* reads, or ``None`` when ``group`` is not one.
 
     A finding is a group of exactly one class and one function annotated to return it: a typed
-    result and the function that builds it, which a chapter prints (``rule_effects(taxonomy) ->
-    RuleEffects``). Its subject is the annotation of the function's first parameter
-    (``HeadTaxonomy``).
+    result with the sentences a chapter prints (a ``findings`` method) and the function that
+    builds it (``rule_effects(taxonomy) -> RuleEffects``). Its subject is the annotation of the
+    function's first parameter (``HeadTaxonomy``).
     """
     defs = {node.name: node for node in ast.parse(source).body if getattr(node, "name", None)}
     classes = [n for n in group if isinstance(defs[n], ast.ClassDef)]
@@ -214,6 +214,9 @@ def finding_subject(source: str, group: list[str]) -> str | None:
     if len(group) != 2 or len(classes) != 1 or len(functions) != 1:
         return None
     (function,) = functions
+    says = {n.name for n in defs[classes[0]].body if isinstance(n, ast.FunctionDef)}
+    if "findings" not in says:
+        return None
     returns = function.returns
     arguments = function.args.posonlyargs + function.args.args
     if not (isinstance(returns, ast.Name) and returns.id == classes[0] and arguments
@@ -243,7 +246,8 @@ def question_groups(source: str) -> list[list[str]]:
 
 
 def test_question_groups_join_findings_about_one_subject():
-    finding = "class {0}: pass\ndef {1}(x: {2}, y=None) -> {0}: return {0}()"
+    finding = ("class {0}:\n    def findings(self): return []\n"
+               "def {1}(x: {2}, y=None) -> {0}: return {0}()")
     one_subject = "\n".join([finding.format("A", "a", "Taxonomy"),
                              finding.format("B", "b", "Taxonomy")])
     assert len(definition_groups(one_subject)) == 2
@@ -251,9 +255,10 @@ def test_question_groups_join_findings_about_one_subject():
     two_subjects = "\n".join([finding.format("A", "a", "Taxonomy"),
                               finding.format("B", "b", "Circuit")])
     assert question_groups(two_subjects) == [["A", "a"], ["B", "b"]]
-    not_findings = "class A: pass\ndef a(x: Taxonomy): return A()\n" + "\n".join(
-        ["class B: pass", "def b(x: Taxonomy) -> B: return B()"])
-    assert question_groups(not_findings) == [["A", "a"], ["B", "b"]]  # a's return is not A
+    not_findings = "\n".join([  # a's return is not A; B says nothing (no findings method)
+        "class A:\n    def findings(self): return []", "def a(x: Taxonomy): return A()",
+        "class B: pass", "def b(x: Taxonomy) -> B: return B()"])
+    assert question_groups(not_findings) == [["A", "a"], ["B", "b"]]
 
 
 def test_every_module_answers_one_question():

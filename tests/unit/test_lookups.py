@@ -22,6 +22,7 @@ from context_neurons.checks import (
     check_upstream_head,
 )
 from context_neurons.hooks import run_until
+from context_neurons.models.planted_plan import PlantedLookup
 
 ASTRONOMY = (1, 777)  # planted: layer 1, neuron 777 predicts ' telescope', driven by head 1.2
 
@@ -945,8 +946,7 @@ def test_planted_recovery_against_the_truth():
     plans = [(777, 2, " telescope", "astronomy"), (1200, 4, " Lord", "religion"),
              (3000, 7, " que", "spanish"), (2400, 9, " troops", "war")]
     truth = SimpleNamespace(
-        lookups=[{"layer": 1, "neuron": n, "head": h, "target": t, "topic": topic}
-                 for n, h, t, topic in plans],
+        lookups=[PlantedLookup(1, h, n, topic, t, False, 0, []) for n, h, t, topic in plans],
         topic_words={"astronomy": ["Stars", "moon"], "religion": ["God"], "spanish": ["que"],
                      "war": ["war"]})
     recovery = lk.planted_recovery(lookups, truth, _Tokenizer())
@@ -976,8 +976,9 @@ def test_the_selection_against_the_plan():
 
     scores = pd.DataFrame({"layer": [1, 1, 0], "neuron": [777, 5, 777],
                            "token": [" telescope", " the", " war"]})
-    truth = SimpleNamespace(lookups=[{"layer": 1, "neuron": 777, "target": " telescope"},
-                                     {"layer": 1, "neuron": 1200, "target": " Lord"}])
+    truth = SimpleNamespace(lookups=[
+        PlantedLookup(1, 2, 777, "astronomy", " telescope", False, 0, []),
+        PlantedLookup(1, 4, 1200, "religion", " Lord", False, 0, [])])
     assert lk.selection_against_plan([(1, 777), (1, 5)], scores, truth) == [
         "neuron 1.777: predicts ' telescope', planted to predict ' telescope'",
         "neuron 1.5: predicts ' the', not planted",

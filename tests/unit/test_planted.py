@@ -291,6 +291,13 @@ def test_the_truth_record_round_trips_typed(planted):
     assert isinstance(next(iter(again.layer0_heads.values())), P.HeadPlan)
     assert all(isinstance(plan, P.NeuronPlan) for plan in again.context_neurons.values())
     assert all(isinstance(plan, P.DistractorPlan) for plan in again.distractor_neurons.values())
+    written = truth.to_dict()  # every look-up writes every field (hard or not)
+    assert {tuple(lookup) for lookup in written["lookups"]} == {(
+        "layer", "head", "neuron", "topic", "target", "hard", "target_id", "topic_token_ids",
+        "description", "second_head")}
+    hard = [lookup for lookup in written["lookups"] if lookup["hard"]]
+    assert len(hard) == 1 and hard[0]["second_head"] is not None and hard[0]["description"]
+    assert truth.context_neurons[300].topics is not P.CONTEXT_NEURONS[300].topics  # a copy
 
 
 # ----------------------------------------------------------------------------------------------

@@ -309,11 +309,12 @@ def _layer0_mlp(
                       + LOCAL_READ * dirs.rand_dir())
         b_in[j] = -1.0
         w_out[j] = CONTEXT_OUT * dirs.rand_dir()
+        topics = dict(plan.topics)  # the record's own copy: the plans stay as written
         if variant == "standard":
-            context_neurons[j] = plan
+            context_neurons[j] = replace(plan, topics=topics)
         else:
-            distractors[j] = DistractorPlan("no contextual head (negative control)",
-                                            plan.topics, plan.gain, plan.description)
+            distractors[j] = DistractorPlan("no contextual head (negative control)", topics,
+                                            plan.gain, plan.description)
     w_out[704] = -w_out[300]
     reads = {"glitch-direct": None, "uniform-head": space.uniform_space,
              "previous-token-head": space.previous_space}
@@ -323,7 +324,7 @@ def _layer0_mlp(
         w_in[:, j] = plan.gain * read + NOISE_READ * noise_read() + LOCAL_READ * dirs.rand_dir()
         b_in[j] = -1.0
         w_out[j] = CONTEXT_OUT * dirs.rand_dir()
-        distractors[j] = plan
+        distractors[j] = replace(plan, topics=dict(plan.topics))
     write_mlp(state, 0, w_in, b_in, w_out, dirs)
     return context_neurons, distractors
 

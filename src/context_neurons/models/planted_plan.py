@@ -304,7 +304,8 @@ class PlantedTruth:
 
     @classmethod
     def from_dict(cls, record: dict) -> PlantedTruth:
-        """The record :meth:`to_dict` wrote, its plans typed again."""
+        """The record :meth:`to_dict` wrote, as the planted model's cache keeps it (integer
+        keys, tuples), its plans typed again."""
         return cls(**{
             **record,
             "context_neurons": {j: NeuronPlan(**plan)

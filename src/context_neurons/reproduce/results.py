@@ -85,6 +85,7 @@ class PreviousTokenHeads:
     heads: list[int]
 
     def findings(self) -> list[str]:
+        """The attention per head, then the previous-token heads (chapter 8, section 8.3)."""
         return [wrapped(f"mean attention to the previous token on EVAL windows, per head: "
                         f"{self.attention}"),
                 f"previous-token heads (>= {PREVIOUS_TOKEN_MIN}): {self.heads}"]
@@ -103,7 +104,8 @@ class Results:
         heldout: the truth from activations (None without held-out documents).
         lookups: chapter 7's examined neurons by ``(layer, neuron)``, each a ``NeuronLookup``
             or the ``NotFiring`` that says why not (None for a table built by hand).
-        previous_token: the protocols' previous-token heads (None without held-out documents).
+        previous_token: the protocols' previous-token heads (None for a model without a
+            training directory, and without its held-out documents).
     """
 
     model: str
