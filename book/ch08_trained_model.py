@@ -141,21 +141,10 @@ import json
 import pandas as pd
 
 from context_neurons.models.loading import TRAINED_DIR
+from context_neurons.training.summary import training_run
 
-record = json.loads((TRAINED_DIR / "training.json").read_text())
 cfg = model.cfg
-print(wrapped(
-    f"{cfg.n_layers} layers, {cfg.n_heads} heads, d_model {cfg.d_model}, d_mlp {cfg.d_mlp}, "
-    f"context {cfg.n_ctx}, vocabulary {cfg.d_vocab}; {record['model']['parameters']:,} parameters"
-))
-print(wrapped(
-    f"seed {record['seed']}, {record['threads']} threads on {record['device']}: "
-    f"{record['tokens_seen']:,} tokens in {record['steps_done']} steps"
-))
-print(f"held-out loss (mean over corpora): {record['heldout_loss']['mean']:.2f} nats/token")
-print(wrapped(f"trained on {record['device_name']} in {record['wall_seconds'] / 60:.0f} "
-              f"minutes; {record.get('cpu_estimate', 'no CPU estimate recorded')}"))
-print(wrapped(f"command: {record['command']}"))
+print("\n".join(training_run(TRAINED_DIR).findings(cfg)))  # its training.json, read typed
 
 # %%
 from context_neurons.plotting.training import plot_loss

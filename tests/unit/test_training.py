@@ -626,3 +626,31 @@ def test_the_run_records_the_corpora_dataset(run_dir):
     record = json.loads((run_dir / "training.json").read_text())
     assert record["corpora_dataset"]["not_in_dataset"] == sorted(WEIGHTS)
     assert record["corpora_dataset"]["version"]
+
+
+def test_training_run_reads_the_record_and_says_it_in_sentences(tmp_path):
+    """The shipped record's facts come through unchanged; a made-up record (without a CPU
+    estimate, as records written before it) gives these exact sentences."""
+    import json
+    from types import SimpleNamespace
+
+    from context_neurons.models.loading import TRAINED_DIR
+    from context_neurons.training.summary import NO_CPU_ESTIMATE, training_run
+
+    shipped = json.loads((TRAINED_DIR / "training.json").read_text())
+    run = training_run(TRAINED_DIR)
+    assert run.parameters == shipped["model"]["parameters"] and run.seed == shipped["seed"]
+    assert run.heldout_loss == shipped["heldout_loss"]["mean"]
+    assert run.cpu_estimate == shipped["cpu_estimate"]
+    record = {"model": {"parameters": 1234567}, "seed": 3, "threads": 2, "device": "cpu",
+              "device_name": "a CPU", "tokens_seen": 98765, "steps_done": 12,
+              "heldout_loss": {"mean": 4.567}, "wall_seconds": 5400.0, "command": "train"}
+    (tmp_path / "training.json").write_text(json.dumps(record))
+    cfg = SimpleNamespace(n_layers=2, n_heads=4, d_model=64, d_mlp=256, n_ctx=128, d_vocab=512)
+    assert training_run(tmp_path).findings(cfg) == [
+        "2 layers, 4 heads, d_model 64, d_mlp 256, context 128, vocabulary 512;\n"
+        "  1,234,567 parameters",
+        "seed 3, 2 threads on cpu: 98,765 tokens in 12 steps",
+        "held-out loss (mean over corpora): 4.57 nats/token",
+        f"trained on a CPU in 90 minutes; {NO_CPU_ESTIMATE}",
+        "command: train"]

@@ -8,7 +8,8 @@ with a document-level held-out split.
 
 Library: :func:`train` (a :class:`TrainConfig` -> the output directory). Command line:
 :func:`main` (``python -m context_neurons train ...``). Structure checks of a trained model
-(layer-0 positional kernels, per-domain neurons): :mod:`context_neurons.training.analysis`.
+(layer-0 positional kernels, per-domain neurons): :mod:`context_neurons.training.analysis`. What
+a run did, from its record (chapter 8.1): :mod:`context_neurons.training.summary`.
 """
 
 from context_neurons.training.cli import main
