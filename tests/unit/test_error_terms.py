@@ -1,0 +1,75 @@
+"""Tests of the error attribution (chapter 8): pieces against the model's hooks on a small model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from context_neurons import circuit as C
+from context_neurons.evaluation.approximation import approximator, true_pre_activations
+from context_neurons.discovery import read_vectors
+from context_neurons.evaluation.error_terms import (
+    DENOMINATORS,
+    _calibration_at_reference,
+    error_terms,
+)
+from context_neurons.models.weights import as_weights
+from context_neurons.hooks import run_until
+
+torch.set_grad_enabled(False)
+NEURONS = [0, 5, 17, 100]
+
+
+@pytest.fixture(scope="module")
+def setup(small_model):
+    gen = torch.Generator().manual_seed(3)
+    n_ctx, vocab = small_model.cfg.n_ctx, small_model.cfg.d_vocab
+    calibration = torch.randint(0, vocab, (n_ctx,), generator=gen)
+    circuit = C.build_circuit(small_model, calibration, heads=[1, 3], dest_token=7, n_min=8)
+    tokens = torch.randint(0, vocab, (3, n_ctx), generator=gen)
+    return small_model, circuit, tokens, error_terms(circuit, small_model, tokens, NEURONS)
+
+
+def test_exact_pieces_sum_to_the_true_pre_activations(setup):
+    model, _, tokens, et = setup
+    true = true_pre_activations(model, tokens, NEURONS)
+    hooked = run_until(model, tokens, "blocks.0.mlp.hook_pre")["blocks.0.mlp.hook_pre"][..., NEURONS]
+    torch.testing.assert_close(et.true, hooked, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(sum(et.exact.values()), true, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(et.prediction(et.pieces), true, atol=1e-4, rtol=1e-4)
+    _, fvu = et.accuracy(et.pieces)
+    assert float(fvu.max()) < 1e-8
+
+
+def test_each_head_piece_is_its_hooked_output(setup):
+    model, circuit, tokens, et = setup
+    z = run_until(model, tokens, "blocks.0.attn.hook_z")["blocks.0.attn.hook_z"]
+    read = read_vectors(circuit, model, NEURONS)
+    for h in circuit.heads:
+        out = z[:, :, h] @ as_weights(model).W_O[h] @ read
+        torch.testing.assert_close(et.exact[f"head {h}"], out, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("denominators", ["per_position", "median"])
+def test_approximated_pieces_sum_to_the_approximation(setup, denominators):
+    model, circuit, tokens, et = setup
+    approx = approximator(circuit, model, NEURONS, denominators)(tokens)
+    torch.testing.assert_close(et.prediction((), denominators), approx, atol=1e-4, rtol=1e-4)
+
+
+def test_circuit_denominators_do_not_normalise_the_bag(setup):
+    """On the calibration text (``' the'`` at each destination, each head's kernel), the bag's
+    weights ``pos_n(i) c_{n_ref}(t_i)`` sum to ``D_h(n)`` computed at the reference
+    (``calibration_at_reference``), not to the circuit's ``D_h(n)``, whose content weights are
+    taken at ``n``: their log ratio drifts with ``n`` (here by more than 0.5 nats)."""
+    _, circuit, _, et = setup
+    calib = circuit.calibration
+    p = len(calib.tokens)
+    log_c = circuit.log_content[:, calib.tokens].clone()[:, None, :].expand(-1, p, -1).clone()
+    diag = torch.arange(1, p)
+    log_c[:, diag, diag] = circuit.log_content[:, circuit.dest_token, None]
+    log_mass = torch.logsumexp(circuit.head_kernels.log() + log_c, -1)  # [h, n]
+    assert set(et.bags) == set(DENOMINATORS)
+    torch.testing.assert_close(log_mass, _calibration_at_reference(circuit, p), atol=1e-4, rtol=0)
+    drift = log_mass - calib.log_denominators
+    assert float((drift.max(-1).values - drift.min(-1).values).min()) > 0.5
