@@ -483,7 +483,8 @@ print("check passed: the circuit's attention TV equals its definition")
 # %%
 K_CLUSTERS = 4
 positions = clu.profile_positions(min(len(w) for w in domains.windows))
-profiles = clu.denominator_profiles(model, domains.windows, circuit.heads, positions)
+profiles = clu.denominator_profiles(model, domains.windows, circuit.heads, positions,
+                                     log_content=circuit.log_content)  # the circuit's frame
 clusters = clu.cluster_calibrations(profiles.flatten(1), K_CLUSTERS)
 print(wrapped(f"profiles: {len(domains.windows)} texts x {len(circuit.heads)} heads x positions "
               f"{positions.tolist()}"))

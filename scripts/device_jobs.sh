@@ -3,7 +3,7 @@
 # network, 10 minutes a command, about 15 minutes of device time in all).
 #
 #   scripts/device_jobs.sh --prepare          HERE, once, before the device call (see "Before")
-#   scripts/device_jobs.sh [STEP ...]         ON THE DEVICE: steps 1 2 3 (default: all three)
+#   scripts/device_jobs.sh [STEP ...]         ON THE DEVICE: steps 1 2 3 4 (default: 1 2 3)
 #   scripts/device_jobs.sh --smoke [STEP ...] here, on the CPU: the same plumbing, tiny budgets
 #
 # Steps, in the order of their value (each timed, each one's outputs packed under $OUT as it ends):
@@ -43,6 +43,10 @@
 #      Python 3.11.7 and the device's 3.12, so a code-domain cell may differ for that reason alone
 #      (CONTEXT_NEURONS_CODE, set to the carried 3.11.7 library, covers the trained model's
 #      held-out text only).
+#   4  The GPT-2 evaluation on the 12-layer GPT-2-shaped stand-in (scripts/simulate_online.py
+#      --no-chapters: GPT-2's loader, OpenWebText from a local stand-in, no corpora), timed on
+#      the GPU -> $OUT/gpt2-standin-cuda.tar.gz (timings.json, results-online.json, the log).
+#      Runs first in lane B. Measured on an H200 (2026-11-28): 36 s for the main job.
 #
 # Also under $OUT: timings.tsv (step, status, exit code, start and wall seconds from the script's
 # start, lane, note), device_jobs.log (environment, progress, the end of each failing step's log)
@@ -116,12 +120,12 @@ for arg in "$@"; do
             [ -x .venv/bin/python ] && default=.venv/bin/python || default=python3
             exec "${PYTHON:-$default}" scripts/device_bundle.py prepare ;;
         --smoke) SMOKE=1 ;;
-        1 | 2 | 3) STEPS+=("$arg") ;;
+        1 | 2 | 3 | 4) STEPS+=("$arg") ;;
         -h | --help) sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $arg (scripts/device_jobs.sh --help)" >&2; exit 2 ;;
     esac
 done
-[ ${#STEPS[@]} -eq 0 ] && STEPS=(1 2 3)
+[ ${#STEPS[@]} -eq 0 ] && STEPS=(1 2 3)  # step 4 when asked
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 
 BUNDLE=${DEVICE_JOBS_BUNDLE:-$REPO/artifacts/device-bundle}
@@ -374,6 +378,20 @@ step3() {
     done
 }
 
+# ---- step 4: the GPT-2 evaluation on the 12-layer stand-in -----------------------------------
+
+step4() {
+    # The main job on GPT-2 Small's path, simulated (scripts/simulate_online.py: the 12-layer
+    # GPT-2-shaped stand-in through GPT-2's loader, OpenWebText from a local stand-in, no corpora),
+    # `reproduce --model gpt2 --texts 20` on the device's GPU (--device auto), timed.
+    local out4=$WORK/gpt2-standin
+    rm -rf "$out4" && mkdir -p "$out4"
+    run_step 4-gpt2-standin B 60 - "$PY" scripts/simulate_online.py --out "$out4" --no-chapters
+    cp "$LOGS/4-gpt2-standin.log" "$out4/simulate_online.log" 2>/dev/null
+    rm -rf "$out4/gpt2-shaped" "$out4"/*.parquet  # the checkpoint and the text: rebuilt anywhere
+    "$PY" scripts/device_steps.py pack "$OUT/gpt2-standin-cuda.tar.gz" "$out4" >>"$MAIN_LOG" 2>&1
+}
+
 # ---- the lanes --------------------------------------------------------------------------------
 
 lane_training() {
@@ -396,6 +414,7 @@ lane_training() {
 }
 
 lane_checks() {
+    want 4 && step4
     want 3 && step3
     return 0
 }

@@ -107,6 +107,7 @@ def summary(run_dir: Path, out: Path, device: str) -> dict:
     row.update(structure(model, protocol_data(tokenizer, record, protocol), protocol))
     result = {"run": str(run_dir), "device": device, "heldout_windows": len(windows),
               "protocol": protocol.name, "final": row,
+              "approximation": approximation_view(model, windows[:APPROXIMATION_TEXTS]),
               "kernels": {"query": query, "token": " the",
                           "heads": [{k: round(v, 4) if isinstance(v, float) else v
                                      for k, v in r.items()} for r in kernels]}}
@@ -114,6 +115,53 @@ def summary(run_dir: Path, out: Path, device: str) -> dict:
     print(f"{out}: previous-token heads {row['previous_token_heads']}, contextual heads "
           f"{row['contextual_heads']}, held-out loss {row['heldout_loss']}")
     return result
+
+
+#: Held-out windows the approximation's accuracy and the assumptions check read (the main job's
+#: default count for a trained model, ``--texts 20``).
+APPROXIMATION_TEXTS = 20
+
+
+def approximation_view(model, windows) -> dict:
+    """The approximation's accuracy (chapter 6) on ``windows`` for the neurons found at theta,
+    with the circuit's denominators read in each frame (``circuit.build.FRAMES``: the reference
+    frame, the fix of issue 50, and the destination frame the package used before), and the
+    assumptions check (:mod:`context_neurons.assumptions`) of the reference circuit."""
+    from context_neurons.assumptions import LIMITS, measure_assumptions
+    from context_neurons.circuit import FRAMES, build_circuit
+    from context_neurons.discovery import THETA, score_neurons
+    from context_neurons.evaluation import evaluate
+    from context_neurons.method import MethodValues
+    from context_neurons.stability import denominator_study
+
+    method = MethodValues(model)
+    heads = method.contextual_heads()
+    if not heads:
+        return {"contextual_heads": [], "note": "no contextual head: nothing to approximate"}
+    out = {"contextual_heads": heads, "texts": len(windows), "theta": THETA, "frames": {}}
+    for frame in FRAMES:
+        circuit = build_circuit(model, "prose", heads, frame=frame)
+        found = score_neurons(circuit, model).found(THETA)
+        view = {"neurons_found": len(found), "log_dhat": circuit.calibration.log_dhat.tolist()}
+        if found:
+            cache: dict = {}
+            for denominators in ("per_position", "median"):
+                ev = evaluate(circuit, model, windows, found, truth_cache=cache,
+                              denominators=denominators)
+                view[denominators] = {"median_pearson_r": ev.median_pearson,
+                                      "median_fvu": ev.median_fvu}
+        out["frames"][frame] = view
+        if frame == "reference":
+            study = denominator_study(model, windows)
+            check = measure_assumptions(model, circuit, method.taxonomy().groups, windows, study)
+            out["assumptions"] = {
+                "limits": {k: {"bound": v.bound, "at_most": v.at_most} for k, v in LIMITS.items()},
+                "heads": {h: check.row(h) for h in check.heads},
+                "verdicts": [v.sentence() for v in check.verdicts()],
+                "ln2_scale_cv": check.ln2_scale_cv,
+                "findings": check.findings(),
+            }
+    return out
 
 
 def annotate(run_dir: Path, notes: list[str]) -> None:

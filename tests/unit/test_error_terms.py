@@ -8,11 +8,7 @@ import torch
 from context_neurons import circuit as C
 from context_neurons.evaluation.approximation import approximator, true_pre_activations
 from context_neurons.discovery import read_vectors
-from context_neurons.evaluation.error_terms import (
-    DENOMINATORS,
-    _calibration_at_reference,
-    error_terms,
-)
+from context_neurons.evaluation.error_terms import DENOMINATORS, error_terms
 from context_neurons.models.weights import as_weights
 from context_neurons.hooks import run_until
 
@@ -57,19 +53,16 @@ def test_approximated_pieces_sum_to_the_approximation(setup, denominators):
     torch.testing.assert_close(et.prediction((), denominators), approx, atol=1e-4, rtol=1e-4)
 
 
-def test_circuit_denominators_do_not_normalise_the_bag(setup):
-    """On the calibration text (``' the'`` at each destination, each head's kernel), the bag's
-    weights ``pos_n(i) c_{n_ref}(t_i)`` sum to ``D_h(n)`` computed at the reference
-    (``calibration_at_reference``), not to the circuit's ``D_h(n)``, whose content weights are
-    taken at ``n``: their log ratio drifts with ``n`` (here by more than 0.5 nats)."""
-    _, circuit, _, et = setup
-    calib = circuit.calibration
-    p = len(calib.tokens)
-    log_c = circuit.log_content[:, calib.tokens].clone()[:, None, :].expand(-1, p, -1).clone()
-    diag = torch.arange(1, p)
-    log_c[:, diag, diag] = circuit.log_content[:, circuit.dest_token, None]
-    log_mass = torch.logsumexp(circuit.head_kernels.log() + log_c, -1)  # [h, n]
+def test_text_at_reference_normalises_the_bag(setup):
+    """With each text's own denominators in the bag's frame, the bag's weights
+    ``K[n, i] c_{n_ref}(t_i) / D(n)`` sum to 1 at every position, for every head; the circuit's
+    calibrated ones only approximately."""
+    _, circuit, tokens, et = setup
     assert set(et.bags) == set(DENOMINATORS)
-    torch.testing.assert_close(log_mass, _calibration_at_reference(circuit, p), atol=1e-4, rtol=0)
-    drift = log_mass - calib.log_denominators
-    assert float((drift.max(-1).values - drift.min(-1).values).min()) > 0.5
+    n = tokens.shape[1]
+    log_w = circuit.kernel[:n, :n].log()[None, None] + circuit.log_content[:, tokens].permute(
+        1, 0, 2)[:, :, None]  # [b, h, n, i]
+    ratio = et.bags["text_at_reference"] / et.bags["per_position"]  # [b, n, h, J]: D_cal / D_text
+    log_text = torch.logsumexp(log_w, -1)  # [b, h, n]
+    expected = (circuit.inverse_denominators(n, "per_position").log().neg()[None] - log_text)
+    torch.testing.assert_close(ratio[..., 0].log(), expected.transpose(1, 2), atol=1e-4, rtol=1e-4)

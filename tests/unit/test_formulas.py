@@ -76,8 +76,11 @@ def brute_mean(table, reference):
     return torch.einsum("t,tihe->ihe", p / p.sum(), table)
 
 
-def brute_circuit(model, tables, calibration, dest, heads=HEADS, n_ref=N_REF, n_min=N_MIN):
-    """The contextual circuit of ``book/notation.md`` §5 from the hook tables alone."""
+def brute_circuit(model, tables, calibration, dest, heads=HEADS, n_ref=N_REF, n_min=N_MIN,
+                  frame="reference"):
+    """The contextual circuit of ``book/notation.md`` §5 from the hook tables alone; the
+    denominators with the content weights at ``n_ref`` (``frame="reference"``, as ``e(t)`` takes
+    them) or at each destination ``n`` (``"destination"``)."""
     Q, K, V = tables["Q"], tables["K"], tables["V"]
     n_ctx, scale = model.cfg.n_ctx, model.cfg.d_head**0.5
     reference = calibration[1:]
@@ -91,6 +94,8 @@ def brute_circuit(model, tables, calibration, dest, heads=HEADS, n_ref=N_REF, n_
         log_pos = torch.log_softmax(logits, -1)  # log pos_n(i)
         # log c_n(t) = q_n . k(t, n) / sqrt(d), for the calibration tokens and the destination
         log_c = torch.einsum("ne,tne->nt", q, K[:, :, h]) / scale  # [n, token]
+        if frame == "reference":  # c_{n_ref}(t) at every destination
+            log_c = log_c[n_ref][None].expand(n_ctx, -1)
         log_d = []
         for n in range(n_ctx):
             if n == 0:  # position 0 holds the text's own first token; pos_0(0) = 1
@@ -368,6 +373,43 @@ def test_circuit_against_hooks(built):
     close(circuit.extended, brute["extended"])
     close(circuit.positional_part, brute["positional"])
     assert circuit.head_kernels[:, 0, 0].tolist() == [1.0, 1.0]  # first position
+
+
+def test_destination_frame_against_hooks(small):
+    """``frame="destination"``, the denominators read with the content weights at each
+    destination (chapter 1's frame, the package's before issue 50), rebuilt from the hooks."""
+    model, calibration, tables = small
+    circuit = cc.build_circuit(model, calibration, heads=HEADS, dest_token=DEST, n_ref=N_REF,
+                               n_min=N_MIN, frame="destination")
+    brute = brute_circuit(model, tables, calibration, DEST, frame="destination")
+    close(circuit.calibration.log_denominators, brute["log_d"])
+    close(circuit.calibration.log_dhat, brute["log_dhat"])
+    close(circuit.extended, brute["extended"])
+    with pytest.raises(cc.CircuitError, match="frame"):
+        cc.build_circuit(model, calibration, heads=HEADS, dest_token=DEST, frame="query")
+
+
+def test_bag_weights_sum_to_one_in_the_reference_frame(small, built):
+    """On the calibration text with the destination token at ``n``, the bag's weights
+    ``pos_n(i) c_h(t_i) / D_h(n)`` (content weights at ``n_ref``, as ``e(t)`` has them) sum to 1
+    at every position in the reference frame. In the destination frame they are off by the
+    content score's part that depends on ``n`` alone (cancelled by the softmax, not by the bag):
+    the failure of issue 50, FVU 600,000 on the trained model. This tiny model drifts too."""
+    model, calibration, _ = small
+    circuit, _ = built
+    tokens = calibration.clone()
+    n = len(tokens)
+    weights = circuit.head_kernels[:, :n, :n] * circuit.log_content[:, tokens][:, None].exp()
+    at = torch.arange(1, n)
+    weights[:, at, at] = (circuit.head_kernels[:, at, at]
+                          * circuit.log_content[:, DEST][:, None].exp())
+    total = weights.sum(-1) / circuit.calibration.log_denominators.exp()
+    close(total, torch.ones_like(total))
+    old = cc.build_circuit(model, calibration, heads=HEADS, dest_token=DEST, n_ref=N_REF,
+                           n_min=N_MIN, frame="destination")
+    drift = (weights.sum(-1).log() - old.calibration.log_denominators).abs().max()
+    assert drift > 0.1, f"the destination frame's drift on this model: {drift:.3g} nats"
+    close(circuit.text_log_denominators(model, tokens), circuit.calibration.log_denominators)
 
 
 def test_ln2_scale_against_hooks(small, built):

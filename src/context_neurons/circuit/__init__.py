@@ -17,6 +17,7 @@ an exponentially decaying bag of *extended embeddings* ``e(t)``. One module per 
 
 from context_neurons.circuit.build import (  # noqa: F401  (the chapter's namespace: cc.*)
     DENOMINATORS,
+    FRAMES,
     N_MIN,
     Calibration,
     CircuitError,
@@ -29,6 +30,7 @@ from context_neurons.circuit.build import (  # noqa: F401  (the chapter's namesp
     head_kernels,
     ln2_inverse_scales,
     median_kernel,
+    reference_log_denominators,
     token_values,
 )
 from context_neurons.circuit.fit import (  # noqa: F401

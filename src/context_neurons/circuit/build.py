@@ -7,10 +7,17 @@
    it by one number per head, ``Dhat_h``: the median over the positions ``n >= n_min`` of one
    calibration text of
 
-       D_h(n) = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(' the'),
+       D_h(n) = sum_{j<n} pos_n(j) c_h(t_j) + pos_n(n) c_h(' the'),
 
-   i.e. the calibration text with ``' the'`` placed at the destination. (Positions before
-   ``n_min = 100`` are excluded: there the ``<|endoftext|>`` sink inflates ``D``.)
+   i.e. the calibration text with ``' the'`` placed at the destination, with the content weights
+   ``c_h(t) = c_{n_ref}(t)`` the extended embeddings use (the *reference frame*, the default).
+   The bag divides ``c_h(t_i)`` by ``D_h(n)``, so both must be read in one frame: a content score
+   ``q_n . E[n, t]`` carries a part that depends on ``n`` alone, which the softmax cancels but a
+   ratio of weights read at two positions does not. Reading ``D`` with ``c_n`` (``frame=
+   "destination"``, what this package did before issue 50) leaves the bag's weights summing to
+   ``exp(b(n_ref) - b(n))`` instead of 1: up to 16 nats off on the trained models (median FVU
+   613,400 there), a few percent on the planted model. (Positions before ``n_min = 100`` are
+   excluded from the median, where ``D`` averages few tokens.)
 2. **One shared kernel.** The six heads' positional patterns (destination ``' the'``) are similar;
    we replace them by their element-wise median ``K[n, i]``, renormalised over ``i <= n``. Since
    ``pos_n(i) = softmax_i q_n . M[i] / sqrt(d)`` (the ``M[n]`` term is constant in ``i``), the whole
@@ -30,13 +37,14 @@ folds the value bias into the attention output bias ``b_O`` (``fold_value_biases
 includes whatever value bias remains, and ``b_O`` (shared by all heads) is not part of the six
 heads' output.
 
-**Per-position denominators.** Position 0 holds ``<|endoftext|>``, whose content weight is large
-(an attention sink), so for the first ~100 positions ``D_h(n)`` is well above ``Dhat_h`` and the
+**Per-position denominators.** Where position 0 holds an attention sink (a large content weight
+of ``<|endoftext|>``), ``D_h(n)`` at the first positions is well above ``Dhat_h`` and the
 constant-denominator bag overstates the heads' output there. The method allows the calibration
 denominators "median over its positions, or per position": ``denominators="per_position"`` uses
 ``D_h(n)`` of the calibration text itself at each ``n`` (the median beyond the text's length). The
-extended embeddings, which must not depend on ``n``, always use the median ``Dhat_h``; at
-``n >= n_min`` the two agree to a few percent.
+extended embeddings, which must not depend on ``n``, always use the median ``Dhat_h``. How far
+another text's ``D_h(n)`` strays from the calibration's is measured per head by
+:mod:`context_neurons.assumptions` (``denominator_factor``).
 
 Shapes: ``ctx_head`` is the axis of the contextual heads only (``head_index`` runs over all
 twelve).
@@ -114,6 +122,8 @@ class Calibration:
 
 
 DENOMINATORS = ("median", "per_position")
+#: The frames the calibration denominators can be read in (:func:`build_circuit`).
+FRAMES = ("reference", "destination")
 
 
 @dataclass
@@ -147,6 +157,19 @@ class ContextualCircuit:
     positional_part: Float[Tensor, "pos d_model"]
     w_o: Float[Tensor, "ctx_head d_head d_model"] = field(repr=False)
     notes: dict = field(default_factory=dict)
+    frame: str = "reference"
+
+    def text_log_denominators(
+        self, model: Model, tokens: Int[Tensor, " pos"]
+    ) -> Float[Tensor, "ctx_head pos"]:
+        """``log D_h(n)`` of any text in this circuit's frame (``' the'`` at every destination),
+        the quantity the calibration text's denominators stand for."""
+        tokens = check_sequence(model, tokens)
+        if self.frame == "reference":
+            return reference_log_denominators(
+                self.head_kernels, self.log_content, tokens, self.dest_token)
+        mean_keys = dec.mean_positional_keys(model, self.calibration.tokens[1:], model.cfg.n_ctx)
+        return calibration_log_denominators(model, tokens, self.heads, mean_keys, self.dest_token)
 
     @property
     def ln2_scale(self) -> float:
@@ -262,6 +285,39 @@ def median_kernel(
 
 
 @torch.no_grad()
+def fixed_destination_log_weights(
+    model: Model,
+    tokens: Int[Tensor, " pos"],
+    heads,
+    mean_keys: Float[Tensor, "n_ctx head_index d_head"],
+    dest_token: int,
+    destination_key: bool = True,
+) -> Float[Tensor, "ctx_head query_pos key_pos"]:
+    """``log pos_n(i) + log c_n(t_i)`` with ``dest_token``'s query at every destination ``n``
+    (``-inf`` above the diagonal): the unnormalised pattern in the destination frame on a text.
+
+    With ``destination_key`` the key at ``i = n >= 1`` is ``dest_token`` too (the destination
+    holds it, as in the calibration denominators); without it, the text's own ``t_n``. Position 0
+    holds ``<|endoftext|>`` in every text and is its own only source.
+    """
+    tokens = check_sequence(model, tokens)
+    heads = check_heads(model, heads)
+    n = len(tokens)
+    positions = torch.arange(n, device=tokens.device)
+    queries = dec.destination_queries(model, dest_token, positions)
+    mask = dec.causal_mask(n, tokens.device)
+    scores = _all_heads(dec.positional_scores, model, queries, positions, n, mean_keys)[heads]
+    log_pos = torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    log_c = _all_heads(dec.content_scores, model, queries, positions, tokens)[heads]
+    if destination_key:  # the content score of the destination is q_n . E[n, dest]
+        dest = torch.full_like(tokens, dest_token)
+        log_c_dest = _all_heads(dec.content_scores, model, queries, positions, dest)[heads]
+        replaced = positions[1:]
+        log_c[:, replaced, replaced] = log_c_dest[:, replaced, replaced]
+    return (log_pos + log_c).masked_fill(~mask, float("-inf"))
+
+
+@torch.no_grad()
 def calibration_log_denominators(
     model: Model,
     tokens: Int[Tensor, " pos"],
@@ -275,22 +331,33 @@ def calibration_log_denominators(
     ``D_h(0) = c_0(t_0)`` (position 0 holds ``<|endoftext|>`` in every text), in log space (content
     weights overflow float32) from the positional scores and content scores of chapter 1.
     """
-    tokens = check_sequence(model, tokens)
-    heads = check_heads(model, heads)
+    log_weights = fixed_destination_log_weights(model, tokens, heads, mean_keys, dest_token)
+    return torch.logsumexp(log_weights, dim=-1)
+
+
+def reference_log_denominators(
+    kernels: Float[Tensor, "ctx_head query_pos key_pos"],
+    log_content: Float[Tensor, "ctx_head d_vocab"],
+    tokens: Int[Tensor, " pos"],
+    dest_token: int,
+) -> Float[Tensor, "ctx_head pos"]:
+    """``log D_h(n)`` in the frame of the extended embeddings: the content weights taken at the
+    reference position, as ``e(t)`` takes them.
+
+    ``D_h(n) = sum_{j<n} pos_n(j) c_h(t_j) + pos_n(n) c_h(dest)`` with ``c_h(t) = c_{n_ref}(t)``
+    (``log_content``) and each head's own kernel; position 0 holds ``<|endoftext|>``. The bag
+    divides ``c_h(t_i)`` by ``D_h(n)``, so both must be one frame: a content score
+    ``q_n . E[n, t]`` carries terms that depend on the destination position ``n`` alone (the
+    position and bias parts of ``E[n, t]`` read by ``q_n``), which cancel in the softmax but not
+    in ``c_{n_ref}(t) / D_h(n)`` when ``D`` is read with ``c_n`` (:func:`calibration_log_denominators`,
+    the ``"destination"`` frame).
+    """
     n = len(tokens)
-    positions = torch.arange(n, device=tokens.device)
-    queries = dec.destination_queries(model, dest_token, positions)
-    mask = dec.causal_mask(n, tokens.device)
-    scores = _all_heads(dec.positional_scores, model, queries, positions, n, mean_keys)[heads]
-    log_pos = torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    log_c = _all_heads(dec.content_scores, model, queries, positions, tokens)[heads]
-    # The destination holds dest_token, not t_n: its content score is q_n . E[n, dest]. Except at
-    # n = 0, which holds <|endoftext|> in every text (and is its own only source).
-    dest = torch.full_like(tokens, dest_token)
-    log_c_dest = _all_heads(dec.content_scores, model, queries, positions, dest)[heads]
-    replaced = positions[1:]
-    log_c[:, replaced, replaced] = log_c_dest[:, replaced, replaced]
-    return torch.logsumexp(log_pos + log_c.masked_fill(~mask, float("-inf")), dim=-1)
+    log_c = log_content[:, tokens][:, None, :].expand(-1, n, -1).clone()  # [head, query, key]
+    at = torch.arange(1, n, device=tokens.device)
+    log_c[:, at, at] = log_content[:, dest_token][:, None]
+    log_pos = torch.log(kernels[:, :n, :n])  # -inf above the diagonal
+    return torch.logsumexp(log_pos + log_c, dim=-1)
 
 
 @torch.no_grad()
@@ -345,6 +412,7 @@ def build_circuit(
     n_ref: int | None = None,
     n_min: int = N_MIN,
     reference_tokens: Int[Tensor, " n_ref"] | None = None,
+    frame: str = "reference",
 ) -> ContextualCircuit:
     """Build the contextual circuit from the weights and one calibration text.
 
@@ -359,10 +427,16 @@ def build_circuit(
         n_min: the first calibration position of the median denominator.
         reference_tokens: the token distribution of the mean keys and values ``M``, ``M_V``
             (default: the calibration text's tokens without BOS).
+        frame: the content weights the denominators are read with (:data:`FRAMES`):
+            ``"reference"`` (default) those at ``n_ref``, as the extended embeddings take them;
+            ``"destination"`` those at each destination position, the frame of chapter 1's
+            decomposition, kept to show why it fails in the bag (chapter 8; issue 50).
 
     Returns:
         A :class:`ContextualCircuit`.
     """
+    if frame not in FRAMES:
+        raise CircuitError(f"frame must be one of {FRAMES}, got {frame!r}.")
     heads = check_heads(model, contextual_heads(model) if heads is None else heads)
     dest = token_id(model, dest_token)
     n_ctx = model.cfg.n_ctx
@@ -384,8 +458,14 @@ def build_circuit(
     mean_keys = dec.mean_positional_keys(model, reference_tokens, n_ctx, which="K")
     mean_values_all = dec.mean_positional_keys(model, reference_tokens, n_ctx, which="V")
 
-    # 1. Calibrated denominators.
-    log_d = calibration_log_denominators(model, tokens, heads, mean_keys, dest)
+    kernels = head_kernels(model, heads, mean_keys, dest, n_ctx)
+    log_content = dec.content_log_weights(model, n_ref, dest)[heads]  # [head, vocab]
+
+    # 1. Calibrated denominators, in the frame of the extended embeddings (or the destination's).
+    if frame == "reference":
+        log_d = reference_log_denominators(kernels, log_content, tokens, dest)
+    else:
+        log_d = calibration_log_denominators(model, tokens, heads, mean_keys, dest)
     log_dhat = log_d[:, n_min:].median(dim=-1).values
     inv_scales = ln2_inverse_scales(model, tokens)
     calib = Calibration(
@@ -398,12 +478,10 @@ def build_circuit(
         ln2_scale=float(inv_scales[1:].median()),
     )
 
-    # 2. Each head's kernel and the shared median kernel.
-    kernels = head_kernels(model, heads, mean_keys, dest, n_ctx)
+    # 2. The shared median kernel of the heads' kernels.
     kernel = median_kernel(kernels)
 
     # 3. Extended embeddings at n_ref, and the positional part with each head's own kernel.
-    log_content = dec.content_log_weights(model, n_ref, dest)[heads]  # [head, vocab]
     mean_values = mean_values_all[:, heads]  # [pos, head, d_head]
     w_o = as_weights(model).W_O[heads]  # [head, d_head, d_model]
     weights = torch.exp(log_content - log_dhat[:, None])  # c_h(t) / Dhat_h
@@ -425,6 +503,7 @@ def build_circuit(
         mean_values=mean_values,
         positional_part=positional_part,
         w_o=w_o,
+        frame=frame,
     )
 
 

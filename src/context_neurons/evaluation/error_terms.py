@@ -23,16 +23,12 @@ included; ``ln2`` is 0 (LN2 linearised at ``s2``). The estimates sum to
 ``denominators="per_position"`` or ``"median"``).
 
 The bag's denominators ``D_h(n)`` (:data:`DENOMINATORS`): ``"per_position"`` and ``"median"`` as
-in the circuit (:mod:`context_neurons.circuit.build`); ``"text"``, each text's own ``D_n`` from
+in the circuit (:mod:`context_neurons.circuit.build`, in the circuit's frame: build it with
+``frame="destination"`` to see the failure of issue 50); ``"text"``, each text's own ``D_n`` from
 the attention decomposition (its own destination query, content weights ``c_n`` at ``n``);
 ``"text_at_reference"``, each text's ``sum_i K[n, i] c_h(t_i)`` with the bag's own content weights
-``c_h = c_{n_ref}``, so that the bag's weights sum to 1 at every position;
-``"calibration_at_reference"``, the calibration text's ``D_h(n)`` computed with the bag's content
-weights ``c_{n_ref}`` (and each head's kernel, ``' the'`` at the destination) instead of ``c_n``,
-the calibration's median over ``n >= n_min`` beyond its length. The circuit's ``D_h(n)`` takes its
-content weights at ``n`` and the bag's numerator at ``n_ref``; their ratio drifts with
-``q_n . k(t at n) - q_{n_ref} . k(t at n_ref)``, a term common to every source token that cancels
-in the model's softmax but not in the bag.
+``c_h = c_{n_ref}``, so that the bag's weights sum to 1 at every position (the best any
+calibrated denominator could do).
 """
 
 from __future__ import annotations
@@ -54,7 +50,7 @@ from context_neurons.hooks import run_until
 from context_neurons.models.weights import as_weights
 
 #: The bag's denominators :class:`ErrorTerms` can use (module docstring).
-DENOMINATORS = ("per_position", "median", "text", "text_at_reference", "calibration_at_reference")
+DENOMINATORS = ("per_position", "median", "text", "text_at_reference")
 
 
 @dataclass
@@ -159,7 +155,6 @@ def error_terms(
     log_weights = circuit.log_content[:, tokens].permute(1, 0, 2)  # [b, h, i]: log c_h(t_i)
     log_kernel = circuit.kernel[:n, :n].log()  # -inf above the diagonal
     log_d["text_at_reference"] = torch.logsumexp(log_kernel[None, None] + log_weights[:, :, None], -1)
-    log_d["calibration_at_reference"] = _calibration_at_reference(circuit, n)[None]
     bags = {d: numerator * torch.exp(-v).transpose(1, 2)[..., None] for d, v in log_d.items()}
     positions = torch.arange(n, device=tokens.device)
     mask = (positions >= start)[None].expand(len(tokens), -1)
@@ -177,18 +172,3 @@ def _text_log_denominators(
         for t in tokens
     ])
 
-
-def _calibration_at_reference(
-    circuit: ContextualCircuit, n_positions: int
-) -> Float[Tensor, "ctx_head pos"]:
-    """The calibration's ``log D_h(n)`` with content weights ``c_{n_ref}`` (module docstring)."""
-    calib = circuit.calibration
-    p = min(n_positions, len(calib.tokens))
-    log_c = circuit.log_content[:, calib.tokens[:p]]  # [h, i]
-    log_w = circuit.head_kernels[:, :p, :p].log() + log_c[:, None, :]  # [h, n, i]
-    diag = torch.arange(1, p, device=log_w.device)  # ' the' at the destination, BOS at 0
-    log_w[:, diag, diag] = circuit.head_kernels[:, diag, diag].log() + circuit.log_content[
-        :, circuit.dest_token, None]
-    log_d = torch.logsumexp(log_w, -1)
-    rest = log_d[:, calib.n_min :].median(-1).values[:, None].expand(-1, n_positions - p)
-    return torch.cat([log_d, rest], 1)

@@ -109,3 +109,24 @@ def plot_output_scatter(
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def plot_frame_drift(shift: torch.Tensor, heads: list[int], title: str = ""):
+    """``log D_ref(n) - log D_dest(n)`` along the calibration text, one line per head: the factor
+    (in nats) by which the bag's weights miss summing to 1 when the denominators are read in the
+    destination frame (:mod:`context_neurons.evaluation.failure`); 0 is the reference frame.
+
+    ``title`` names the model (the figure's title adds what is drawn).
+    """
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    x = np.arange(1, shift.shape[1])
+    for row, head in enumerate(heads):
+        ax.plot(x, shift[row, 1:].cpu(), lw=1.0, color=head_colour(head), label=f"head {head}")
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xlabel("destination position n (calibration text)")
+    ax.set_ylabel("log bag-weight total (nats)")
+    what = "the bag's weights in the destination frame (0: they sum to 1)"
+    ax.set_title(f"{title}: {what}" if title else what, fontsize=10)
+    ax.legend(ncol=6, fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig

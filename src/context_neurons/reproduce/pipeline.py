@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import activation_truth, precision_recall_curve, score_auc
+from context_neurons.assumptions import LIMITS, AssumptionsCheck, measure_assumptions
 from context_neurons.checks import DataError, InputError
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.decomposition import decompose_attention, default_mean_keys
@@ -38,7 +39,7 @@ from context_neurons.reproduce.table import SKIPPED_PREFIXES
 from context_neurons.reproduce.verdict_rows import verdict_rows
 from context_neurons.reproduce.verdict_rows_v3 import v3_rows
 from context_neurons.stability import bootstrap_standard_error, coefficient_of_variation
-from context_neurons.stability import denominator_study
+from context_neurons.stability import DenominatorStudy, denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy
 from context_neurons.text.windows import evaluation_windows
 from context_neurons.training.heldout import labelled_windows, read_record
@@ -102,11 +103,8 @@ def decomposition_rows(
     ]
 
 
-def stability_rows(
-    model: TransformerBridge, windows: list[Int[Tensor, " _pos"]], labels: list[str]
-) -> list[Row]:
+def stability_rows(study: DenominatorStudy) -> list[Row]:
     """Chapter 3: spread of the denominators at ``n = n_ctx / 2`` across the texts."""
-    study = denominator_study(model, windows, labels=labels)
     n_texts = len(study.labels)
     if n_texts < 2:  # a spread across texts needs two of them
         return [Row("denominator_cv", math.nan, f"not computed: {n_texts} text (a spread across "
@@ -268,6 +266,50 @@ def evaluation_rows(
     ]
 
 
+def assumptions_rows(check: AssumptionsCheck) -> list[Row]:
+    """What the approximation assumes of each layer-0 head, measured on the evaluation texts
+    (:mod:`context_neurons.assumptions`), with a verdict per head, before its accuracy."""
+    limits = "; ".join(f"{k} {'<=' if v.at_most else '>='} {v.bound:g}" for k, v in
+                       LIMITS.items() if not v.post_hoc)
+    per_head = {q: {h: round(check.row(h)[q], 3) for h in check.heads if q in check.row(h)}
+                for q in ("sink_share", "self_share", "destination_tv", "denominator_factor",
+                          "denominator_cv_ratio")}
+    verdicts = check.verdicts()
+    failing = [v.head for v in verdicts if v.contextual and v.meets is False]
+    return [
+        Row("assumptions_limits", limits, "limits fixed before any measurement (issue 50; the "
+            "sink share, first a limit, is reported only: refuted on the planted model)"),
+        *[Row(f"assumption_{q}", values, LABELS_ASSUMPTIONS[q], show="per_head")
+          for q, values in per_head.items()],
+        Row("assumption_ln2_scale_cv", check.ln2_scale_cv,
+            "coefficient of variation of LN2's 1/std over positions (one scale linearises LN2)"),
+        Row("assumption_verdicts",
+            [{"head": v.head, "group": v.group,
+              "assumes": "the bag" if v.contextual else "attends to itself",
+              "verdict": {True: "meets", False: "does NOT meet", None: "not measured"}[v.meets],
+              "because": "; ".join(v.failures)} for v in verdicts],
+            "per head: whether it meets what the approximation assumes of its role (a "
+            "contextual head: the bag; any other: attending to the current token)",
+            show="records", index="#"),
+        Row("contextual_heads_meeting_assumptions",
+            sorted(v.head for v in verdicts if v.contextual and v.meets),
+            "contextual heads within every limit (denominator_factor, destination_tv, "
+            "denominator_cv_ratio)",
+            reading=(f"contextual heads {failing} miss the bag's assumptions: read the accuracy "
+                     "below with that in mind" if failing else "")),
+    ]
+
+
+LABELS_ASSUMPTIONS = {
+    "sink_share": "mean attention to position 0 at positions >= 32 (reported, not judged)",
+    "self_share": "mean attention to the current token (non-contextual heads: >= 0.5 assumed)",
+    "destination_tv": "median TV, exact pattern vs the pattern with ' the' at the destination",
+    "denominator_factor": "median factor between each text's D_h(n) and the calibration's "
+                          "(contextual heads; per-position denominators)",
+    "denominator_cv_ratio": "spread of D at n_ctx/2 across texts over chapter 3's prediction",
+}
+
+
 def lookup_row(examined: dict[tuple[int, int], NeuronLookup | NotFiring],
                truth: PlantedTruth | None) -> list[Row]:
     """Chapter 7's row: the examined token-predicting neurons
@@ -387,9 +429,10 @@ def reproduce(
     rows = taxonomy_rows(taxonomy, truth) + paper_heads_rows(loaded, heads)
     rows += decomposition_rows(hooked, windows, heads, progress)
     with step("the denominators across texts (chapter 3)"):
-        rows += stability_rows(hooked, windows, labels)
+        study = denominator_study(hooked, windows, labels=labels)
+        rows += stability_rows(study)
     rows = in_section("heads (chapters 1-3)", rows)
-    heldout = previous = None
+    heldout = previous = check = None
     if heads:
         with step("the contextual circuit and every neuron's score (chapters 4 and 5)"):
             circuit, scores = method.circuit(heads), method.scores(heads)
@@ -405,6 +448,11 @@ def reproduce(
         with step("protocol v3, the confirmatory test (chapter 8)"):
             rows += in_section(PROTOCOLS, v3_rows(loaded, method, progress))
     if heads:
+        with step("the approximation's assumptions, per head (chapter 6)"):
+            check = measure_assumptions(hooked, circuit, taxonomy.groups, windows, study,
+                                        progress)
+            rows += in_section("the approximation's assumptions (chapter 6)",
+                               assumptions_rows(check))
         with step("the approximation's accuracy (chapter 6)"):
             rows += in_section("the approximation's accuracy (chapter 6)", evaluation_rows(
                 circuit, hooked, windows, labels, scores.found(theta), progress))
@@ -420,5 +468,5 @@ def reproduce(
         model=loaded.name, model_source=loaded.source, planted=loaded.is_planted,
         n_texts=len(windows), texts=report.__dict__, device=str(hooked.cfg.device), rows=rows,
         seconds=round(time.perf_counter() - start, 1), method=method, heldout=heldout,
-        lookups=lookups, previous_token=previous,
+        lookups=lookups, previous_token=previous, assumptions=check,
     )

@@ -19,6 +19,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, ActivationTruth
+from context_neurons.assumptions import AssumptionsCheck
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.discovery import NeuronScores
 from context_neurons.lookups import NeuronLookup, NotFiring
@@ -106,6 +107,8 @@ class Results:
             or the ``NotFiring`` that says why not (None for a table built by hand).
         previous_token: the protocols' previous-token heads (None for a model without a
             training directory, and without its held-out documents).
+        assumptions: what the approximation assumes of each head, measured on the evaluation
+            texts (None without contextual heads, or for a table built by hand).
     """
 
     model: str
@@ -120,6 +123,7 @@ class Results:
     heldout: HeldOutTruth | None = None
     lookups: dict[tuple[int, int], NeuronLookup | NotFiring] | None = None
     previous_token: PreviousTokenHeads | None = None
+    assumptions: AssumptionsCheck | None = None
     _by_key: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

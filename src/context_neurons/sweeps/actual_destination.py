@@ -86,8 +86,12 @@ def _destination_tables(circuit, model, text, dest, mean_keys):
     at_ref = torch.full_like(positions, circuit.n_ref)
     log_c = dec.content_scores(model, _queries(model, dest, at_ref), at_ref, text, heads)
     calib = circuit.calibration.tokens[:n]
-    log_c_calib = dec.content_scores(model, queries, positions, calib, heads)
-    own = dec.content_scores(model, queries, positions, dest, heads)  # d_n at its own n
+    # the denominators in the circuit's frame (build_circuit): content weights at n_ref, as the
+    # bag's, or at each destination n
+    frame_q, frame_at = ((_queries(model, dest, at_ref), at_ref) if circuit.frame == "reference"
+                         else (queries, positions))
+    log_c_calib = dec.content_scores(model, frame_q, frame_at, calib, heads)
+    own = dec.content_scores(model, frame_q, frame_at, dest, heads)  # d_n at its own n
     log_c_calib[:, positions[1:], positions[1:]] = own[:, positions[1:], positions[1:]]
     log_d = torch.logsumexp(log_kernels + log_c_calib.masked_fill(~mask, -math.inf), dim=-1)
     return log_kernels, log_c, log_d

@@ -49,10 +49,15 @@ def denominator_profiles(
     positions: Int[Tensor, " n_positions"],
     dest_token: str | int = dec.DEFAULT_DESTINATION,
     mean_keys: Float[Tensor, "n_ctx head_index d_head"] | None = None,
+    log_content: Float[Tensor, "ctx_head d_vocab"] | None = None,
 ) -> Float[Tensor, "text ctx_head n_positions"]:
     """``log D_h(n)`` of every text at ``positions``, with ``dest_token`` at ``n``
     (:func:`context_neurons.stability.log_denominators`, the calibration's denominators; mean keys
-    by default from the default calibration text, as the default circuit's)."""
+    by default from the default calibration text, as the default circuit's). With
+    ``log_content`` (a circuit's ``log_content``, the content weights at its reference position)
+    the denominators are read in the circuit's reference frame, as it reads its calibration's
+    (:func:`~context_neurons.circuit.build.reference_log_denominators`); without it, with the
+    content weights at each ``n`` (the destination frame)."""
     heads = check_heads(model, heads)
     length = min(len(w) for w in windows)
     positions = positions.to(model.cfg.device)
@@ -65,6 +70,11 @@ def denominator_profiles(
     profiles = []
     for window in windows:  # the arithmetic of stability.log_denominators, at a few positions
         text = torch.as_tensor(window)[:length].to(model.cfg.device)
+        if log_content is not None:  # c_{n_ref}(t_i) at every destination: the reference frame
+            log_c = log_content[:, text][:, None].expand(-1, len(positions), -1).clone()
+            log_c[:, rows, positions] = log_content[:, dest][:, None]
+            profiles.append(torch.logsumexp(kernels + log_c, dim=-1).float().cpu())
+            continue
         unique, inverse = torch.unique(
             torch.cat([text, text.new_tensor([dest])]), return_inverse=True
         )
@@ -207,9 +217,12 @@ def recalibrate(
     calib = circuit.calibration
     if len(tokens) <= calib.n_min + 1:
         raise InputError(f"The calibration text needs more than {calib.n_min + 1} tokens.")
-    log_d = cc.calibration_log_denominators(
-        model, tokens, circuit.heads, mean_keys, circuit.dest_token
-    )
+    if circuit.frame == "reference":  # the circuit's own frame (build_circuit's frame)
+        log_d = circuit.text_log_denominators(model, tokens)
+    else:
+        log_d = cc.calibration_log_denominators(
+            model, tokens, circuit.heads, mean_keys, circuit.dest_token
+        )
     scales = cc.ln2_inverse_scales(model, tokens)
     calibration = cc.Calibration(
         name=name,

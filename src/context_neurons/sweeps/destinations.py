@@ -184,14 +184,18 @@ class DestinationSweep:
         base, model = self.base, self.model
         dest = token_id(model, dest)
         heads, calib = base.heads, base.calibration
-        log_d = cc.calibration_log_denominators(model, calib.tokens, heads, self.mean_keys, dest)
-        calibration = replace(
-            calib, log_denominators=log_d, log_dhat=log_d[:, calib.n_min :].median(-1).values
-        )
         kernels = cc.head_kernels(model, heads, self.mean_keys, dest, model.cfg.n_ctx)
         where = torch.tensor([base.n_ref], device=model.cfg.device)
         query = dec.destination_queries(model, dest, where)[0, heads]  # [head, d_head]
         log_content = torch.einsum("he,the->ht", query, self.reference_keys) / model.cfg.d_head**0.5
+        if base.frame == "reference":  # the frame of the base circuit (build_circuit's frame)
+            log_d = cc.reference_log_denominators(kernels, log_content, calib.tokens, dest)
+        else:
+            log_d = cc.calibration_log_denominators(model, calib.tokens, heads, self.mean_keys,
+                                                    dest)
+        calibration = replace(
+            calib, log_denominators=log_d, log_dhat=log_d[:, calib.n_min :].median(-1).values
+        )
         weights = torch.exp(log_content - calibration.log_dhat[:, None])  # c_h(t) / Dhat_h
         weighted = base.token_values * rearrange(weights, "h t -> t h 1")
         extended = rearrange(weighted, "t h e -> t (h e)") @ rearrange(base.w_o, "h e d -> (h e) d")
