@@ -456,8 +456,8 @@ print("check passed: the extended embedding equals its definition via the hooks"
 #
 # Only `calibration.log_dhat` differs between the two circuits, so write each head's share of
 # $e(t)$ from `circuit.token_values`, `circuit.log_content` and `circuit.w_o`, and see what
-# another $\hat D_h$ does to it. For part 2, `cc.calibration_log_denominators` gives a text's own
-# $\log D_h(n)$ at every position (with the mean keys of `reference_tokens`), and
+# another $\hat D_h$ does to it. For part 2, `circuit.text_log_denominators(model, tokens)` gives
+# a text's own $\log D_h(n)$ at every position, read as the circuit reads its calibration's, and
 # `cc.circuit_error(...).relative_error` the error to measure.
 # ```
 # ````
@@ -474,8 +474,6 @@ print("check passed: the extended embedding equals its definition via the hooks"
 # but the measurement, not the prediction, decides.
 
 # %%
-from context_neurons import decomposition as dec
-
 reference = circuit.calibration.tokens[1:]
 news = cc.build_circuit(model, "news", heads=heads, reference_tokens=reference)
 rescale = (calib.log_dhat - news.calibration.log_dhat).exp()  # Dhat_prose / Dhat_news, per head
@@ -497,15 +495,9 @@ dhat = pd.DataFrame(
 )
 show_table(dhat, "denominators of the two calibrations", model=loaded.title)
 
-mean_keys = dec.mean_positional_keys(model, reference, model.cfg.n_ctx)
 own = torch.stack(
-    [
-        cc.calibration_log_denominators(model, w, heads, mean_keys, circuit.dest_token)[:, 100:]
-        .median(-1)
-        .values
-        for w in windows
-    ]
-)  # [text, head]: each evaluation text's own median log D_h(n), n >= 100
+    [circuit.text_log_denominators(model, w)[:, 100:].median(-1).values for w in windows]
+)  # [text, head]: each evaluation text's own median log D_h(n), n >= 100, in the circuit's frame
 distance = {
     name: float(((own - c.calibration.log_dhat[None]) ** 2).sum())
     for name, c in (("prose", circuit), ("news", news))

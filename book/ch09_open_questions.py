@@ -553,8 +553,8 @@ for finding in clu.weighted_means(comparison).findings():
 # (`clu.recalibrate(circuit, model, domains.windows[i])`) and compare its calibration's
 # $\log D_h(n)$ at the profile positions with that text's row of `profiles`. Then choose the
 # number of clusters yourself (2 to 5) and check that no cluster's calibration text is among its
-# evaluation texts. *Criterion:* the two agree to $10^{-3}$ nats (one is computed in float64, the
-# other in float32), and the calibration texts are never evaluated on.
+# evaluation texts. *Criterion:* the two agree to $10^{-3}$ nats (computed by two routes, in
+# float32), and the calibration texts are never evaluated on.
 #
 # ```python
 # recalibrated = clu.recalibrate(circuit, model, domains.windows[0])
@@ -566,9 +566,10 @@ for finding in clu.weighted_means(comparison).findings():
 # :class: dropdown
 # ```
 #
-# Both compute $D_h(n) = \sum_{j<n} \mathrm{pos}_n(j)\, c_n(t_j) + \mathrm{pos}_n(n)\,
-# c_n(\texttt{' the'})$ on the same text with the same mean keys: chapter 3's functions in float64,
-# the circuit's in float32.
+# Both compute $D_h(n) = \sum_{j<n} \mathrm{pos}_n(j)\, c_h(t_j) + \mathrm{pos}_n(n)\,
+# c_h(\texttt{' the'})$ on the same text, in the circuit's frame (content weights at $n_{ref}$,
+# chapter 4): the profiles from chapter 3's kernels and the circuit's content weights, the
+# recalibrated circuit from its own kernels.
 
 # %%
 i = clusters.calibration[0]

@@ -139,12 +139,12 @@ def approximation_view(model, windows) -> dict:
     if not heads:
         return {"contextual_heads": [], "note": "no contextual head: nothing to approximate"}
     out = {"contextual_heads": heads, "texts": len(windows), "theta": THETA, "frames": {}}
-    for frame in FRAMES:
-        circuit = build_circuit(model, "prose", heads, frame=frame)
-        found = score_neurons(circuit, model).found(THETA)
+    circuits = {frame: build_circuit(model, "prose", heads, frame=frame) for frame in FRAMES}
+    found = score_neurons(circuits["reference"], model).found(THETA)  # one set for both frames
+    cache: dict = {}  # the true pre-activations, computed once
+    for frame, circuit in circuits.items():
         view = {"neurons_found": len(found), "log_dhat": circuit.calibration.log_dhat.tolist()}
         if found:
-            cache: dict = {}
             for denominators in ("per_position", "median"):
                 ev = evaluate(circuit, model, windows, found, truth_cache=cache,
                               denominators=denominators)
@@ -155,7 +155,8 @@ def approximation_view(model, windows) -> dict:
             study = denominator_study(model, windows)
             check = measure_assumptions(model, circuit, method.taxonomy().groups, windows, study)
             out["assumptions"] = {
-                "limits": {k: {"bound": v.bound, "at_most": v.at_most} for k, v in LIMITS.items()},
+                "limits": {k: {"bound": v.bound, "at_most": v.at_most, "judged": v.judged,
+                               "post_hoc": v.post_hoc} for k, v in LIMITS.items()},
                 "heads": {h: check.row(h) for h in check.heads},
                 "verdicts": [v.sentence() for v in check.verdicts()],
                 "ln2_scale_cv": check.ln2_scale_cv,

@@ -23,7 +23,7 @@ def setup(small_model):
     calibration = torch.randint(0, model.cfg.d_vocab, (model.cfg.n_ctx,), generator=gen)
     windows = [torch.randint(0, model.cfg.d_vocab, (48,), generator=gen) for _ in range(3)]
     circuit = build_circuit(model, calibration, heads=HEADS, dest_token=DEST, n_min=N_MIN)
-    return model, calibration, windows, circuit, None
+    return model, calibration, windows, circuit
 
 
 def _taxonomy_stub() -> dict[str, list[int]]:
@@ -35,7 +35,7 @@ def _taxonomy_stub() -> dict[str, list[int]]:
 def test_shares_against_hooks(setup):
     """``sink_share`` and ``self_share`` are the model's own ``hook_pattern`` averaged over the
     positions the docstring names (the sink from position SINK_FROM on)."""
-    model, _, windows, circuit, _ = setup
+    model, _, windows, circuit = setup
     check = asm.measure_assumptions(model, circuit, _taxonomy_stub(), windows)
     sink, diag = [], []
     for tokens in windows:
@@ -49,14 +49,50 @@ def test_shares_against_hooks(setup):
 
 
 @torch.no_grad()
+def test_destination_tv_and_ln2_against_hooks(setup):
+    """``destination_tv``: the TV between the model's own pattern and its pattern with the query
+    of ``DEST`` at every position (hook ``blocks.0.attn.hook_q`` replaced), median over
+    positions ``n >= 1``; ``ln2_scale_cv``: the coefficient of variation of
+    ``1 / blocks.0.ln2.hook_scale`` over positions ``n >= 1``."""
+    model, _, windows, circuit = setup
+    check = asm.measure_assumptions(model, circuit, _taxonomy_stub(), windows)
+    tv, scales = [], []
+    for tokens in windows:
+        dest = torch.full_like(tokens, DEST)[None]
+        _, cache = model.run_with_cache(dest, names_filter="blocks.0.attn.hook_q")
+        fixed_q = cache["blocks.0.attn.hook_q"]  # DEST's query at every position
+
+        def patch(q, hook):
+            return fixed_q
+
+        names = lambda n: n in ("blocks.0.attn.hook_pattern", "blocks.0.ln2.hook_scale")  # noqa
+        _, plain = model.run_with_cache(tokens[None], names_filter=names)
+        with model.hooks(fwd_hooks=[("blocks.0.attn.hook_q", patch)]):
+            _, patched = model.run_with_cache(tokens[None], names_filter=names)
+        exact, moved = plain["blocks.0.attn.hook_pattern"][0], patched["blocks.0.attn.hook_pattern"][0]
+        tv.append(0.5 * (exact - moved).abs().sum(-1)[:, 1:])
+        scales.append(1 / plain["blocks.0.ln2.hook_scale"][0, 1:, 0].double())
+    torch.testing.assert_close(check.destination_tv, torch.cat(tv, -1).median(-1).values,
+                               atol=1e-4, rtol=0)
+    assert check.ln2_scale_cv == pytest.approx(coefficient_of_variation(torch.cat(scales)),
+                                               rel=1e-4)
+    assert (check.destination_tv > 0.01).any()  # the query matters on this model
+
+
+@torch.no_grad()
 def test_calibration_text_transfers_to_itself(setup):
     """Measured on the calibration text itself, every text denominator is the calibration's:
     factor exactly 1 (a frame or position mismatch between the two would show here). Another
     text's factor is above 1."""
-    model, calibration, windows, circuit, _ = setup
+    model, calibration, windows, circuit = setup
     itself = asm.measure_assumptions(model, circuit, _taxonomy_stub(), [calibration])
     torch.testing.assert_close(itself.denominator_error, torch.zeros(len(HEADS)), atol=1e-5,
                                rtol=0)
+    constant = (circuit.calibration.log_denominators[:, 1:]
+                - circuit.calibration.log_dhat[:, None]).abs().median(-1).values
+    torch.testing.assert_close(itself.denominator_error_constant, constant, atol=1e-5, rtol=0)
+    torch.testing.assert_close(itself.log_ratio_by_position, torch.zeros_like(
+        itself.log_ratio_by_position), atol=1e-5, rtol=0)
     other = asm.measure_assumptions(model, circuit, _taxonomy_stub(), windows)
     assert (other.denominator_error > 1e-3).all()
     assert math.isnan(float(other.denominator_cv_ratio[0]))  # no study given
@@ -67,7 +103,7 @@ def test_cv_ratio_reads_the_study(setup):
     """``denominator_cv_ratio`` is each contextual head's measured CV over its predicted CV, read
     from chapter 3's study by head number (the study holds the heads in another order, plus one
     the circuit lacks)."""
-    model, _, windows, circuit, _ = setup
+    model, _, windows, circuit = setup
     gen = torch.Generator().manual_seed(5)
     heads, n, tokens, texts = [2, 1, 0], 6, 9, 5
     study = DenominatorStudy(
@@ -120,7 +156,7 @@ def test_limit_holds():
 
 
 def test_refuses_empty_or_one_token_texts(setup):
-    model, _, _, circuit, _ = setup
+    model, _, _, circuit = setup
     with pytest.raises(asm.InputError):
         asm.measure_assumptions(model, circuit, _taxonomy_stub(), [])
     with pytest.raises(asm.InputError):

@@ -55,14 +55,16 @@ def test_approximated_pieces_sum_to_the_approximation(setup, denominators):
 
 def test_text_at_reference_normalises_the_bag(setup):
     """With each text's own denominators in the bag's frame, the bag's weights
-    ``K[n, i] c_{n_ref}(t_i) / D(n)`` sum to 1 at every position, for every head; the circuit's
-    calibrated ones only approximately."""
-    _, circuit, tokens, et = setup
+    ``K[n, i] c_{n_ref}(t_i) / D(n)`` sum to 1 at every position: the bag of a neuron-free read
+    (every token contributing 1) is exactly 1 for every head."""
+    model, circuit, tokens, et = setup
     assert set(et.bags) == set(DENOMINATORS)
     n = tokens.shape[1]
-    log_w = circuit.kernel[:n, :n].log()[None, None] + circuit.log_content[:, tokens].permute(
-        1, 0, 2)[:, :, None]  # [b, h, n, i]
-    ratio = et.bags["text_at_reference"] / et.bags["per_position"]  # [b, n, h, J]: D_cal / D_text
-    log_text = torch.logsumexp(log_w, -1)  # [b, h, n]
-    expected = (circuit.inverse_denominators(n, "per_position").log().neg()[None] - log_text)
-    torch.testing.assert_close(ratio[..., 0].log(), expected.transpose(1, 2), atol=1e-4, rtol=1e-4)
+    ones = torch.ones(len(tokens), n, len(circuit.heads))
+    weights = circuit.kernel[:n, :n][None, None] * circuit.log_content[:, tokens].exp().permute(
+        1, 0, 2)[:, :, None]  # [b, h, n, i]: K[n, i] c_h(t_i)
+    bag_weights = et.bags["text_at_reference"] / torch.einsum(
+        "ni,bihj->bnhj", circuit.kernel[:n, :n],
+        circuit.head_contributions(read_vectors(circuit, model, NEURONS), circuit.w_o)[tokens])
+    log_total = torch.logsumexp(weights.log(), -1).transpose(1, 2)  # [b, n, h]
+    torch.testing.assert_close(bag_weights[..., 0] * log_total.exp(), ones, atol=1e-4, rtol=1e-4)

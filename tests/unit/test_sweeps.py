@@ -317,6 +317,23 @@ def test_denominator_profiles_are_the_calibration_denominators(small):
         assert torch.allclose(profiles[b], expected[:, positions], atol=1e-4)
 
 
+def test_denominator_profiles_in_the_circuits_frame(small):
+    """With the circuit's content weights the profiles are the circuit's own denominators of each
+    text (the reference frame, :meth:`ContextualCircuit.text_log_denominators`), which differ
+    from the destination frame's on this model."""
+    model, circuit, _, texts = small
+    positions = clu.profile_positions(texts.shape[1], count=3, n_min=N_MIN)
+    mean_keys = sw.circuit_mean_keys(circuit, model)
+    profiles = clu.denominator_profiles(model, list(texts), HEADS, positions, DEST,
+                                        mean_keys=mean_keys, log_content=circuit.log_content)
+    for b, text in enumerate(texts):
+        expected = circuit.text_log_denominators(model, text)[:, positions]
+        assert torch.allclose(profiles[b], expected, atol=1e-4)
+    destination = clu.denominator_profiles(model, list(texts), HEADS, positions, DEST,
+                                           mean_keys=mean_keys)
+    assert not torch.allclose(profiles, destination, atol=1e-2)
+
+
 def test_profile_positions():
     assert clu.profile_positions(1024, 6).tolist() == [100, 285, 469, 654, 838, 1023]
     with pytest.raises(InputError):

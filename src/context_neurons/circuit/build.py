@@ -12,12 +12,13 @@
    i.e. the calibration text with ``' the'`` placed at the destination, with the content weights
    ``c_h(t) = c_{n_ref}(t)`` the extended embeddings use (the *reference frame*, the default).
    The bag divides ``c_h(t_i)`` by ``D_h(n)``, so both must be read in one frame: a content score
-   ``q_n . E[n, t]`` carries a part that depends on ``n`` alone, which the softmax cancels but a
-   ratio of weights read at two positions does not. Reading ``D`` with ``c_n`` (``frame=
-   "destination"``, what this package did before issue 50) leaves the bag's weights summing to
-   ``exp(b(n_ref) - b(n))`` instead of 1: up to 16 nats off on the trained models (median FVU
-   613,400 there), a few percent on the planted model. (Positions before ``n_min = 100`` are
-   excluded from the median, where ``D`` averages few tokens.)
+   ``q_n . E[n, t]`` carries a part that depends (almost) on ``n`` alone, shared by every source
+   token, which the softmax cancels but a ratio of weights read at two positions does not.
+   Reading ``D`` with ``c_n`` (``frame="destination"``, what this package did before issue 50)
+   leaves the bag's weights summing to about ``D_ref(n) / D_dest(n)`` instead of 1 (the *drift*,
+   chapter 8, section 8.11: up to nearly twenty nats on the trained models, the approximation's median FVU in
+   the hundreds of thousands there; little on the planted model). (Positions before
+   ``n_min = 100`` are excluded from the median, where ``D`` averages few tokens.)
 2. **One shared kernel.** The six heads' positional patterns (destination ``' the'``) are similar;
    we replace them by their element-wise median ``K[n, i]``, renormalised over ``i <= n``. Since
    ``pos_n(i) = softmax_i q_n . M[i] / sqrt(d)`` (the ``M[n]`` term is constant in ``i``), the whole
@@ -142,6 +143,9 @@ class ContextualCircuit:
         extended: the extended embeddings ``e(t)``, ``[d_vocab, d_model]``.
         mean_values: ``M_V^h[i]``, the token-averaged values, ``[pos, head, d_head]``.
         positional_part: ``sum_h sum_i pos_{h,n}(i) M_V^h[i] W_O^h``, ``[pos, d_model]``.
+        frame: the frame its calibrated denominators were read in (:data:`FRAMES`).
+        mean_keys: the mean keys ``M`` its kernels were built from, ``[n_ctx, head_index,
+            d_head]`` (None for a circuit built by hand).
     """
 
     heads: list[int]
@@ -158,6 +162,7 @@ class ContextualCircuit:
     w_o: Float[Tensor, "ctx_head d_head d_model"] = field(repr=False)
     notes: dict = field(default_factory=dict)
     frame: str = "reference"
+    mean_keys: Float[Tensor, "n_ctx head_index d_head"] | None = field(default=None, repr=False)
 
     def text_log_denominators(
         self, model: Model, tokens: Int[Tensor, " pos"]
@@ -168,8 +173,11 @@ class ContextualCircuit:
         if self.frame == "reference":
             return reference_log_denominators(
                 self.head_kernels, self.log_content, tokens, self.dest_token)
-        mean_keys = dec.mean_positional_keys(model, self.calibration.tokens[1:], model.cfg.n_ctx)
-        return calibration_log_denominators(model, tokens, self.heads, mean_keys, self.dest_token)
+        if self.mean_keys is None:
+            raise CircuitError("This circuit holds no mean keys (built by hand): the destination "
+                               "frame's denominators need them.")
+        return calibration_log_denominators(model, tokens, self.heads, self.mean_keys,
+                                            self.dest_token)
 
     @property
     def ln2_scale(self) -> float:
@@ -292,7 +300,7 @@ def fixed_destination_log_weights(
     mean_keys: Float[Tensor, "n_ctx head_index d_head"],
     dest_token: int,
     destination_key: bool = True,
-) -> Float[Tensor, "ctx_head query_pos key_pos"]:
+) -> Float[Tensor, "selected_head query_pos key_pos"]:
     """``log pos_n(i) + log c_n(t_i)`` with ``dest_token``'s query at every destination ``n``
     (``-inf`` above the diagonal): the unnormalised pattern in the destination frame on a text.
 
@@ -349,8 +357,8 @@ def reference_log_denominators(
     divides ``c_h(t_i)`` by ``D_h(n)``, so both must be one frame: a content score
     ``q_n . E[n, t]`` carries terms that depend on the destination position ``n`` alone (the
     position and bias parts of ``E[n, t]`` read by ``q_n``), which cancel in the softmax but not
-    in ``c_{n_ref}(t) / D_h(n)`` when ``D`` is read with ``c_n`` (:func:`calibration_log_denominators`,
-    the ``"destination"`` frame).
+    in ``c_{n_ref}(t) / D_h(n)`` when ``D`` is read with ``c_n``
+    (:func:`calibration_log_denominators`, the ``"destination"`` frame).
     """
     n = len(tokens)
     log_c = log_content[:, tokens][:, None, :].expand(-1, n, -1).clone()  # [head, query, key]
@@ -504,6 +512,7 @@ def build_circuit(
         positional_part=positional_part,
         w_o=w_o,
         frame=frame,
+        mean_keys=mean_keys,
     )
 
 

@@ -9,7 +9,7 @@ residual stream ``x(n)`` entering LN2 (hook ``blocks.0.hook_resid_mid``), the tr
 is exactly the sum of
 
     direct       (W_E[t_n] + W_pos[n]) . w_j
-    head h       z_h(n) W_O^h . w_j              each contextual head (hook ``blocks.0.attn.hook_z``)
+    head h       z_h(n) W_O^h . w_j              each contextual head (``blocks.0.attn.hook_z``)
     other heads  sum_{h not contextual} z_h(n) W_O^h . w_j
     constant     b_O . w_j + beta2 . W_in[:, j] + b_in[j]
     ln2          (s(n) / s2 - 1) (direct + sum_h head h + other heads + b_O . w_j)
@@ -24,11 +24,11 @@ included; ``ln2`` is 0 (LN2 linearised at ``s2``). The estimates sum to
 
 The bag's denominators ``D_h(n)`` (:data:`DENOMINATORS`): ``"per_position"`` and ``"median"`` as
 in the circuit (:mod:`context_neurons.circuit.build`, in the circuit's frame: build it with
-``frame="destination"`` to see the failure of issue 50); ``"text"``, each text's own ``D_n`` from
-the attention decomposition (its own destination query, content weights ``c_n`` at ``n``);
-``"text_at_reference"``, each text's ``sum_i K[n, i] c_h(t_i)`` with the bag's own content weights
-``c_h = c_{n_ref}``, so that the bag's weights sum to 1 at every position (the best any
-calibrated denominator could do).
+``frame="destination"`` to see the failure of issue 50); ``"text_at_reference"``, each text's own
+``sum_i K[n, i] c_h(t_i)`` in the bag's frame (content weights ``c_{n_ref}``, the shared kernel
+``K`` and the text's own ``t_n`` at ``i = n``, where the calibration's have each head's kernel and
+``' the'``), so that the bag's weights sum to 1 at every position: what the calibrated
+denominators stand for, without their transfer from the calibration text.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from context_neurons.hooks import run_until
 from context_neurons.models.weights import as_weights
 
 #: The bag's denominators :class:`ErrorTerms` can use (module docstring).
-DENOMINATORS = ("per_position", "median", "text", "text_at_reference")
+DENOMINATORS = ("per_position", "median", "text_at_reference")
 
 
 @dataclass
@@ -115,11 +115,7 @@ def error_terms(
     neurons,
     start: int = START,
 ) -> ErrorTerms:
-    """Measure every piece of the module docstring on a batch of full-length texts.
-
-    The ``"text"`` denominators need the circuit's mean keys, recomputed from its calibration
-    tokens (the default reference of :func:`~context_neurons.circuit.build_circuit`).
-    """
+    """Measure every piece of the module docstring on a batch of full-length texts."""
     tokens = check_tokens(model, tokens)
     neurons = check_neurons(model, neurons)
     w = as_weights(model)
@@ -151,24 +147,13 @@ def error_terms(
     contribution = circuit.head_contributions(read, circuit.w_o)[tokens]  # [b, i, h, J]
     numerator = torch.einsum("ni,bihj->bnhj", circuit.kernel[:n, :n], contribution)
     log_d = {d: circuit.inverse_denominators(n, d).log().neg()[None] for d in DENOMINATORS[:2]}
-    log_d["text"] = _text_log_denominators(circuit, model, tokens)
     log_weights = circuit.log_content[:, tokens].permute(1, 0, 2)  # [b, h, i]: log c_h(t_i)
     log_kernel = circuit.kernel[:n, :n].log()  # -inf above the diagonal
-    log_d["text_at_reference"] = torch.logsumexp(log_kernel[None, None] + log_weights[:, :, None], -1)
+    log_d["text_at_reference"] = torch.logsumexp(
+        log_kernel[None, None] + log_weights[:, :, None], -1)
     bags = {d: numerator * torch.exp(-v).transpose(1, 2)[..., None] for d, v in log_d.items()}
     positions = torch.arange(n, device=tokens.device)
     mask = (positions >= start)[None].expand(len(tokens), -1)
     true = dec.layer_norm(resid, w.ln2_w, w.ln2_b, w.cfg.eps) @ w.W_in[:, neurons] + w.b_in[neurons]
     return ErrorTerms(heads, neurons, true, exact, approx, bags, mask)
-
-
-def _text_log_denominators(
-    circuit: ContextualCircuit, model: TransformerBridge, tokens: Int[Tensor, "batch pos"]
-) -> Float[Tensor, "batch ctx_head pos"]:
-    """Each text's own ``log D_n`` per contextual head (:meth:`AttentionDecomposition.log_denominator`)."""
-    mean_keys = dec.mean_positional_keys(model, circuit.calibration.tokens[1:], model.cfg.n_ctx)
-    return torch.stack([
-        dec.decompose_attention(model, t, circuit.heads, mean_keys=mean_keys).log_denominator()
-        for t in tokens
-    ])
 

@@ -30,11 +30,14 @@ from context_neurons.evaluation.error_terms import error_terms
 #: The variants of :attr:`ApproximationFailure.pieces`: (pieces made exact, bag denominators).
 VARIANTS = {
     "as is": ((), "per_position"),
+    "constant denominators": ((), "median"),
     "each text's own denominators": ((), "text_at_reference"),
     "other heads exact": (("other heads",), "per_position"),
     "LN2 exact": (("ln2",), "per_position"),
     "other heads and LN2 exact": (("other heads", "ln2"), "per_position"),
 }
+#: Position bands of :attr:`ApproximationFailure.bands`: ``[first, last)``.
+BANDS = {"1-31": (1, 32), "32-99": (32, 100), ">= 100": (100, 1 << 30)}
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,10 @@ class ApproximationFailure:
         heads: the contextual heads.
         n_texts, n_neurons: what was measured.
         frames: ``{frame: (median r, median FVU)}`` with per-position denominators.
-        drift: each head's drift in nats (destination frame against reference).
+        drift: each head's drift in nats: the range over the calibration text's positions of
+            ``log D_ref(n) - log D_dest(n)``.
+        per_head: ``{frame: {head: median FVU}}`` with every piece exact but that head's bag.
+        bands: ``{frame: {band: median FVU}}`` of the approximation as is, per position band.
         pieces: ``{variant: median FVU}`` in the reference frame (:data:`VARIANTS`).
         shift: ``log D_ref(n) - log D_dest(n)`` on the calibration text, ``[ctx_head, pos]``
             (whose range is ``drift``; chapter 8's figure).
@@ -58,22 +64,29 @@ class ApproximationFailure:
     n_neurons: int
     frames: dict[str, tuple[float, float]]
     drift: dict[int, float]
+    per_head: dict[str, dict[int, float]]
+    bands: dict[str, dict[str, float]]
     pieces: dict[str, float]
     shift: Float[Tensor, "ctx_head pos"] = field(repr=False, compare=False)
 
     def findings(self) -> list[str]:
-        """One line per frame, the drifts, then the pieces."""
+        """One line per frame (with its bands and each head alone), the drifts, the pieces."""
         lines = [f"{self.label}: {self.n_neurons} neurons x {self.n_texts} texts, contextual "
-                 f"heads {self.heads}"]
+                 f"heads {self.heads}; median FVU unless said"]
         for frame, (r, fvu) in self.frames.items():
-            lines.append(f"  denominators in the {frame} frame: median r {r:.3f}, median FVU "
-                         f"{fvu:,.4g}")
+            bands = ", ".join(f"{b} {v:,.3g}" for b, v in self.bands[frame].items())
+            alone = ", ".join(f"{h} {v:,.3g}" for h, v in self.per_head[frame].items())
+            lines += [f"  {frame} frame: median r {r:.3f}, FVU {fvu:,.4g}; by position {bands}",
+                      f"    only one head approximated, the rest exact: {alone}"]
         drifts = ", ".join(f"head {h} {d:.1f}" for h, d in self.drift.items())
-        lines.append(f"  drift of the destination frame (nats, over the calibration text): "
-                     f"{drifts}")
-        lines += [f"  reference frame, {name}: median FVU {fvu:.3g}"
-                  for name, fvu in self.pieces.items()]
+        lines.append(f"  drift of the destination frame (nats, calibration text): {drifts}")
+        lines += [f"  reference frame, {name}: FVU {fvu:.3g}" for name, fvu in self.pieces.items()]
         return lines
+
+
+def _median_fvu(terms, exact=(), denominators="per_position", positions=None) -> float:
+    _, fvu = terms.accuracy(exact, denominators, positions)
+    return float(fvu.median())
 
 
 @torch.no_grad()
@@ -88,17 +101,21 @@ def approximation_failure(
     ``neurons``, with circuits of ``heads`` built from the default calibration text."""
     circuits = {frame: build_circuit(model, "prose", heads, frame=frame) for frame in FRAMES}
     cache: dict = {}
-    frames = {}
+    tokens = torch.stack(windows)
+    frames, per_head, bands, terms = {}, {}, {}, {}
     for frame, circuit in circuits.items():
         ev = evaluate(circuit, model, windows, neurons, truth_cache=cache)
         frames[frame] = (ev.median_pearson, ev.median_fvu)
+        terms[frame] = error_terms(circuit, model, tokens, neurons)
+        everything = terms[frame].pieces
+        per_head[frame] = {h: _median_fvu(terms[frame], [p for p in everything if p != f"head {h}"])
+                           for h in heads}
+        bands[frame] = {name: _median_fvu(terms[frame], positions=span)
+                        for name, span in BANDS.items() if span[0] < tokens.shape[1]}
     shift = (circuits["reference"].calibration.log_denominators
              - circuits["destination"].calibration.log_denominators)  # [ctx_head, pos]
     drift = {h: float(d.max() - d.min()) for h, d in zip(heads, shift[:, 1:])}
-    terms = error_terms(circuits["reference"], model, torch.stack(windows), neurons)
-    pieces = {}
-    for name, (exact, denominators) in VARIANTS.items():
-        _, fvu = terms.accuracy(exact, denominators)
-        pieces[name] = float(fvu.median())
+    pieces = {name: _median_fvu(terms["reference"], exact, denominators)
+              for name, (exact, denominators) in VARIANTS.items()}
     return ApproximationFailure(label, list(heads), len(windows), len(neurons), frames, drift,
-                                pieces, shift.cpu())
+                                per_head, bands, pieces, shift.cpu())

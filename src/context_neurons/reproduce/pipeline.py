@@ -266,19 +266,30 @@ def evaluation_rows(
     ]
 
 
+#: What each per-head row of :func:`assumptions_rows` is.
+LABELS_ASSUMPTIONS = {
+    "sink_share": "mean attention to position 0 at positions >= 32 (reported, not judged)",
+    "self_share": "mean attention to the current token (non-contextual heads: >= 0.5 assumed)",
+    "destination_tv": "median TV, exact pattern vs the exact pattern with ' the''s query",
+    "denominator_factor": "median factor between each text's D_h(n) and the calibration's "
+                          "(contextual heads; per-position denominators)",
+    "denominator_cv_ratio": "spread of D at n_ctx/2 across texts over chapter 3's prediction",
+}
+
+
 def assumptions_rows(check: AssumptionsCheck) -> list[Row]:
     """What the approximation assumes of each layer-0 head, measured on the evaluation texts
     (:mod:`context_neurons.assumptions`), with a verdict per head, before its accuracy."""
-    limits = "; ".join(f"{k} {'<=' if v.at_most else '>='} {v.bound:g}" for k, v in
-                       LIMITS.items() if not v.post_hoc)
+    limits = "; ".join(limit.text() for limit in LIMITS.values() if limit.judged)
     per_head = {q: {h: round(check.row(h)[q], 3) for h in check.heads if q in check.row(h)}
                 for q in ("sink_share", "self_share", "destination_tv", "denominator_factor",
                           "denominator_cv_ratio")}
     verdicts = check.verdicts()
     failing = [v.head for v in verdicts if v.contextual and v.meets is False]
     return [
-        Row("assumptions_limits", limits, "limits fixed before any measurement (issue 50; the "
-            "sink share, first a limit, is reported only: refuted on the planted model)"),
+        Row("assumptions_limits", limits, "limits fixed before any measurement (issue 50); post "
+            "hoc: the sink share left the verdict, destination_tv compares exact patterns "
+            "(assumptions.LIMITS says why)"),
         *[Row(f"assumption_{q}", values, LABELS_ASSUMPTIONS[q], show="per_head")
           for q, values in per_head.items()],
         Row("assumption_ln2_scale_cv", check.ln2_scale_cv,
@@ -299,15 +310,6 @@ def assumptions_rows(check: AssumptionsCheck) -> list[Row]:
                      "below with that in mind" if failing else "")),
     ]
 
-
-LABELS_ASSUMPTIONS = {
-    "sink_share": "mean attention to position 0 at positions >= 32 (reported, not judged)",
-    "self_share": "mean attention to the current token (non-contextual heads: >= 0.5 assumed)",
-    "destination_tv": "median TV, exact pattern vs the pattern with ' the' at the destination",
-    "denominator_factor": "median factor between each text's D_h(n) and the calibration's "
-                          "(contextual heads; per-position denominators)",
-    "denominator_cv_ratio": "spread of D at n_ctx/2 across texts over chapter 3's prediction",
-}
 
 
 def lookup_row(examined: dict[tuple[int, int], NeuronLookup | NotFiring],
