@@ -953,8 +953,8 @@ figure = plot_frame_drift(seed0.shift, seed0.heads,
 # In the reference frame every line is 0.* A drift of $x$ nats scales a head's share of the bag
 # by up to $e^x$ from one position to another. The lines above show what it did: in the
 # destination frame the FVU is largest at the first positions, and with one head approximated
-# at a time the heads blow up in the order of their drifts, on both seeds; in the reference frame
-# each head alone is approximated well. This was a flaw of the method's code, not a property of
+# at a time the heads that drift most (over ten nats) are the ones that blow up, on both seeds;
+# in the reference frame each head alone is approximated well. This was a flaw of the method's code, not a property of
 # the model: the paper's notation leaves the frame of $\hat D_h$ implicit, and the planted model,
 # whose content scores hardly depend on the destination's position, is barely affected (chapter
 # 6). The first hypothesis, that heads using no `<|endoftext|>` sink lose their per-position
