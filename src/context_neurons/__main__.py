@@ -20,6 +20,8 @@ from context_neurons.models.loading import resolve_model_name
 from context_neurons.models.planted import VARIANTS, build_planted_state
 from context_neurons.training.cli import DefaultsHelpFormatter, positive_int, seed_int
 from context_neurons.training.config import MAX_SEED
+from context_neurons.verdict.v3 import COMMAND as V3, DESCRIPTION as V3_DESCRIPTION
+from context_neurons.verdict.v3 import add_arguments as add_v3_arguments
 from context_neurons.training.cli import main as train
 
 DESCRIPTION = (
@@ -162,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "the manifest's GitHub release)")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bars or messages")
 
+    add_v3_arguments(command(V3, V3_DESCRIPTION))
+
     truth = command("planted-truth", "print what the planted model plants, as JSON")
     truth.add_argument("--seed", type=seed_int, default=0, help="seed of the planted model")
     truth.add_argument("--variant", choices=VARIANTS, default="standard",
@@ -238,6 +242,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         fetch_corpora(only, args.dir or default_directory(), base_url=args.base_url,
                       progress=not args.no_progress)
         return 0
+    if args.command == V3:
+        from context_neurons.verdict.v3 import command as protocol_v3
+
+        return protocol_v3(args)
     if args.command == "planted-truth":
         _, record = build_planted_state(load_tokenizer(), seed=args.seed, variant=args.variant)
         json.dump(record.to_dict(), sys.stdout, indent=1, default=str)
