@@ -330,8 +330,20 @@ def test_protocol_v2_changes_only_what_it_says_it_changes():
     assert v2.truth.has_ladder and not v1.truth.has_ladder
     assert v2.add_stable_broad_heads and not v1.add_stable_broad_heads
     assert v1.primary_score == v2.primary_score == "frequency_aware"
-    with pytest.raises(InputError, match="Unknown protocol"):
-        load_protocol("v3")
+
+
+def test_one_loader_gives_every_registered_protocol_typed():
+    """Issue 54: ``load_protocol("v3")`` answered "Unknown protocol 'v3'; there are ['v1',
+    'v2']"; the one loader gives v3's typed value, and an unknown version names all three."""
+    from context_neurons.verdict.protocol import ProtocolV3, load_protocol_v3
+
+    v3 = load_protocol("v3")
+    assert isinstance(v3, ProtocolV3) and v3 == load_protocol_v3()
+    assert v3.name == "discovery-verdict-v3" and v3.verdict == load_protocol("v2").verdict
+    assert [type(load_protocol(v)).__name__ for v in ("v1", "v2")] == ["Protocol", "Protocol"]
+    with pytest.raises(InputError, match=r"Unknown protocol 'v4'; there are \['v1', 'v2', "
+                                         r"'v3'\]"):
+        load_protocol("v4")
 
 
 def test_protocol_reads_every_rule_from_its_file():
