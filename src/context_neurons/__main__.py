@@ -167,7 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_v3_arguments(command(V3, V3_DESCRIPTION))
 
     truth = command("planted-truth", "print what the planted model plants, as JSON")
-    truth.add_argument("--seed", type=seed_int, default=0, help="seed of the planted model")
+    truth.add_argument("--seed", type=seed_int, default=None,
+                       help=f"seed of the planted model, 0..{MAX_SEED} (default "
+                            f"${config.PLANTED_SEED.name}, else 0, as reproduce)")
     truth.add_argument("--variant", choices=VARIANTS, default="standard",
                        help="the planted model's variant")
     return parser
@@ -247,7 +249,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return protocol_v3(args)
     if args.command == "planted-truth":
-        _, record = build_planted_state(load_tokenizer(), seed=args.seed, variant=args.variant)
+        seed = check_planted_seed() if args.seed is None else args.seed
+        _, record = build_planted_state(load_tokenizer(), seed=seed, variant=args.variant)
         json.dump(record.to_dict(), sys.stdout, indent=1, default=str)
         return 0
     return 1
