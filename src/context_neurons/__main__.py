@@ -18,6 +18,7 @@ from context_neurons.files import write_text_whole
 from context_neurons.models.loading import MODEL_NAMES, checkpoint_context, load_tokenizer
 from context_neurons.models.loading import resolve_model_name
 from context_neurons.models.planted import VARIANTS, build_planted_state
+from context_neurons.text.dataset import DEFAULT_DIRECTORY_WORDS
 from context_neurons.training.cli import DefaultsHelpFormatter, positive_int, seed_int
 from context_neurons.training.config import MAX_SEED
 from context_neurons.verdict.v3 import COMMAND as V3, DESCRIPTION as V3_DESCRIPTION
@@ -157,8 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only the folders chapter 8's verdict protocols read (the trained "
                             "model's training corpora: about 24 MB to download)")
     fetch.add_argument("--dir", type=Path, default=None,
-                       help=f"the corpora directory (default: ${config.CORPORA.name}, else "
-                            "shared/corpora beside the repository checkout, else the cache)")
+                       help=f"the corpora directory (default: {DEFAULT_DIRECTORY_WORDS})")
     fetch.add_argument("--base-url", default=None,
                        help="where the release's archives are, http(s):// or file:// (default: "
                             "the manifest's GitHub release)")
