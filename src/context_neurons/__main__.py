@@ -6,22 +6,23 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
-
-import torch
+from typing import Any
 
 from context_neurons import config
-from context_neurons.checks import ContextNeuronsError, InputError, ModelLoadError
+from context_neurons.checks import InputError, ModelLoadError
+from context_neurons.checks import check_device, check_output_file, report_errors
 from context_neurons.checks import writable_directory
 from context_neurons.files import write_text_whole
 from context_neurons.models.loading import MODEL_NAMES, checkpoint_context, load_tokenizer
 from context_neurons.models.loading import resolve_model_name
 from context_neurons.models.planted import VARIANTS, build_planted_state
-from context_neurons.training.cli import DefaultsHelpFormatter, seed_int
+from context_neurons.text.dataset import DEFAULT_DIRECTORY_WORDS
+from context_neurons.training.cli import DefaultsHelpFormatter, positive_int, seed_int
 from context_neurons.training.config import MAX_SEED
+from context_neurons.verdict.v3 import COMMAND as V3, DESCRIPTION as V3_DESCRIPTION
+from context_neurons.verdict.v3 import add_arguments as add_v3_arguments
 from context_neurons.training.cli import main as train
 
 DESCRIPTION = (
@@ -29,22 +30,6 @@ DESCRIPTION = (
     "the planted ground-truth model or the trained model, and build the book's notebooks. "
     "Each command has its own --help."
 )
-
-#: Exit status of a mistake in the input (argparse's convention); a bug still raises.
-EXIT_INPUT = 2
-#: Exit status of an interrupted command (128 + SIGINT).
-EXIT_INTERRUPTED = 130
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def model_choice(text: str) -> str:
@@ -56,27 +41,8 @@ def model_choice(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Output paths: checked before the work, written atomically after it
+# Results as JSON (the output path is checked before the work: checks.check_output_file)
 # ----------------------------------------------------------------------------------------------
-
-
-def check_output_file(path: Path, flag: str = "--out") -> Path:
-    """``path`` if a file can be written there (its folder exists and is writable, it is not a
-    directory); else an :class:`InputError` before any computation."""
-    path = path.expanduser()
-    if path.is_dir():
-        raise InputError(f"{flag} {path} is a directory: give a file name, such as "
-                         f"{path / 'results.json'}.")
-    folder = path.parent.resolve()
-    if not folder.is_dir():
-        raise InputError(f"{flag} {path}: the folder {folder} does not exist; create it first "
-                         "or choose another path.")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"{flag} {path}: the folder {folder} is not writable; choose another "
-                         "path.")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise InputError(f"{flag} {path} exists and is not writable; choose another path.")
-    return path
 
 
 def finite_or_none(value: Any) -> Any:
@@ -98,12 +64,6 @@ def strict_json(text: str) -> str:
 # ----------------------------------------------------------------------------------------------
 # Checks of the environment a command reads
 # ----------------------------------------------------------------------------------------------
-
-
-def check_device(device: str) -> None:
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda was asked for but no CUDA GPU is available: use "
-                         "--device cpu (or auto).")
 
 
 def check_checkpoint_context(model: str) -> None:
@@ -198,15 +158,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only the folders chapter 8's verdict protocols read (the trained "
                             "model's training corpora: about 24 MB to download)")
     fetch.add_argument("--dir", type=Path, default=None,
-                       help=f"the corpora directory (default: ${config.CORPORA.name}, else "
-                            "shared/corpora beside the repository checkout, else the cache)")
+                       help=f"the corpora directory (default: {DEFAULT_DIRECTORY_WORDS})")
     fetch.add_argument("--base-url", default=None,
                        help="where the release's archives are, http(s):// or file:// (default: "
                             "the manifest's GitHub release)")
     fetch.add_argument("--no-progress", action="store_true", help="no progress bars or messages")
 
+    add_v3_arguments(command(V3, V3_DESCRIPTION))
+
     truth = command("planted-truth", "print what the planted model plants, as JSON")
-    truth.add_argument("--seed", type=seed_int, default=0, help="seed of the planted model")
+    truth.add_argument("--seed", type=seed_int, default=None,
+                       help=f"seed of the planted model, 0..{MAX_SEED} (default "
+                            f"${config.PLANTED_SEED.name}, else 0, as reproduce)")
     truth.add_argument("--variant", choices=VARIANTS, default="standard",
                        help="the planted model's variant")
     return parser
@@ -281,25 +244,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         fetch_corpora(only, args.dir or default_directory(), base_url=args.base_url,
                       progress=not args.no_progress)
         return 0
+    if args.command == V3:
+        from context_neurons.verdict.v3 import command as protocol_v3
+
+        return protocol_v3(args)
     if args.command == "planted-truth":
-        _, record = build_planted_state(load_tokenizer(), seed=args.seed, variant=args.variant)
+        seed = check_planted_seed() if args.seed is None else args.seed
+        _, record = build_planted_state(load_tokenizer(), seed=seed, variant=args.variant)
         json.dump(record.to_dict(), sys.stdout, indent=1, default=str)
         return 0
     return 1
-
-
-def report_errors(run: Callable[[], int]) -> int:
-    """Run a command; the package's own errors (a mistake in the input, data or model that the
-    message explains) are printed as ``error: ...`` on stderr with exit status 2, an interruption
-    as one line with status 130. Anything else is a bug and keeps its traceback."""
-    try:
-        return run()
-    except ContextNeuronsError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_INPUT
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,15 +14,17 @@ here, so the same mistake gets the same error and the same message everywhere:
 * :class:`NoContextualHeadsError`: the model's own taxonomy found no contextual head, so there is
   no contextual circuit to build (never replaced by the paper's heads).
 
-Every message says what to do.
+Every message says what to do. A command reports them the same way (:func:`report_errors`: one
+line on stderr, exit status 2), and checks its output paths and device here before any work.
 """
 
 from __future__ import annotations
 
 import operator
 import os
+import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 from jaxtyping import Int
@@ -32,6 +34,11 @@ from torch import Tensor
 #: taxonomy that assigns them (:mod:`context_neurons.taxonomy`) and the planted model that plants
 #: them (:mod:`context_neurons.models.planted`).
 HEAD_GROUPS = ("contextual", "detokenization", "duplicate", "miscellaneous")
+
+#: Exit status of a mistake in the input (argparse's convention); a bug still raises.
+EXIT_INPUT = 2
+#: Exit status of an interrupted command (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 
 class ContextNeuronsError(Exception):
@@ -278,3 +285,43 @@ def writable_directory(path: Path, flag: str = "--out") -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise InputError(f"{flag} {path} is not writable; choose another path.")
     return path
+
+
+def check_output_file(path: Path, flag: str = "--out") -> Path:
+    """``path`` if a file can be written there (its folder exists and is writable, it is not a
+    directory); else an :class:`InputError` before any computation."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise InputError(f"{flag} {path} is a directory: give a file name, such as "
+                         f"{path / 'results.json'}.")
+    folder = path.parent.resolve()
+    if not folder.is_dir():
+        raise InputError(f"{flag} {path}: the folder {folder} does not exist; create it first "
+                         "or choose another path.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {path}: the folder {folder} is not writable; choose another "
+                         "path.")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(f"{flag} {path} exists and is not writable; choose another path.")
+    return path
+
+
+def check_device(device: str) -> None:
+    """A command's ``--device``: ``cuda`` without a CUDA GPU is an :class:`InputError`."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda was asked for but no CUDA GPU is available: use "
+                         "--device cpu (or auto).")
+
+
+def report_errors(run: Callable[[], int]) -> int:
+    """Run a command; the package's own errors (a mistake in the input, data or model that the
+    message explains) are printed as ``error: ...`` on stderr with exit status 2, an interruption
+    as one line with status 130. Anything else is a bug and keeps its traceback."""
+    try:
+        return run()
+    except ContextNeuronsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

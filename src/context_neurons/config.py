@@ -37,7 +37,9 @@ MODEL = Variable(
     "`gpt2`",
 )
 PLANTED_SEED = Variable(
-    "CONTEXT_NEURONS_SEED", "seed the planted model is built from (chapters and main job)", "`0`"
+    "CONTEXT_NEURONS_SEED",
+    "seed the planted model is built from (chapters, main job, `planted-truth`)",
+    "`0`",
 )
 CORPORA = Variable(
     "CONTEXT_NEURONS_CORPORA",

@@ -57,6 +57,37 @@ def test_a_bad_seed_variable_is_one_line(monkeypatch, capsys, no_run):
     one_line_error(capsys.readouterr(), config.PLANTED_SEED.name, "'seven'")
 
 
+def test_planted_truth_reads_the_seed_variable_as_reproduce_does(monkeypatch, capsys):
+    """Issue 54: with ``CONTEXT_NEURONS_SEED=3``, ``planted-truth`` printed seed 0's truth while
+    ``reproduce --model planted`` built seed 3's. It reads the variable now (``--seed`` wins),
+    and a bad value is the same one line as the main job's."""
+    import context_neurons.__main__ as cli
+
+    built = []
+
+    class Truth:
+        def __init__(self, seed: int) -> None:
+            self.seed = seed
+
+        def to_dict(self) -> dict:
+            return {"seed": self.seed}
+
+    def build(tokenizer, seed, variant):
+        built.append(seed)
+        return {}, Truth(seed)
+
+    monkeypatch.setattr(cli, "load_tokenizer", lambda: None)
+    monkeypatch.setattr(cli, "build_planted_state", build)
+    monkeypatch.setenv(config.PLANTED_SEED.name, "3")
+    assert main(["planted-truth"]) == 0 and json.loads(capsys.readouterr().out) == {"seed": 3}
+    assert main(["planted-truth", "--seed", "5"]) == 0 and built == [3, 5]
+    monkeypatch.setenv(config.PLANTED_SEED.name, "seven")
+    assert main(["planted-truth"]) == 2 and built == [3, 5]
+    one_line_error(capsys.readouterr(), config.PLANTED_SEED.name, "'seven'", "Unset it")
+    monkeypatch.delenv(config.PLANTED_SEED.name)
+    assert main(["planted-truth"]) == 0 and built == [3, 5, 0]
+
+
 def test_a_variant_of_another_model_is_one_line(capsys, no_run):
     assert main(["reproduce", "--model", "gpt2", "--variant", "shuffled-kernels"]) == 2
     one_line_error(capsys.readouterr(), "only for the planted model")

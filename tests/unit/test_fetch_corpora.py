@@ -396,9 +396,45 @@ def test_a_missing_release_is_a_one_line_data_error(tmp_path, release, server):
         fetch(tmp_path / "fetched", release, "ftp://example.invalid/")
 
 
+def test_a_failed_download_leaves_no_empty_staging_folder(tmp_path, release, server):
+    """Issue 54: a download that fails left an empty ``.fetch/`` behind; a ``.part`` to resume
+    still keeps it (test_an_interrupted_download_resumes)."""
+    target = tmp_path / "fetched"
+    with pytest.raises(DataError, match=r"HTTP 404"):
+        fetch(target, release, server[0] + "corpora-v8/")
+    assert not (target / dataset.STAGING).exists() and list(target.iterdir()) == []
+    with pytest.raises(DataError, match="could not be downloaded"):
+        fetch(target, release, (tmp_path / "nowhere").as_uri() + "/")
+    assert not (target / dataset.STAGING).exists()
+
+
+def test_the_default_directory_is_said_the_same_in_the_help_and_the_readme():
+    """Issue 54: ``--dir``'s help said "... else the cache", the README stopped at
+    ``../shared/corpora``; both now say :data:`DEFAULT_DIRECTORY_WORDS`."""
+    import argparse
+
+    from context_neurons.__main__ import build_parser
+
+    action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    words = " ".join(dataset.DEFAULT_DIRECTORY_WORDS.split())
+    assert words in " ".join(action.choices["fetch-corpora"].format_help().split())
+    assert words in " ".join((ROOT / "README.md").read_text().split())
+    assert config.CORPORA.name in words and config.CACHE.name in words
+
+
 # ----------------------------------------------------------------------------------------------
 # Verifying
 # ----------------------------------------------------------------------------------------------
+
+
+def test_verify_says_a_missing_directory_is_missing(tmp_path, release):
+    """Issue 54: a directory that does not exist is one line, not every file as missing."""
+    absent = tmp_path / "absent"
+    assert verify_corpora(absent, manifest=release[1]) == [f"{absent}: no such directory"]
+    assert verify_corpora(absent, only=["alpha_news"], manifest=release[1]) == [
+        f"{absent}: no such directory"]
+    with pytest.raises(InputError):  # an unknown folder is still the caller's mistake
+        verify_corpora(absent, only=["no_such_folder"], manifest=release[1])
 
 
 def test_verify_reports_a_modified_missing_or_extra_file_and_a_fetch_repairs_it(

@@ -45,6 +45,11 @@ def test_last_digit_noise_passes(stored, fresh):
         ("173 neurons found", "174 neurons found", "number 1 differs"),  # an integer count
         ("heads [0, 1, 6, 7]", "heads [0, 1, 6, 8]", "number 4 differs"),
         ("a 0.10\nb 0.20\n", "a 0.10\nb 0.20\nc 0.30\n", "2 numbers stored, 3 now"),  # a row
+        # a trailing number removed, only white space after it: the text between the numbers
+        # that remain is the same, so only the count tells them apart (issue 54)
+        ("mean 0.25 0.50\n", "mean 0.25\n", "2 numbers stored, 1 now"),
+        ("mean 0.25 0.50", "mean 0.25", "2 numbers stored, 1 now"),
+        ("a 0.10\nb 0.20\n", "a 0.10\nb\n", "2 numbers stored, 1 now"),
         ("<caption>planted model (seed 0): D/c over texts</caption>",
          "<caption>planted model (seed 0): D over texts</caption>", "text after the last number"),
         ("ch05 v2 4.3.0", "ch06 v2 4.3.1", "text (no numbers) differs"),  # numbers glued to words: exact

@@ -304,6 +304,51 @@ def test_verdict_rule(n_truth, auc_ci, precision, rho_ci, perm, expected):
     assert st.verdict(n_truth, auc_ci, precision, 0.125, rho_ci, perm, RULE) == expected
 
 
+def _rule_and_level(version: str):
+    """A protocol's verdict rule and interval level (v3's secondary verdicts use its rule)."""
+    protocol = load_protocol(version)
+    return protocol.verdict, protocol.level if version == "v3" else protocol.bootstrap.level
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
+def test_the_auc_criterion_reads_the_interval_lower_end(version):
+    """Issue 54: a positive verdict needs the AUC interval's lower end at the threshold; its
+    midpoint and the point estimate are not enough. A score at AUC 0.727 whose interval's
+    midpoint is 0.72 but whose lower end is 0.62 is inconclusive; the same score with every
+    resample the full set (an interval of one point, 0.727) is positive (v1, v2 and v3's
+    secondary verdicts: ``evaluate.score_entry`` and ``statistics.verdict``)."""
+    from context_neurons.verdict.evaluate import score_entry
+
+    rule, level = _rule_and_level(version)
+    threshold = rule.auc_lower_at_least
+    met = dict(precision=1.0, base_rate=0.1, rho_ci=[0.9, 1.0], permutation_rho=0.0, rule=rule)
+    assert st.verdict(30, [threshold - 0.01, 0.95], **met) == "inconclusive"  # midpoint 0.795
+    assert st.verdict(30, [threshold, threshold + 0.01], **met) == "positive"
+    assert not st.criteria([threshold - 0.01, 0.95], 1.0, 0.1, [0.9, 1.0], 0.0,
+                           rule)["auc_lower_at_least"]
+
+    n, resamples = 300, 500  # 10 truth neurons ranked first, 20 spread over the next 240
+    ranked = np.concatenate([np.arange(10), np.linspace(10, 250, 20).round().astype(int)])
+    mask = np.zeros(n, bool)
+    mask[ranked] = True
+    score = np.linspace(1.0, 0.0, n)
+    truth, boot = (st.Truth(m, np.zeros(m.shape, int), np.zeros(m.shape), np.zeros(m.shape),
+                            np.zeros((1, *m.shape))) for m in (mask, np.tile(mask, (resamples, 1))))
+    rho_boot = np.full(resamples, 0.9)  # the rho criterion met: only the AUC decides
+
+    def entry(neuron_draws):
+        return score_entry(score, truth, boot, 0.9, rho_boot, neuron_draws, 0.0, rule, level)
+
+    wide = entry(np.random.default_rng(1).integers(0, n, size=(resamples, n)))
+    lower, upper = wide.auc_ci95
+    assert lower < threshold <= min(wide.auc, (lower + upper) / 2), wide
+    assert wide.precision >= rule.precision_over_base_at_least * wide.base_rate
+    assert wide.verdict == "inconclusive" and not wide.criteria["auc_lower_at_least"]
+    tight = entry(np.tile(np.arange(n), (resamples, 1)))
+    assert tight.auc_ci95 == [tight.auc, tight.auc] and tight.auc == wide.auc
+    assert tight.verdict == "positive" and tight.criteria["auc_lower_at_least"]
+
+
 def test_cal_eval_split_is_a_fixed_half():
     keys = [f"corpus:{i}" for i in range(2000)]
     share = np.mean([is_cal(k) for k in keys])
@@ -330,8 +375,20 @@ def test_protocol_v2_changes_only_what_it_says_it_changes():
     assert v2.truth.has_ladder and not v1.truth.has_ladder
     assert v2.add_stable_broad_heads and not v1.add_stable_broad_heads
     assert v1.primary_score == v2.primary_score == "frequency_aware"
-    with pytest.raises(InputError, match="Unknown protocol"):
-        load_protocol("v3")
+
+
+def test_one_loader_gives_every_registered_protocol_typed():
+    """Issue 54: ``load_protocol("v3")`` answered "Unknown protocol 'v3'; there are ['v1',
+    'v2']"; the one loader gives v3's typed value, and an unknown version names all three."""
+    from context_neurons.verdict.protocol import ProtocolV3, load_protocol_v3
+
+    v3 = load_protocol("v3")
+    assert isinstance(v3, ProtocolV3) and v3 == load_protocol_v3()
+    assert v3.name == "discovery-verdict-v3" and v3.verdict == load_protocol("v2").verdict
+    assert [type(load_protocol(v)).__name__ for v in ("v1", "v2")] == ["Protocol", "Protocol"]
+    with pytest.raises(InputError, match=r"Unknown protocol 'v4'; there are \['v1', 'v2', "
+                                         r"'v3'\]"):
+        load_protocol("v4")
 
 
 def test_protocol_reads_every_rule_from_its_file():

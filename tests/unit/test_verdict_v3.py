@@ -378,6 +378,41 @@ def test_the_point_truth_is_the_truth_pairs_point():
     np.testing.assert_allclose(got.d, expected.d)
 
 
+def test_the_effect_count_reads_negative_effects_too():
+    """Issue 54: ``n_effect`` counts ``|d| >= min_cohens_d`` whatever the sign, so "the context
+    criterion removes N (x%)" and the "removes almost none" label hold on a case where most
+    large effects are negative (a count of ``d >= min_cohens_d`` reports 1 of 4 and says the
+    criterion removes almost none). Six neurons on three domains, sd 1: +2.0 and -2.0 all from
+    the context set, -1.5 and -3.0 none of it, +0.5 and -0.9 below the threshold."""
+    from context_neurons.verdict.v3_truth import TruthPair, truth_summary_v3
+
+    spec = PROTOCOL.truth
+    assert spec.min_cohens_d == 1.0 and spec.removes_almost_none_below == 0.1
+    effect = np.array([2.0, -2.0, -1.5, -3.0, 0.5, -0.9])
+    context = np.array([1.0, 1.0, 0.0, 0.0, 1.0, 1.0])  # the context set's part of each shift
+    best = np.array([0, 1, 2, 0, 1, 2])
+    shift = np.zeros((3, 6))
+    shift[best, np.arange(6)] = effect
+    full = st.Shifts(shift, np.ones(6))
+    ablated = st.Shifts(shift * (1 - context), np.ones(6))
+    point = st.additive_truth(full, ablated, spec.min_cohens_d, spec.min_context_part)
+    boot = st.additive_truth(st.Shifts(shift[None], np.ones((1, 6))),
+                             st.Shifts((shift * (1 - context))[None], np.ones((1, 6))),
+                             spec.min_cohens_d, spec.min_context_part)
+    summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec,
+                               spec.min_cohens_d)
+    assert (summary.n_effect, summary.n_truth, summary.removed) == (4, 2, 2)
+    assert summary.removed_share == 0.5 and not summary.removes_almost_none
+    assert summary.neurons == [0, 1] and summary.domains == {"a": 1, "b": 1}
+    assert summary.sentence() == ("2 context neurons by activation of 4 with |d| >= 1: the "
+                                  "context criterion removes 2 (50.0%)")
+    # every large effect from the context set: nothing removed, and the label says so
+    point = st.additive_truth(full, st.Shifts(np.zeros((3, 6)), np.ones(6)), 1.0, 0.5)
+    summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec, 1.0)
+    assert (summary.n_effect, summary.n_truth, summary.removed) == (4, 4, 0)
+    assert summary.removes_almost_none and "removes almost none" in summary.sentence()
+
+
 def test_the_shipped_development_view_ends_at_the_stored_v3_truth():
     """development.json's v3 columns at the last step (the shipped weights) are the stored v3
     result's context set and truth size; the steps without weights are named and empty."""

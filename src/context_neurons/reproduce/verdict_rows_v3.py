@@ -6,7 +6,7 @@ score and the four registered baselines against the truth), ``discovery_verdict_
 comparison's verdict), ``discovery_secondary_v3`` and ``discovery_models_v3`` (every registered
 model, the ones not trained as pending); the whole result goes to the JSON as
 ``discovery_evaluation_v3``. The exploratory label-free arm and the controls timed apart (step 0,
-the planted model) are left to ``python -m context_neurons.verdict.v3``.
+the planted model) are left to ``python -m context_neurons v3``.
 """
 
 from __future__ import annotations

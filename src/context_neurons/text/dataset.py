@@ -168,12 +168,15 @@ def verify_corpora(directory: str | Path, only: Iterable[str] | None = None,
                    manifest: str | Path | Mapping | None = None) -> list[str]:
     """What in a corpora directory does not match the manifest, one line each (empty: it
     matches): missing folders and files, files whose size or SHA-256 differ, and files in a
-    folder that the manifest does not list (the readers would read them). The README is checked
-    when every folder is (``only`` None). An unknown folder in ``only`` is an :class:`InputError`.
+    folder that the manifest does not list (the readers would read them); a directory that does
+    not exist is that one line. The README is checked when every folder is (``only`` None). An
+    unknown folder in ``only`` is an :class:`InputError`.
     """
     manifest = load_manifest(manifest)
     names = check_only(only, manifest)
     directory = Path(directory).expanduser()
+    if not directory.is_dir():  # one line, not every file of the manifest as missing
+        return [f"{directory}: no such directory"]
     problems = [] if only is not None else _file_problems(directory, [manifest["readme"]], "")
     for name in names:
         problems += _folder_problems(directory, name, manifest["folders"][name])
@@ -214,10 +217,17 @@ def _file_problems(folder: Path, files: Iterable[Mapping], prefix: str) -> list[
 # ----------------------------------------------------------------------------------------------
 
 
+#: Where ``fetch-corpora`` writes without ``--dir``, in words (its help and the README say it).
+DEFAULT_DIRECTORY_WORDS = (f"${config.CORPORA.name}, else ../shared/corpora beside the "
+                           f"repository checkout, else corpora in the cache directory "
+                           f"(${config.CACHE.name}) when the package is installed without one")
+
+
 def default_directory() -> Path:
-    """Where ``fetch-corpora`` writes without ``--dir``: ``$CONTEXT_NEURONS_CORPORA`` when it
-    names a directory, else ``shared/corpora`` beside a repository checkout (where the package
-    looks by default), else ``corpora`` in the cache directory."""
+    """Where ``fetch-corpora`` writes without ``--dir`` (:data:`DEFAULT_DIRECTORY_WORDS`):
+    ``$CONTEXT_NEURONS_CORPORA`` when it names a directory, else ``shared/corpora`` beside a
+    repository checkout (where the package looks by default), else ``corpora`` in the cache
+    directory."""
     value = config.get(config.CORPORA)
     if value and value.lower() != config.NO_DIRECTORY:
         return Path(value).expanduser()
@@ -293,18 +303,20 @@ def fetch_corpora(only: Iterable[str] | None, directory: str | Path,
         for stale in staging.iterdir():  # extractions a killed run left (downloads are kept)
             if stale.is_dir():
                 shutil.rmtree(stale, ignore_errors=True)
-        for name in todo:
-            entry = manifest["folders"][name]
-            archive = staging / entry["archive"]
-            _download(base_url + entry["archive"], archive, entry, manifest, progress)
-            _install(archive, directory, name, entry, staging)
-            archive.unlink()
-        if not readme_ok:
-            readme = staging / README_NAME
-            _download(base_url + README_NAME, readme, manifest["readme"], manifest, progress)
-            os.replace(readme, directory / README_NAME)
-        with contextlib.suppress(OSError):  # kept when something else was left in it
-            staging.rmdir()
+        try:
+            for name in todo:
+                entry = manifest["folders"][name]
+                archive = staging / entry["archive"]
+                _download(base_url + entry["archive"], archive, entry, manifest, progress)
+                _install(archive, directory, name, entry, staging)
+                archive.unlink()
+            if not readme_ok:
+                readme = staging / README_NAME
+                _download(base_url + README_NAME, readme, manifest["readme"], manifest, progress)
+                os.replace(readme, directory / README_NAME)
+        finally:  # removed when empty, after a failure too; kept with a .part to resume
+            with contextlib.suppress(OSError):
+                staging.rmdir()
         say(f"fetched and verified {len(todo)} folder(s) into {directory}")
     print(where_to_point(directory))
     return directory

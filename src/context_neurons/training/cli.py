@@ -78,6 +78,17 @@ def _positive(kind):
     return parse
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def seed_int(text: str) -> int:
     """An argparse type: a seed in 0..MAX_SEED (NumPy's and torch's generators are 32-bit)."""
     try:

@@ -9,8 +9,8 @@ numbers: the truth's spread of single positions, and broad heads as stable as th
 :mod:`.evaluate` runs it all on a model, :mod:`.planted` is the planted control.
 
 Protocol v3 (``discovery-verdict-v3.json``, registered before any v3 number) is run by
-:mod:`.v3` (``python -m context_neurons.verdict.v3``; not imported here, so that ``-m`` runs it
-once): CONFIRM data (:mod:`.v3_data`), the context set (:mod:`.v3_heads`), the truth
+:mod:`.v3` (``python -m context_neurons v3``, or ``python -m context_neurons.verdict.v3``; not
+imported here, so that ``-m`` runs it once): CONFIRM data (:mod:`.v3_data`), the context set (:mod:`.v3_heads`), the truth
 (:mod:`.v3_truth`), the score and its baselines (:mod:`.v3_scores`), the primary comparison
 (:mod:`.v3_compare`), the exploratory label-free arm (:mod:`.v3_label_free`) and the report
 (:mod:`.v3_report`).

@@ -1,9 +1,10 @@
 """The pre-registered protocols as typed values (issue 33).
 
-Each file of ``assets/protocol/`` is read once: v1 and v2 into a :class:`Protocol`, v3 into a
-:class:`ProtocolV3`, whose sections mirror the file's (``data``, ``truth``, ``bootstrap``,
-``verdict``); the code reads attributes, and ``sections`` quotes the file as registered. The
-verdict rule (:class:`VerdictRule`) is shared: v3 registered v2's thresholds unchanged.
+Each file of ``assets/protocol/`` is read once, by one loader (:func:`load_protocol`, by its
+version): v1 and v2 into a :class:`Protocol`, v3 into a :class:`ProtocolV3`, whose sections
+mirror the file's (``data``, ``truth``, ``bootstrap``, ``verdict``); the code reads attributes,
+and ``sections`` quotes the file as registered. The verdict rule (:class:`VerdictRule`) is
+shared: v3 registered v2's thresholds unchanged.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
-from typing import Mapping
+from typing import Literal, Mapping, overload
 
 from context_neurons.checks import InputError
 
 #: The protocol file, committed before any verdict was computed.
 PROTOCOL_FILE = "discovery-verdict.json"
-#: The protocols, in the order they were registered: v1 (before any verdict), v2 (after v1's).
-PROTOCOL_FILES = {"v1": PROTOCOL_FILE, "v2": "discovery-verdict-v2.json"}
+#: Protocol v3's file, registered before any v3 number (git commit 871d5be).
+PROTOCOL_V3_FILE = "discovery-verdict-v3.json"
+#: The protocols, in the order they were registered: v1 (before any verdict), v2 (after v1's),
+#: v3 (the confirmatory test, after v2's).
+PROTOCOL_FILES = {"v1": PROTOCOL_FILE, "v2": "discovery-verdict-v2.json", "v3": PROTOCOL_V3_FILE}
 
 
 @dataclass(frozen=True)
@@ -128,18 +132,6 @@ class Protocol:
         return {name: self.document[name] for name in names}
 
 
-def load_protocol(version: str = "v1") -> Protocol:
-    """A pre-registered protocol (``assets/protocol/``): ``"v1"`` (``discovery-verdict.json``,
-    registered before any verdict) or ``"v2"`` (registered after v1's verdicts)."""
-    if version not in PROTOCOL_FILES:
-        raise InputError(f"Unknown protocol {version!r}; there are {list(PROTOCOL_FILES)}.")
-    return Protocol.from_json(version, read_protocol_file(PROTOCOL_FILES[version]))
-
-
-#: Protocol v3's file, registered before any v3 number (git commit 871d5be).
-PROTOCOL_V3_FILE = "discovery-verdict-v3.json"
-
-
 def protocol_file(name: str):
     """A registered file of ``assets/protocol/`` (a protocol or protocol v3's CONFIRM manifest)."""
     return resources.files("context_neurons") / "assets" / "protocol" / name
@@ -243,9 +235,30 @@ class ProtocolV3:
         return {name: self.document[name] for name in names}
 
 
+@overload
+def load_protocol(version: Literal["v1", "v2"] = "v1") -> Protocol: ...
+
+
+@overload
+def load_protocol(version: Literal["v3"]) -> ProtocolV3: ...
+
+
+def load_protocol(version: str = "v1") -> Protocol | ProtocolV3:
+    """A pre-registered protocol (``assets/protocol/``) as its typed value: ``"v1"``
+    (``discovery-verdict.json``, registered before any verdict) or ``"v2"`` (registered after
+    v1's verdicts), each a :class:`Protocol`; ``"v3"`` (``discovery-verdict-v3.json``, the
+    confirmatory test), a :class:`ProtocolV3`."""
+    if version not in PROTOCOL_FILES:
+        raise InputError(f"Unknown protocol {version!r}; there are {list(PROTOCOL_FILES)}.")
+    document = read_protocol_file(PROTOCOL_FILES[version])
+    if version == "v3":
+        return ProtocolV3.from_json(document)
+    return Protocol.from_json(version, document)
+
+
 def load_protocol_v3() -> ProtocolV3:
-    """Protocol v3 (``discovery-verdict-v3.json``)."""
-    return ProtocolV3.from_json(read_protocol_file(PROTOCOL_V3_FILE))
+    """Protocol v3: ``load_protocol("v3")``."""
+    return load_protocol("v3")
 
 
 __all__ = ["BootstrapRules", "ConfirmRules", "DataRules", "FallbackCorpus", "PROTOCOL_FILE",

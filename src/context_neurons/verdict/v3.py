@@ -8,10 +8,11 @@ the frequency-aware score and the four baselines (:mod:`.v3_scores`), the primar
 non-pooled domains' descriptions and, when asked, the EXPLORATORY label-free arm
 (:mod:`.v3_label_free`). From the command line::
 
-    python -m context_neurons.verdict.v3 [--model trained] [--out FILE.json] [--resamples N]
+    python -m context_neurons v3 [--model trained] [--out FILE.json] [--resamples N]
 
-writes every registered model (a model not trained is ``pending: not trained``) and prints the
-report in the protocol's order. v1 and v2 are untouched.
+(``python -m context_neurons.verdict.v3`` runs the same command: :func:`main`) writes every
+registered model (a model not trained is ``pending: not trained``) and prints the report in the
+protocol's order. v1 and v2 are untouched.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from context_neurons.discovery import scoring_vocabulary
 from context_neurons.domain_shift import permuted_vocabulary, predict_path_shifts
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
-from context_neurons.checks import InputError
+from context_neurons.checks import InputError, check_device, check_output_file, report_errors
+from context_neurons.files import write_text_whole
 from context_neurons.models.loading import TRAINED_DIR, bridge_from_hf
+from context_neurons.training.cli import DefaultsHelpFormatter, positive_int
 from context_neurons.training.config import EOT, TrainConfig
 from context_neurons.training.heldout import read_record
 from context_neurons.training.loop import build_model
@@ -353,12 +356,13 @@ def step0_model(record: dict, tokenizer) -> TransformerBridge:
 
 
 def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resamples: int | None,
-                   batch_size: int) -> tuple[dict, dict]:
+                   batch_size: int, progress: bool = False) -> tuple[dict, dict]:
     """Step 0 (the whole evaluation on the initialised model, or its stop) and the planted
     control (unchanged rule), timed apart, in their JSON form: they go into
     :attr:`V3Controls.apart` as the stored result holds them (step 0 without its ``data``,
-    which :meth:`V3Evaluation.from_json` could not read back)."""
-    timer = Timer()
+    which :meth:`V3Evaluation.from_json` could not read back). ``progress``: each one's name on
+    stderr when it starts."""
+    timer = Timer(announce=progress)
     with timer("step 0"):
         step0 = evaluate_v3(step0_model(record, model.tokenizer), record, data=data,
                             n_resamples=n_resamples, sensitivities=False, batch_size=batch_size,
@@ -388,12 +392,13 @@ def run_directory(model_name: str) -> Path:
 
 def run(model_name: str = "trained", n_resamples: int | None = None, label_free: bool = True,
         apart: bool = True, batch_size: int = 8, store: str | None = None,
-        device: str = "cpu") -> dict:
+        device: str = "cpu", progress: bool = False) -> dict:
     """Every registered model's entry, with ``model_name``'s result (the JSON of the command);
     ``store`` (the command line) writes that result beside a replication's weights. ``device``
     other than the CPU is for a model whose weights cannot leave a GPU machine (the device jobs:
     the GPT-2-shaped model's stored result was computed on CUDA, and says so); CI, the main job
-    and the seed-1 result use the CPU, the tested path."""
+    and the seed-1 result use the CPU, the tested path. ``progress``: each phase's name on
+    stderr when it starts."""
     directory = run_directory(model_name)
     record = read_record(directory)  # before the model: a model it cannot compare is not loaded
     key = model_key(record)
@@ -406,17 +411,21 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         return {"protocol": protocol.name, "registered": protocol.registered,
                 "models": model_entries({key: f"not comparable: {why}"}),
                 "primary_verdict": "not comparable"}
-    loaded = load_model(str(directory) if directory != TRAINED_DIR else "trained", device=device)
-    t0 = time.perf_counter()
-    data = v3_data(loaded.model.tokenizer, record, protocol)
-    data_s = time.perf_counter() - t0
+    timer = Timer(announce=progress)
+    with timer("loading the model"):
+        loaded = load_model(str(directory) if directory != TRAINED_DIR else "trained",
+                            device=device)
+    with timer("data (CONFIRM manifest and CAL)"):
+        data = v3_data(loaded.model.tokenizer, record, protocol)
     result = evaluate_v3(loaded.model, record, protocol, data, n_resamples,
-                         label_free=label_free, batch_size=batch_size)
+                         label_free=label_free, batch_size=batch_size, progress=progress)
+    data_s = timer.seconds["data (CONFIRM manifest and CAL)"]
     runtime = {"data (CONFIRM manifest and CAL)": data_s, **result.runtime}
     runtime["total_within_budget_s"] += data_s
     controls = result.controls
     if apart and not result.stopped:
-        extra, seconds = apart_controls(loaded.model, record, data, n_resamples, batch_size)
+        extra, seconds = apart_controls(loaded.model, record, data, n_resamples, batch_size,
+                                        progress)
         controls = replace(controls or V3Controls(), apart=jsonable(extra))
         runtime.update({f"{k} (timed apart)": v for k, v in seconds.items()})
     result = replace(result, runtime=runtime, controls=controls)
@@ -429,46 +438,105 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+#: The command's name under ``python -m context_neurons``, and what its help says it does.
+COMMAND = "v3"
+DESCRIPTION = ("run protocol v3, the pre-registered confirmatory test of discovery, on a trained "
+               "model and print its report")
+#: The device the stored results were computed on and CI tests (``--device``'s default).
+DEFAULT_DEVICE = "cpu"
+DEFAULT_BATCH_SIZE = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of ``python -m context_neurons v3`` added to ``parser``."""
     parser.add_argument("--model", default="trained",
-                        help="'trained' (seed 0), 'trained-seed1' (the shipped replication) or a "
-                             "trained run's directory")
-    parser.add_argument("--out", help="write the result JSON here")
-    parser.add_argument("--resamples", type=int, default=None,
-                        help="bootstrap resamples (default: the protocol's 2000)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help=f"torch threads (default ${settings.THREADS.name})")
-    parser.add_argument("--batch-size", type=int, default=8,
-                        help="windows per forward pass (8: the fastest on one CPU core)")
+                        help="'trained' (seed 0), 'trained-seed1' (the shipped replication) or "
+                             "a trained run's directory (with its training.json)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write the result as JSON to this file (its folder must exist)")
+    parser.add_argument("--resamples", type=positive_int, default=None,
+                        help=f"bootstrap resamples (default: the protocol's "
+                             f"{load_protocol_v3().resamples})")
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help=f"torch threads (default: ${settings.THREADS.name}, else 2)")
+    parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,
+                        help="windows per forward pass (8 is the fastest on one CPU core)")
+    parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default=DEFAULT_DEVICE,
+                        help="where the model runs: cpu is the tested path, cuda a GPU, auto "
+                             "CUDA when available, else CPU")
     parser.add_argument("--no-label-free", action="store_true",
                         help="leave out the exploratory label-free arm")
-    parser.add_argument("--device", default="cpu",
-                        help="where the model runs (cpu, the tested path; cuda on a GPU machine)")
     parser.add_argument("--no-apart", action="store_true",
                         help="leave out step 0 and the planted control (timed apart)")
     parser.add_argument("--store", action="store_true",
                         help="write a replication's result beside its weights (verdict-v3.json), "
                              "where the main job and chapter 8 read it, labelled as stored")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads or settings.threads())
-    command = "python -m context_neurons.verdict.v3 " + " ".join(argv or sys.argv[1:])
-    out = run(args.model, args.resamples, not args.no_label_free, not args.no_apart,
-              args.batch_size, store=command if args.store else None, device=args.device)
-    for name, entry in out["models"].items():
+    parser.add_argument("--no-progress", action="store_true", help="no progress messages")
+    return parser
+
+
+def command_line(args: argparse.Namespace, device: str, threads: int) -> str:
+    """The command that computes the same result (what ``--store`` records): every option that
+    changes it, with the device and thread count the run used."""
+    words = ["python -m context_neurons", COMMAND, "--model", args.model]
+    if args.resamples is not None:
+        words += ["--resamples", str(args.resamples)]
+    if args.batch_size != DEFAULT_BATCH_SIZE:
+        words += ["--batch-size", str(args.batch_size)]
+    words += [flag for flag, on in (("--no-label-free", args.no_label_free),
+                                    ("--no-apart", args.no_apart), ("--store", args.store)) if on]
+    if device != DEFAULT_DEVICE:
+        words += ["--device", device]
+    return " ".join(words + ["--threads", str(threads)])
+
+
+def command(args: argparse.Namespace) -> int:
+    """``python -m context_neurons v3``: the input checked before any work (the device, the
+    threads, the model, the output file), a line on stderr when it starts, the report on
+    stdout."""
+    check_device(args.device)
+    device = settings.resolve_device(args.device).type
+    threads = args.threads or settings.threads()
+    run_directory(args.model)
+    out = check_output_file(args.out) if args.out else None
+    torch.set_num_threads(threads)
+    progress = not args.no_progress
+    if progress:
+        print(f"protocol v3 on {args.model} ({device}, {threads} torch threads): minutes on "
+              "one core; each phase is named when it starts", file=sys.stderr, flush=True)
+    with contextlib.redirect_stdout(sys.stderr):  # progress messages: stdout holds the report
+        result = run(args.model, args.resamples, not args.no_label_free, not args.no_apart,
+                     args.batch_size, store=command_line(args, device, threads) if args.store
+                     else None, device=device, progress=progress)
+    for name, entry in result["models"].items():
         print("\n".join(report_lines(name, entry)))
-    if args.out:
-        path = Path(args.out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**out, "models": entries_json(out["models"])}, indent=1)
-                        + "\n")
-        print(f"written: {path}", file=sys.stderr)
+    if out:
+        write_text_whole(out, json.dumps({**result, "models": entries_json(result["models"])},
+                                         indent=1) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
     return 0
 
 
-__all__ = ["Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT", "Timer", "V3Evaluation",
-           "apart_controls", "data_summary", "evaluate_v3", "label_free_arm", "main",
-           "non_pooled_report", "registered_draws", "run", "same_model_controls",
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m context_neurons v3`` on its own (:func:`main`'s)."""
+    return add_arguments(argparse.ArgumentParser(
+        prog=f"python -m context_neurons {COMMAND}", description=DESCRIPTION[0].upper()
+        + DESCRIPTION[1:] + ".", formatter_class=DefaultsHelpFormatter))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m context_neurons.verdict.v3 ...``: the same command as ``python -m
+    context_neurons v3 ...`` (the same options, checks, errors and exit statuses; this layer
+    cannot import the command line above it, so both call :func:`command` through
+    :func:`~context_neurons.checks.report_errors`)."""
+    args = parser().parse_args(argv)
+    return report_errors(lambda: command(args))
+
+
+__all__ = ["COMMAND", "DESCRIPTION", "Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT", "Timer",
+           "V3Evaluation", "add_arguments", "apart_controls", "command", "command_line",
+           "data_summary", "evaluate_v3", "label_free_arm", "main", "non_pooled_report",
+           "parser", "registered_draws", "run", "run_directory", "same_model_controls",
            "secondary_verdicts", "sensitivities_v3", "step0_model", "truth_and_verdicts"]
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ MODELS = ("trained-seed0", "trained-seed1", "gpt2-layer0-shape")
 PENDING = "pending: not trained"
 #: A registered model in the package, evaluated neither in this run nor stored.
 NOT_EVALUATED = ("not evaluated in this run (`python -m context_neurons reproduce --model "
-                 "trained` evaluates seed 0; `python -m context_neurons.verdict.v3` any model)")
+                 "trained` evaluates seed 0; `python -m context_neurons v3` any model)")
 
 
 def model_key(record: dict) -> str:

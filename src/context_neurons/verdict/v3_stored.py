@@ -3,7 +3,7 @@ the model it judges, and read back only while the model and the protocol are the
 computed from.
 
 A registered replication (the seed-1 model) takes about four minutes of v3 on one core, too long
-to run again on every page and in CI, so ``python -m context_neurons.verdict.v3 --model DIR
+to run again on every page and in CI, so ``python -m context_neurons v3 --model DIR
 --store`` writes ``DIR/verdict-v3.json``: the result and its provenance (the SHA-256 of the
 weights, of the protocol and of its CONFIRM manifest, the command, the date, the versions and
 threads). :func:`stored_entry` returns it marked ``stored`` (the chapters and the table say so),
