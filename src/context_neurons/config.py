@@ -276,6 +276,16 @@ def hf_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "") == "1"
 
 
+#: Proxy variables under which a direct connection to the hub says nothing about reaching it.
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def behind_proxy() -> bool:
+    """Whether a proxy is configured (``HTTPS_PROXY`` or ``ALL_PROXY``, either case): then only
+    an HTTP request through it, not a plain connection, tells whether the hub is reachable."""
+    return any(os.environ.get(name) for name in PROXY_VARIABLES)
+
+
 def in_colab(
     modules: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None
 ) -> bool:

@@ -261,3 +261,54 @@ def test_python_floor_admitted_by_every_dependency():
             refused[name] = requires
     assert {"torch", "transformers"} <= set(checked), "the main dependencies are installed"
     assert not refused, f"requires-python's floor {floor} is below {refused}"
+
+
+# ----------------------------------------------------------------------------------------------
+# GPT-2 with no network: one clear error at once, not the hub client's retries (issue 54)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_gpt2_without_network_or_cache_fails_at_once(monkeypatch):
+    """With the hub unreachable and nothing cached, ``load_hf_gpt2`` raises its one-line error
+    before any download is tried (the hub client would retry for about 30 s first)."""
+    from context_neurons.checks import ModelLoadError
+    from context_neurons.models import loading
+
+    def never(*args, **kwargs):
+        raise AssertionError("the hub client was called")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(loading, "hub_reachable", lambda: False)
+    monkeypatch.setattr(loading, "_cached", lambda name: False)
+    monkeypatch.setattr(loading, "_from_pretrained", never)
+    with pytest.raises(ModelLoadError, match=r"cannot be reached.*no local copy"):
+        loading.load_hf_gpt2("gpt2")
+
+
+def test_gpt2_without_network_reads_the_cache(monkeypatch):
+    """Unreachable hub, a cached copy: loaded from the cache only, and the source says so."""
+    from context_neurons.models import loading
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tiny = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=10,
+                                      n_positions=8))
+    calls = []
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(loading, "hub_reachable", lambda: False)
+    monkeypatch.setattr(loading, "_cached", lambda name: True)
+    monkeypatch.setattr(loading, "_from_pretrained",
+                        lambda name, local_only=False: calls.append((name, local_only)) or tiny)
+    assert loading.load_hf_gpt2("gpt2") == (tiny, "Hugging Face cache (hub unreachable)")
+    assert calls == [("gpt2", True)]
+
+
+def test_hub_reachable(monkeypatch):
+    """A closed port answers at once (False); behind a proxy no plain connection is tried."""
+    from context_neurons.models import loading
+
+    for name in config.PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert loading.hub_reachable("127.0.0.1", timeout=1.0) is False
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    assert loading.hub_reachable("127.0.0.1", timeout=1.0) is True

@@ -32,11 +32,13 @@ import functools
 import json
 import os
 import shutil
+import socket
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from huggingface_hub import try_to_load_from_cache
 from safetensors import SafetensorError
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformer_lens.model_bridge import TransformerBridge
@@ -306,7 +308,7 @@ def quiet_bridge():
             hf_logging.enable_progress_bar()
 
 
-def _from_pretrained(name_or_path: str) -> GPT2LMHeadModel:
+def _from_pretrained(name_or_path: str, local_only: bool = False) -> GPT2LMHeadModel:
     """``GPT2LMHeadModel.from_pretrained`` without its per-load progress bar (a widget in a
     notebook, which a static page cannot draw), the caller's setting restored afterwards.
 
@@ -316,7 +318,8 @@ def _from_pretrained(name_or_path: str) -> GPT2LMHeadModel:
     shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        hf_model, info = GPT2LMHeadModel.from_pretrained(name_or_path, output_loading_info=True)
+        hf_model, info = GPT2LMHeadModel.from_pretrained(
+            name_or_path, output_loading_info=True, local_files_only=local_only)
     finally:
         if shown:
             hf_logging.enable_progress_bar()
@@ -405,6 +408,17 @@ def load_hf_gpt2(name: str = "gpt2", weights: str | Path | None = None) -> tuple
                 "it at a directory saved with GPT2LMHeadModel.save_pretrained, or unset it."
             )
         return load_checkpoint(weights), f"local directory {Path(weights).expanduser()}"
+    if not config.hf_offline() and not hub_reachable():
+        if not _cached(name):
+            raise ModelLoadError(
+                f"{GPT2_FAMILY[name]}'s weights could not be loaded: the Hugging Face hub "
+                f"({HUB_HOST}) cannot be reached from this machine and no local copy was found. "
+                "Either run online (Colab works), point "
+                f"{config.GPT2_WEIGHTS.name} at a directory saved with save_pretrained (or pass "
+                f"the directory as the model name), or use an offline model: "
+                f"{config.MODEL.name}=planted or trained."
+            )
+        return _from_pretrained(name, local_only=True), "Hugging Face cache (hub unreachable)"
     try:
         hf_model = _from_pretrained(name)
     except OSError as err:
@@ -418,6 +432,30 @@ def load_hf_gpt2(name: str = "gpt2", weights: str | Path | None = None) -> tuple
         ) from err
     where = "Hugging Face cache (offline)" if config.hf_offline() else f"Hugging Face hub '{name}'"
     return hf_model, where
+
+
+#: The host of the Hugging Face hub, and how long a connection to it may take before the hub
+#: counts as unreachable (a fast answer instead of the hub client's retries, about 30 s).
+HUB_HOST = "huggingface.co"
+HUB_TIMEOUT_S = 3.0
+
+
+def hub_reachable(host: str = HUB_HOST, timeout: float = HUB_TIMEOUT_S) -> bool:
+    """Whether a TCP connection to the hub opens within ``timeout`` seconds. Behind a proxy
+    (:func:`~context_neurons.config.behind_proxy`) the answer is True: only the hub client,
+    through the proxy, can tell."""
+    if config.behind_proxy():
+        return True
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _cached(name: str) -> bool:
+    """Whether the Hugging Face cache holds ``name``'s configuration (its weights come with it)."""
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
 def resolve_model_name(name: str | None) -> str:
