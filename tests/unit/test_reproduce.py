@@ -85,15 +85,18 @@ def check_planted_lookups(found: dict, row, truth) -> None:
     assert row.key == "lookups" and row.paper == ""  # no paper value to compare with
     assert [(t["layer"], t["neuron"], t["top_heads"]) for t in row.truth] == [
         (d.layer, d.neuron, [lk.head_name(d.layer, d.head)])
-        for d in truth.lookups
+        for d in sorted(truth.lookups, key=lambda d: (d.layer, d.neuron))
     ]
+    # both tables number their rows by layer and neuron: '# k' is one neuron in both (issue 54)
+    assert [(r["layer"], r["neuron"]) for r in row.value] == [
+        (t["layer"], t["neuron"]) for t in row.truth]
     by_key = {(r["layer"], r["neuron"]): r for r in row.value}
     for planted in truth.lookups:
         result = by_key[(planted.layer, planted.neuron)]
         assert result["token"] == planted.target
         assert result["top_heads"][0] == lk.head_name(planted.layer, planted.head)
         assert result["explanation"]
-        assert result["explanation_accuracy"] > result["chance"]
+        assert result["explanation_accuracy"] > result["majority_chance"]
         assert result["balanced_accuracy"] > 0.65
         evaluation = found[(planted.layer, planted.neuron)].evaluation
         assert result["balanced_accuracy"] == round(evaluation.balanced_accuracy, 3)
@@ -322,7 +325,7 @@ def test_every_line_fits_in_100_columns_and_long_cells_are_noted_under_their_tab
     attention = [0.441, 0.221, 0.032, 0.02, 0.014, 0.017, 0.113, 0.076]
     words = ["sky", "ell", "star", "ok", "traditional", "babylon", "pole", "planet"]
     lookup = {"layer": 1, "neuron": 777, "token": " telescope", "top_heads": ["L1H2", "L1H1"],
-              "explanation_accuracy": 0.927, "balanced_accuracy": 0.714, "chance": 0.89,
+              "explanation_accuracy": 0.927, "majority_chance": 0.89, "balanced_accuracy": 0.714,
               "prompts": 10, "prompts_skipped_not_firing": 0, "explanation": words}
     verdict, reading = "no difference shown (equivalent within 0.05)", " ".join(["saturated"] * 20)
     heads, protocols, accuracy, lookups = ("heads (chapters 1-3)", "protocols (chapter 8)",

@@ -119,6 +119,9 @@ def test_an_unsolved_exercise_does_not_raise(capsys):
     assert "replace the ... given to `a`" in run_exercise_cell(shell, "", "a = ...\nb = 2")
     assert "`f`" in run_exercise_cell(shell, "", "def f(x):\n    ...\n")
     assert run_exercise_cell(shell, "", "{...}.items()").startswith("Not yet solved: Attribute")
+    # an open-ended exercise's template (comments only) says so too (issue 54: exercise 1.3)
+    assert run_exercise_cell(shell, "", "# Your solution here.\n") == (
+        "Not yet solved: write your solution in this cell.")
 
 
 def test_a_solved_exercise_runs_and_shows_its_last_value():

@@ -4,9 +4,9 @@ A student notebook (:mod:`.students`) gives each exercise a code cell holding it
 not run as it is: it names what the solution defines, or leaves ``...`` where the student writes
 code. The notebook loads this module as an IPython extension (``%load_ext
 context_neurons.book.exercises``) and starts every exercise cell with the cell magic
-``%%exercise``, which runs the cell's code in the notebook's namespace and, where it raises or
-leaves a value ``...`` (or a function whose body is ``...``), prints that the exercise is *not yet
-solved* instead of raising. Every later cell therefore still runs, as in ARENA's notebooks.
+``%%exercise``, which runs the cell's code in the notebook's namespace and, where it raises,
+leaves a value ``...`` (or a function whose body is ``...``) or holds nothing but comments (an
+open-ended exercise's template), prints that the exercise is *not yet solved* instead of raising. Every later cell therefore still runs, as in ARENA's notebooks.
 Deleting the ``%%exercise`` line shows an error in full.
 
 A chapter cell that reads what a removed solution defined starts with ``%%exercise --needs NAME
@@ -52,6 +52,10 @@ def run_exercise_cell(shell, line: str, cell: str) -> str | None:
     try:
         code = shell.transform_cell(cell) if hasattr(shell, "transform_cell") else cell
         tree = ast.parse(code, FILENAME)
+        if not tree.body:  # comments only: the template of an open-ended exercise, untouched
+            message = f"{UNSOLVED}: write your solution in this cell."
+            print(message)
+            return message
         value = _execute(tree, namespace)
     except Exception as error:  # the point: report, do not stop the notebook
         message = f"{UNSOLVED}: {_describe(error)}"

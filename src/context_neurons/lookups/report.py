@@ -154,8 +154,8 @@ class NeuronLookup:
             "token": self.token,
             "top_heads": [head_name(l, h) for l, h, _ in self.top_heads],
             "explanation_accuracy": round(self.evaluation.accuracy, 3),
-            "balanced_accuracy": round(self.evaluation.balanced_accuracy, 3),
-            "chance": round(self.evaluation.chance, 3),
+            "majority_chance": round(self.evaluation.chance, 3),  # beside the accuracy it bounds
+            "balanced_accuracy": round(self.evaluation.balanced_accuracy, 3),  # chance: 0.5
             "prompts": len(self.prompts),
             "prompts_skipped_not_firing": self.skipped,
             "explanation": (

@@ -33,6 +33,8 @@ PAPER: dict[str, str] = {
     "neurons_found_sweep": "hundreds at lower theta",
     "median_pearson_r": f"{PAPER_MEDIAN_R}",
     "median_fvu": f"{PAPER_MEDIAN_FVU}",
-    "median_pearson_r_constant_denominator": f"{PAPER_MEDIAN_R} (fixed control text)",
-    "median_fvu_constant_denominator": f"{PAPER_MEDIAN_FVU} (fixed control text)",
+    "median_pearson_r_constant_denominator": "not reported apart: the paper's one r (above) "
+                                             "does not say which denominators it used",
+    "median_fvu_constant_denominator": "not reported apart: the paper's one FVU (above) does "
+                                       "not say which denominators it used",
 }

@@ -319,19 +319,21 @@ def lookup_row(examined: dict[tuple[int, int], NeuronLookup | NotFiring],
     their heads and the heads' explanations, with the planted look-ups as its truth."""
     found = [lookup.summary() if isinstance(lookup, NeuronLookup)
              else {"layer": layer, "neuron": neuron, "error": str(lookup)}
-             for (layer, neuron), lookup in examined.items()]
+             for (layer, neuron), lookup in sorted(examined.items())]  # numbered as the truth
     planted = None
     if truth is not None:
         planted = [
             {"layer": plan.layer, "neuron": plan.neuron, "token": plan.target,
              "top_heads": [head_name(plan.layer, plan.head)], "topic": plan.topic}
-            for plan in truth.lookups
+            for plan in sorted(truth.lookups, key=lambda plan: (plan.layer, plan.neuron))
         ]
     return [
         Row("lookups", found,
             "context look-ups: token-predicting neurons (top 4 by score, later half of the "
-            "layers), predicted token, top heads by direct attribution, held-out accuracy and "
-            "balanced accuracy of the offline explanation, majority-class chance",
+            "layers; rows by layer and neuron, as the planted truth's), predicted token, top "
+            "heads by direct attribution, the offline explanation's held-out accuracy beside "
+            "the majority guess's (majority_chance), and its balanced accuracy (0.5 for any "
+            "constant guess)",
             truth=planted, show="records", index="#")
     ]
 

@@ -62,11 +62,11 @@ def _records(row: Row, value: Any) -> list[tuple[str, dict]] | None:
     """The records of a ``records`` or ``sweep`` row, as ``(name, fields)``: a list or a dict of
     flat dicts, or one number per threshold; None when they nest (then the JSON holds them)."""
     if row.show == "sweep" and isinstance(value, dict):
-        items = _numeric_order([(str(k), {row.key: v}) for k, v in value.items()])
+        items = _numeric_order([(fmt(k), {row.key: v}) for k, v in value.items()])
     elif isinstance(value, list) and all(isinstance(v, dict) for v in value):
         items = [(str(k + 1), v) for k, v in enumerate(value)]
     elif isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()):
-        items = _numeric_order([(str(k), v) for k, v in value.items()])
+        items = _numeric_order([(fmt(k), v) for k, v in value.items()])
     else:
         return None
     flat = all(not isinstance(f, dict) for _, fields in items for f in fields.values())
@@ -261,6 +261,22 @@ def format_table(results: Results) -> str:
     return "\n".join(out + [""] + _words(results)).rstrip("\n")
 
 
+#: Words the rows use that the legend defines (``reproduce --explain``).
+TERMS = {
+    "L1H2": "head 2 of layer 1 (layers and heads count from 0)",
+    "robust |z|": "a contribution minus the neuron's median over the vocabulary, in units of "
+                  "1.4826 times its median absolute deviation (a standard deviation that a few "
+                  "extreme tokens do not inflate)",
+    "explanation_accuracy, majority_chance": "the held-out accuracy of a look-up's explanation "
+                                             "used as a classifier, beside the accuracy of always "
+                                             "guessing the majority class",
+    "balanced_accuracy": "the mean of the accuracies on active and inactive prompts; 0.5 for any "
+                         "constant guess, whatever the base rate",
+    "prompts_skipped_not_firing": "corpus prompts left out because the neuron does not fire on "
+                                  "them at all",
+}
+
+
 def explain_table(results: Results) -> str:
     """The table's legend (``reproduce --explain``): what its columns are, then what each row is."""
     rows = results.rows
@@ -277,6 +293,8 @@ def explain_table(results: Results) -> str:
     out.append("rows:")
     out += [f"  {r.key}: {r.label or '-'}" for r in rows]
     out.append("  seconds: wall-clock time of the run")
+    out.append("terms:")
+    out += [f"  {term}: {meaning}" for term, meaning in TERMS.items()]
     return "\n".join(line for text in out  # each line wrapped, under its own indent
                      for line in wrap(text.lstrip(), text[:len(text) - len(text.lstrip())]))
 
