@@ -359,7 +359,7 @@ show_table(
 #
 # **What the approximation assumes, measured on this model.** Each of those is an assumption the
 # approximation makes of a layer-0 head, and each can be measured on the texts at hand
-# ({mod}`context_neurons.assumptions`): that another text's denominators stay within a factor
+# (`context_neurons.assumptions`): that another text's denominators stay within a factor
 # 1.25 of the calibration's (`denominator_factor`), that a contextual head's pattern hardly moves
 # when the destination token is not `' the'` (`destination_tv`), that the denominators spread as
 # chapter 3's independent-token model says (`denominator_cv_ratio`), that every other head

@@ -920,7 +920,7 @@ if truth_broad is not None:
 # approximated (every other piece exact); each head's *drift*, the range over the calibration
 # text of $\log D_\mathrm{ref}(n) - \log D_\mathrm{dest}(n)$; then, in the reference frame, the
 # median FVU with one piece of the approximation at a time replaced by its exact value (through
-# the model's hooks; {mod}`context_neurons.evaluation.error_terms`). The seed-1 replication runs
+# the model's hooks; `context_neurons.evaluation.error_terms`). The seed-1 replication runs
 # beside seed 0.
 
 # %%
@@ -971,7 +971,7 @@ figure = plot_frame_drift(seed0.shift, seed0.heads,
 # approximation does not model it.
 #
 # **The assumptions, head by head.** The main job measures what the approximation assumes of
-# each layer-0 head on its evaluation texts ({mod}`context_neurons.assumptions`), each quantity
+# each layer-0 head on its evaluation texts (`context_neurons.assumptions`), each quantity
 # against a limit stated with its reason before any model was measured with it; two changes made
 # after the first measurements are labelled *post hoc* in the list below the table.
 
