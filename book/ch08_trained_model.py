@@ -926,19 +926,18 @@ if truth_broad is not None:
 # %%
 from context_neurons.discovery import THETA
 from context_neurons.evaluation.failure import approximation_failure
+from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.models.loading import TRAINED_SEED1_DIR
 from context_neurons.plotting.circuit import plot_frame_drift
-from context_neurons.method import MethodValues
 from context_neurons.text.windows import evaluation_windows
 
-failures = {}
+failures = {}  # each trained run's frames and pieces, on 10 evaluation texts
 for label, run in (("trained model (seed 0)", model),
                    ("trained model, seed 1", load_model(str(TRAINED_SEED1_DIR)).model)):
     method = results.method if run is model else MethodValues(run)
     run_heads = method.contextual_heads()
-    texts, _, _ = evaluation_windows(run.tokenizer, 10)
-    texts = [w.to(run.cfg.device) for w in texts]
+    texts = [w.to(run.cfg.device) for w in evaluation_windows(run.tokenizer, 10)[0]]
     found = method.scores(run_heads).found(THETA)
     failures[label] = approximation_failure(run, run_heads, texts, found, label)
     for line in failures[label].findings():

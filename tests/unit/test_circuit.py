@@ -92,18 +92,25 @@ def test_kernels_match_positional_patterns(planted, circuit):
 
 
 def test_denominators_match_decomposition(planted, circuit):
-    """D_h(n) equals chapter 1's denominator of the calibration prefix with ' the' at n."""
+    """In the destination frame, D_h(n) equals chapter 1's denominator of the calibration prefix
+    with ' the' at n; in the reference frame (the default) it is the same sum with the content
+    weights at n_ref, as the extended embeddings take them (the bag's weights then sum to 1)."""
     model = planted.model
     the = dec.token_id(model, " the")
     tokens = circuit.calibration.tokens
+    destination = C.build_circuit(model, "prose", circuit.heads, frame="destination")
     for n in (5, 150, 600):
         seq = torch.cat([tokens[:n], torch.tensor([the])])
         mean_keys = dec.mean_positional_keys(model, tokens[1:], n + 1)
         decomposed = dec.decompose_attention(model, seq, mean_keys=mean_keys)
         expected = decomposed.log_denominator()[circuit.heads, n]
-        assert torch.allclose(circuit.calibration.log_denominators[:, n], expected, atol=1e-4)
-    expected_median = circuit.calibration.log_denominators[:, C.N_MIN :].median(-1).values
-    assert torch.equal(circuit.calibration.log_dhat, expected_median)
+        assert torch.allclose(destination.calibration.log_denominators[:, n], expected, atol=1e-4)
+        weights = circuit.head_kernels[:, n, :n + 1].log() + circuit.log_content[:, seq]
+        assert torch.allclose(circuit.calibration.log_denominators[:, n],
+                              torch.logsumexp(weights, -1), atol=1e-4)
+    for built in (circuit, destination):
+        expected_median = built.calibration.log_denominators[:, C.N_MIN :].median(-1).values
+        assert torch.equal(built.calibration.log_dhat, expected_median)
 
 
 def _hook_values(model, token_ids, position, names):

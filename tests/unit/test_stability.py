@@ -247,7 +247,8 @@ def test_main_job_rows(planted, windows):
     from context_neurons.reproduce.pipeline import stability_rows
 
     texts, labels = windows
-    rows = {r.key: r for r in stability_rows(planted.model, texts, labels)}
+    rows = {r.key: r for r in stability_rows(st.denominator_study(planted.model, texts,
+                                                                  labels=labels))}
     cv = rows["denominator_cv"].value
     assert set(cv) == set(range(12))
     assert max(cv[h] for h in (0, 2, 6, 8, 9, 10)) < min(cv[h] for h in (3, 4, 7))

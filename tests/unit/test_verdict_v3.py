@@ -1020,7 +1020,7 @@ def test_import_v3_brings_a_device_run_into_the_package_without_its_weights(tmp_
     import shutil
 
     from context_neurons.models.loading import TRAINED_DIR
-    from context_neurons.verdict.v3_stored import STORED_FILE, WEIGHTS_NOT_KEPT_DIRS
+    from context_neurons.verdict.v3_stored import STORED_FILE, WEIGHTS_NOT_KEPT_DIRS, device_label
 
     spec = importlib.util.spec_from_file_location(
         "device_steps", Path(__file__).resolve().parents[2] / "scripts" / "device_steps.py")
@@ -1039,7 +1039,9 @@ def test_import_v3_brings_a_device_run_into_the_package_without_its_weights(tmp_
     stored = json.loads(path.read_text())
     assert stored["result"] == result and stored["command"] == "v3 --device cuda"
     assert stored["computed"] == "2026-11-27 22:53 UTC" and stored["threads"] == 12
-    assert stored["device"] == "cuda (NVIDIA H100 80GB HBM3)"
+    record = json.loads((run / "training.json").read_text())
+    assert stored["device"] == device_label(record["device"], record["device_name"])  # its GPU
+    assert stored["device"].startswith("cuda (NVIDIA ")
     assert stored["weights_sha256"] is None and stored["versions"]["torch"].endswith("cu130")
     for name in device_steps.RECORD_FILES:
         assert (tmp_path / "into" / name).read_bytes() == (run / name).read_bytes()
