@@ -293,20 +293,19 @@ def median_kernel(
 
 
 @torch.no_grad()
-def fixed_destination_log_weights(
+def calibration_log_denominators(
     model: Model,
     tokens: Int[Tensor, " pos"],
     heads,
     mean_keys: Float[Tensor, "n_ctx head_index d_head"],
     dest_token: int,
-    destination_key: bool = True,
-) -> Float[Tensor, "selected_head query_pos key_pos"]:
-    """``log pos_n(i) + log c_n(t_i)`` with ``dest_token``'s query at every destination ``n``
-    (``-inf`` above the diagonal): the unnormalised pattern in the destination frame on a text.
+) -> Float[Tensor, "ctx_head pos"]:
+    """``log D_h(n)`` on a calibration text with ``dest_token`` placed at every destination ``n``,
+    in the destination frame (the content weights ``c_n`` at each ``n``).
 
-    With ``destination_key`` the key at ``i = n >= 1`` is ``dest_token`` too (the destination
-    holds it, as in the calibration denominators); without it, the text's own ``t_n``. Position 0
-    holds ``<|endoftext|>`` in every text and is its own only source.
+    ``D_h(n) = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(dest)`` for ``n >= 1``, and
+    ``D_h(0) = c_0(t_0)`` (position 0 holds ``<|endoftext|>`` in every text), in log space (content
+    weights overflow float32) from the positional scores and content scores of chapter 1.
     """
     tokens = check_sequence(model, tokens)
     heads = check_heads(model, heads)
@@ -317,30 +316,13 @@ def fixed_destination_log_weights(
     scores = _all_heads(dec.positional_scores, model, queries, positions, n, mean_keys)[heads]
     log_pos = torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
     log_c = _all_heads(dec.content_scores, model, queries, positions, tokens)[heads]
-    if destination_key:  # the content score of the destination is q_n . E[n, dest]
-        dest = torch.full_like(tokens, dest_token)
-        log_c_dest = _all_heads(dec.content_scores, model, queries, positions, dest)[heads]
-        replaced = positions[1:]
-        log_c[:, replaced, replaced] = log_c_dest[:, replaced, replaced]
-    return (log_pos + log_c).masked_fill(~mask, float("-inf"))
-
-
-@torch.no_grad()
-def calibration_log_denominators(
-    model: Model,
-    tokens: Int[Tensor, " pos"],
-    heads,
-    mean_keys: Float[Tensor, "n_ctx head_index d_head"],
-    dest_token: int,
-) -> Float[Tensor, "ctx_head pos"]:
-    """``log D_h(n)`` on a calibration text with ``dest_token`` placed at every destination ``n``.
-
-    ``D_h(n) = sum_{j<n} pos_n(j) c_n(t_j) + pos_n(n) c_n(dest)`` for ``n >= 1``, and
-    ``D_h(0) = c_0(t_0)`` (position 0 holds ``<|endoftext|>`` in every text), in log space (content
-    weights overflow float32) from the positional scores and content scores of chapter 1.
-    """
-    log_weights = fixed_destination_log_weights(model, tokens, heads, mean_keys, dest_token)
-    return torch.logsumexp(log_weights, dim=-1)
+    # The destination holds dest_token, not t_n: its content score is q_n . E[n, dest]. Except at
+    # n = 0, which holds <|endoftext|> in every text (and is its own only source).
+    dest = torch.full_like(tokens, dest_token)
+    log_c_dest = _all_heads(dec.content_scores, model, queries, positions, dest)[heads]
+    replaced = positions[1:]
+    log_c[:, replaced, replaced] = log_c_dest[:, replaced, replaced]
+    return torch.logsumexp(log_pos + log_c.masked_fill(~mask, float("-inf")), dim=-1)
 
 
 def reference_log_denominators(

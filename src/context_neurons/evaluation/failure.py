@@ -24,12 +24,10 @@ from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.circuit import FRAMES, build_circuit
-from context_neurons.evaluation.accuracy import evaluate
 from context_neurons.evaluation.error_terms import error_terms
 
 #: The variants of :attr:`ApproximationFailure.pieces`: (pieces made exact, bag denominators).
 VARIANTS = {
-    "as is": ((), "per_position"),
     "constant denominators": ((), "median"),
     "each text's own denominators": ((), "text_at_reference"),
     "other heads exact": (("other heads",), "per_position"),
@@ -53,7 +51,8 @@ class ApproximationFailure:
             ``log D_ref(n) - log D_dest(n)``.
         per_head: ``{frame: {head: median FVU}}`` with every piece exact but that head's bag.
         bands: ``{frame: {band: median FVU}}`` of the approximation as is, per position band.
-        pieces: ``{variant: median FVU}`` in the reference frame (:data:`VARIANTS`).
+        pieces: ``{variant: median FVU}`` in the reference frame (:data:`VARIANTS`; the
+            approximation as is is ``frames["reference"]``).
         shift: ``log D_ref(n) - log D_dest(n)`` on the calibration text, ``[ctx_head, pos]``
             (whose range is ``drift``; chapter 8's figure).
     """
@@ -84,9 +83,14 @@ class ApproximationFailure:
         return lines
 
 
+def _medians(terms, exact=(), denominators="per_position", positions=None) -> tuple[float, float]:
+    """Median r and FVU over the neuron-text pairs, NaN left out (as ``Evaluation.median``)."""
+    pearson, fvu = terms.accuracy(exact, denominators, positions)
+    return float(pearson.flatten().nanmedian()), float(fvu.flatten().nanmedian())
+
+
 def _median_fvu(terms, exact=(), denominators="per_position", positions=None) -> float:
-    _, fvu = terms.accuracy(exact, denominators, positions)
-    return float(fvu.median())
+    return _medians(terms, exact, denominators, positions)[1]
 
 
 @torch.no_grad()
@@ -100,13 +104,11 @@ def approximation_failure(
     """Measure the module docstring's two parts on ``windows`` (full-length texts) for
     ``neurons``, with circuits of ``heads`` built from the default calibration text."""
     circuits = {frame: build_circuit(model, "prose", heads, frame=frame) for frame in FRAMES}
-    cache: dict = {}
     tokens = torch.stack(windows)
     frames, per_head, bands, terms = {}, {}, {}, {}
     for frame, circuit in circuits.items():
-        ev = evaluate(circuit, model, windows, neurons, truth_cache=cache)
-        frames[frame] = (ev.median_pearson, ev.median_fvu)
         terms[frame] = error_terms(circuit, model, tokens, neurons)
+        frames[frame] = _medians(terms[frame])  # the approximation as is (evaluate's numbers)
         everything = terms[frame].pieces
         per_head[frame] = {h: _median_fvu(terms[frame], [p for p in everything if p != f"head {h}"])
                            for h in heads}
