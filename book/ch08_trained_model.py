@@ -1048,9 +1048,17 @@ for line in view.get("assumptions", {}).get("findings", ["no assumptions check s
 # - Protocol v3, the confirmatory test, compared the score on fresh documents with four baselines
 #   that do without the decomposition's context share, the model run on each token alone among
 #   them, through a paired bootstrap interval of the difference in AUC, on seed 0 and on two
-#   replications (seed 1, and a model with GPT-2 Small's layer-0 shape). The verdicts, computed
-#   in this run (the replications' stored, and labelled so), are the chapter's result, v3's
-#   first:
+#   replications (seed 1, and a model with GPT-2 Small's layer-0 shape). Its answer is the
+#   chapter's result, in sentences from this run's results (the replications' stored):
+
+# %%
+from context_neurons.reproduce.findings import finding_sentence, findings_of
+
+for found in findings_of(evaluation_v3 or {}):
+    print(wrapped(f"- {finding_sentence(found, emphasis='')}"))
+
+# %% [markdown]
+# Every verdict as the protocols word it, v3's first:
 
 # %%
 if evaluation_v3:

@@ -31,6 +31,11 @@ Loaded through ``sphinx.local_extensions`` in ``_config.yml``. It does these thi
    the book; they are renumbered within each chapter (:func:`number_exercises_by_chapter`), as
    the student notebooks number them (:mod:`context_neurons.book.myst`).
 
+8. **Generated blocks filled as each page is read** (:mod:`context_neurons.book.reference`):
+   the first page's findings from the package's stored results, the reference pages' help
+   texts, configuration and corpora tables, so that the website shows what the code says when
+   it is built.
+
 It also removes duplicated inline scripts from pages (with these Sphinx and theme versions the
 inline ``const THEBE_JS_URL = ...`` of sphinx-thebe is emitted twice, a console error on every
 page), and sets ``CONTEXT_NEURONS_STATIC=1`` for the kernels the build starts, so the interactive
@@ -233,10 +238,20 @@ def number_exercises_by_chapter(app: Sphinx, env) -> list[str]:
     return sorted({docname for _, docname, _ in found})
 
 
+def fill_generated_blocks(app: Sphinx, docname: str, source: list[str]) -> None:
+    """Write a page's generated blocks again from the code (``source-read``)."""
+    from context_neurons.__main__ import command_parsers
+    from context_neurons.book.reference import BLOCK, refreshed
+
+    if BLOCK.search(source[0]):
+        source[0] = refreshed(source[0], command_parsers())
+
+
 def setup(app: Sphinx) -> dict:
     app.add_css_file(STYLE.name)
     app.connect("config-inited", configure)
     app.connect("builder-inited", record_start)
+    app.connect("source-read", fill_generated_blocks)
     app.connect("env-get-updated", number_exercises_by_chapter, priority=900)  # after numfig
     app.connect("build-finished", write_execution_times)
     app.connect("html-page-context", fix_colab_buttons, priority=502)

@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_v3_arguments(command(V3, V3_DESCRIPTION))
 
+    command("refresh-docs", "write again the README's and the book's generated blocks (what "
+                            "the book found, every command's help, the configuration, the corpora)")
+
     truth = command("planted-truth", "print what the planted model plants, as JSON")
     truth.add_argument("--seed", type=seed_int, default=None,
                        help=f"seed of the planted model, 0..{MAX_SEED} (default "
@@ -173,6 +176,17 @@ def build_parser() -> argparse.ArgumentParser:
     truth.add_argument("--variant", choices=VARIANTS, default="standard",
                        help="the planted model's variant")
     return parser
+
+
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    """The main parser (under ``""``) and each command's, ``train``'s own included: what the
+    book's reference page prints (:mod:`context_neurons.book.reference`)."""
+    from context_neurons.training.cli import build_parser as train_parser
+
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {"": parser, **{name: (train_parser() if name == "train" else sub)
+                           for name, sub in action.choices.items()}}
 
 
 def _reproduce(args: argparse.Namespace) -> int:
@@ -248,6 +262,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from context_neurons.verdict.v3 import command as protocol_v3
 
         return protocol_v3(args)
+    if args.command == "refresh-docs":
+        from context_neurons.book.reference import refresh_documents
+
+        for path in refresh_documents(command_parsers()):
+            print(f"rewrote {path}", file=sys.stderr)
+        return 0
     if args.command == "planted-truth":
         seed = check_planted_seed() if args.seed is None else args.seed
         _, record = build_planted_state(load_tokenizer(), seed=seed, variant=args.variant)

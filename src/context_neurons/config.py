@@ -1,8 +1,9 @@
 """Configuration. This module is the one place that reads environment variables and finds paths.
 
-Every ``CONTEXT_NEURONS_*`` variable is named once, here, in :data:`VARIABLES` (the README's
-configuration table lists the same names; ``tests/unit/test_layout.py`` checks that they agree and
-that no other module reads the environment). Other modules call the functions below.
+Every ``CONTEXT_NEURONS_*`` variable is named once, here, in :data:`VARIABLES` (the book's
+configuration page, ``book/reference/configuration.md``, prints them from here;
+``tests/unit/test_layout.py`` checks that they agree and that no other module reads the
+environment). Other modules call the functions below.
 
 Shared resources (the GPT-2 tokenizer files, the offline corpora) live in a ``shared/`` directory
 beside the repository and are never copied into it: :func:`find_shared_dir` looks for them.
@@ -23,7 +24,7 @@ from context_neurons.checks import DataError, InputError, check_seed
 
 @dataclass(frozen=True)
 class Variable:
-    """One environment variable: its name, what it means and its default (for the README)."""
+    """One environment variable: its name, what it means and its default (for the configuration page)."""
 
     name: str
     meaning: str
@@ -107,7 +108,7 @@ SCALE = Variable(
     "`full`",
 )
 
-#: Every variable the package reads, in the order of the README's table.
+#: Every variable the package reads, in the order of the configuration page's table.
 VARIABLES: tuple[Variable, ...] = (
     MODEL, PLANTED_SEED, CORPORA, TOKENIZER, GPT2_WEIGHTS, THREADS, CACHE, OPENWEBTEXT,
     LLM_API_KEY, LLM_BASE_URL, LLM_MODEL, STATIC, WIDGETS, MATHJAX, CODE, SCALE,

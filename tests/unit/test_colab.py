@@ -227,6 +227,9 @@ def test_set_repository_moves_every_place_that_names_the_repository(tmp_path):
     assert tmp_path / "_config.yml" in changed and tmp_path / "README.md" in changed
     chapters = sorted((tmp_path / "book").glob("ch*.py"))
     assert chapters and all(path in changed for path in chapters)
+    readme = (tmp_path / "README.md").read_text()  # the website and Colab addresses move too
+    assert "https://someone.github.io/fork" in readme and "github.com/context-neurons" not in readme
+    assert "colab.research.google.com/github/someone/fork/blob/main/book/students/" in readme
     for path in [tmp_path / "_config.yml", *chapters, tmp_path / "src/context_neurons/book/colab.py"]:
         text = path.read_text()
         assert colab.REPOSITORY not in text and "https://github.com/someone/fork" in text

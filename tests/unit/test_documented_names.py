@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The texts a reader copies names from: the README, the book's pages and chapters, the
-#: benchmarks' README.
+#: The texts a reader copies names from: the README, the book's pages (the reference pages
+#: included) and chapters, the benchmarks' README.
 TEXTS = sorted([ROOT / "README.md", ROOT / "benchmarks" / "README.md",
-                *(ROOT / "book").glob("*.md"), *(ROOT / "book").glob("*.py")])
+                *(ROOT / "book").glob("*.md"), *(ROOT / "book" / "reference").glob("*.md"),
+                *(ROOT / "book").glob("*.py")])
 
 #: The package's dotted names (not an attribute ``truth.context_neurons.items()``).
 DOTTED = re.compile(r"(?<![\w.])context_neurons(?:\.[A-Za-z_][A-Za-z0-9_]*)+")

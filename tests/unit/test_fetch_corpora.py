@@ -409,9 +409,10 @@ def test_a_failed_download_leaves_no_empty_staging_folder(tmp_path, release, ser
     assert not (target / dataset.STAGING).exists()
 
 
-def test_the_default_directory_is_said_the_same_in_the_help_and_the_readme():
+def test_the_default_directory_is_said_the_same_in_the_help_and_the_data_page():
     """Issue 54: ``--dir``'s help said "... else the cache", the README stopped at
-    ``../shared/corpora``; both now say :data:`DEFAULT_DIRECTORY_WORDS`."""
+    ``../shared/corpora``; both now say :data:`DEFAULT_DIRECTORY_WORDS` (the data page holds
+    what the README held, issue 53)."""
     import argparse
 
     from context_neurons.__main__ import build_parser
@@ -419,7 +420,7 @@ def test_the_default_directory_is_said_the_same_in_the_help_and_the_readme():
     action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     words = " ".join(dataset.DEFAULT_DIRECTORY_WORDS.split())
     assert words in " ".join(action.choices["fetch-corpora"].format_help().split())
-    assert words in " ".join((ROOT / "README.md").read_text().split())
+    assert words in " ".join((ROOT / "book" / "reference" / "data.md").read_text().split())
     assert config.CORPORA.name in words and config.CACHE.name in words
 
 
@@ -528,10 +529,10 @@ def test_the_manifest_ships_with_the_package():
         f"add 'assets/*.json' to [tool.setuptools.package-data] in pyproject.toml: {patterns}")
 
 
-def test_the_readme_table_is_the_manifests():
-    assert markdown_table(load_manifest()) in (ROOT / "README.md").read_text(), (
-        "the README's section 'Where the offline text comes from' must hold "
-        "context_neurons.text.dataset.markdown_table(load_manifest())")
+def test_the_data_pages_table_is_the_manifests():
+    assert markdown_table(load_manifest()) in (ROOT / "book/reference/data.md").read_text(), (
+        "book/reference/data.md must hold context_neurons.text.dataset.markdown_table("
+        "load_manifest()): python -m context_neurons refresh-docs")
 
 
 def test_fetch_corpora_verdicts_fetches_the_folders_chapter_8_reads(monkeypatch, tmp_path):

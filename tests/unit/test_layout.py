@@ -1,11 +1,11 @@
 """The package's layout, read from its source (fast, nothing imported but the config).
 
-The README's map says which layer each module is in and that imports only go down. These tests
+The design page's map (``book/reference/design.md``) says which layer each module is in and that imports only go down. These tests
 keep that true: they fail on an import cycle, on an import of a higher layer, on an import of the
 package's own modules inside a function, on a module of any length that answers several questions
 (one module per question: :func:`definition_groups`, with a chapter's typed findings about one
 object counted as one question, :func:`question_groups`), and on an environment variable read
-anywhere but :mod:`context_neurons.config` or missing from the README's table.
+anywhere but :mod:`context_neurons.config` or missing from the configuration page's table.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from context_neurons import config
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "context_neurons"
-README = PACKAGE.parents[1] / "README.md"
+CONFIGURATION_PAGE = PACKAGE.parents[1] / "book" / "reference" / "configuration.md"
 
 #: Layer of each top-level module or subpackage: a module imports only from layers <= its own
 #: (the same layer only without a cycle, which the cycle test checks).
@@ -89,7 +89,7 @@ def top(name: str) -> str:
 
 def test_every_module_has_a_layer():
     missing = sorted({top(name) for name in modules()} - set(LAYERS))
-    assert not missing, f"add these modules to LAYERS (and to the README's map): {missing}"
+    assert not missing, f"add these modules to LAYERS (and to the map in book/reference/design.md): {missing}"
 
 
 def test_imports_go_down_the_layers():
@@ -321,9 +321,9 @@ def test_environment_is_read_only_in_config():
     )
 
 
-def test_every_variable_is_in_the_readme_table():
-    readme = README.read_text()
-    table = set(re.findall(r"^\| `(CONTEXT_NEURONS_[A-Z_0-9]+)` \|", readme, re.M))
+def test_every_variable_is_in_the_configuration_table():
+    page = CONFIGURATION_PAGE.read_text()
+    table = set(re.findall(r"^\| `(CONTEXT_NEURONS_[A-Z_0-9]+)` \|", page, re.M))
     assert table == {v.name for v in config.VARIABLES}, (
         table ^ {v.name for v in config.VARIABLES}
     )

@@ -83,7 +83,7 @@ def install_commands() -> list[tuple[str, str]]:
     """``(file, line)`` of every ``pip install ... .[extras]`` in the repository's docs and scripts."""
     files = [REPO / "README.md", REPO / ".ci" / "run", REPO / "environment.yml"]
     files += sorted((REPO / ".github" / "workflows").glob("*.yml"))
-    files += sorted((REPO / "book").glob("*.md"))
+    files += sorted((REPO / "book").glob("*.md")) + sorted((REPO / "book" / "reference").glob("*.md"))
     found = []
     for path in files:
         if path.is_file():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_reference import readme_excerpt  # tests/unit/test_reference.py: the README quotes the table
 
 from context_neurons.__main__ import main
 from verdict_cases import (  # tests/unit/verdict_cases.py
@@ -47,6 +48,7 @@ def test_reproduce_planted_writes_every_key_and_prints_the_table(tmp_path, capsy
                             "read_weights": 1}, computations
     table = capsys.readouterr().out
     assert "| quantity" in table and "paper (GPT-2 Small)" in table and "planted truth" in table
+    assert readme_excerpt() in table, "the README's excerpt is not what the planted run prints"
     legend = table[table.index("columns:"):]  # --explain: every row of the table is explained
     assert "planted truth: what was planted" in legend
     assert "  tv_distance_median: TV distance" in legend and "  seconds: " in legend

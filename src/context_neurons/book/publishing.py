@@ -50,7 +50,18 @@ def set_repository(url: str, root: Path = config.REPOSITORY_ROOT) -> list[Path]:
         root: the repository's root (a copy of it, in tests).
     """
     url = check_repository_url(url)
-    return [path for path in repository_files(root) if replace_in_file(path, colab.REPOSITORY, url)]
+    pairs = list(zip(addresses(colab.REPOSITORY), addresses(url)))
+    return [path for path in repository_files(root)
+            if any([replace_in_file(path, old, new) for old, new in pairs])]
+
+
+def addresses(repository: str) -> tuple[str, str, str]:
+    """A repository's address and the two derived from it that the README writes: its website
+    on GitHub Pages (``https://OWNER.github.io/NAME``) and Colab's path to its notebooks
+    (``colab.research.google.com/github/OWNER/NAME``)."""
+    owner, name = repository.removeprefix("https://github.com/").split("/")
+    return (repository, f"https://{owner}.github.io/{name}",
+            f"colab.research.google.com/github/{owner}/{name}")
 
 
 def repository_files(root: Path) -> list[Path]:

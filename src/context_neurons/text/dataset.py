@@ -217,7 +217,7 @@ def _file_problems(folder: Path, files: Iterable[Mapping], prefix: str) -> list[
 # ----------------------------------------------------------------------------------------------
 
 
-#: Where ``fetch-corpora`` writes without ``--dir``, in words (its help and the README say it).
+#: Where ``fetch-corpora`` writes without ``--dir``, in words (its help and the book's data page say it).
 DEFAULT_DIRECTORY_WORDS = (f"${config.CORPORA.name}, else ../shared/corpora beside the "
                            f"repository checkout, else corpora in the cache directory "
                            f"(${config.CACHE.name}) when the package is installed without one")

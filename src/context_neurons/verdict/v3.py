@@ -58,7 +58,6 @@ from context_neurons.verdict.v3_result import NeuronsPermuted, NonPooledDomain, 
 from context_neurons.verdict.v3_result import DataSummary, DomainSummary, LabelFreeArm
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation, jsonable
 from context_neurons.verdict.v3_report import (
-    MODELS,
     NEURON_SEED,
     PERMUTATION_SEED,
     RANDOM_DIRECTIONS_SEED,
@@ -394,7 +393,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         apart: bool = True, batch_size: int = 8, store: str | None = None,
         device: str = "cpu", progress: bool = False) -> dict:
     """Every registered model's entry, with ``model_name``'s result (the JSON of the command);
-    ``store`` (the command line) writes that result beside a replication's weights. ``device``
+    ``store`` (the command line) writes that result beside the model's weights. ``device``
     other than the CPU is for a model whose weights cannot leave a GPU machine (the device jobs:
     the GPT-2-shaped model's stored result was computed on CUDA, and says so); CI, the main job
     and the seed-1 result use the CPU, the tested path. ``progress``: each phase's name on
@@ -402,9 +401,6 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
     directory = run_directory(model_name)
     record = read_record(directory)  # before the model: a model it cannot compare is not loaded
     key = model_key(record)
-    if store and (key == MODELS[0] or directory == TRAINED_DIR):
-        raise InputError("--store writes a replication's result beside its weights; seed 0 "
-                         "is evaluated in every run of the main job instead.")
     protocol = load_protocol_v3()
     why = comparability(record)
     if why is not None:  # models.comparable_when: the reason, and no number
@@ -469,8 +465,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--no-apart", action="store_true",
                         help="leave out step 0 and the planted control (timed apart)")
     parser.add_argument("--store", action="store_true",
-                        help="write a replication's result beside its weights (verdict-v3.json), "
-                             "where the main job and chapter 8 read it, labelled as stored")
+                        help="write the result beside the model's weights (verdict-v3.json), where the "
+                             "main job, chapter 8, the README and the first page read it, "
+                             "labelled as stored")
     parser.add_argument("--no-progress", action="store_true", help="no progress messages")
     return parser
 

@@ -7,8 +7,9 @@ to run again on every page and in CI, so ``python -m context_neurons v3 --model 
 --store`` writes ``DIR/verdict-v3.json``: the result and its provenance (the SHA-256 of the
 weights, of the protocol and of its CONFIRM manifest, the command, the date, the versions and
 threads). :func:`stored_entry` returns it marked ``stored`` (the chapters and the table say so),
-or a sentence saying why it cannot be used. The primary model (seed 0) is never read from here:
-the main job evaluates it in the run.
+or a sentence saying why it cannot be used. The primary model's (seed 0's) stored result is what
+the README and the book's first page report (:mod:`context_neurons.reproduce.findings`); the main
+job and chapter 8 evaluate seed 0 in the run, and their result takes its place there.
 
 The model with GPT-2 Small's layer-0 shape is trained and evaluated on a lent GPU
 (``scripts/device_jobs.sh`` step 2): its weights (107 MB in half precision) cannot come back
