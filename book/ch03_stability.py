@@ -405,11 +405,14 @@ if loaded.is_planted:
 # mean $D/\mu$ on each kind of text.
 
 # %%
+from context_neurons.evaluation import without_documents
 from context_neurons.plotting.stability import plot_density_effect
 
 bible, bible_labels = domain_windows(model.tokenizer, "bible", n=200, min_tokens=half, n_ctx=n_ctx)
-mixed = windows[:400] + bible
-mixed_study = st.denominator_study(model, mixed, n=half, labels=labels[:400] + bible_labels)
+# online both come from OpenWebText: a document is prose or Bible, never both
+prose, prose_labels = without_documents(windows[:400], labels[:400], bible_labels)
+mixed = prose + bible
+mixed_study = st.denominator_study(model, mixed, n=half, labels=prose_labels + bible_labels)
 density = st.kernel_weighted_density(mixed_study, mixed, stops)
 corpus = ["Bible" if lab in bible_labels else "prose" for lab in mixed_study.labels]
 is_bible = torch.tensor([c != "prose" for c in corpus])

@@ -242,17 +242,19 @@ show_table(frame, "weights c_h(t) / Dhat_h of the contextual heads, and the norm
 #
 # We compare the approximation with the contextual heads' true combined output
 # $\sum_h z_h W_O^h$ (hook `blocks.0.attn.hook_z`, bias excluded) on four texts that are not the
-# calibration text: the first four evaluation texts (offline, documents of the evaluation corpora,
-# chosen to cover different registers; online, OpenWebText documents), named in the output below.
+# calibration text: the first four evaluation texts that are not a calibration text (offline,
+# documents of the evaluation corpora, chosen to cover different registers; online, OpenWebText
+# documents), named in the output below.
 # Per position we report the cosine similarity and the relative error
 # $|\text{true} - \text{approx}| / |\text{true}|$, and the same two for the *text-dependent part*,
 # true output minus the positional part against the bag alone (the positional part is common to all
 # texts, so it could make a poor bag look good).
 
 # %%
-from context_neurons.text.windows import evaluation_windows, pad_windows
+from context_neurons.evaluation import held_out_general_windows
+from context_neurons.text.windows import pad_windows
 
-windows, labels, report = evaluation_windows(model.tokenizer, 4, n_ctx=model.cfg.n_ctx)
+windows, labels, _, _ = held_out_general_windows(model.tokenizer, 4, n_ctx=model.cfg.n_ctx)
 tokens, _ = pad_windows(windows)
 tokens = tokens.to(model.cfg.device)
 true = cc.true_head_output(model, tokens, circuit.heads)

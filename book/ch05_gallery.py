@@ -71,7 +71,7 @@ from context_neurons.config import reduced_scale
 
 circuit = cc.get_circuit(model)
 scores = disc.get_scores(circuit, model)
-found = scores.found(disc.THETA)
+found = disc.require_found(scores.found(disc.THETA), disc.THETA, "the gallery")
 shown = disc.carried(found, 12 if reduced_scale() else disc.MAX_NEURONS)  # reduced: CI's runs
 tables = disc.token_tables(circuit, model, found, k=10, scores=scores)
 

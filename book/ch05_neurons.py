@@ -136,7 +136,7 @@ scores = disc.get_scores(circuit, model)  # the full d_mlp x d_vocab product, ch
 from context_neurons.plotting.discovery import plot_scores, plot_sweep
 
 null = scores.null()
-found = scores.found(disc.THETA)
+found = disc.require_found(scores.found(disc.THETA), disc.THETA, "this chapter's case studies")
 planted = sorted(loaded.truth.context_neurons) if loaded.is_planted else None
 for finding in disc.score_summary(scores, disc.THETA).findings():
     print(wrapped(finding))

@@ -159,7 +159,7 @@ N_TEXTS = 24 if reduced_scale() else 200  # CONTEXT_NEURONS_SCALE=reduced: the s
 
 circuit = cc.get_circuit(model)
 scores = disc.get_scores(circuit, model)
-found = scores.found(disc.THETA)
+found = disc.require_found(scores.found(disc.THETA), disc.THETA, "chapter 6's evaluation")
 carried = disc.carried(found)
 other_heads = [h for h in range(model.cfg.n_heads) if h not in circuit.heads]
 print(f"contextual heads {circuit.heads}; other heads {other_heads}")
@@ -775,9 +775,9 @@ print("check passed: the measured FVU equals the sensitivity table's (two ways)"
 # `true_mean` is recomputed from a fresh run of the first layer.
 
 # %%
-with_domain = [j for j in carried if own_domain[j] is not None]
-assert with_domain, "no carried neuron has an own domain from its weights"
-j = with_domain[0]  # carried is best score first
+from context_neurons.own_domain import first_with_domain
+
+j = first_with_domain(carried, own_domain)  # carried is best score first
 D = own_domain[j]
 k = carried.index(j)
 general = windows[:48]

@@ -69,6 +69,11 @@ class NoContextualHeadsError(ContextNeuronsError, RuntimeError):
     """The model's taxonomy classified no layer-0 head as contextual."""
 
 
+class NoNeuronsFoundError(ContextNeuronsError, RuntimeError):
+    """Discovery found no neuron a chapter's study needs (none above theta, or none with a domain
+    of its own); the message says which and what to do."""
+
+
 def as_index(value: Any, what: str) -> int:
     """``value`` as a Python int (ints, NumPy integers, 0-d integer tensors); floats are refused."""
     if isinstance(value, bool):

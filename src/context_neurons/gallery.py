@@ -24,6 +24,10 @@ from context_neurons.discovery import (
 )
 
 
+#: The gallery's index lists at most this many neurons, best score first.
+MAX_INDEX_ROWS = 500
+
+
 def gallery_table(
     circuit: ContextualCircuit,
     model: TransformerBridge,
@@ -129,8 +133,10 @@ def index_markdown(
     k: int = 3,
     linked=None,
     model: str = "",
+    limit: int = MAX_INDEX_ROWS,
 ) -> str:
-    """A Markdown table of all neurons, each with a section linking to its heading on the page.
+    """A Markdown table of the neurons (the ``limit`` first, and a line saying how many more),
+    each with a section linking to its heading on the page.
 
     Args:
         neurons: the neurons, in the order of the rows.
@@ -141,14 +147,16 @@ def index_markdown(
         linked: the neurons that have a section (default: all); the others are listed unlinked.
         model: the name of the model that made the numbers (``loaded.title``): when given, a
             caption ``"<model>: ..."`` above the table names it.
+        limit: rows at most (a threshold that finds nearly every neuron would list thousands).
     """
+    listed = list(neurons)[:limit]
     linked = set(int(j) for j in (neurons if linked is None else linked))
     extra = extra or {}
     columns = list(dict.fromkeys(c for j in neurons for c in extra.get(j, {})))
     head = ["neuron", "score", "top tokens", "bottom tokens", *columns]
     lines = _caption(model, f"the found neurons, best score first ({k} tokens a side)")
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for j in neurons:
+    for j in listed:
         table = tables[j]
         cells = [
             f'<a href="#{anchor(j)}">{j}</a>' if int(j) in linked else str(j),
@@ -158,6 +166,9 @@ def index_markdown(
             *[str(extra.get(j, {}).get(c, "")).replace("|", "\\|") for c in columns],
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    if len(listed) < len(neurons):
+        lines += ["", f"*The {len(listed)} highest-scoring of {len(neurons)} found neurons are "
+                      "listed: a threshold that finds this many separates little on this model.*"]
     return "\n".join(lines)
 
 

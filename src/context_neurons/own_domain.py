@@ -32,7 +32,7 @@ from context_neurons.casestudies.naming import (
     domain_from_weights,
     frequent_driving_tokens,
 )
-from context_neurons.checks import InputError
+from context_neurons.checks import InputError, NoNeuronsFoundError
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.discovery import NeuronScores, planted_description
 from context_neurons.text.windows import DomainTexts
@@ -187,3 +187,15 @@ def check_domains(own: pd.DataFrame, relative: pd.DataFrame, carried: list[int],
         table["planted truth"] = [planted_description(truth, j) for j in table.index]
     no_domain = [j for j in carried if own.loc[j, "domain"] is None]
     return DomainCheck(table, list(carried), no_domain)
+
+
+def first_with_domain(neurons: list[int], own_domain: dict[int, str | None]) -> int:
+    """The first of ``neurons`` (best score first) with a domain of its own from its weights."""
+    for j in neurons:
+        if own_domain.get(j) is not None:
+            return j
+    raise NoNeuronsFoundError(
+        f"None of the {len(neurons)} neurons studied has a domain of its own from its weights "
+        "(its driving tokens are not denser in any domain's texts), so there is no domain to "
+        "predict its shift on. Chapter 6's own-domain table shows each neuron's densities.")
+

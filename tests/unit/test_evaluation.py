@@ -494,6 +494,7 @@ def test_no_calibration_document_in_the_evaluation_sets(planted):
     raw_general, raw_labels, _ = evaluation_windows(tokenizer, 200)
     assert any(_contains(w, needles["news"]) for w in raw_general)
     assert "nltk_brown_us:ca01" in left_out and "nltk_brown_us:ca01" not in labels
+    assert raw_labels[0] == "nltk_brown_us:ca01"  # why the main job and chapter 4 leave it out
     raw_sets = {}
     for name in ("bible", "spanish", "code"):
         raw_sets[name] = domain_windows(tokenizer, name, n=4)[0]
@@ -767,3 +768,15 @@ def test_quiet_on_calibration_lists_the_quiet_neurons(long_toy, monkeypatch):
     none = E.quiet_on_calibration(circuit, model, [0, 3, 5], evaluations)
     assert none.findings() == [] and "planted truth" not in none.table.columns
     assert none.summary().startswith("0 of 3 carried neurons are quiet")
+
+
+def test_two_window_sets_from_one_stream_share_no_document():
+    """Issue 52: online, chapter 3's prose and its Bible stand-in both come from OpenWebText; a
+    document in both is kept on the Bible side only, whatever the ``~domain`` part says."""
+    windows = [torch.tensor([i]) for i in range(4)]
+    labels = ["openwebtext:3", "openwebtext:7", "openwebtext:9+openwebtext:12", "nltk_masc:a"]
+    bible = ["openwebtext~bible:7", "openwebtext~bible:12"]
+    kept, kept_labels = E.without_documents(windows, labels, bible)
+    assert kept_labels == ["openwebtext:3", "nltk_masc:a"]
+    assert [int(w) for w in kept] == [0, 3]
+    assert E.without_documents(windows, labels, [])[1] == labels

@@ -311,6 +311,29 @@ def test_gallery_table_and_markdown(planted, circuit, scores):
     assert f"\n{caption}\n\n| rank" in named
     captioned = gallery.index_markdown([300], scores, tables, model="planted model").splitlines()
     assert captioned[0].startswith("*planted model: ") and captioned[2].startswith("| neuron |")
+    # a threshold that finds thousands of neurons: the index is bounded and says so (issue 52)
+    bounded = gallery.index_markdown([300, 1710], scores, tables, limit=1).splitlines()
+    assert len(bounded) == 5 and bounded[2].startswith('| <a href="#neuron-300">')
+    assert bounded[-1] == ("*The 1 highest-scoring of 2 found neurons are listed: a threshold "
+                           "that finds this many separates little on this model.*")
+
+
+def test_a_study_that_needs_found_neurons_stops_with_a_clear_message(scores):
+    """Issue 52: ``found[0]`` on a model where theta finds nothing was an IndexError; a chapter
+    now stops with what happened and what to do. Here the planted model at a theta nothing
+    reaches."""
+    from context_neurons.checks import NoNeuronsFoundError
+    from context_neurons.own_domain import first_with_domain
+
+    found = scores.found(1e9)
+    assert found == [] or len(found) == 0
+    with pytest.raises(NoNeuronsFoundError, match=r"No layer-0 neuron reaches top\[j\] >= theta "
+                                                  r"= 1e\+09 on this model, and the gallery needs"):
+        N.require_found(found, 1e9, "the gallery")
+    assert N.require_found([300], 6.0, "x") == [300]
+    assert first_with_domain([5, 300, 1710], {5: None, 300: "war", 1710: "law"}) == 300
+    with pytest.raises(NoNeuronsFoundError, match="None of the 2 neurons studied has a domain"):
+        first_with_domain([5, 6], {5: None, 6: None})
 
 
 @pytest.mark.parametrize(

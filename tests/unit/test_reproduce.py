@@ -55,6 +55,8 @@ def test_reproduce_planted_writes_every_key_and_prints_the_table(tmp_path, capsy
     results = json.loads(out.read_text())
     assert REQUIRED_KEYS <= set(results), REQUIRED_KEYS - set(results)
     assert results["model"] == "planted" and results["n_texts"] == 2 and results["seconds"] > 0
+    # the first general window is a calibration document: left out, and said (issue 52)
+    assert results["texts"]["left_out_calibration"] == ["nltk_brown_us:ca01"]
     assert 0 <= results["tv_distance_median"] < 0.08  # the paper: ~0.05 on GPT-2
     assert set(results["tv_distance_median_per_head"]) == {"0", "2", "6", "8", "9", "10"}
     assert results["contextual_heads"] == results["planted_truth"]["contextual_heads"]
@@ -415,3 +417,12 @@ def test_a_row_says_how_it_is_shown():
 
     with pytest.raises(ValueError, match="show must be one of"):
         Row("x", 1.0, show="chart")
+
+
+def test_a_threshold_that_finds_nearly_every_neuron_is_read_as_such():
+    from context_neurons.reproduce.pipeline import found_reading
+
+    assert found_reading(19, 3072) == ""
+    assert found_reading(3072, 3072).startswith("every one of the 3072 neurons found")
+    nearly = found_reading(2900, 3072)
+    assert nearly.startswith("2900 (94%) of the 3072 neurons found") and "200 highest" in nearly

@@ -55,6 +55,7 @@ from context_neurons.discovery.scores import (  # noqa: F401
     get_scores,
     precision_recall,
     read_vectors,
+    require_found,
     robust_location_scale,
     score_neurons,
     score_summary,

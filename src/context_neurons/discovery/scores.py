@@ -41,7 +41,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from context_neurons.caching import IdentityCache
-from context_neurons.checks import InputError, check_neurons, check_token_ids
+from context_neurons.checks import InputError, NoNeuronsFoundError, check_neurons, check_token_ids
 from context_neurons.circuit.build import ContextualCircuit
 from context_neurons.models.weights import Model, as_weights
 
@@ -167,6 +167,17 @@ class NeuronScores:
     def null(self) -> float:
         """:func:`gaussian_null_score` for this vocabulary and ``k``."""
         return gaussian_null_score(self.n_tokens, self.k)
+
+
+def require_found(found: list[int], theta: float, needs: str) -> list[int]:
+    """``found`` itself, or :class:`~context_neurons.checks.NoNeuronsFoundError` when it is
+    empty (``needs``: what cannot go on without a found neuron, for the message)."""
+    if len(found) == 0:
+        raise NoNeuronsFoundError(
+            f"No layer-0 neuron reaches top[j] >= theta = {theta:g} on this model, and {needs} "
+            "needs at least one. Chapter 5's sweep shows how many neurons each threshold finds; "
+            "pass a lower theta, or run the chapter on another model.")
+    return found
 
 
 def carried(found, limit: int = MAX_NEURONS) -> list[int]:

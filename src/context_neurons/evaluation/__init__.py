@@ -56,6 +56,7 @@ from context_neurons.evaluation.texts import (  # noqa: F401
     held_out_domain_texts,
     held_out_domain_windows,
     held_out_general_windows,
+    without_documents,
 )
 from context_neurons.evaluation.early_positions import (  # noqa: F401
     DENOMINATOR_CHOICES,

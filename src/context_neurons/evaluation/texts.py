@@ -88,6 +88,17 @@ def held_out_general_windows(
     return [windows[i] for i in kept], [labels[i] for i in kept], report, left_out
 
 
+def without_documents(
+    windows: list[Int[Tensor, " _pos"]], labels: list[str], others: list[str]
+) -> tuple[list[Int[Tensor, " _pos"]], list[str]]:
+    """The windows (and their labels) whose documents are none of ``others``' documents: two sets
+    drawn from one stream (online, chapter 3's prose and its Bible stand-in are both OpenWebText)
+    then share no document."""
+    taken = set().union(*(_window_keys(label) for label in others))
+    kept = [i for i, label in enumerate(labels) if not _window_keys(label) & taken]
+    return [windows[i] for i in kept], [labels[i] for i in kept]
+
+
 def held_out_domain_windows(
     tokenizer,
     domain: str,

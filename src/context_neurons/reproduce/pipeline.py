@@ -27,8 +27,9 @@ from context_neurons.assumptions import LIMITS, AssumptionsCheck, measure_assump
 from context_neurons.checks import DataError, InputError
 from context_neurons.circuit import ContextualCircuit
 from context_neurons.decomposition import decompose_attention, default_mean_keys
-from context_neurons.discovery import THETA, NeuronScores, loud_token_share, precision_recall
-from context_neurons.evaluation import contextual_heads_accuracy, evaluate
+from context_neurons.discovery import MAX_NEURONS, THETA, NeuronScores, carried, loud_token_share
+from context_neurons.discovery import precision_recall, selection_note
+from context_neurons.evaluation import contextual_heads_accuracy, evaluate, held_out_general_windows
 from context_neurons.lookups import NeuronLookup, NotFiring, examine_best_neurons, head_name
 from context_neurons.method import MethodValues, check_run_context
 from context_neurons.models import LoadedModel, load_model
@@ -41,7 +42,6 @@ from context_neurons.reproduce.verdict_rows_v3 import v3_rows
 from context_neurons.stability import bootstrap_standard_error, coefficient_of_variation
 from context_neurons.stability import DenominatorStudy, denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy
-from context_neurons.text.windows import evaluation_windows
 from context_neurons.training.heldout import labelled_windows, read_record
 
 #: Thresholds of the sweep reported beside the chosen one.
@@ -130,6 +130,21 @@ def stability_rows(study: DenominatorStudy) -> list[Row]:
     ]
 
 
+#: Found neurons above this share of the layer read as "nearly every neuron" (a reading only).
+NEARLY_ALL = 0.9
+
+
+def found_reading(n_found: int, d_mlp: int) -> str:
+    """What a count of found neurons needs said beside it: nothing, or that the threshold
+    separates (almost) nothing and what that does to the rows computed over found neurons."""
+    if n_found < NEARLY_ALL * d_mlp:
+        return ""
+    which = "every one" if n_found == d_mlp else f"{n_found} ({n_found / d_mlp:.0%})"
+    return (f"{which} of the {d_mlp} neurons found: the threshold separates almost nothing on "
+            "this model (chapter 8, 'the score saturates'), so the accuracy rows below are over "
+            f"the {MAX_NEURONS} highest-scoring neurons, not over context neurons")
+
+
 def discovery_rows(
     scores: NeuronScores, circuit: ContextualCircuit, theta: float, truth: PlantedTruth | None
 ) -> list[Row]:
@@ -145,9 +160,7 @@ def discovery_rows(
             "neuron's token contributions"),
         Row("neurons_found", len(found), f"layer-0 neurons with top[j] >= {theta:g}",
             truth=len(planted) if planted else None,
-            reading=(f"every one of the {d_mlp} neurons is found: the threshold separates "
-                     "nothing on this model (chapter 8, 'the score saturates')"
-                     if len(found) == d_mlp else "")),
+            reading=found_reading(len(found), d_mlp)),
         Row("neurons_found_sweep", sweep, "neurons found at other thresholds", show="sweep",
             index="theta", reading=(f"every neuron is found at theta {', '.join(saturated)}"
                                     if saturated else "")),
@@ -229,13 +242,14 @@ def evaluation_rows(
             Row("median_pearson_r", math.nan, "not computed: no neuron was found"),
             Row("median_fvu", math.nan, "not computed: no neuron was found"),
         ]
+    chosen = carried(found)  # the highest-scoring, as chapter 6 (a threshold may find thousands)
     cache: dict = {}
-    ev = evaluate(circuit, model, windows, found, labels=labels, progress=progress,
+    ev = evaluate(circuit, model, windows, chosen, labels=labels, progress=progress,
                   truth_cache=cache)
-    constant = evaluate(circuit, model, windows, found, truth_cache=cache, denominators="median")
-    pairs = f"{len(found)} discovered neurons x {len(windows)} texts"
+    constant = evaluate(circuit, model, windows, chosen, truth_cache=cache, denominators="median")
+    pairs = f"{selection_note(chosen, found)} x {len(windows)} texts"
     heads = contextual_heads_accuracy(
-        circuit, model, windows, found, denominators=("per_position", "median")
+        circuit, model, windows, chosen, denominators=("per_position", "median")
     )
     (heads_r, heads_fvu), (heads_r_constant, heads_fvu_constant) = heads.values()
     return [
@@ -420,7 +434,9 @@ def reproduce(
     loaded = load_model(model, device=device, seed=seed, variant=variant)
     hooked, truth = loaded.model, loaded.truth
     check_run_context(hooked.cfg.n_ctx, loaded.source)
-    windows, labels, report = evaluation_windows(hooked.tokenizer, n_texts, source=source)
+    # never a calibration document: the circuit would be evaluated on what it was fitted to
+    windows, labels, report, left_out = held_out_general_windows(hooked.tokenizer, n_texts,
+                                                                 source=source)
     if len(windows) < n_texts:
         print(f"note: only {len(windows)} full-length windows available ({report}).")
     windows = [w.to(hooked.cfg.device) for w in windows]
@@ -470,7 +486,8 @@ def reproduce(
     check_finite(rows)
     return Results(
         model=loaded.name, model_source=loaded.source, planted=loaded.is_planted,
-        n_texts=len(windows), texts=report.__dict__, device=str(hooked.cfg.device), rows=rows,
+        n_texts=len(windows), texts={**report.__dict__, "left_out_calibration": left_out},
+        device=str(hooked.cfg.device), rows=rows,
         seconds=round(time.perf_counter() - start, 1), method=method, heldout=heldout,
         lookups=lookups, previous_token=previous, assumptions=check,
     )
