@@ -426,3 +426,14 @@ def test_a_threshold_that_finds_nearly_every_neuron_is_read_as_such():
     assert found_reading(3072, 3072).startswith("every one of the 3072 neurons found")
     nearly = found_reading(2900, 3072)
     assert nearly.startswith("2900 (94%) of the 3072 neurons found") and "200 highest" in nearly
+
+
+def test_the_gpt2_family_is_told_its_verdict_is_not_computed():
+    """Issue 52: on GPT-2 the protocol rows were silently absent; now one row says why."""
+    from context_neurons.reproduce.pipeline import gpt2_protocol_rows
+
+    for name in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"):
+        (row,) = gpt2_protocol_rows(name)
+        assert row.key == "discovery_verdict_gpt2" and row.value == "not computed"
+        assert "discovery-verdict-gpt2.json" in row.label
+    assert gpt2_protocol_rows("trained") == [] and gpt2_protocol_rows("planted") == []
