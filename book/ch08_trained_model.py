@@ -95,6 +95,7 @@ model = loaded.model
 # %%
 from context_neurons.printing import wrapped
 from context_neurons.reproduce import reproduce
+from context_neurons.reproduce.findings import finding_sentence, shipped_findings
 from context_neurons.verdict.v3_report import verdict_sentences_v3
 
 results = reproduce("trained", n_texts=40, progress=False)  # typed: every section reads it
@@ -105,6 +106,11 @@ if evaluation_v3:
                   "documents):"))
     for sentence in verdict_sentences_v3(evaluation_v3):
         print(wrapped(f"- {sentence}"))
+else:  # the documents are not on this machine: the results stored with the package, said so
+    print(wrapped("Protocol v3 was not computed on this machine (its documents are absent). "
+                  "The results stored with the package, not computed on this page:"))
+    for found in shipped_findings():
+        print(wrapped(f"- {finding_sentence(found, emphasis='')}"))
 
 # %%
 from context_neurons.verdict import truth_summary, verdict_sentences

@@ -5,8 +5,8 @@ Nothing here computes a verdict or types in a number. Each model's entry is its 
 (``verdict-v3.json`` beside the model, written by ``python -m context_neurons v3 --model NAME
 --store``, refused when the weights or the protocol changed since: :mod:`..verdict.v3_stored`).
 The main job and chapter 8 compute seed 0's result again in every run; CI checks that the stored
-one says what chapter 8 prints (``tests/unit/test_findings.py``). GPT-2 Small, the paper's model,
-has no registered protocol yet: its row says so.
+one says what chapter 8 prints (``tests/unit/test_reference.py``). GPT-2 Small, the paper's model,
+has a registered protocol that nothing computes yet: its row says so.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ READER_NAMES = {"trained-seed0": "trained here, seed 0 (primary)",
                 "trained-seed1": "trained here, seed 1 (replication)",
                 "gpt2-layer0-shape": "trained here, GPT-2 Small's layer-0 shape (replication)"}
 GPT2 = "GPT-2 Small (the paper's model)"
-GPT2_WHY = ("not judged: no protocol is registered for GPT-2 yet, and its weights cannot be "
-            "loaded where this book is tested offline")
+GPT2_WHY = ("not judged yet: its protocol is registered (discovery-verdict-gpt2) before any "
+            "GPT-2 number, the code that computes it is not built")
 #: The scores the table shows, by their names in the protocol's results.
 TOP, FREQUENCY_AWARE = "top", "frequency_aware"
 
