@@ -66,7 +66,8 @@ def good_enough(ns: dict) -> str:
     scale = float(reference.max())
     close("delta", ns["delta"], reference, rtol=1e-3, atol=1e-6 * scale,
           hint="Delta_n is the difference of the two patterns applied to x_i = v_i W_O.")
-    delta, bound = tensor("delta", ns["delta"]), tensor("bound", ns["bound"], tuple(reference.shape))
+    delta = tensor("delta", ns["delta"])
+    bound = tensor("bound", ns["bound"], tuple(reference.shape))
     holds(bool((delta <= bound * (1 + 1e-4) + 1e-6).all()),
           "the bound is below |Delta_n| somewhere: it must hold at every destination (is the "
           "maximum over i <= n a running maximum, and is the factor 2 there?).")

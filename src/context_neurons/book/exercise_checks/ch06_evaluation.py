@@ -76,7 +76,8 @@ def calibration(ns: dict) -> str:
            "measured": "the measured raise", "ratio": "measured / predicted"},
           "predicted and measured are finite numbers and ratio is their quotient",
           website="The capstone is graded by its rubric (the instructors' page): the criterion "
-                  "(same sign, within a factor of 2) is the model's answer, the reasoning is yours.")
+                  "(same sign, within a factor of 2) is the model's answer, the reasoning "
+                  "is yours.")
 def capstone(ns: dict) -> str:
     predicted, measured = number("predicted", ns["predicted"]), number("measured", ns["measured"])
     holds(math.isfinite(predicted) and math.isfinite(measured) and predicted != 0,

@@ -24,7 +24,8 @@ def destination(ns: dict) -> str:
           "the sweep's circuit for ' the' should equal `circuit`.")
     holds(mine.dest_token != circuit.dest_token, "`mine` is the circuit of ' the': pick another "
           "destination.")
-    found = disc.score_neurons(mine, model, k=ns["k"], vocabulary=ns["vocabulary"]).found(disc.THETA)
+    scores = disc.score_neurons(mine, model, k=ns["k"], vocabulary=ns["vocabulary"])
+    found = scores.found(disc.THETA)
     reference = sw.jaccard(found, ns["sweep"].found[ns["classes"].tokens[0]])
     name, value = first(ns, "mine_jaccard", "jaccard")
     close(name, number(name, value), reference, rtol=0.0, atol=1e-9,

@@ -146,7 +146,9 @@ def holds(condition: bool, message: str) -> None:
 
 def _show(value) -> str:
     value = torch.as_tensor(value)
-    return f"{float(value):.6g}" if value.numel() == 1 else f"a tensor of shape {tuple(value.shape)}"
+    if value.numel() == 1:
+        return f"{float(value):.6g}"
+    return f"a tensor of shape {tuple(value.shape)}"
 
 
 def first(ns: dict, *names: str):
