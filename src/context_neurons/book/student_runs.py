@@ -1,8 +1,11 @@
-"""Run a student notebook in this process, as shipped or with the chapter's solutions pasted in.
+"""Student notebooks run in one process, as shipped or with the chapter's solutions pasted in.
 
 What Colab's "Run all" does, without a kernel: each code cell runs in one namespace, a cell that
 starts with ``%%exercise`` through :func:`run_exercise_cell` (as the magic does), the
-``%load_ext`` line is left out (the magic is called directly).
+``%load_ext`` line left out (the magic is called directly). As shipped, every exercise must say
+"not yet solved" and no cell may raise; with the solutions (:func:`solved_notebook`), every check
+must say "correct". ``tests/unit/test_exercise_checks.py`` runs the cheapest chapters this way;
+``scripts/check_student_notebooks.py`` runs any.
 """
 
 from __future__ import annotations
@@ -10,14 +13,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import matplotlib
-import nbformat
-
-from context_neurons.book.exercises import run_exercise_cell
+from context_neurons.book.exercises import STATUS, run_exercise_cell
 from context_neurons.book.notebooks import read_chapter
 from context_neurons.book.students import MAGIC, student_notebook
 
-matplotlib.use("Agg")
+SOLUTION = re.compile(r"\{solution-(start|end)\}[ \t]*([\w-]*)")
+CHECKED = re.compile(r"--check (\S+)")
 
 
 class Shell:
@@ -27,7 +28,7 @@ class Shell:
         self.user_ns: dict = {"__name__": "__main__"}
 
     def displayhook(self, value) -> None:
-        pass
+        """A cell's last value is not shown."""
 
 
 def solutions(chapter: Path) -> dict[str, str]:
@@ -36,7 +37,7 @@ def solutions(chapter: Path) -> dict[str, str]:
     label = None
     for cell in read_chapter(chapter).cells:
         if cell.cell_type == "markdown":
-            for marker, name in re.findall(r"\{solution-(start|end)\}[ \t]*([\w-]*)", cell.source):
+            for marker, name in SOLUTION.findall(cell.source):
                 label = name if marker == "start" else None
         elif label:
             found.setdefault(label, []).append(cell.source)
@@ -48,29 +49,24 @@ def solved_notebook(chapter: Path):
     notebook, pasted = student_notebook(chapter), solutions(chapter)
     for cell in notebook.cells:
         first, _, _ = cell.source.partition("\n")
-        label = re.search(r"--check (\S+)", first)
+        label = CHECKED.search(first) if first.startswith(MAGIC) else None
         if cell.cell_type == "code" and label and label[1] in pasted:
             cell.source = f"{first}\n{pasted[label[1]]}"
     return notebook
 
 
-def run(notebook, shell: Shell | None = None) -> tuple[Shell, list[str | None]]:
-    """Run every code cell; returns the shell and what each exercise cell left to do."""
+def run_notebook(notebook, shell: Shell | None = None) -> tuple[Shell, dict[str, str]]:
+    """Run every code cell of a student notebook; returns the shell and each exercise's status
+    (solved, not yet solved, check failed). A cell outside the exercises that raises, raises."""
     shell = shell or Shell()
-    left = []
+    STATUS.clear()
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue
         source = re.sub(r"^%load_ext .*$", "", cell.source, flags=re.M)
         if source.startswith(MAGIC):
             line, _, body = source.partition("\n")
-            result = run_exercise_cell(shell, line[len(MAGIC):], body)
-            if "--check" in line:
-                left.append(result)
+            run_exercise_cell(shell, line[len(MAGIC):], body)
         else:
             exec(compile(source, "<cell>", "exec"), shell.user_ns)
-    return shell, left
-
-
-def read(path: Path):
-    return nbformat.read(path, as_version=4)
+    return shell, dict(STATUS)
