@@ -205,3 +205,53 @@ def test_property_checks_accept_the_property_and_say_what_the_website_judges():
     ok = {"predicted": 0.4, "measured": 0.5, "ratio": 1.25}
     assert run_check("ex-ch06-capstone", ok).correct
     assert not run_check("ex-ch06-capstone", {**ok, "ratio": 0.8}).correct  # inverted
+
+
+def test_value_checks_on_made_up_objects_reject_a_dropped_term_or_the_wrong_heads():
+    """Checks whose reference is an attribute the chapter computed, on made-up objects."""
+    attribution = torch.zeros(1, 2, 3)
+    attribution[0, 1, 2] = 0.75
+    lookups = [SimpleNamespace(top_heads=[(1, 2, 0.75)], head_attribution=attribution)]
+    assert run_check("ex-ch07-attribution", {"lookups": lookups, "head_term": 0.7502}).correct
+    assert not run_check("ex-ch07-attribution", {"lookups": lookups, "head_term": 0.6}).correct
+
+    extended = torch.randn(10, 4)
+    circuit = SimpleNamespace(n_ref=5, heads=[0, 3], extended=extended)
+    ns = {"circuit": circuit, "model": SimpleNamespace(cfg=SimpleNamespace(d_head=2)),
+          "probe": torch.tensor([[0, 1, 1, 1, 1, 7]]), "v": torch.zeros(2, 2)}
+    assert run_check("ex-ch04-extended", {**ns, "e_word": extended[7]}).correct
+    verdict = run_check("ex-ch04-extended", {**ns, "e_word": extended[7] * 1.1})  # a weight off
+    assert verdict.status == FAILED and "mean value" in verdict.message
+    assert not run_check("ex-ch04-extended", {**ns, "e_word": extended[7], "v": torch.zeros(2, 3)
+                                              }).correct  # a transposed value
+
+    taxonomy = SimpleNamespace(heads=[0, 1, 2, 3], shapes={0: "local", 1: "uniform",
+                                                           2: "slowly decaying", 3: "local"})
+    ns = {"taxonomy": taxonomy, "truth": None, "truth_broad": None}
+    assert run_check("ex-ch08-all-heads", {**ns, "broad": [1, 2]}).correct
+    assert not run_check("ex-ch08-all-heads", {**ns, "broad": [2]}).correct  # contextual only
+
+    profiles = torch.randn(3, 2, 4)
+    recalibrated = SimpleNamespace(calibration=SimpleNamespace(
+        log_denominators=torch.zeros(2, 9).index_copy(1, torch.tensor([1, 3, 5, 7]), profiles[2])))
+    ns = {"positions": torch.tensor([1, 3, 5, 7]), "profiles": profiles,
+          "recalibrated": recalibrated, "model": SimpleNamespace(cfg=SimpleNamespace(device="cpu"))}
+    assert run_check("ex-ch09-profiles", {**ns, "difference": 0.0}).correct
+    shifted = {**ns, "positions": torch.tensor([0, 2, 4, 6])}  # positions off by one
+    assert not run_check("ex-ch09-profiles", {**shifted, "difference": 0.0}).correct
+
+
+def test_property_checks_on_made_up_objects():
+    import pandas as pd
+
+    table = pd.DataFrame({"bible": [0.30, 0.35]}, index=["prose", "bible"])
+    ns = {"prediction": 1, "D": "bible", "C": "bible", "own_neurons": {"bible": [4]},
+          "sensitivity": {"own neurons' FVU": table}}
+    assert run_check("ex-ch06-calibration", {**ns, "median_fvu": {"bible": 0.35}}).correct
+    assert not run_check("ex-ch06-calibration", {**ns, "median_fvu": {"bible": 0.30}}).correct
+    assert not run_check("ex-ch06-calibration", {**ns, "prediction": 0,
+                                                 "median_fvu": {"bible": 0.35}}).correct
+    model = SimpleNamespace(cfg=SimpleNamespace(d_mlp=6))
+    ns = {"model": model, "truth_broad": None, "seen_auc": 0.5}
+    assert run_check("ex-ch08-rank", {**ns, "seen_score": torch.arange(6.0)}).correct
+    assert not run_check("ex-ch08-rank", {**ns, "seen_score": torch.arange(5.0)}).correct
