@@ -88,10 +88,12 @@ def test_the_magic_runs_the_check_and_the_table_reports_it(capsys):
     wrong = exercises.run_exercise_cell(shell, " --check ex-ch06-capstone", "ratio = 2.0")
     assert wrong.startswith("Not correct yet: `ratio` is 2")
     exercises.run_exercise_cell(shell, " --check ex-appendix-seed", "other = ...")
-    rows = exercises.exercise_table({"ex-ch06-capstone": "6.4", "ex-appendix-seed": "A.2",
-                                     "ex-diagonal": "1.1"})
-    assert rows == [("6.4", FAILED), ("A.2", UNSOLVED), ("1.1", UNSOLVED)]
-    assert "0 of 3 solved, 1 with a failed check." in capsys.readouterr().out
+    capsys.readouterr()
+    exercises.exercise_table({"ex-ch06-capstone": "6.4", "ex-appendix-seed": "A.2",
+                              "ex-diagonal": "1.1"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:] == ["6.4       check failed", "A.2       not yet solved",
+                         "1.1       not yet solved", "0 of 3 solved, 1 with a failed check."]
     exercises.STATUS.clear()
 
 

@@ -94,18 +94,17 @@ def _run_cell(shell, line: str, cell: str) -> str | None:
     return left
 
 
-def exercise_table(exercises: dict[str, str]) -> list[tuple[str, str]]:
-    """Print (and return) each exercise's title and status, for the teacher: solved, not yet
-    solved (also when its cell has not run) or check failed. ``exercises``: label -> title."""
+def exercise_table(exercises: dict[str, str]) -> None:
+    """Print each exercise's title and status, for the teacher: solved, not yet solved (also
+    when its cell has not run) or check failed. ``exercises``: label -> title."""
     rows = [(title, STATUS.get(label, NOT_SOLVED)) for label, title in exercises.items()]
-    width = max((len(title) for title, _ in rows), default=0)
+    width = max([len("exercise")] + [len(title) for title, _ in rows])
     print(f"{'exercise':{width}s}  status")
     for title, status in rows:
         print(f"{title:{width}s}  {status}")
     solved = sum(status == SOLVED for _, status in rows)
     failed = sum(status == FAILED for _, status in rows)
     print(f"{solved} of {len(rows)} solved, {failed} with a failed check.")
-    return rows
 
 
 def parse_option(line: str, option: str) -> str | None:
