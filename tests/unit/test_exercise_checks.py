@@ -40,8 +40,8 @@ def test_every_exercise_has_a_check_and_every_check_an_exercise():
     assert sorted(labels) == sorted(CHECKS), set(labels) ^ set(CHECKS)
     for check in CHECKS.values():
         assert check.reads and check.summary and check.kind in ("value", "function", "property")
-        assert check.kind != "property" or check.website, f"{check.label}: say what only the "
-        "website's solution can judge"
+        assert check.kind != "property" or check.website, (
+            f"{check.label}: say what only the website's solution can judge")
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])
@@ -54,8 +54,12 @@ def test_every_stub_runs_its_check_and_the_notebook_ends_with_the_table(chapter)
     if labels:
         assert "exercise_table(" in cells[-1].source
         assert all(repr(label) in cells[-1].source for label in labels)
-    for label in labels:  # a stub that defines nothing says what its check reads
+    for label, match in zip(labels, checked):
         assert solutions(chapter).get(label), f"{label} has no solution code to check against"
+        body = match.string[match.end():].replace("# Your solution here.", "")
+        if not body.strip():  # never: a stub that defines nothing says what its check reads
+            pytest.fail(f"{label}: empty stub")
+        assert "# The check reads" in body or "=" in body or "def " in body, label
 
 
 def test_the_instructors_page_lists_every_exercise_with_its_check():
@@ -110,11 +114,13 @@ def solved(request):
     exercises.STATUS.clear()
 
 
+@pytest.mark.slow  # a chapter run twice (about 10 to 25 s)
 def test_as_shipped_every_exercise_is_not_yet_solved(solved):
     labels = exercise_labels(BOOK / f"{solved.chapter}.py")
     assert solved.shipped == {label: UNSOLVED for label in labels}
 
 
+@pytest.mark.slow  # a chapter run twice (about 10 to 25 s)
 def test_with_the_solutions_every_check_is_correct(solved):
     labels = exercise_labels(BOOK / f"{solved.chapter}.py")
     assert solved.status == {label: SOLVED for label in labels}
@@ -158,6 +164,7 @@ def _wrong_answers(ns: dict) -> dict[str, list[dict]]:
     }
 
 
+@pytest.mark.slow  # a chapter run twice (about 10 to 25 s)
 def test_every_check_rejects_plausible_wrong_answers(solved):
     for label, answers in _wrong_answers(solved.ns).items():
         for answer in answers:
