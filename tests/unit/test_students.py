@@ -57,7 +57,8 @@ def test_every_exercise_has_a_stub_cell(chapter):
     assert len(stubs) == exercises
     for stub in stubs:
         first, _, code = stub.source.partition("\n")
-        assert first == MAGIC, "a stub cell must start with %%exercise (else Run all stops there)"
+        assert first.startswith(MAGIC + " --check "), (
+            "a stub cell must start with %%exercise (else Run all stops there) and its check")
         compile(code, "stub", "exec")  # a student can run it as it is
     if stubs:  # the magic is loaded before the first stub
         loads = [i for i, c in enumerate(student.cells) if "%load_ext" in c.source]

@@ -11,6 +11,11 @@ Deleting the ``%%exercise`` line shows an error in full.
 
 A chapter cell that reads what a removed solution defined starts with ``%%exercise --needs NAME
 ...``: it is skipped, with a message, while one of those names is missing or still ``...``.
+
+An exercise cell starts with ``%%exercise --check LABEL``: once the cell ran and left nothing
+unfinished, the exercise's check (:mod:`.exercise_checks`) runs on the notebook's namespace and
+prints "Correct" or what differs. Each outcome is recorded in :data:`STATUS`, which the last cell
+of a student notebook prints for the teacher (:func:`exercise_table`).
 """
 
 from __future__ import annotations
@@ -20,10 +25,15 @@ import shlex
 import sys
 import traceback
 
+from context_neurons.book.exercise_checks import CHECKS, FAILED, SOLVED, UNSOLVED as NOT_SOLVED
+from context_neurons.book.exercise_checks import run_check
+
 MAGIC = "exercise"
 FILENAME = "<exercise cell>"
 UNSOLVED = "Not yet solved"
 CONTAINERS = (list, tuple, set, frozenset)
+#: Exercise label -> solved, not yet solved or check failed: what this kernel's cells gave.
+STATUS: dict[str, str] = {}
 
 
 def load_ipython_extension(ipython) -> None:
@@ -38,9 +48,24 @@ def load_ipython_extension(ipython) -> None:
 def run_exercise_cell(shell, line: str, cell: str) -> str | None:
     """Run an exercise cell in ``shell``'s namespace; returns (and prints) what is left to do.
 
-    ``line`` is the rest of the magic's line: an optional label and ``--needs NAME ...``.
-    Returns None when the cell ran and left nothing unfinished.
+    ``line`` is the rest of the magic's line: ``--check LABEL`` and ``--needs NAME ...``.
+    Returns None when the cell ran, left nothing unfinished and its check (if any) passed.
     """
+    label = parse_option(line, "--check")
+    left = _run_cell(shell, line, cell)
+    if label not in CHECKS:  # no --check, or a label with no check: the cell alone
+        return left
+    if left is not None:
+        STATUS[label] = NOT_SOLVED
+        return left
+    verdict = run_check(label, shell.user_ns)
+    STATUS[label] = verdict.status
+    print(verdict.message)
+    return None if verdict.correct else verdict.message
+
+
+def _run_cell(shell, line: str, cell: str) -> str | None:
+    """Run the cell's code; returns (and prints) what is left to do, None when nothing is."""
     needs = parse_needs(line)
     namespace = shell.user_ns
     missing = [name for name in needs if _unset(namespace.get(name, ...))]
@@ -69,12 +94,38 @@ def run_exercise_cell(shell, line: str, cell: str) -> str | None:
     return left
 
 
+def exercise_table(exercises: dict[str, str]) -> None:
+    """Print each exercise's title and status, for the teacher: solved, not yet solved (also
+    when its cell has not run) or check failed. ``exercises``: label -> title."""
+    rows = [(title, STATUS.get(label, NOT_SOLVED)) for label, title in exercises.items()]
+    width = max([len("exercise")] + [len(title) for title, _ in rows])
+    print(f"{'exercise':{width}s}  status")
+    for title, status in rows:
+        print(f"{title:{width}s}  {status}")
+    solved = sum(status == SOLVED for _, status in rows)
+    failed = sum(status == FAILED for _, status in rows)
+    print(f"{solved} of {len(rows)} solved, {failed} with a failed check.")
+
+
+def parse_option(line: str, option: str) -> str | None:
+    """The word after ``option`` on the magic's line (None when the line does not give it)."""
+    words = shlex.split(line)
+    if option not in words or words.index(option) + 1 >= len(words):
+        return None
+    return words[words.index(option) + 1]
+
+
 def parse_needs(line: str) -> list[str]:
     """The names after ``--needs`` on the magic's line (none when it has no ``--needs``)."""
     words = shlex.split(line)
     if "--needs" not in words:
         return []
-    return [w for w in words[words.index("--needs") + 1:] if not w.startswith("--")]
+    names = []
+    for word in words[words.index("--needs") + 1:]:
+        if word.startswith("--"):
+            break
+        names.append(word)
+    return names
 
 
 def unfinished(tree: ast.Module, namespace: dict) -> str | None:

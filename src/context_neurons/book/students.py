@@ -16,6 +16,11 @@ each stub cell starts with the cell magic ``%%exercise`` (:mod:`.exercises`, loa
 after the Colab set-up), which prints "not yet solved" instead of raising, and a chapter cell that
 reads a name only a removed solution (or a stub) defines starts with ``%%exercise --needs NAME``,
 which skips it while the name is missing or still ``...``.
+
+Each stub cell starts ``%%exercise --check LABEL``: once the student's code runs, the exercise's
+check (:mod:`.exercise_checks`) prints "Correct" or what differs. A stub that defines nothing (an
+open-ended exercise's) lists what the check reads. The notebook's last cell prints, for the
+teacher, which of the chapter's exercises are solved, not yet solved or failed their check.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import re
 from pathlib import Path
 
 from context_neurons.book import myst
+from context_neurons.book.exercise_checks import CHECKS
 from context_neurons.book.notebooks import BOOK, REPO, chapter_files, read_chapter
 
 STUDENTS = BOOK / "students"
@@ -33,17 +39,25 @@ SOLUTION_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}[^\n]*\n\1[ \t]*$", re
 EXERCISE = re.compile(r"^(`{3,})\{exercise\}.*?^\1\s*$", re.M | re.S)
 STUB = re.compile(r"^```python\n(?P<code>.*?)^```\s*$", re.M | re.S)
 HIDDEN = (
-    "*The solution is not in the student notebook: write yours in the cell below, then compare "
-    "with the solution on the website (the dropdown under the exercise). Until it is solved the "
-    "cell prints \"not yet solved\" and the notebook runs on; delete its first line, "
-    "`%%exercise`, to see an error in full.*"
+    "*The solution is not in the student notebook: write yours in the cell below and run it. Its "
+    "first line, `%%exercise --check ...`, then checks your answer against the package's own "
+    "computation on your model and prints \"Correct\" or what differs, with a hint; the solution "
+    "is on the website (the dropdown under the exercise). Until it is solved the cell prints "
+    "\"not yet solved\" and the notebook runs on; delete its first line to see an error in full.*"
 )
 MAGIC = "%%exercise"
 #: The code cell that loads the ``%%exercise`` magic, after the Colab set-up cell.
 LOAD_MAGIC = (
     "# Exercise cells start with %%exercise: an exercise you have not solved yet prints\n"
-    "# \"not yet solved\" instead of stopping \"Run all\".\n"
+    "# \"not yet solved\" instead of stopping \"Run all\"; a solved one is checked.\n"
     "%load_ext context_neurons.book.exercises"
+)
+#: The last cell: the chapter's exercises and their status, for the teacher.
+TABLE = (
+    "# For your teacher: this chapter's exercises, solved, not yet solved or check failed\n"
+    "# (run all cells first).\n"
+    "from context_neurons.book.exercises import exercise_table\n\n"
+    "exercise_table({{\n{rows}}})"
 )
 
 
@@ -58,7 +72,7 @@ def student_notebook(chapter: Path):
 
     notebook = read_chapter(chapter)
     context = myst.book_context(chapter)
-    cells, in_solution, tainted = [], False, set()
+    cells, in_solution, tainted, labels = [], False, set(), []
     for cell in notebook.cells:
         if cell.cell_type == "code":
             defined, free = _names(cell.source)
@@ -77,16 +91,19 @@ def student_notebook(chapter: Path):
         if kept.strip():
             markdown = myst.to_markdown(kept, context)
             cells.append(nbformat.v4.new_markdown_cell(markdown, metadata=dict(cell.metadata)))
-        for stub in stubs:
+        for label, stub in stubs:
             tainted |= _names(stub)[0]
+            labels.append(label)
             cells.append(nbformat.v4.new_markdown_cell(HIDDEN))
-            cells.append(nbformat.v4.new_code_cell(
-                f"{MAGIC}\n# Your solution here.\n{stub}".rstrip()))
+            cells.append(nbformat.v4.new_code_cell(stub_cell(label, stub)))
     if any(c.cell_type == "code" and c.source.startswith(MAGIC) for c in cells):
         setup = [i for i, c in enumerate(cells)
                  if c.cell_type == "code" and "colab_setup" in c.source]
         first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
         cells.insert(setup[0] + 1 if setup else first_code, nbformat.v4.new_code_cell(LOAD_MAGIC))
+    if labels:
+        rows = "".join(f"    {label!r}: {context.targets[label].title!r},\n" for label in labels)
+        cells.append(nbformat.v4.new_code_cell(TABLE.format(rows=rows)))
     for index, cell in enumerate(cells):
         cell["id"] = f"cell-{index}"  # stable across runs, as the stored notebooks
     student = nbformat.v4.new_notebook(cells=cells)
@@ -99,7 +116,16 @@ def student_notebook(chapter: Path):
     return student
 
 
-def _strip_solutions(source: str, in_solution: bool) -> tuple[str, list[str], bool]:
+def stub_cell(label: str, stub: str) -> str:
+    """An exercise's code cell: the magic with its check, and the stub (or, when the stub is
+    empty, the names the check reads)."""
+    if not stub.strip() and label in CHECKS:
+        reads = "".join(f"#   {name}: {what}\n" for name, what in CHECKS[label].reads.items())
+        stub = f"# The check reads what you define as:\n{reads}"
+    return f"{MAGIC} --check {label}\n# Your solution here.\n{stub}".rstrip()
+
+
+def _strip_solutions(source: str, in_solution: bool) -> tuple[str, list[tuple[str, str]], bool]:
     """A markdown cell without the solution text it holds, the exercises' stubs, and whether a
     solution is still open at its end."""
     kept: list[str] = []
@@ -121,12 +147,14 @@ def _strip_solutions(source: str, in_solution: bool) -> tuple[str, list[str], bo
     return text, _stubs(text), in_solution
 
 
-def _stubs(markdown: str) -> list[str]:
-    """The stub code of each exercise in a markdown text (empty when an exercise has none)."""
+def _stubs(markdown: str) -> list[tuple[str, str]]:
+    """``(label, stub code)`` of each exercise in a markdown text (the code empty when an
+    exercise has none)."""
     stubs = []
     for exercise in EXERCISE.finditer(markdown):
         match = STUB.search(exercise.group(0))
-        stubs.append(match["code"] if match else "")
+        label = myst.SOURCE_LABEL.search(exercise.group(0))
+        stubs.append((label["label"] if label else "", match["code"] if match else ""))
     return stubs
 
 

@@ -1,0 +1,266 @@
+"""Issue 55: exercises that check themselves. Every exercise has a registered check; the student
+notebooks run it (``%%exercise --check LABEL``) and end with the teacher's table; a check accepts
+the chapter's own solution and rejects plausible wrong answers.
+
+Chapters 1 and 2 (the cheapest) run here in full, as shipped (every exercise "not yet solved", no
+error) and with the chapter's solutions pasted in (every check "correct"), on the planted model.
+The other chapters' checks are tested here on their cheap cases (toy models, made-up values).
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import matplotlib
+import nbformat
+import pytest
+import torch
+
+from context_neurons import decomposition as dec
+from context_neurons.book import exercises
+from context_neurons.book.exercise_checks import CHECKS, FAILED, SOLVED, UNSOLVED, run_check
+from context_neurons.book.exercise_checks.registry import Differs, close, number
+from context_neurons.book.notebooks import BOOK, chapter_files, read_chapter
+from context_neurons.book.students import student_path
+from context_neurons.book.student_runs import Shell, run_notebook, solved_notebook, solutions
+
+matplotlib.use("Agg")  # the chapters draw figures
+CHAPTERS = chapter_files()
+LABEL = re.compile(r":label: (ex-[\w-]+)")
+
+
+def exercise_labels(chapter) -> list[str]:
+    return [label for cell in read_chapter(chapter).cells if cell.cell_type == "markdown"
+            for label in LABEL.findall(cell.source)]
+
+
+def test_every_exercise_has_a_check_and_every_check_an_exercise():
+    labels = [label for chapter in CHAPTERS for label in exercise_labels(chapter)]
+    assert sorted(labels) == sorted(CHECKS), set(labels) ^ set(CHECKS)
+    for check in CHECKS.values():
+        assert check.reads and check.summary and check.kind in ("value", "function", "property")
+        assert check.kind != "property" or check.website, (
+            f"{check.label}: say what only the website's solution can judge")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])
+def test_every_stub_runs_its_check_and_the_notebook_ends_with_the_table(chapter):
+    cells = nbformat.read(student_path(chapter), as_version=4).cells
+    labels = exercise_labels(chapter)
+    checked = [re.match(r"%%exercise --check (\S+)\n", c.source) for c in cells
+               if c.cell_type == "code" and "Your solution here" in c.source]
+    assert [m[1] for m in checked if m] == labels
+    if labels:
+        assert "exercise_table(" in cells[-1].source
+        assert all(repr(label) in cells[-1].source for label in labels)
+    for label, match in zip(labels, checked):
+        assert solutions(chapter).get(label), f"{label} has no solution code to check against"
+        body = match.string[match.end():].replace("# Your solution here.", "")
+        if not body.strip():  # never: a stub that defines nothing says what its check reads
+            pytest.fail(f"{label}: empty stub")
+        assert "# The check reads" in body or "=" in body or "def " in body, label
+
+
+def test_the_instructors_page_lists_every_exercise_with_its_check():
+    from context_neurons.book import myst
+
+    page = (BOOK / "instructors.md").read_text()
+    section = page[page.index("(instructors-exercises)="):page.index("(instructors-questions)=")]
+    numbers = myst.book_context().numbers
+    for label, check in CHECKS.items():
+        row = re.search(rf"^\| {re.escape(numbers[label])} \|.*$", section, re.M)
+        assert row and f"| {check.kind}: {check.summary} |" in row[0], label
+
+
+def test_a_check_reports_missing_names_and_wrong_kinds():
+    assert run_check("ex-ch06-capstone", {}).status == UNSOLVED
+    verdict = run_check("ex-ch06-capstone", {"predicted": "big", "measured": 1.0, "ratio": 1.0})
+    assert verdict.status == FAILED and "not a tensor or a number" in verdict.message
+    with pytest.raises(Differs, match=r"shape \(2,\); expected \(3,\)"):
+        close("x", torch.zeros(2), torch.zeros(3))
+    with pytest.raises(Differs, match="holds 2 numbers"):
+        number("x", torch.zeros(2))
+
+
+def test_the_magic_runs_the_check_and_the_table_reports_it(capsys):
+    exercises.STATUS.clear()
+    shell = Shell()
+    good = "predicted, measured = 2.0, 3.0\nratio = measured / predicted"
+    assert exercises.run_exercise_cell(shell, " --check ex-ch06-capstone", good) is None
+    assert "Correct: ratio 1.50" in capsys.readouterr().out
+    wrong = exercises.run_exercise_cell(shell, " --check ex-ch06-capstone", "ratio = 2.0")
+    assert wrong.startswith("Not correct yet: `ratio` is 2")
+    exercises.run_exercise_cell(shell, " --check ex-appendix-seed", "other = ...")
+    capsys.readouterr()
+    exercises.exercise_table({"ex-ch06-capstone": "6.4", "ex-appendix-seed": "A.2",
+                              "ex-diagonal": "1.1"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:] == ["6.4       check failed", "A.2       not yet solved",
+                         "1.1       not yet solved", "0 of 3 solved, 1 with a failed check."]
+    exercises.STATUS.clear()
+
+
+# ---- the chapters run: as shipped, then with the solutions pasted in ---------------------------
+
+
+@pytest.fixture(scope="module", params=["ch01_decomposition", "ch02_taxonomy"])
+def solved(request):
+    """A chapter's student notebook run as shipped, then with its solutions."""
+    chapter = BOOK / f"{request.param}.py"
+    _, shipped = run_notebook(nbformat.read(student_path(chapter), as_version=4))
+    shell, status = run_notebook(solved_notebook(chapter))
+    yield SimpleNamespace(chapter=request.param, shipped=shipped, status=status, ns=shell.user_ns)
+    exercises.STATUS.clear()
+
+
+@pytest.mark.slow  # a chapter run twice (about 10 to 25 s)
+def test_as_shipped_every_exercise_is_not_yet_solved(solved):
+    labels = exercise_labels(BOOK / f"{solved.chapter}.py")
+    assert solved.shipped == {label: UNSOLVED for label in labels}
+
+
+@pytest.mark.slow  # a chapter run twice (about 10 to 25 s)
+def test_with_the_solutions_every_check_is_correct(solved):
+    labels = exercise_labels(BOOK / f"{solved.chapter}.py")
+    assert solved.status == {label: SOLVED for label in labels}
+
+
+def _wrong_answers(ns: dict) -> dict[str, list[dict]]:
+    """Plausible wrong answers, per exercise, as the names they change."""
+    if "decomposed" in ns:
+        d, n = ns["decomposed"], torch.arange(len(ns["tokens"]))
+        head_row = ns["shown"].index(ns["head"])
+        difference = (ns["contextual_decomposition"].exact_pattern()[head_row]
+                      - ns["contextual_decomposition"].reconstructed_pattern()[head_row])
+        return {
+            "ex-diagonal": [  # a dropped term: the positional scores alone
+                {"diagonal_error": (d.positional_scores - d.exact_scores)[:, n, n].abs().max()}],
+            "ex-constant-text": [  # the default reference tokens instead of ' the' alone
+                {"tv_to_hooks": dec.tv_distance(ns["hooked"], dec.positional_pattern(
+                    ns["model"], ns["m"], " the"))},
+                {"tv_to_hooks": ns["tv_to_hooks"][:3]}],
+            "ex-ch01-good-enough": [  # a transposed pattern; a bound without its factor 2
+                {"delta": (difference.T @ ns["x"]).norm(dim=-1)},
+                {"bound": ns["delta"] * 0.5}],
+        }
+    taxonomy = ns["taxonomy"]
+    others = [g for g in ("contextual", "duplicate", "detokenization", "miscellaneous")
+              if g != ns["argued"]]
+
+    def duplicate_last(n_eff, content_sd, self_z, share, n):  # the rules in the wrong order
+        if n_eff < 32 or share >= 0.4:
+            return "detokenization"
+        return ns["my_group"](n_eff, content_sd, self_z, share, n)
+
+    return {
+        "ex-ch02-horizon": [{"horizon": ns["horizon"] + 1},  # k + 1 positions counted as k
+                            {"horizon": (taxonomy.patterns[0].cumsum(-1) < 0.9).sum(-1)}],
+        "ex-ch02-classify": [{"my_group": lambda *args: "contextual"},  # a constant
+                             {"my_group": duplicate_last}],
+        "ex-ch02-close-call": [{"argued": others[0]} if len(set(ns["votes"].values())) == 1
+                               else {"argued": others[-1]},
+                               {"votes": dict(list(ns["votes"].items())[:2])}],
+    }
+
+
+@pytest.mark.slow  # a chapter run twice (about 10 to 25 s)
+def test_every_check_rejects_plausible_wrong_answers(solved):
+    for label, answers in _wrong_answers(solved.ns).items():
+        for answer in answers:
+            verdict = run_check(label, {**solved.ns, **answer})
+            assert verdict.status == FAILED, (label, list(answer), verdict.message)
+            assert "Not correct yet" in verdict.message and "check stopped" not in verdict.message
+
+
+# ---- other chapters' checks on cheap cases ---------------------------------------------------
+
+
+def test_the_exact_circuit_check_needs_a_circuit_of_the_unchanged_model():
+    from context_neurons import circuit as cc
+    from context_neurons.models.toy import exact_toy_model
+
+    toy, heads = exact_toy_model(seed=0)
+    gen = torch.Generator().manual_seed(1)
+    calibration = torch.randint(0, toy.cfg.d_vocab, (toy.cfg.n_ctx,), generator=gen)
+    exact = cc.build_circuit(toy, calibration, heads=heads, dest_token=3, n_min=4)
+    assert run_check("ex-ch04-exact-circuit", {"toy_circuit": exact, "error": 1e-7}).correct
+    assert not run_check("ex-ch04-exact-circuit", {"toy_circuit": exact, "error": 0.3}).correct
+    toy.blocks[0].attn.W_Q[0, :16] = torch.randn(16, toy.cfg.d_head, generator=gen)
+    broken = cc.build_circuit(toy, calibration, heads=heads, dest_token=3, n_min=4)
+    verdict = run_check("ex-ch04-exact-circuit", {"toy_circuit": broken, "exact_error": 1e-7})
+    assert verdict.status == FAILED and "before you change W_Q" in verdict.message
+
+
+def test_the_rope_check_compares_with_the_half_content_model():
+    from context_neurons import position_schemes as ps
+
+    rope, _ = ps.rotary_toy_model(seed=0)
+    texts = ps.random_texts(rope, 8, seed=1)
+    rope_fit = ps.factorise_attention(rope, texts)
+    half, _ = ps.rotary_toy_model(seed=0, content_sd=0.5)
+    ratio = (ps.factorise_attention(half, texts).score_error().abs().sum((0, 2, 3))
+             / rope_fit.score_error().abs().sum((0, 2, 3)))
+    ns = {"rotated": list(range(len(ratio))), "texts": texts, "rope_fit": rope_fit}
+    assert run_check("ex-ch09-rope", {**ns, "half_fit": 1, "ratio": ratio}).correct
+    assert not run_check("ex-ch09-rope", {**ns, "half_fit": 1, "ratio": 1 / ratio}).correct
+
+
+def test_property_checks_accept_the_property_and_say_what_the_website_judges():
+    run_ = SimpleNamespace(seed=3, contextual_recovered=True, contextual_heads=[0, 11])
+    verdict = run_check("ex-appendix-seed", {"other": run_})
+    assert verdict.correct and "website" in verdict.message
+    assert not run_check("ex-appendix-seed", {"other": SimpleNamespace(seed=0)}).correct
+    ok = {"predicted": 0.4, "measured": 0.5, "ratio": 1.25}
+    assert run_check("ex-ch06-capstone", ok).correct
+    assert not run_check("ex-ch06-capstone", {**ok, "ratio": 0.8}).correct  # inverted
+
+
+def test_value_checks_on_made_up_objects_reject_a_dropped_term_or_the_wrong_heads():
+    """Checks whose reference is an attribute the chapter computed, on made-up objects."""
+    attribution = torch.zeros(1, 2, 3)
+    attribution[0, 1, 2] = 0.75
+    lookups = [SimpleNamespace(top_heads=[(1, 2, 0.75)], head_attribution=attribution)]
+    assert run_check("ex-ch07-attribution", {"lookups": lookups, "head_term": 0.7502}).correct
+    assert not run_check("ex-ch07-attribution", {"lookups": lookups, "head_term": 0.6}).correct
+
+    extended = torch.randn(10, 4)
+    circuit = SimpleNamespace(n_ref=5, heads=[0, 3], extended=extended)
+    ns = {"circuit": circuit, "model": SimpleNamespace(cfg=SimpleNamespace(d_head=2)),
+          "probe": torch.tensor([[0, 1, 1, 1, 1, 7]]), "v": torch.zeros(2, 2)}
+    assert run_check("ex-ch04-extended", {**ns, "e_word": extended[7]}).correct
+    verdict = run_check("ex-ch04-extended", {**ns, "e_word": extended[7] * 1.1})  # a weight off
+    assert verdict.status == FAILED and "mean value" in verdict.message
+    assert not run_check("ex-ch04-extended", {**ns, "e_word": extended[7], "v": torch.zeros(2, 3)
+                                              }).correct  # a transposed value
+
+    taxonomy = SimpleNamespace(heads=[0, 1, 2, 3], shapes={0: "local", 1: "uniform",
+                                                           2: "slowly decaying", 3: "local"})
+    ns = {"taxonomy": taxonomy, "truth": None, "truth_broad": None}
+    assert run_check("ex-ch08-all-heads", {**ns, "broad": [1, 2]}).correct
+    assert not run_check("ex-ch08-all-heads", {**ns, "broad": [2]}).correct  # contextual only
+
+    profiles = torch.randn(3, 2, 4)
+    recalibrated = SimpleNamespace(calibration=SimpleNamespace(
+        log_denominators=torch.zeros(2, 9).index_copy(1, torch.tensor([1, 3, 5, 7]), profiles[2])))
+    ns = {"positions": torch.tensor([1, 3, 5, 7]), "profiles": profiles,
+          "recalibrated": recalibrated, "model": SimpleNamespace(cfg=SimpleNamespace(device="cpu"))}
+    assert run_check("ex-ch09-profiles", {**ns, "difference": 0.0}).correct
+    shifted = {**ns, "positions": torch.tensor([0, 2, 4, 6])}  # positions off by one
+    assert not run_check("ex-ch09-profiles", {**shifted, "difference": 0.0}).correct
+
+
+def test_property_checks_on_made_up_objects():
+    import pandas as pd
+
+    table = pd.DataFrame({"bible": [0.30, 0.35]}, index=["prose", "bible"])
+    ns = {"prediction": 1, "D": "bible", "C": "bible", "own_neurons": {"bible": [4]},
+          "sensitivity": {"own neurons' FVU": table}}
+    assert run_check("ex-ch06-calibration", {**ns, "median_fvu": {"bible": 0.35}}).correct
+    assert not run_check("ex-ch06-calibration", {**ns, "median_fvu": {"bible": 0.30}}).correct
+    assert not run_check("ex-ch06-calibration", {**ns, "prediction": 0,
+                                                 "median_fvu": {"bible": 0.35}}).correct
+    model = SimpleNamespace(cfg=SimpleNamespace(d_mlp=6))
+    ns = {"model": model, "truth_broad": None, "seen_auc": 0.5}
+    assert run_check("ex-ch08-rank", {**ns, "seen_score": torch.arange(6.0)}).correct
+    assert not run_check("ex-ch08-rank", {**ns, "seen_score": torch.arange(5.0)}).correct
