@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+import context_neurons.verdict.statistics as st
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, mean_head_z, previous_token_attention
 from context_neurons.activations import LayerZeroPasses, donor_windows
 from context_neurons.discovery import read_vectors, scoring_vocabulary
@@ -26,7 +27,6 @@ from context_neurons.method import MethodValues
 from context_neurons.printing import fixed, show_table
 from context_neurons.stability import denominator_study
 from context_neurons.stability.bounds import coefficient_of_variation
-from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.protocol import Protocol, VerdictRule, load_protocol

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from transformer_lens.model_bridge import TransformerBridge
 
+import context_neurons.verdict.statistics as st
 from context_neurons import config as settings
 from context_neurons.activations import mean_head_z
 from context_neurons.discovery import scoring_vocabulary
@@ -42,7 +43,6 @@ from context_neurons.training.cli import DefaultsHelpFormatter, positive_int
 from context_neurons.training.config import EOT, TrainConfig
 from context_neurons.training.heldout import read_record
 from context_neurons.training.loop import build_model
-from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.evaluate import both_scores, weight_controls
 from context_neurons.verdict.protocol import ProtocolV3, load_protocol_v3

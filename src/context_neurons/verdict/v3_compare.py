@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+import context_neurons.verdict.statistics as st
 from context_neurons.printing import fixed
-from context_neurons.verdict import statistics as st
 from context_neurons.verdict.protocol import ProtocolV3
 from context_neurons.verdict.results import read_json_fields
 
