@@ -26,8 +26,9 @@ from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.training.corpus import Doc
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict import v3_report
-from context_neurons.verdict.protocol import FallbackCorpus, VerdictRule, load_protocol
-from context_neurons.verdict.protocol import load_protocol_v3
+from context_neurons.checks import DataError
+from context_neurons.verdict.protocol import FallbackCorpus, RegisteredModels, Seeds
+from context_neurons.verdict.protocol import VerdictRule, load_protocol, load_protocol_v3
 from context_neurons.verdict.v3 import SENSITIVITY_D
 from context_neurons.verdict.v3_compare import (
     ADDS_SOMETHING,
@@ -52,16 +53,7 @@ from context_neurons.verdict.v3_data import (
 from context_neurons.verdict.v3_heads import build_context_set, calibration_previous_share
 from context_neurons.verdict.v3_heads import fixed_group
 from context_neurons.verdict.v3_label_free import adjusted_rand_index, tf_idf_features
-from context_neurons.verdict.v3_report import (
-    NEURON_SEED,
-    NOT_EVALUATED,
-    PENDING,
-    PERMUTATION_SEED,
-    RANDOM_DIRECTIONS_SEED,
-    UNIT_SEED,
-    VOCABULARY_SEED,
-    model_entries,
-)
+from context_neurons.verdict.v3_report import NOT_EVALUATED, PENDING, model_entries
 from context_neurons.verdict.v3_result import jsonable
 from context_neurons.verdict.v3_scores import BAG_LENGTH, bag_of_tokens, bag_responses
 from context_neurons.verdict.v3_scores import shifts_against
@@ -82,11 +74,14 @@ def test_the_code_uses_the_registered_seeds_and_thresholds():
     boot, controls = PROTOCOL.document["bootstrap"], PROTOCOL.document["controls"]
     assert PROTOCOL.resamples == boot["resamples"] == 2000
     assert PROTOCOL.level == boot["level"] == 0.95
-    assert f"PCG64({UNIT_SEED})" in boot["unit_draws"]
-    assert f"PCG64({NEURON_SEED})" in boot["neuron_draws"]
-    assert f"PCG64({PERMUTATION_SEED})" in controls["neurons_permuted"]
-    assert f"torch seed {RANDOM_DIRECTIONS_SEED}" in controls["random_read_directions"]
-    assert f"seed {VOCABULARY_SEED}" in controls["vocabulary_permuted"]
+    seeds = PROTOCOL.seeds  # parsed from the protocol's words, once
+    assert seeds == Seeds(units=32, neurons=33, permutation=34, random_directions=35,
+                          vocabulary=36)
+    assert f"PCG64({seeds.units})" in boot["unit_draws"]
+    assert f"PCG64({seeds.neurons})" in boot["neuron_draws"]
+    assert f"PCG64({seeds.permutation})" in controls["neurons_permuted"]
+    assert f"torch seed {seeds.random_directions}" in controls["random_read_directions"]
+    assert f"seed {seeds.vocabulary}" in controls["vocabulary_permuted"]
     truth = PROTOCOL.document["truth"]
     assert "min_cohens_d 0.5 and 2.0" in truth["sensitivity"]["cohens_d"]
     assert SENSITIVITY_D == (0.5, 2.0)
@@ -113,6 +108,27 @@ def test_the_typed_protocol_reads_the_registered_values():
     assert PROTOCOL.data.cal_windows_per_domain == document["data"]["cal"][
         "cal_windows_per_domain"] == 64
     assert dict(PROTOCOL.data.fallback) == {"code": FallbackCorpus("python_stdlib_tests", 1025)}
+    assert "max(1, 1024 // n_ctx)" in confirm["windows_per_unit"]
+    assert PROTOCOL.data.tokens_per_unit == 1024
+    assert [PROTOCOL.data.windows_per_unit(n) for n in (256, 1024, 2048)] == [4, 1, 1]
+
+
+def test_the_registered_models_and_when_one_is_comparable_are_read_from_the_file():
+    models = PROTOCOL.document["models"]
+    assert PROTOCOL.models == RegisteredModels(
+        ("trained-seed0", "trained-seed1", "gpt2-layer0-shape"), 0.15)
+    assert list(PROTOCOL.models.names) == [k for k, v in models.items() if isinstance(v, dict)]
+    assert models[PROTOCOL.models.names[0]]["role"] == "primary"
+    assert "heldout_fraction 0.15 " in models["comparable_when"]
+    assert PROTOCOL.document["data"]["inventory"]["heldout_fraction"] == 0.15
+    assert v3_report.MODELS == PROTOCOL.models.names
+
+
+def test_a_registered_number_the_words_do_not_hold_stops_with_a_data_error():
+    controls = {**PROTOCOL.document["controls"], "vocabulary_permuted": "token ids permuted"}
+    document = {**PROTOCOL.document, "controls": controls}
+    with pytest.raises(DataError, match="register no single number"):
+        Seeds.from_json(document)
     rules = document["primary_comparison"]["verdict"]
     assert PROTOCOL.primary.equivalence_margin == rules["equivalence_margin"] == 0.05
     assert set(PROTOCOL.primary.rules) == {"adds_something", "baseline_better",
@@ -400,7 +416,7 @@ def test_the_effect_count_reads_negative_effects_too():
                              st.Shifts((shift * (1 - context))[None], np.ones((1, 6))),
                              spec.min_cohens_d, spec.min_context_part)
     summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec,
-                               spec.min_cohens_d)
+                               spec.min_cohens_d, PROTOCOL.level)
     assert (summary.n_effect, summary.n_truth, summary.removed) == (4, 2, 2)
     assert summary.removed_share == 0.5 and not summary.removes_almost_none
     assert summary.neurons == [0, 1] and summary.domains == {"a": 1, "b": 1}
@@ -408,7 +424,8 @@ def test_the_effect_count_reads_negative_effects_too():
                                   "context criterion removes 2 (50.0%)")
     # every large effect from the context set: nothing removed, and the label says so
     point = st.additive_truth(full, st.Shifts(np.zeros((3, 6)), np.ones(6)), 1.0, 0.5)
-    summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec, 1.0)
+    summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec, 1.0,
+                               PROTOCOL.level)
     assert (summary.n_effect, summary.n_truth, summary.removed) == (4, 4, 0)
     assert summary.removes_almost_none and "removes almost none" in summary.sentence()
 
@@ -512,8 +529,8 @@ def test_primary_verdict_labels(ci, n_truth, has_context, expected, equivalent):
 
 def test_unit_draws_and_neuron_draws_use_separate_generators():
     index, units = np.array([0, 0, 1, 1]), ["x", "y", "z", "w"]
-    weights = st.cluster_weights(index, units, 5, UNIT_SEED)
-    rng = np.random.Generator(np.random.PCG64(UNIT_SEED))
+    weights = st.cluster_weights(index, units, 5, PROTOCOL.seeds.units)
+    rng = np.random.Generator(np.random.PCG64(PROTOCOL.seeds.units))
     first = rng.integers(0, 2, size=(5, 2))  # domain 0's draws come first
     assert weights[:, 0].tolist() == (first == 0).sum(1).tolist()
 

@@ -299,7 +299,7 @@ def evaluate(
                            for j in np.flatnonzero(truth.mask)},
             truth_count_resample_ablation=(None if resampled is None
                                            else int(resampled.mask.sum())),
-            truth_count_ci95=st.percentile_interval(boot.mask.sum(-1), 0.95),
+            truth_count_ci95=st.percentile_interval(boot.mask.sum(-1), level),
             scores=scores, frequency_aware_highest=highest_scoring(prediction, n=5),
             controls=weight_controls(
                 circuit, predicted.shuffled.split(heads), predicted.random,

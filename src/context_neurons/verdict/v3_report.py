@@ -1,5 +1,5 @@
 """Protocol v3's models and report (``models``, ``reporting``): which models are comparable,
-the pending ones, the registered seeds, and the report in the protocol's order."""
+the pending ones, and the report in the protocol's order."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import replace
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
 from context_neurons.training.heldout import read_record
+from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_compare import NOT_TESTABLE, PrimaryComparison, bounds_text
 from context_neurons.verdict.v3_compare import interval_text, number_text
 from context_neurons.verdict.v3_heads import ContextSet
@@ -15,12 +16,9 @@ from context_neurons.verdict.v3_result import Sensitivity, V3Controls, V3Evaluat
 from context_neurons.verdict.v3_stored import PENDING_WHY, REGISTERED_DIRS, stored_entry
 from context_neurons.verdict.v3_stored import stored_words
 
-#: The registered seeds (protocol ``bootstrap`` and ``controls``; tests check them against the
-#: protocol's text).
-UNIT_SEED, NEURON_SEED = 32, 33
-PERMUTATION_SEED, RANDOM_DIRECTIONS_SEED, VOCABULARY_SEED = 34, 35, 36
-#: The registered models, in the protocol's order.
-MODELS = ("trained-seed0", "trained-seed1", "gpt2-layer0-shape")
+#: The registered models (the protocol's ``models``), in its order, and when one is comparable.
+REGISTERED = load_protocol_v3().models
+MODELS = REGISTERED.names
 PENDING = "pending: not trained"
 #: A registered model in the package, evaluated neither in this run nor stored.
 NOT_EVALUATED = ("not evaluated in this run (`python -m context_neurons reproduce --model "
@@ -36,12 +34,13 @@ def model_key(record: dict) -> str:
 
 
 def comparability(record: dict, reference: dict | None = None) -> str | None:
-    """None when the model is comparable (held-out fraction 0.15 and the seed-0 run's corpus
-    weights), else the reason (``models.comparable_when``)."""
+    """None when the model is comparable (the registered held-out fraction and the seed-0 run's
+    corpus weights), else the reason (``models.comparable_when``)."""
     reference = reference or read_record(TRAINED_DIR)
     config, ref = record["config"], reference["config"]
-    if config.get("heldout_fraction") != 0.15:
-        return f"held-out fraction {config.get('heldout_fraction')}, not 0.15"
+    if config.get("heldout_fraction") != REGISTERED.heldout_fraction:
+        return (f"held-out fraction {config.get('heldout_fraction')}, not "
+                f"{REGISTERED.heldout_fraction}")
     if config.get("corpus_weights") != ref["corpus_weights"]:
         return "corpus weights differ from the seed-0 run's"
     return None
@@ -298,9 +297,8 @@ def decomposition_readings(result: V3Evaluation) -> list[str]:
     ]
 
 
-__all__ = ["Entries", "MEANING", "MODELS", "NEURON_SEED", "NOT_EVALUATED", "PENDING",
-           "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED", "REPLICATION_COLUMNS", "UNIT_SEED",
-           "VOCABULARY_SEED", "baseline_records", "comparability", "decomposition_readings",
+__all__ = ["Entries", "MEANING", "MODELS", "NOT_EVALUATED", "PENDING", "REGISTERED",
+           "REPLICATION_COLUMNS", "baseline_records", "comparability", "decomposition_readings",
            "detail_lines", "entries_json", "model_entries", "model_key", "replication_rows",
            "report_lines", "sensitivity_line", "source_lines", "truth_lines",
            "verdict_sentences_v3"]
