@@ -455,9 +455,9 @@ def test_score_readings_and_the_planted_control_in_words():
     from context_neurons.verdict.evaluate import score_readings
     from context_neurons.verdict.planted import PlantedControl, ScoreAgainstPlanted
 
-    entry = score_result(verdict="inconclusive", auc=0.7, auc_ci95=[0.6, 0.8], spearman=0.5,
-                         spearman_ci95=[0.4, 0.6], precision=0.5, base_rate=0.4)
-    top = replace(entry, verdict="negative", auc_ci95=[0.45, 0.55])
+    entry = score_result(verdict=st.Verdict.INCONCLUSIVE, auc=0.7, auc_ci95=[0.6, 0.8],
+                         spearman=0.5, spearman_ci95=[0.4, 0.6], precision=0.5, base_rate=0.4)
+    top = replace(entry, verdict=st.Verdict.NEGATIVE, auc_ci95=[0.45, 0.55])
     fa_line, top_line = score_readings(evaluation_of({"frequency_aware": entry, "top": top}))
     assert "Its AUC 0.70 [0.60, 0.80] lies above chance" in fa_line
     assert "precision 0.50 against a base rate of 0.40" in fa_line

@@ -21,6 +21,7 @@ from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict.evaluate import previous_token_heads
 from context_neurons.verdict.registry import registered
 from context_neurons.verdict.results import RANDOM_DIRECTIONS, Evaluation, ScoreResult
+from context_neurons.verdict.statistics import Verdict
 
 KEYS = ("previous_token_heads", "activation_truth_neurons", "discovery_scores",
         "discovery_primary_score", "discovery_verdict")
@@ -76,7 +77,7 @@ def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | N
     ]
     primary = result.primary
     if primary is None:
-        rows.append(Row("discovery_verdict", "not testable", result.stopped or ""))
+        rows.append(Row("discovery_verdict", Verdict.NOT_TESTABLE, result.stopped or ""))
         return rows, previous
     scores = _scores(result)
     rows += [
@@ -106,7 +107,7 @@ def _v2_rows(method: MethodValues, record: dict, data: dict, n_resamples: int | 
                       cache=cache, progress=progress, method=method)
     primary = result.primary
     if primary is None:
-        return [Row("discovery_verdict_v2", "not testable", result.stopped or "")]
+        return [Row("discovery_verdict_v2", Verdict.NOT_TESTABLE, result.stopped or "")]
     name = protocol.primary_score
     scores = _scores(result)
     threshold = result.truth_threshold.min_cohens_d

@@ -176,8 +176,8 @@ def score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: f
     base = n_truth / len(score)
     verdict = st.verdict(n_truth, auc_ci, precision, base, rho_ci, permutation_rho, rule)
     criteria = st.criteria(auc_ci, precision, base, rho_ci, permutation_rho, rule)
-    deciding = (st.deciding_size(n_truth, auc_point, auc_ci, rule)
-                if verdict == "inconclusive" and criteria["precision_reachable"] else None)
+    undecided = verdict == st.Verdict.INCONCLUSIVE and criteria["precision_reachable"]
+    deciding = st.deciding_size(n_truth, auc_point, auc_ci, rule) if undecided else None
     return ScoreResult(auc_point, auc_ci, float(rho), rho_ci, precision, base, n_truth, verdict,
                        criteria, deciding)
 
@@ -398,7 +398,8 @@ def score_sentence(name: str, entry: ScoreResult) -> str:
     text = (f"{name}: {entry.verdict.upper()}: AUC {with_interval(entry, 'auc')}, Spearman "
             f"{with_interval(entry, 'spearman')}, precision {fixed(entry.precision, 2)} at "
             f"|T| = {entry.n_truth} (base rate {fixed(entry.base_rate, 2)})")
-    if entry.verdict == "inconclusive" and not entry.criteria.get("precision_reachable", True):
+    if entry.verdict == st.Verdict.INCONCLUSIVE and not entry.criteria.get("precision_reachable",
+                                                                            True):
         text += (f"; 'positive' is out of reach: precision cannot be 3x a base rate of "
                  f"{entry.base_rate:.2f}")
     elif entry.deciding_truth_size:

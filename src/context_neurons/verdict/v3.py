@@ -44,6 +44,7 @@ from context_neurons.training.config import EOT, TrainConfig
 from context_neurons.training.heldout import read_record
 from context_neurons.training.loop import build_model
 from context_neurons.verdict.data import unigram_distributions
+from context_neurons.verdict.entries import EntryStatus, NotComparable
 from context_neurons.verdict.evaluate import both_scores, weight_controls
 from context_neurons.verdict.protocol import ProtocolV3, Seeds, load_protocol_v3
 from context_neurons.verdict.results import ScoreResult
@@ -405,8 +406,8 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
     why = comparability(record)
     if why is not None:  # models.comparable_when: the reason, and no number
         return {"protocol": protocol.name, "registered": protocol.registered,
-                "models": model_entries({key: f"not comparable: {why}"}),
-                "primary_verdict": "not comparable"}
+                "models": model_entries({key: NotComparable(why)}),
+                "primary_verdict": EntryStatus.NOT_COMPARABLE.value}
     timer = Timer(announce=progress)
     with timer("loading the model"):
         loaded = load_model(str(directory) if directory != TRAINED_DIR else "trained",

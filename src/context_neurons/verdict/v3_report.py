@@ -8,8 +8,9 @@ from dataclasses import replace
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
 from context_neurons.training.heldout import read_record
+from context_neurons.verdict.entries import NoResult, NotEvaluated, Pending
 from context_neurons.verdict.protocol import load_protocol_v3
-from context_neurons.verdict.v3_compare import NOT_TESTABLE, PrimaryComparison, bounds_text
+from context_neurons.verdict.v3_compare import PrimaryComparison, PrimaryVerdict, bounds_text
 from context_neurons.verdict.v3_compare import interval_text, number_text
 from context_neurons.verdict.v3_heads import ContextSet
 from context_neurons.verdict.v3_result import Sensitivity, V3Controls, V3Evaluation
@@ -19,10 +20,10 @@ from context_neurons.verdict.v3_stored import stored_words
 #: The registered models (the protocol's ``models``), in its order, and when one is comparable.
 REGISTERED = load_protocol_v3().models
 MODELS = REGISTERED.names
-PENDING = "pending: not trained"
+PENDING = Pending("not trained")
 #: A registered model in the package, evaluated neither in this run nor stored.
-NOT_EVALUATED = ("not evaluated in this run (`python -m context_neurons reproduce --model "
-                 "trained` evaluates seed 0; `python -m context_neurons v3` any model)")
+NOT_EVALUATED = NotEvaluated("`python -m context_neurons reproduce --model trained` evaluates "
+                             "seed 0; `python -m context_neurons v3` any model")
 
 
 def model_key(record: dict) -> str:
@@ -46,8 +47,8 @@ def comparability(record: dict, reference: dict | None = None) -> str | None:
     return None
 
 
-#: Every registered model's entry: its result, or why it has none.
-Entries = dict[str, "V3Evaluation | str"]
+#: Every registered model's entry: its result, or why it has none (:mod:`.entries`).
+Entries = dict[str, "V3Evaluation | NoResult"]
 
 
 def model_entries(results: Entries) -> Entries:
@@ -65,8 +66,8 @@ def model_entries(results: Entries) -> Entries:
                                                                                      PENDING)
             continue
         if isinstance(entry, V3Evaluation) and name != MODELS[0] and entry.primary \
-                and seed0_primary and NOT_TESTABLE not in (entry.primary.verdict,
-                                                           seed0_primary.verdict):
+                and seed0_primary and PrimaryVerdict.NOT_TESTABLE not in (
+                    entry.primary.verdict, seed0_primary.verdict):
             entry = replace(entry, replicates=entry.primary.verdict == seed0_primary.verdict)
         out[name] = entry
     return out
@@ -74,8 +75,7 @@ def model_entries(results: Entries) -> Entries:
 
 def entries_json(models: Entries) -> dict[str, dict | str]:
     """:func:`model_entries`' value as JSON."""
-    return {name: entry if isinstance(entry, str) else entry.to_json()
-            for name, entry in models.items()}
+    return {name: entry.to_json() for name, entry in models.items()}
 
 
 def _heads_line(cs: ContextSet) -> str:
@@ -84,9 +84,9 @@ def _heads_line(cs: ContextSet) -> str:
             f"{cs.left_out_by_cal_windows}); non-local set {list(cs.non_local)}")
 
 
-def report_lines(name: str, result: V3Evaluation | str) -> list[str]:
+def report_lines(name: str, result: V3Evaluation | NoResult) -> list[str]:
     """One model's result in the protocol's reporting order (``reporting.order``)."""
-    if isinstance(result, str):
+    if isinstance(result, NoResult):
         return [f"{name}: {result}"]
     lines = [f"== {name} ({result.protocol}) =="]
     if result.stored:
@@ -163,7 +163,7 @@ def verdict_sentences_v3(models: Entries, decimals: int = 3) -> list[str]:
     context set, truth, primary verdict and secondary verdicts, or why it has none."""
     out = []
     for name, entry in models.items():
-        if isinstance(entry, str):
+        if isinstance(entry, NoResult):
             out.append(f"{name}: {entry}")
             continue
         heads = list(entry.context_set.heads)
@@ -245,13 +245,13 @@ def replication_rows(models: Entries) -> dict[str, dict[str, str]]:
     no result shows the first words of why ("pending", "not evaluated in this run")."""
     rows = {}
     for name, entry in models.items():
-        if isinstance(entry, str):  # the reason is in source_lines
-            why = entry.split(":")[0].split(" (")[0]
-            rows[name] = {"result": why, **dict.fromkeys(REPLICATION_COLUMNS, "-")}
+        if isinstance(entry, NoResult):  # the reason is in source_lines
+            rows[name] = {"result": entry.status.value,
+                          **dict.fromkeys(REPLICATION_COLUMNS, "-")}
             continue
         primary, replicates = entry.primary, entry.replicates
         rows[name] = {
-            "result": "stored" if entry.stored else "this run",
+            "result": entry.status.value,
             "context set": str(list(entry.context_set.heads)),
             "|T|": str(entry.truth.n_truth) if primary else "-",
             "primary verdict": primary.label() if primary else entry.stopped or "-",
@@ -266,17 +266,17 @@ def replication_rows(models: Entries) -> dict[str, dict[str, str]]:
 def source_lines(models: Entries) -> list[str]:
     """Where each registered model's v3 result comes from, one line each: computed in this run,
     stored (with its command and date) or why there is none."""
-    return [f"{name}: " + (entry if isinstance(entry, str) else stored_words(entry)
+    return [f"{name}: " + (str(entry) if isinstance(entry, NoResult) else stored_words(entry)
                            if entry.stored else "computed in this run")
             for name, entry in models.items()]
 
 
 #: Each primary verdict protocol v3 registers, in words about the decomposition.
 MEANING = {
-    "adds something": "adds measurably to the ranking",
-    "no difference shown": "does not add measurably to the ranking",
-    "baseline better": "ranks the context neurons worse than the best baseline",
-    "not testable": "could not be tested here",
+    PrimaryVerdict.ADDS_SOMETHING: "adds measurably to the ranking",
+    PrimaryVerdict.NO_DIFFERENCE: "does not add measurably to the ranking",
+    PrimaryVerdict.BASELINE_BETTER: "ranks the context neurons worse than the best baseline",
+    PrimaryVerdict.NOT_TESTABLE: "could not be tested here",
 }
 
 
