@@ -26,7 +26,7 @@ from context_neurons.models.weights import as_weights
 from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.training.corpus import Doc
 from context_neurons.verdict import statistics as st
-from context_neurons.verdict import v3_report
+from context_neurons.verdict import v3_report, v3_stored
 from context_neurons.checks import DataError
 from context_neurons.verdict.protocol import FallbackCorpus, RegisteredModels, Seeds
 from context_neurons.verdict.protocol import VerdictRule, load_protocol, load_protocol_v3
@@ -118,6 +118,8 @@ def test_the_registered_models_and_when_one_is_comparable_are_read_from_the_file
     assert "heldout_fraction 0.15 " in models["comparable_when"]
     assert PROTOCOL.document["data"]["inventory"]["heldout_fraction"] == 0.15
     assert v3_report.MODELS == PROTOCOL.models.names
+    named = {*v3_stored.REGISTERED_DIRS, *v3_stored.WEIGHTS_NOT_KEPT_DIRS, *v3_stored.PENDING_WHY}
+    assert named <= set(PROTOCOL.models.names)
 
 
 def test_a_registered_number_the_words_do_not_hold_stops_with_a_data_error():
