@@ -28,7 +28,8 @@ class EntryStatus(StrEnum):
 
 @dataclass(frozen=True)
 class NoResult:
-    """A registered model without a result: its status, and why (``reason``)."""
+    """A registered model without a result: its status, and why (``reason``). Each kind is a
+    subclass that sets its ``status`` (the fields, equality and immutability are this one's)."""
 
     reason: str
     status: ClassVar[EntryStatus]
@@ -41,14 +42,12 @@ class NoResult:
         return str(self)
 
 
-@dataclass(frozen=True)
 class Pending(NoResult):
     """Not trained yet, or its result not yet brought back from where it was computed."""
 
     status: ClassVar[EntryStatus] = EntryStatus.PENDING
 
 
-@dataclass(frozen=True)
 class NotEvaluated(NoResult):
     """In the package, but neither evaluated in this run nor stored (``reason``: how to)."""
 
@@ -58,14 +57,12 @@ class NotEvaluated(NoResult):
         return f"{self.status} ({self.reason})"
 
 
-@dataclass(frozen=True)
 class NotComparable(NoResult):
     """Trained otherwise than the protocol compares (its ``comparable_when``)."""
 
     status: ClassVar[EntryStatus] = EntryStatus.NOT_COMPARABLE
 
 
-@dataclass(frozen=True)
 class StaleStored(NoResult):
     """A stored result whose model or protocol changed since it was computed."""
 
