@@ -648,7 +648,7 @@ def test_a_result_whose_weights_were_not_kept_is_labelled_and_checked_against_th
                            baselines=(baseline_case(auc=nan, auc_ci95=[nan, nan]),))
     entry = v3_case(model="gpt2-layer0-shape", primary=primary, truth=truth_case(
         n_truth=0, n_truth_ci95=[nan, nan]), secondary={"frequency_aware": score_result(
-            auc=nan, auc_ci95=[nan, nan], verdict=PrimaryVerdict.NOT_TESTABLE)})
+            auc=nan, auc_ci95=[nan, nan], verdict=Verdict.NOT_TESTABLE)})
     when = datetime.datetime(2026, 11, 27, 22, 53, tzinfo=datetime.timezone.utc)
     v3_stored.store_result(folder, "gpt2-layer0-shape", jsonable(entry.to_json()),
                            "v3 --device cuda", 12, when,
