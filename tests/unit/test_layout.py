@@ -1,7 +1,8 @@
 """The package's layout, read from its source (fast, nothing imported but the config).
 
-The design page's map (``book/reference/design.md``) says which layer each module is in and that imports only go down. These tests
-keep that true: they fail on an import cycle, on an import of a higher layer, on an import of the
+The design page's map (``book/reference/design.md``) says which layer each module is in and that
+imports only go down. These tests keep that true: they fail on an import cycle, on an import of a
+higher layer, on a module importing its own package's face (its ``__init__``), on an import of the
 package's own modules inside a function, on a module of any length that answers several questions
 (one module per question: :func:`definition_groups`, with a chapter's typed findings about one
 object counted as one question, :func:`question_groups`), and on an environment variable read
@@ -106,7 +107,7 @@ def test_no_import_cycle():
     graph = {name: set() for name in modules()}
     for name, path in modules().items():
         for imported, _, _ in package_imports(path):
-            if imported != name and not name.startswith(imported + "."):  # a package's __init__
+            if imported != name:
                 graph[name].add(imported)
     state: dict[str, int] = {}
 
@@ -123,6 +124,17 @@ def test_no_import_cycle():
 
     for name in sorted(graph):
         visit(name, [])
+
+
+def test_no_module_imports_its_own_package_face():
+    """A module reaches a sibling by its full name (``import context_neurons.verdict.statistics
+    as st``), never through its package's ``__init__`` (``from context_neurons.verdict import
+    statistics``), which imports the module back: a cycle in the import graph (issue 51)."""
+    faces = [f"{name} imports {imported}, line {node.lineno}"
+             for name, path in modules().items()
+             for imported, node, _ in package_imports(path)
+             if imported != name and name.startswith(imported + ".")]
+    assert not faces, "import siblings by their full module name:\n" + "\n".join(faces)
 
 
 def test_no_package_import_inside_a_function():

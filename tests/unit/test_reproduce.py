@@ -8,6 +8,7 @@ import pytest
 from test_reference import readme_excerpt  # tests/unit/test_reference.py: the README quotes the table
 
 from context_neurons.__main__ import main
+from context_neurons.verdict.statistics import Verdict
 from verdict_cases import (  # tests/unit/verdict_cases.py
     evaluation_of,
     score_result,
@@ -157,7 +158,7 @@ def test_verdict_rows_summarise_scores_controls_and_the_secondary_set():
     from context_neurons.verdict.results import Controls, RandomDirections
 
     score = score_result()
-    controls = Controls(score_result(verdict="inconclusive"),
+    controls = Controls(score_result(verdict=Verdict.INCONCLUSIVE),
                         {"top": RandomDirections(1.5, 3, 0.25)})
     primary_only = evaluation_of({"frequency_aware": score})
     primary = replace(primary_only.primary, controls=controls)
@@ -221,16 +222,17 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
     under a line saying which protocol it is and whether it is the one to believe (v3 first)."""
     from context_neurons.reproduce import Row, format_table
 
+    from context_neurons.verdict.entries import Pending
     from context_neurons.verdict.results import Evaluation
 
     score = score_result()
     entry = score.to_json()
     evaluation = evaluation_of({"frequency_aware": score,
-                                "top": score_result(verdict="inconclusive")})
+                                "top": score_result(verdict=Verdict.INCONCLUSIVE)})
     stopped = Evaluation(protocol="v2", head_sets={"primary": []}, domains=[], eval_windows={},
                          eval_documents={}, n_resamples=0, stopped="no contextual head")
     v3 = {"trained-seed0": v3_case(truth=truth_case(), secondary={"frequency_aware": score}),
-          "trained-seed1": "pending: not trained"}
+          "trained-seed1": Pending("not trained")}
     rows = [Row("x", 1.0, "a row"), Row("discovery_evaluation", evaluation, show="json"),
             Row("discovery_evaluation_v2", stopped, show="json"),
             Row("discovery_evaluation_v3", v3, show="json")]

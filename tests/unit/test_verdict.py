@@ -391,6 +391,24 @@ def test_one_loader_gives_every_registered_protocol_typed():
         load_protocol("v4")
 
 
+def test_the_registry_lists_each_protocol_once_and_every_reader_takes_it_from_there():
+    """Issue 51: one registry of protocols (version, file, status, result key); the loader reads
+    each file from it, the main job's table prints the protocols newest first from it."""
+    from context_neurons.reproduce.pipeline import PROTOCOLS as SECTION
+    from context_neurons.verdict.protocol import protocol_file
+    from context_neurons.verdict.registry import PROTOCOLS, registered
+
+    versions = [p.version for p in PROTOCOLS]
+    assert versions == ["v1", "v2", "v3"]
+    assert len({p.file for p in PROTOCOLS}) == len({p.result_key for p in PROTOCOLS}) == 3
+    for protocol in PROTOCOLS:
+        assert registered(protocol.version) is protocol
+        assert protocol_file(protocol.file).is_file()
+        assert load_protocol(protocol.version).document["name"] == (
+            f"discovery-verdict-{protocol.version}")
+    assert SECTION == "protocols v1, v2, v3 (chapter 8)"
+
+
 def test_protocol_reads_every_rule_from_its_file():
     """The typed protocol holds the file's numbers, and quotes the file as registered."""
     protocol = load_protocol("v2")
@@ -437,9 +455,9 @@ def test_score_readings_and_the_planted_control_in_words():
     from context_neurons.verdict.evaluate import score_readings
     from context_neurons.verdict.planted import PlantedControl, ScoreAgainstPlanted
 
-    entry = score_result(verdict="inconclusive", auc=0.7, auc_ci95=[0.6, 0.8], spearman=0.5,
-                         spearman_ci95=[0.4, 0.6], precision=0.5, base_rate=0.4)
-    top = replace(entry, verdict="negative", auc_ci95=[0.45, 0.55])
+    entry = score_result(verdict=st.Verdict.INCONCLUSIVE, auc=0.7, auc_ci95=[0.6, 0.8],
+                         spearman=0.5, spearman_ci95=[0.4, 0.6], precision=0.5, base_rate=0.4)
+    top = replace(entry, verdict=st.Verdict.NEGATIVE, auc_ci95=[0.45, 0.55])
     fa_line, top_line = score_readings(evaluation_of({"frequency_aware": entry, "top": top}))
     assert "Its AUC 0.70 [0.60, 0.80] lies above chance" in fa_line
     assert "precision 0.50 against a base rate of 0.40" in fa_line

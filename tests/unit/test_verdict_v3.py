@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import math
 import re
 from pathlib import Path
@@ -25,19 +26,14 @@ from context_neurons.models.weights import as_weights
 from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.training.corpus import Doc
 from context_neurons.verdict import statistics as st
-from context_neurons.verdict import v3_report
-from context_neurons.verdict.protocol import FallbackCorpus, VerdictRule, load_protocol
-from context_neurons.verdict.protocol import load_protocol_v3
+from context_neurons.verdict import v3_report, v3_stored
+from context_neurons.checks import DataError
+from context_neurons.verdict.protocol import FallbackCorpus, RegisteredModels, Seeds
+from context_neurons.verdict.protocol import VerdictRule, load_protocol, load_protocol_v3
 from context_neurons.verdict.v3 import SENSITIVITY_D
-from context_neurons.verdict.v3_compare import (
-    ADDS_SOMETHING,
-    BASELINE_BETTER,
-    NO_DIFFERENCE,
-    NOT_TESTABLE,
-    paired_delta,
-    primary_comparison,
-    primary_verdict,
-)
+from context_neurons.verdict.statistics import Verdict
+from context_neurons.verdict.v3_compare import PrimaryVerdict, paired_delta, primary_comparison
+from context_neurons.verdict.v3_compare import primary_verdict
 from context_neurons.verdict.v3_data import (
     ConfirmDomain,
     Unit,
@@ -52,16 +48,8 @@ from context_neurons.verdict.v3_data import (
 from context_neurons.verdict.v3_heads import build_context_set, calibration_previous_share
 from context_neurons.verdict.v3_heads import fixed_group
 from context_neurons.verdict.v3_label_free import adjusted_rand_index, tf_idf_features
-from context_neurons.verdict.v3_report import (
-    NEURON_SEED,
-    NOT_EVALUATED,
-    PENDING,
-    PERMUTATION_SEED,
-    RANDOM_DIRECTIONS_SEED,
-    UNIT_SEED,
-    VOCABULARY_SEED,
-    model_entries,
-)
+from context_neurons.verdict.entries import EntryStatus, NotComparable, Pending
+from context_neurons.verdict.v3_report import NOT_EVALUATED, PENDING, model_entries
 from context_neurons.verdict.v3_result import jsonable
 from context_neurons.verdict.v3_scores import BAG_LENGTH, bag_of_tokens, bag_responses
 from context_neurons.verdict.v3_scores import shifts_against
@@ -82,11 +70,14 @@ def test_the_code_uses_the_registered_seeds_and_thresholds():
     boot, controls = PROTOCOL.document["bootstrap"], PROTOCOL.document["controls"]
     assert PROTOCOL.resamples == boot["resamples"] == 2000
     assert PROTOCOL.level == boot["level"] == 0.95
-    assert f"PCG64({UNIT_SEED})" in boot["unit_draws"]
-    assert f"PCG64({NEURON_SEED})" in boot["neuron_draws"]
-    assert f"PCG64({PERMUTATION_SEED})" in controls["neurons_permuted"]
-    assert f"torch seed {RANDOM_DIRECTIONS_SEED}" in controls["random_read_directions"]
-    assert f"seed {VOCABULARY_SEED}" in controls["vocabulary_permuted"]
+    seeds = PROTOCOL.seeds  # parsed from the protocol's words, once
+    assert seeds == Seeds(units=32, neurons=33, permutation=34, random_directions=35,
+                          vocabulary=36)
+    assert f"PCG64({seeds.units})" in boot["unit_draws"]
+    assert f"PCG64({seeds.neurons})" in boot["neuron_draws"]
+    assert f"PCG64({seeds.permutation})" in controls["neurons_permuted"]
+    assert f"torch seed {seeds.random_directions}" in controls["random_read_directions"]
+    assert f"seed {seeds.vocabulary}" in controls["vocabulary_permuted"]
     truth = PROTOCOL.document["truth"]
     assert "min_cohens_d 0.5 and 2.0" in truth["sensitivity"]["cohens_d"]
     assert SENSITIVITY_D == (0.5, 2.0)
@@ -113,6 +104,29 @@ def test_the_typed_protocol_reads_the_registered_values():
     assert PROTOCOL.data.cal_windows_per_domain == document["data"]["cal"][
         "cal_windows_per_domain"] == 64
     assert dict(PROTOCOL.data.fallback) == {"code": FallbackCorpus("python_stdlib_tests", 1025)}
+    assert "max(1, 1024 // n_ctx)" in confirm["windows_per_unit"]
+    assert PROTOCOL.data.tokens_per_unit == 1024
+    assert [PROTOCOL.data.windows_per_unit(n) for n in (256, 1024, 2048)] == [4, 1, 1]
+
+
+def test_the_registered_models_and_when_one_is_comparable_are_read_from_the_file():
+    models = PROTOCOL.document["models"]
+    assert PROTOCOL.models == RegisteredModels(
+        ("trained-seed0", "trained-seed1", "gpt2-layer0-shape"), 0.15)
+    assert list(PROTOCOL.models.names) == [k for k, v in models.items() if isinstance(v, dict)]
+    assert models[PROTOCOL.models.names[0]]["role"] == "primary"
+    assert "heldout_fraction 0.15 " in models["comparable_when"]
+    assert PROTOCOL.document["data"]["inventory"]["heldout_fraction"] == 0.15
+    assert v3_report.MODELS == PROTOCOL.models.names
+    named = {*v3_stored.REGISTERED_DIRS, *v3_stored.WEIGHTS_NOT_KEPT_DIRS, *v3_stored.PENDING_WHY}
+    assert named <= set(PROTOCOL.models.names)
+
+
+def test_a_registered_number_the_words_do_not_hold_stops_with_a_data_error():
+    controls = {**PROTOCOL.document["controls"], "vocabulary_permuted": "token ids permuted"}
+    document = {**PROTOCOL.document, "controls": controls}
+    with pytest.raises(DataError, match="register no single number"):
+        Seeds.from_json(document)
     rules = document["primary_comparison"]["verdict"]
     assert PROTOCOL.primary.equivalence_margin == rules["equivalence_margin"] == 0.05
     assert set(PROTOCOL.primary.rules) == {"adds_something", "baseline_better",
@@ -400,7 +414,7 @@ def test_the_effect_count_reads_negative_effects_too():
                              st.Shifts((shift * (1 - context))[None], np.ones((1, 6))),
                              spec.min_cohens_d, spec.min_context_part)
     summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec,
-                               spec.min_cohens_d)
+                               spec.min_cohens_d, PROTOCOL.level)
     assert (summary.n_effect, summary.n_truth, summary.removed) == (4, 2, 2)
     assert summary.removed_share == 0.5 and not summary.removes_almost_none
     assert summary.neurons == [0, 1] and summary.domains == {"a": 1, "b": 1}
@@ -408,7 +422,8 @@ def test_the_effect_count_reads_negative_effects_too():
                                   "context criterion removes 2 (50.0%)")
     # every large effect from the context set: nothing removed, and the label says so
     point = st.additive_truth(full, st.Shifts(np.zeros((3, 6)), np.ones(6)), 1.0, 0.5)
-    summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec, 1.0)
+    summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec, 1.0,
+                               PROTOCOL.level)
     assert (summary.n_effect, summary.n_truth, summary.removed) == (4, 4, 0)
     assert summary.removes_almost_none and "removes almost none" in summary.sentence()
 
@@ -496,13 +511,13 @@ def test_delta_takes_the_best_baseline_inside_each_resample():
 
 
 @pytest.mark.parametrize("ci, n_truth, has_context, expected, equivalent", [
-    ([0.001, 0.2], 30, True, ADDS_SOMETHING, False),
-    ([-0.2, -0.001], 30, True, BASELINE_BETTER, False),
-    ([0.0, 0.04], 30, True, NO_DIFFERENCE, True),  # a lower bound of exactly 0 is not > 0
-    ([-0.05, 0.05], 30, True, NO_DIFFERENCE, True),  # the margin's ends count as inside
-    ([-0.06, 0.02], 30, True, NO_DIFFERENCE, False),
-    ([0.1, 0.2], 29, True, NOT_TESTABLE, False),
-    ([0.1, 0.2], 30, False, NOT_TESTABLE, False),
+    ([0.001, 0.2], 30, True, PrimaryVerdict.ADDS_SOMETHING, False),
+    ([-0.2, -0.001], 30, True, PrimaryVerdict.BASELINE_BETTER, False),
+    ([0.0, 0.04], 30, True, PrimaryVerdict.NO_DIFFERENCE, True),  # a lower bound 0 is not > 0
+    ([-0.05, 0.05], 30, True, PrimaryVerdict.NO_DIFFERENCE, True),  # the margin's ends: inside
+    ([-0.06, 0.02], 30, True, PrimaryVerdict.NO_DIFFERENCE, False),
+    ([0.1, 0.2], 29, True, PrimaryVerdict.NOT_TESTABLE, False),
+    ([0.1, 0.2], 30, False, PrimaryVerdict.NOT_TESTABLE, False),
 ])
 def test_primary_verdict_labels(ci, n_truth, has_context, expected, equivalent):
     label, inside = primary_verdict(ci, n_truth, has_context,
@@ -512,8 +527,8 @@ def test_primary_verdict_labels(ci, n_truth, has_context, expected, equivalent):
 
 def test_unit_draws_and_neuron_draws_use_separate_generators():
     index, units = np.array([0, 0, 1, 1]), ["x", "y", "z", "w"]
-    weights = st.cluster_weights(index, units, 5, UNIT_SEED)
-    rng = np.random.Generator(np.random.PCG64(UNIT_SEED))
+    weights = st.cluster_weights(index, units, 5, PROTOCOL.seeds.units)
+    rng = np.random.Generator(np.random.PCG64(PROTOCOL.seeds.units))
     first = rng.integers(0, 2, size=(5, 2))  # domain 0's draws come first
     assert weights[:, 0].tolist() == (first == 0).sum(1).tolist()
 
@@ -530,18 +545,53 @@ def test_pending_models_are_named_never_left_out(monkeypatch, tmp_path):
     monkeypatch.setattr(v3_stored, "WEIGHTS_NOT_KEPT_DIRS",
                         {"gpt2-layer0-shape": tmp_path / "none"})
     monkeypatch.setattr(v3_report, "REGISTERED_DIRS", v3_stored.REGISTERED_DIRS)
-    seed0 = v3_case(primary=primary_case(verdict=NO_DIFFERENCE))
+    seed0 = v3_case(primary=primary_case(verdict=PrimaryVerdict.NO_DIFFERENCE))
     out = model_entries({"trained-seed0": seed0})
     assert out["trained-seed1"] == NOT_EVALUATED  # in the package, but no result here
-    assert out["gpt2-layer0-shape"].startswith("pending: no v3 result from a lent GPU")
+    assert isinstance(out["gpt2-layer0-shape"], Pending)
+    assert str(out["gpt2-layer0-shape"]).startswith("pending: no v3 result from a lent GPU")
     monkeypatch.setattr(v3_report, "PENDING_WHY", {})
     assert model_entries({"trained-seed0": seed0})["gpt2-layer0-shape"] == PENDING
     out = model_entries({"trained-seed0": seed0, "trained-seed1": v3_case(
-        primary=primary_case(verdict=ADDS_SOMETHING))})
+        primary=primary_case(verdict=PrimaryVerdict.ADDS_SOMETHING))})
     assert out["trained-seed1"].replicates is False
     # a model the protocol cannot judge is reported with its reason and no number
-    out = model_entries({"trained-seed0": "not comparable: corpus weights differ"})
-    assert out["trained-seed0"] == "not comparable: corpus weights differ"
+    out = model_entries({"trained-seed0": NotComparable("corpus weights differ")})
+    assert out["trained-seed0"].status == EntryStatus.NOT_COMPARABLE
+    assert out["trained-seed0"].reason == "corpus weights differ"
+    assert out["trained-seed0"].to_json() == "not comparable: corpus weights differ"
+
+
+def test_a_model_without_a_result_is_a_typed_entry_that_prints_its_one_line():
+    """Issue 51: why a registered model has no result is a value with its status and its reason
+    as fields (no reader parses it back out of text); it prints and goes to the JSON as the
+    line it was before it was typed."""
+    from context_neurons.verdict.entries import NotEvaluated, StaleStored
+
+    assert str(PENDING) == PENDING.to_json() == "pending: not trained"
+    assert isinstance(NOT_EVALUATED, NotEvaluated) and str(NOT_EVALUATED).startswith(
+        "not evaluated in this run (`python -m context_neurons reproduce --model trained`")
+    assert str(NotComparable("corpus weights differ")) == "not comparable: corpus weights differ"
+    assert str(StaleStored("weights changed")) == "stored result not used: weights changed"
+    assert Pending("x") != NotComparable("x") and Pending("x") == Pending("x")
+    assert v3_case().status == EntryStatus.THIS_RUN
+    assert replace(v3_case(), stored={"command": "c"}).status == EntryStatus.STORED
+
+
+def test_verdicts_are_enums_whose_words_print_and_read_back_unchanged():
+    from context_neurons.verdict.results import ScoreResult
+    from context_neurons.verdict.v3_compare import PrimaryComparison
+
+    written = json.loads(json.dumps(score_result(verdict=Verdict.INCONCLUSIVE).to_json()))
+    assert written["verdict"] == "inconclusive" and "deciding_truth_size" in written
+    read = ScoreResult.from_json(written)  # a stored word is read back as its member
+    assert read.verdict is Verdict.INCONCLUSIVE and f"{read.verdict.upper()}" == "INCONCLUSIVE"
+    primary = primary_case(verdict=PrimaryVerdict.NO_DIFFERENCE)
+    written = json.loads(json.dumps(primary.to_json()))
+    assert written["verdict"] == "no difference shown" and "(equivalent" in written["words"]
+    assert PrimaryComparison.from_json(written).verdict is PrimaryVerdict.NO_DIFFERENCE
+    sensitivity = PrimaryComparison.from_json({**written, "verdict": None})
+    assert sensitivity.verdict is None  # a sensitivity: no verdict
 
 
 def _fake_model_dir(folder: Path, weights: bytes) -> Path:
@@ -556,7 +606,8 @@ def test_a_stored_result_is_used_only_for_the_weights_and_protocol_it_was_comput
 
     folder = _fake_model_dir(tmp_path / "seed1", b"weights")
     monkeypatch.setattr(v3_stored, "REGISTERED_DIRS", {"trained-seed1": folder})
-    entry = v3_case(model="trained-seed1", primary=primary_case(verdict=ADDS_SOMETHING))
+    entry = v3_case(model="trained-seed1",
+                    primary=primary_case(verdict=PrimaryVerdict.ADDS_SOMETHING))
     path = v3_stored.store_result(folder, "trained-seed1", entry.to_json(),
                                   "python -m x --store", 1)
     assert path == folder / v3_stored.STORED_FILE and not list(folder.glob(".*tmp*"))
@@ -565,14 +616,15 @@ def test_a_stored_result_is_used_only_for_the_weights_and_protocol_it_was_comput
     assert replace(read, stored=None) == entry  # typed, and read back unchanged
     assert "stored result, not computed in this run" in v3_stored.stored_words(read)
     out = model_entries({"trained-seed0": v3_case(
-        primary=primary_case(verdict=ADDS_SOMETHING))})
+        primary=primary_case(verdict=PrimaryVerdict.ADDS_SOMETHING))})
     assert out["trained-seed1"].replicates is True and out["trained-seed1"].stored
     out = model_entries({"trained-seed0": v3_case()})  # no difference shown
     assert out["trained-seed1"].replicates is False
     assert model_entries({})["trained-seed1"].replicates is None  # seed 0 not evaluated
     (folder / "model.safetensors").write_bytes(b"other weights")  # retrained: stale
     stale = v3_stored.stored_entry("trained-seed1")
-    assert stale.startswith("stored result not used: weights changed") and "python -m x" in stale
+    assert stale.status == EntryStatus.STALE and "python -m x" in stale.reason
+    assert str(stale).startswith("stored result not used: weights changed")
     monkeypatch.setattr(v3_stored, "WEIGHTS_NOT_KEPT_DIRS",
                         {"gpt2-layer0-shape": tmp_path / "none"})
     assert v3_stored.stored_entry("gpt2-layer0-shape") is None
@@ -591,12 +643,12 @@ def test_a_result_whose_weights_were_not_kept_is_labelled_and_checked_against_th
     folder.mkdir()
     monkeypatch.setattr(v3_stored, "WEIGHTS_NOT_KEPT_DIRS", {"gpt2-layer0-shape": folder})
     nan = math.nan  # an empty truth: every AUC undefined, written to JSON as null
-    primary = primary_case(verdict=NOT_TESTABLE, score_auc=nan, score_auc_ci95=[nan, nan],
-                           delta=nan, delta_ci95=[nan, nan], n_truth=0,
+    primary = primary_case(verdict=PrimaryVerdict.NOT_TESTABLE, score_auc=nan,
+                           score_auc_ci95=[nan, nan], delta=nan, delta_ci95=[nan, nan], n_truth=0,
                            baselines=(baseline_case(auc=nan, auc_ci95=[nan, nan]),))
     entry = v3_case(model="gpt2-layer0-shape", primary=primary, truth=truth_case(
         n_truth=0, n_truth_ci95=[nan, nan]), secondary={"frequency_aware": score_result(
-            auc=nan, auc_ci95=[nan, nan], verdict=NOT_TESTABLE)})
+            auc=nan, auc_ci95=[nan, nan], verdict=Verdict.NOT_TESTABLE)})
     when = datetime.datetime(2026, 11, 27, 22, 53, tzinfo=datetime.timezone.utc)
     v3_stored.store_result(folder, "gpt2-layer0-shape", jsonable(entry.to_json()),
                            "v3 --device cuda", 12, when,
@@ -615,10 +667,10 @@ def test_a_result_whose_weights_were_not_kept_is_labelled_and_checked_against_th
         "stored result, not computed in this run: `v3 --device cuda` on 2026-11-27 22:53 UTC "
         "(12 thread(s), torch 2.11.0+cu130, on cuda (H100)); its weights were not kept")
     # not testable: it neither replicates nor contradicts seed 0
-    seed0 = v3_case(primary=primary_case(verdict=NO_DIFFERENCE))
+    seed0 = v3_case(primary=primary_case(verdict=PrimaryVerdict.NO_DIFFERENCE))
     assert model_entries({"trained-seed0": seed0})["gpt2-layer0-shape"].replicates is None
     monkeypatch.setattr(v3_stored, "_protocol_hashes", lambda: {"changed": "0"})
-    assert v3_stored.stored_entry("gpt2-layer0-shape").startswith(
+    assert str(v3_stored.stored_entry("gpt2-layer0-shape")).startswith(
         "stored result not used: protocol changed")
 
 
@@ -629,7 +681,7 @@ def test_the_shipped_gpt2_shaped_result_matches_the_protocol_and_its_training_re
     from context_neurons.verdict.v3_stored import WEIGHTS_NOT_KEPT_DIRS, stored_entry
 
     entry = stored_entry("gpt2-layer0-shape")
-    assert not isinstance(entry, str) and entry is not None, entry
+    assert entry is not None and entry.status == EntryStatus.STORED, entry
     record = read_record(WEIGHTS_NOT_KEPT_DIRS["gpt2-layer0-shape"])
     assert v3_report.model_key(record) == entry.model == "gpt2-layer0-shape"
     assert record["config"]["d_mlp"] == 3072 and entry.stored["device"].startswith("cuda")
@@ -643,9 +695,9 @@ def test_the_shipped_replication_result_matches_the_shipped_weights_and_protocol
     from context_neurons.verdict.v3_stored import stored_entry
 
     entry = stored_entry("trained-seed1")
-    assert not isinstance(entry, str) and entry is not None, entry
+    assert entry is not None and entry.status == EntryStatus.STORED, entry
     assert entry.model == "trained-seed1" and entry.primary.verdict in (
-        ADDS_SOMETHING, NO_DIFFERENCE, "baseline better")
+        PrimaryVerdict.ADDS_SOMETHING, PrimaryVerdict.NO_DIFFERENCE, PrimaryVerdict.BASELINE_BETTER)
 
 
 def test_replication_rows_put_every_model_side_by_side():
@@ -655,7 +707,7 @@ def test_replication_rows_put_every_model_side_by_side():
     seed0 = v3_case((1, 6, 7), truth=truth_case(n_truth=157), primary=primary)
     stored = {"command": "c", "computed": "2026-11-27 06:20 UTC", "threads": 1,
               "versions": {"torch": "2.13.0"}}
-    seed1 = replace(seed0, primary=replace(primary, verdict="baseline better"),
+    seed1 = replace(seed0, primary=replace(primary, verdict=PrimaryVerdict.BASELINE_BETTER),
                     replicates=False, stored=stored)
     rows = replication_rows({"trained-seed0": seed0, "trained-seed1": seed1,
                              "gpt2-layer0-shape": PENDING})
@@ -735,7 +787,7 @@ def test_baseline_records_and_sentences_print_every_baseline_and_model():
     primary = primary_case(
         (baseline_case(difference_ci95=[0.42, 0.54]),), score_auc=0.92,
         score_auc_ci95=[0.89, 0.94], delta=0.49, delta_ci95=[0.42, 0.54], best_baseline="top",
-        verdict="adds something", equivalent_within_margin=False)
+        verdict=PrimaryVerdict.ADDS_SOMETHING, equivalent_within_margin=False)
     records = baseline_records(primary)
     assert records == {
         "frequency_aware": {"AUC": "0.920 [0.890, 0.940]", "score minus it": "-",
@@ -743,11 +795,11 @@ def test_baseline_records_and_sentences_print_every_baseline_and_model():
         "top": {"AUC": "0.430 [0.390, 0.490]", "score minus it": "0.490 [0.420, 0.540]",
                 "best in resamples": "0 of 2000"}}
     seed1 = v3_case((2,), replicates=False, primary=replace(
-        primary, verdict="no difference shown"), secondary={})
+        primary, verdict=PrimaryVerdict.NO_DIFFERENCE), secondary={})
     stopped = v3_case((), truth=None, primary=None, secondary={},
                             stopped="not testable: no non-local contextual head")
     lines = verdict_sentences_v3({"trained-seed0": stopped, "trained-seed1": seed1,
-                                  "gpt2-layer0-shape": "pending: not trained"})
+                                  "gpt2-layer0-shape": PENDING})
     assert lines[0] == ("trained-seed0: context set []: not testable: no non-local contextual "
                         "head")
     assert lines[1] == ("trained-seed1: context set [2]; 40 context neurons by activation of 45 "
@@ -763,7 +815,7 @@ def test_the_equivalence_label_goes_only_with_no_difference_shown():
     base = primary_case(delta=-0.02, delta_ci95=[-0.04, -0.01], best_baseline="top")
     assert "(equivalent within 0.05)" in base.words()
     assert base.label() == "no difference shown (equivalent within 0.05)"
-    for verdict in ("baseline better", "adds something", None):
+    for verdict in (PrimaryVerdict.BASELINE_BETTER, PrimaryVerdict.ADDS_SOMETHING, None):
         words = replace(base, verdict=verdict).words()
         assert "equivalent" not in words, words
     assert replace(base, verdict=None).words() == (
@@ -774,13 +826,11 @@ def test_the_equivalence_label_goes_only_with_no_difference_shown():
 def test_decomposition_readings_word_each_registered_verdict():
     """Chapter 8.10's sentences, computed in the package (issue 33): each primary verdict the
     protocol registers has its words about the decomposition."""
-    from context_neurons.verdict.v3_compare import ADDS_SOMETHING, BASELINE_BETTER
-    from context_neurons.verdict.v3_compare import NO_DIFFERENCE, NOT_TESTABLE
     from context_neurons.verdict.v3_report import MEANING, decomposition_readings
 
-    assert set(MEANING) == {ADDS_SOMETHING, BASELINE_BETTER, NO_DIFFERENCE, NOT_TESTABLE}
+    assert set(MEANING) == set(PrimaryVerdict)
     result = v3_case(primary=primary_case(
-        verdict=NO_DIFFERENCE, delta=0.001, delta_ci95=[-0.019, 0.017],
+        verdict=PrimaryVerdict.NO_DIFFERENCE, delta=0.001, delta_ci95=[-0.019, 0.017],
         best_baseline="d_without_share"))
     primary, secondary = decomposition_readings(result)
     assert primary == ("- Protocol v3 (confirmatory), primary: NO DIFFERENCE SHOWN. The "
@@ -798,10 +848,10 @@ def test_detail_lines_word_every_secondary_control_sensitivity_and_unpooled_doma
     from context_neurons.verdict.v3_report import detail_lines
     from context_neurons.verdict.v3_result import NonPooledDomain, Sensitivity, V3Controls
 
-    score = score_result(verdict="inconclusive", auc=0.7, auc_ci95=[0.6, 0.8], spearman=0.2,
-                         spearman_ci95=[0.1, 0.3], precision=0.25, base_rate=0.1)
+    score = score_result(verdict=Verdict.INCONCLUSIVE, auc=0.7, auc_ci95=[0.6, 0.8],
+                         spearman=0.2, spearman_ci95=[0.1, 0.3], precision=0.25, base_rate=0.1)
     entry = v3_case(
-        secondary={"frequency_aware": score, "top": replace(score, verdict="negative")},
+        secondary={"frequency_aware": score, "top": replace(score, verdict=Verdict.NEGATIVE)},
         controls=V3Controls(Controls(score, {})),
         sensitivities={"cohens_d_0.5": Sensitivity(n_truth=40, note="wider truth")},
         non_pooled={"astronomy": NonPooledDomain(1, 4, None, 0, [], [])})

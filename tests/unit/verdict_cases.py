@@ -6,7 +6,8 @@ a context set, a truth, a primary comparison and the secondary verdicts."""
 from __future__ import annotations
 
 from context_neurons.verdict.results import Evaluation, HeadSetResult, ScoreResult
-from context_neurons.verdict.v3_compare import BaselineResult, PrimaryComparison
+from context_neurons.verdict.statistics import Verdict
+from context_neurons.verdict.v3_compare import BaselineResult, PrimaryComparison, PrimaryVerdict
 from context_neurons.verdict.v3_heads import ContextSet
 from context_neurons.verdict.v3_result import DataSummary, V3Evaluation
 from context_neurons.verdict.v3_truth import TruthSummary
@@ -16,7 +17,8 @@ def score_result(**changes) -> ScoreResult:
     """A positive score (AUC 0.9 [0.8, 0.95], rho 0.5 [0.4, 0.6], precision 0.6 at |T| = 10 of
     50) with ``changes``."""
     values = dict(auc=0.9, auc_ci95=[0.8, 0.95], spearman=0.5, spearman_ci95=[0.4, 0.6],
-                  precision=0.6, base_rate=0.2, n_truth=10, verdict="positive", criteria={})
+                  precision=0.6, base_rate=0.2, n_truth=10, verdict=Verdict.POSITIVE,
+                  criteria={})
     return ScoreResult(**{**values, **changes})
 
 
@@ -43,7 +45,7 @@ def primary_case(baselines: tuple[BaselineResult, ...] = (), **changes) -> Prima
     values = dict(score="frequency_aware", score_auc=0.9, score_auc_ci95=[0.8, 0.95],
                   delta=0.01, delta_ci95=[-0.02, 0.03], best_baseline="bag_of_tokens",
                   baselines=tuple(baselines), n_truth=40, n_resamples=2000,
-                  undefined_resamples=0, verdict="no difference shown",
+                  undefined_resamples=0, verdict=PrimaryVerdict.NO_DIFFERENCE,
                   equivalent_within_margin=True)
     return PrimaryComparison(**{**values, **changes})
 
@@ -66,5 +68,5 @@ def v3_case(heads: tuple[int, ...] = (1, 6), **changes) -> V3Evaluation:
                   data=DataSummary({}, pooled=["code"], not_pooled=[], no_confirm_data=[]),
                   context_set=context, truth=truth_case(), primary=primary_case(),
                   secondary={"frequency_aware": score_result(),
-                             "top": score_result(verdict="negative")})
+                             "top": score_result(verdict=Verdict.NEGATIVE)})
     return V3Evaluation(**{**values, **changes})

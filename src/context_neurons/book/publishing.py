@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import context_neurons.book.colab as colab
 from context_neurons import config
-from context_neurons.book import colab
 from context_neurons.checks import InputError
 from context_neurons.files import write_text_whole
 

@@ -29,7 +29,7 @@ import ast
 import re
 from pathlib import Path
 
-from context_neurons.book import myst
+import context_neurons.book.myst as myst
 from context_neurons.book.exercise_checks import CHECKS
 from context_neurons.book.notebooks import BOOK, REPO, chapter_files, read_chapter
 

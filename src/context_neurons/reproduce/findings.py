@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_compare import ADDS_SOMETHING, BASELINE_BETTER, NO_DIFFERENCE
 from context_neurons.verdict.v3_compare import interval_text
@@ -92,11 +93,11 @@ def _neurons(n: int) -> str:
     return f"{n} neuron{'' if n == 1 else 's'}"
 
 
-def finding(name: str, entry: V3Evaluation | str, min_truth: int) -> Finding:
+def finding(name: str, entry: V3Evaluation | NoResult, min_truth: int) -> Finding:
     """One registered model's finding from its v3 entry (a result, or why there is none)."""
     reader = READER_NAMES.get(name, name)
-    if isinstance(entry, str):
-        return Finding(name, reader, None, verdict=entry)
+    if isinstance(entry, NoResult):
+        return Finding(name, reader, None, verdict=str(entry))
     n_truth = entry.truth.n_truth if entry.truth is not None else None
     if entry.primary is None:
         return Finding(name, reader, n_truth, verdict=f"not testable: {entry.stopped}")

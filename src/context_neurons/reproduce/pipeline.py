@@ -44,12 +44,13 @@ from context_neurons.stability import bootstrap_standard_error, coefficient_of_v
 from context_neurons.stability import DenominatorStudy, denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy
 from context_neurons.training.heldout import labelled_windows, read_record
+from context_neurons.verdict.registry import PROTOCOLS as REGISTERED
 
 #: Thresholds of the sweep reported beside the chosen one.
 SWEEP_THETAS = (4.0, 5.0, 8.0, 12.0)
 #: Titles of the table's sections that two steps share (:func:`in_section`).
 DISCOVERY = "discovery (chapters 4-5)"
-PROTOCOLS = "protocols v1, v2, v3 (chapter 8)"
+PROTOCOLS = f"protocols {', '.join(p.version for p in REGISTERED)} (chapter 8)"
 
 
 def taxonomy_rows(taxonomy: HeadTaxonomy, truth: PlantedTruth | None) -> list[Row]:

@@ -27,6 +27,7 @@ from context_neurons.method import MethodValues
 from context_neurons.printing import wrapped
 from context_neurons.reproduce.paper import PAPER
 from context_neurons.taxonomy import HeadTaxonomy
+from context_neurons.verdict.registry import registered
 from context_neurons.verdict.results import Evaluation
 
 
@@ -162,9 +163,7 @@ class Results:
         """A protocol's whole result (``"v1"``, ``"v2"``: an :class:`Evaluation`; ``"v3"``:
         every registered model's entry, a ``V3Evaluation`` or why it has none), None when the
         run did not evaluate it (no held-out documents, or not a trained model)."""
-        key = {"v1": "discovery_evaluation", "v2": "discovery_evaluation_v2",
-               "v3": "discovery_evaluation_v3"}[protocol]
-        value = self.value(key)
+        value = self.value(registered(protocol).result_key)
         return value if isinstance(value, (Evaluation, dict)) else None
 
     def to_json(self) -> str:

@@ -16,8 +16,10 @@ import pandas as pd
 
 from context_neurons.printing import fixed, number_cell, significant
 from context_neurons.reproduce.results import Results, Row
-from context_neurons.verdict import verdict_sentences
-from context_neurons.verdict.v3_report import verdict_sentences_v3
+from context_neurons.verdict.evaluate import verdict_sentences
+from context_neurons.verdict.registry import PROTOCOLS
+from context_neurons.verdict.results import Evaluation
+from context_neurons.verdict.v3_report import Entries, verdict_sentences_v3
 
 
 def number(value: float) -> str:
@@ -176,16 +178,13 @@ def _record_table(name: str, items: list[tuple[str, dict]], index: str,
     return _markdown([index, *fields], body) + notes.take()
 
 
-#: The protocols whose verdicts the table prints in words: the protocol, its status
-#: (registered when, and whether it is the one to believe) and its sentences.
-PROTOCOLS = (
-    ("v3", "v3 (confirmatory: registered before any of its numbers, on "
-     "documents no earlier evaluation read)", verdict_sentences_v3),
-    ("v2", "v2 (registered after v1's verdicts were seen; superseded by v3)",
-     verdict_sentences),
-    ("v1", "v1 (registered before any verdict; superseded by v3)",
-     verdict_sentences),
-)
+def _sentences(evaluation: Evaluation | Entries) -> list[str]:
+    """A protocol's verdicts in words: an :class:`Evaluation` (v1, v2), or every registered
+    model's entry (v3)."""
+    if isinstance(evaluation, Evaluation):
+        return verdict_sentences(evaluation)
+    return verdict_sentences_v3(evaluation)
+
 
 #: Labels of rows that were not computed: printed as notes under the table.
 SKIPPED_PREFIXES = ("not computed", "no contextual head")
@@ -233,16 +232,16 @@ def _main_tables(results: Results, notes: Notes,
 def _words(results: Results) -> list[str]:
     """The lines in words under the tables: what was not computed and why (the JSON's labels
     hold it too), the readings, and the verdicts (chapter 8) of each protocol the run
-    evaluated, each with its status."""
+    evaluated, each with its status, the latest registered first."""
     rows = results.rows
     out = [line for r in rows if r.label.startswith(SKIPPED_PREFIXES)
            for line in wrap(f"note: {r.key}: {r.label}")]
     out += [line for r in rows if r.reading for line in wrap(f"reading: {r.key}: {r.reading}")]
-    for name, protocol, sentences in PROTOCOLS:
-        evaluation = results.evaluation(name)
+    for protocol in reversed(PROTOCOLS):
+        evaluation = results.evaluation(protocol.version)
         if evaluation is not None:
-            out += wrap(f"verdict, protocol {protocol}:")
-            out += [line for s in sentences(evaluation) for line in wrap(s, "  ")]
+            out += wrap(f"verdict, protocol {protocol.status}:")
+            out += [line for s in _sentences(evaluation) for line in wrap(s, "  ")]
     return out
 
 

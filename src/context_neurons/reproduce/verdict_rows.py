@@ -19,7 +19,9 @@ from context_neurons.reproduce.results import PreviousTokenHeads, Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict.evaluate import previous_token_heads
+from context_neurons.verdict.registry import registered
 from context_neurons.verdict.results import RANDOM_DIRECTIONS, Evaluation, ScoreResult
+from context_neurons.verdict.statistics import Verdict
 
 KEYS = ("previous_token_heads", "activation_truth_neurons", "discovery_scores",
         "discovery_primary_score", "discovery_verdict")
@@ -75,7 +77,7 @@ def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | N
     ]
     primary = result.primary
     if primary is None:
-        rows.append(Row("discovery_verdict", "not testable", result.stopped or ""))
+        rows.append(Row("discovery_verdict", Verdict.NOT_TESTABLE, result.stopped or ""))
         return rows, previous
     scores = _scores(result)
     rows += [
@@ -91,7 +93,7 @@ def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | N
         Row("discovery_verdict", primary.scores[primary_name].verdict,
             "the pre-registered verdict of the frequency-aware score (positive, negative, "
             "anti-ranking, inconclusive or not testable)"),
-        Row("discovery_evaluation", result, "the protocol's whole result", show="json"),
+        Row(registered("v1").result_key, result, "the protocol's whole result", show="json"),
     ]
     return rows + _v2_rows(method, record, data, n_resamples, cache, progress), previous
 
@@ -105,7 +107,7 @@ def _v2_rows(method: MethodValues, record: dict, data: dict, n_resamples: int | 
                       cache=cache, progress=progress, method=method)
     primary = result.primary
     if primary is None:
-        return [Row("discovery_verdict_v2", "not testable", result.stopped or "")]
+        return [Row("discovery_verdict_v2", Verdict.NOT_TESTABLE, result.stopped or "")]
     name = protocol.primary_score
     scores = _scores(result)
     threshold = result.truth_threshold.min_cohens_d
@@ -120,5 +122,5 @@ def _v2_rows(method: MethodValues, record: dict, data: dict, n_resamples: int | 
             "each score and control against protocol v2's truth (as above)", show="records"),
         Row("discovery_verdict_v2", primary.scores[name].verdict,
             "protocol v2's verdict of the frequency-aware score (registered after v1's)"),
-        Row("discovery_evaluation_v2", result, "protocol v2's whole result", show="json"),
+        Row(registered("v2").result_key, result, "protocol v2's whole result", show="json"),
     ]

@@ -19,12 +19,16 @@ from context_neurons.method import MethodValues
 from context_neurons.reproduce.results import Row
 from context_neurons.training.heldout import read_record
 from context_neurons.verdict.v3 import evaluate_v3
+from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
+from context_neurons.verdict.registry import registered
 from context_neurons.verdict.v3_data import v3_data
-from context_neurons.verdict.v3_compare import interval_text
+from context_neurons.verdict.v3_compare import PrimaryVerdict, interval_text
 from context_neurons.verdict.v3_report import Entries, baseline_records, model_entries, model_key
 from context_neurons.verdict.v3_result import V3Evaluation
 
+#: The row of the whole result (:mod:`~context_neurons.verdict.registry`).
+RESULT_KEY = registered("v3").result_key
 KEYS = ("context_heads_v3", "activation_truth_neurons_v3", "discovery_baselines_v3",
         "discovery_verdict_v3")
 
@@ -36,8 +40,8 @@ def _secondary(entry: V3Evaluation) -> dict[str, dict[str, str]]:
 
 
 def _models(models: Entries) -> dict[str, dict[str, str]]:
-    return {name: {"primary verdict": entry if isinstance(entry, str) else entry.primary_verdict}
-            for name, entry in models.items()}
+    return {name: {"primary verdict": str(entry) if isinstance(entry, NoResult)
+                   else entry.primary_verdict} for name, entry in models.items()}
 
 
 def v3_rows(loaded: LoadedModel, method: MethodValues, progress: bool = False,
@@ -62,11 +66,10 @@ def v3_rows(loaded: LoadedModel, method: MethodValues, progress: bool = False,
             f"{cs.left_out_by_fix + cs.left_out_by_cal_windows or 'none'})"),
     ]
     if result.stopped:
-        return rows + [Row("discovery_verdict_v3", "not testable", result.stopped),
+        return rows + [Row("discovery_verdict_v3", PrimaryVerdict.NOT_TESTABLE, result.stopped),
                        Row("discovery_models_v3", _models(models), "every registered model",
                            show="records"),
-                       Row("discovery_evaluation_v3", models, "protocol v3's whole result",
-                           show="json")]
+                       Row(RESULT_KEY, models, "protocol v3's whole result", show="json")]
     primary, truth = result.primary, result.truth
     return rows + [
         Row("activation_truth_neurons_v3", truth.n_truth,
@@ -86,9 +89,8 @@ def v3_rows(loaded: LoadedModel, method: MethodValues, progress: bool = False,
             "every model protocol v3 registers: a replication not trained is pending, "
             "one computed elsewhere is stored and labelled so",
             show="records"),
-        Row("discovery_evaluation_v3", models, "protocol v3's whole result, every model",
-            show="json"),
+        Row(RESULT_KEY, models, "protocol v3's whole result, every model", show="json"),
     ]
 
 
-__all__ = ["KEYS", "v3_rows"]
+__all__ = ["KEYS", "RESULT_KEY", "v3_rows"]

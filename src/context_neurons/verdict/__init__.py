@@ -10,10 +10,37 @@ numbers: the truth's spread of single positions, and broad heads as stable as th
 
 Protocol v3 (``discovery-verdict-v3.json``, registered before any v3 number) is run by
 :mod:`.v3` (``python -m context_neurons v3``, or ``python -m context_neurons.verdict.v3``; not
-imported here, so that ``-m`` runs it once): CONFIRM data (:mod:`.v3_data`), the context set (:mod:`.v3_heads`), the truth
-(:mod:`.v3_truth`), the score and its baselines (:mod:`.v3_scores`), the primary comparison
-(:mod:`.v3_compare`), the exploratory label-free arm (:mod:`.v3_label_free`) and the report
-(:mod:`.v3_report`).
+imported here, so that ``-m`` runs it once): CONFIRM data (:mod:`.v3_data`), the context set
+(:mod:`.v3_heads`), the truth (:mod:`.v3_truth`), the score and its baselines
+(:mod:`.v3_scores`), the primary comparison (:mod:`.v3_compare`), the exploratory label-free arm
+(:mod:`.v3_label_free`) and the report (:mod:`.v3_report`).
+
+The design every protocol moves to (issue 51). Done: the registry, the typed constants, the
+typed model entries and verdicts, no module importing this package's face. Next, in this order:
+
+- Registry and constants: :mod:`.registry` lists each protocol once (version, file, status,
+  result key) for the loader, ``Results``, the main job's table and pipeline; :mod:`.protocol`
+  parses each file once into typed fields, values registered only in words included (v3's
+  :class:`~.protocol.Seeds`, :class:`~.protocol.RegisteredModels`, windows per unit), each
+  tested against the file. Left: ``SENSITIVITY_D``, ``BAG_LENGTH``, the 0.05 of "equivalent
+  within 0.05", one ``Protocol`` with optional sections instead of ``Protocol``/``ProtocolV3``.
+- Typed values: :mod:`.entries` (a model's entry, or why it has none),
+  :class:`~.statistics.Verdict`, :class:`~.v3_compare.PrimaryVerdict`. Left: the training
+  record read once (``training.summary.TrainingRun``, not a dict through ``evaluate_v3``,
+  ``v3_data``, ``comparability``, ``step0_model``); one evaluation context (model, method,
+  protocol, data, draws, start) in place of the six values that travel together; the primary
+  score named, not the first key of a dict; each protocol's result a typed field of ``Results``.
+- Core modules named for what they compute, shared by every protocol: ``documents`` (corpora by
+  domain, documents grouped into units, CAL/EVAL/CONFIRM windows), ``heads`` (head sets, the
+  context set), ``truth``, ``draws`` (units, neurons, the permutation, random read directions),
+  ``scores`` (scores, baselines and v2's verdicts, now in ``evaluate``), ``compare``,
+  ``controls``, ``stored`` (stored results of any registered model), ``formatting`` (one
+  interval formatter; ``Timer`` folded into the main job's ``Steps``).
+- Each protocol a thin adapter (``protocols/v1.py``, ``v2.py``, ``v3.py``): its typed
+  constants, data source, model list and its pipeline written out in one function; a protocol
+  on another model family is a new adapter and a data source. The commands become subcommands
+  of ``python -m context_neurons`` through its one error wrapper (module entry points
+  delegating); ``v3.py`` and ``development.py`` stop being both library and command.
 """
 
 from context_neurons.verdict.data import protocol_data

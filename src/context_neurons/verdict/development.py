@@ -23,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
+import context_neurons.verdict.statistics as st
 from context_neurons import config as settings
 from context_neurons.activations import mean_head_z
 from context_neurons.files import write_text_whole
@@ -31,7 +32,6 @@ from context_neurons.models.loading import bridge_from_hf, load_checkpoint
 from context_neurons.training.development import DEVELOPMENT_FILE
 from context_neurons.training.heldout import read_record
 from context_neurons.training.tokenizer import load_tokenizer
-from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.evaluate import head_sets, measure, previous_token_heads
 from context_neurons.verdict.protocol import Protocol, ProtocolV3, load_protocol, load_protocol_v3

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+import context_neurons.verdict.statistics as st
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, mean_head_z, previous_token_attention
 from context_neurons.activations import LayerZeroPasses, donor_windows
 from context_neurons.discovery import read_vectors, scoring_vocabulary
@@ -26,7 +27,6 @@ from context_neurons.method import MethodValues
 from context_neurons.printing import fixed, show_table
 from context_neurons.stability import denominator_study
 from context_neurons.stability.bounds import coefficient_of_variation
-from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.protocol import Protocol, VerdictRule, load_protocol
@@ -176,8 +176,8 @@ def score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: f
     base = n_truth / len(score)
     verdict = st.verdict(n_truth, auc_ci, precision, base, rho_ci, permutation_rho, rule)
     criteria = st.criteria(auc_ci, precision, base, rho_ci, permutation_rho, rule)
-    deciding = (st.deciding_size(n_truth, auc_point, auc_ci, rule)
-                if verdict == "inconclusive" and criteria["precision_reachable"] else None)
+    undecided = verdict == st.Verdict.INCONCLUSIVE and criteria["precision_reachable"]
+    deciding = st.deciding_size(n_truth, auc_point, auc_ci, rule) if undecided else None
     return ScoreResult(auc_point, auc_ci, float(rho), rho_ci, precision, base, n_truth, verdict,
                        criteria, deciding)
 
@@ -299,7 +299,7 @@ def evaluate(
                            for j in np.flatnonzero(truth.mask)},
             truth_count_resample_ablation=(None if resampled is None
                                            else int(resampled.mask.sum())),
-            truth_count_ci95=st.percentile_interval(boot.mask.sum(-1), 0.95),
+            truth_count_ci95=st.percentile_interval(boot.mask.sum(-1), level),
             scores=scores, frequency_aware_highest=highest_scoring(prediction, n=5),
             controls=weight_controls(
                 circuit, predicted.shuffled.split(heads), predicted.random,
@@ -398,7 +398,8 @@ def score_sentence(name: str, entry: ScoreResult) -> str:
     text = (f"{name}: {entry.verdict.upper()}: AUC {with_interval(entry, 'auc')}, Spearman "
             f"{with_interval(entry, 'spearman')}, precision {fixed(entry.precision, 2)} at "
             f"|T| = {entry.n_truth} (base rate {fixed(entry.base_rate, 2)})")
-    if entry.verdict == "inconclusive" and not entry.criteria.get("precision_reachable", True):
+    if entry.verdict == st.Verdict.INCONCLUSIVE and not entry.criteria.get("precision_reachable",
+                                                                            True):
         text += (f"; 'positive' is out of reach: precision cannot be 3x a base rate of "
                  f"{entry.base_rate:.2f}")
     elif entry.deciding_truth_size:

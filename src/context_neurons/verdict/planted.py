@@ -16,11 +16,11 @@ import numpy as np
 from jaxtyping import Float
 from torch import Tensor
 
+import context_neurons.verdict.statistics as st
 from context_neurons import circuit as cc
 from context_neurons import discovery as disc
 from context_neurons.domain_shift import path_pieces, predict_path_shifts, uniform_distributions
 from context_neurons.models.loading import LoadedModel
-from context_neurons.verdict import statistics as st
 
 #: The frequency-aware score may miss at most this share of |T| more than ``top[j]`` (two of the
 #: twenty planted context neurons).

@@ -1,29 +1,30 @@
 """The pre-registered protocols as typed values (issue 33).
 
-Each file of ``assets/protocol/`` is read once, by one loader (:func:`load_protocol`, by its
-version): v1 and v2 into a :class:`Protocol`, v3 into a :class:`ProtocolV3`, whose sections
-mirror the file's (``data``, ``truth``, ``bootstrap``, ``verdict``); the code reads attributes,
-and ``sections`` quotes the file as registered. The verdict rule (:class:`VerdictRule`) is
-shared: v3 registered v2's thresholds unchanged.
+Each file of ``assets/protocol/`` (listed once, in :mod:`.registry`) is read once, by one loader
+(:func:`load_protocol`, by its version): v1 and v2 into a :class:`Protocol`, v3 into a
+:class:`ProtocolV3`, whose sections mirror the file's (``data``, ``truth``, ``bootstrap``,
+``verdict``); the code reads attributes, and ``sections`` quotes the file as registered. A value
+a protocol registers only in its words (v3's seeds, its windows per unit, the held-out fraction
+that makes a model comparable) is parsed from those words here, once. The verdict rule
+(:class:`VerdictRule`) is shared: v3 registered v2's thresholds unchanged.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
 from typing import Literal, Mapping, overload
 
-from context_neurons.checks import InputError
+from context_neurons.checks import DataError
+from context_neurons.verdict.registry import registered
 
 #: The protocol file, committed before any verdict was computed.
-PROTOCOL_FILE = "discovery-verdict.json"
+PROTOCOL_FILE = registered("v1").file
 #: Protocol v3's file, registered before any v3 number (git commit 871d5be).
-PROTOCOL_V3_FILE = "discovery-verdict-v3.json"
-#: The protocols, in the order they were registered: v1 (before any verdict), v2 (after v1's),
-#: v3 (the confirmatory test, after v2's).
-PROTOCOL_FILES = {"v1": PROTOCOL_FILE, "v2": "discovery-verdict-v2.json", "v3": PROTOCOL_V3_FILE}
+PROTOCOL_V3_FILE = registered("v3").file
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,58 @@ class ConfirmRules:
     min_units: int  # a domain with fewer units is reported but not pooled
     fallback: Mapping[str, FallbackCorpus]  # by domain
     cal_windows_per_domain: int
+    tokens_per_unit: int  # windows per unit: max(1, this // n_ctx) (``windows_per_unit``)
+
+    def windows_per_unit(self, n_ctx: int) -> int:
+        """The first windows each unit gives at context ``n_ctx`` (at least one)."""
+        return max(1, self.tokens_per_unit // n_ctx)
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Protocol v3's registered seeds (``bootstrap`` and ``controls``, in words there)."""
+
+    units: int  # the unit draws: numpy PCG64
+    neurons: int  # the neuron draws: numpy PCG64
+    permutation: int  # the neurons-permuted control: numpy PCG64
+    random_directions: int  # the random read directions: torch
+    vocabulary: int  # the vocabulary permuted in p_D
+
+    @classmethod
+    def from_json(cls, document: Mapping) -> Seeds:
+        boot, controls = document["bootstrap"], document["controls"]
+        return cls(_registered_int(r"PCG64\((\d+)\)", boot["unit_draws"]),
+                   _registered_int(r"PCG64\((\d+)\)", boot["neuron_draws"]),
+                   _registered_int(r"PCG64\((\d+)\)", controls["neurons_permuted"]),
+                   _registered_int(r"torch seed (\d+)", controls["random_read_directions"]),
+                   _registered_int(r"seed (\d+)", controls["vocabulary_permuted"]))
+
+
+@dataclass(frozen=True)
+class RegisteredModels:
+    """The models protocol v3 is run on (``models``), and when one is comparable."""
+
+    names: tuple[str, ...]  # in the protocol's order, the primary model first
+    heldout_fraction: float  # ``comparable_when``: the training run's held-out fraction
+
+    @classmethod
+    def from_json(cls, models: Mapping) -> RegisteredModels:
+        return cls(tuple(name for name, entry in models.items() if isinstance(entry, dict)),
+                   float(_registered_number(r"heldout_fraction ([0-9.]+)",
+                                            models["comparable_when"])))
+
+
+def _registered_number(pattern: str, words: str) -> str:
+    """The one number ``pattern`` finds in a protocol's ``words`` (a data error otherwise)."""
+    found = re.findall(pattern, words)
+    if len(found) != 1:
+        raise DataError(f"The protocol's words {words!r} register no single number for "
+                        f"{pattern!r}.")
+    return found[0]
+
+
+def _registered_int(pattern: str, words: str) -> int:
+    return int(_registered_number(pattern, words))
 
 
 @dataclass(frozen=True)
@@ -195,6 +248,8 @@ class ProtocolV3:
     level: float
     verdict: VerdictRule  # the secondary verdicts' thresholds, and min_truth for every verdict
     budget_s: int  # seconds: the runtime the protocol reports against (no rule depends on it)
+    seeds: Seeds
+    models: RegisteredModels
     document: Mapping  # the file as registered, read-only
 
     @classmethod
@@ -213,12 +268,16 @@ class ProtocolV3:
                  if label != "equivalence_margin"})),
             data=ConfirmRules(confirm["tokens_per_domain"], confirm["window_mean_start"],
                               confirm["pooling"]["min_units"], MappingProxyType(fallback),
-                              data["cal"]["cal_windows_per_domain"]),
+                              data["cal"]["cal_windows_per_domain"],
+                              _registered_int(r"max\(1, (\d+) // n_ctx\)",
+                                              confirm["windows_per_unit"])),
             truth=TruthRulesV3(truth["min_cohens_d"], truth["min_context_part"],
                                truth["removes_almost_none_below"]),
             resamples=document["bootstrap"]["resamples"], level=document["bootstrap"]["level"],
             verdict=VerdictRule.from_json(document["verdict"]),
-            budget_s=document["runtime"]["budget_s"], document=MappingProxyType(document))
+            budget_s=document["runtime"]["budget_s"], seeds=Seeds.from_json(document),
+            models=RegisteredModels.from_json(document["models"]),
+            document=MappingProxyType(document))
 
     @property
     def short_kind(self) -> str:
@@ -248,9 +307,7 @@ def load_protocol(version: str = "v1") -> Protocol | ProtocolV3:
     (``discovery-verdict.json``, registered before any verdict) or ``"v2"`` (registered after
     v1's verdicts), each a :class:`Protocol`; ``"v3"`` (``discovery-verdict-v3.json``, the
     confirmatory test), a :class:`ProtocolV3`."""
-    if version not in PROTOCOL_FILES:
-        raise InputError(f"Unknown protocol {version!r}; there are {list(PROTOCOL_FILES)}.")
-    document = read_protocol_file(PROTOCOL_FILES[version])
+    document = read_protocol_file(registered(version).file)
     if version == "v3":
         return ProtocolV3.from_json(document)
     return Protocol.from_json(version, document)
@@ -262,6 +319,6 @@ def load_protocol_v3() -> ProtocolV3:
 
 
 __all__ = ["BootstrapRules", "ConfirmRules", "DataRules", "FallbackCorpus", "PROTOCOL_FILE",
-           "PROTOCOL_FILES", "PROTOCOL_V3_FILE", "PrimaryRule", "Protocol", "ProtocolV3",
-           "TruthRules", "TruthRulesV3", "VerdictRule", "load_protocol", "load_protocol_v3",
-           "protocol_file", "read_protocol_file"]
+           "PROTOCOL_V3_FILE", "PrimaryRule", "Protocol", "ProtocolV3", "RegisteredModels",
+           "Seeds", "TruthRules", "TruthRulesV3", "VerdictRule", "load_protocol",
+           "load_protocol_v3", "protocol_file", "read_protocol_file"]

@@ -11,6 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from context_neurons.verdict.statistics import Verdict
+
 #: The head sets of protocols v1 and v2, in the order they are reported.
 HEAD_SETS = ("primary", "secondary")
 
@@ -41,7 +43,7 @@ class ScoreResult:
     precision: float
     base_rate: float
     n_truth: int
-    verdict: str
+    verdict: Verdict
     criteria: dict[str, bool]
     deciding_truth_size: int | None = None  # inconclusive verdicts: |T| that would decide it
     spearman_partial: float | None = None  # the frequency-aware score: rho partial on the rest
@@ -58,12 +60,17 @@ class ScoreResult:
             "spearman_ci95": self.spearman_ci95, "precision": self.precision,
             "base_rate": self.base_rate, "n_truth": self.n_truth, "verdict": self.verdict,
             "criteria": self.criteria}
-        if self.verdict == "inconclusive":
+        if self.verdict == Verdict.INCONCLUSIVE:
             out["deciding_truth_size"] = self.deciding_truth_size
         for key in ("spearman_partial", "permutation_spearman"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ScoreResult":
+        """The value :meth:`to_json` wrote, its verdict's word read back as the member."""
+        return cls(**{**read_json_fields(cls, data), "verdict": Verdict(data["verdict"])})
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,7 @@ class Controls:
     @classmethod
     def from_json(cls, data: dict) -> "Controls":
         """The value :meth:`to_json` wrote (other keys of ``data`` are ignored)."""
-        return cls(ScoreResult(**read_json_fields(ScoreResult, data[VOCABULARY_PERMUTED])),
+        return cls(ScoreResult.from_json(data[VOCABULARY_PERMUTED]),
                    {k.removesuffix(RANDOM_DIRECTIONS):
                     RandomDirections(**read_json_fields(RandomDirections, v))
                     for k, v in data.items() if k.endswith(RANDOM_DIRECTIONS)})

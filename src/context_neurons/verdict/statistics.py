@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 from scipy.stats import rankdata
@@ -229,22 +230,33 @@ def percentile_interval(samples: np.ndarray, level: float) -> list[float]:
 # ----------------------------------------------------------------------------------------------
 
 
+class Verdict(StrEnum):
+    """A score's verdict under the registered rule (v1's and v2's, v3's secondary verdicts), in
+    the words the reports print."""
+
+    POSITIVE = "positive"
+    NEGATIVE = "negative"
+    ANTI_RANKING = "anti-ranking"
+    INCONCLUSIVE = "inconclusive"
+    NOT_TESTABLE = "not testable"
+
+
 def verdict(n_truth: int, auc_ci: list[float], precision: float, base_rate: float,
-            rho_ci: list[float], permutation_rho: float, rule: VerdictRule) -> str:
+            rho_ci: list[float], permutation_rho: float, rule: VerdictRule) -> Verdict:
     """The protocol's verdict for one score."""
     if n_truth < rule.min_truth:
-        return "not testable"
+        return Verdict.NOT_TESTABLE
     if (auc_ci[0] >= rule.auc_lower_at_least
             and precision >= rule.precision_over_base_at_least * base_rate
             and rho_ci[0] >= rule.rho_lower_at_least
             and abs(permutation_rho) <= rule.permutation_control_abs_at_most):
-        return "positive"
+        return Verdict.POSITIVE
     (lo, hi), (rlo, rhi) = rule.negative_auc, rule.negative_rho
     if lo <= auc_ci[0] and auc_ci[1] <= hi and rlo <= rho_ci[0] and rho_ci[1] <= rhi:
-        return "negative"
+        return Verdict.NEGATIVE
     if auc_ci[1] < rule.anti_auc_upper_below:
-        return "anti-ranking"
-    return "inconclusive"
+        return Verdict.ANTI_RANKING
+    return Verdict.INCONCLUSIVE
 
 
 def criteria(auc_ci: list[float], precision: float, base_rate: float, rho_ci: list[float],

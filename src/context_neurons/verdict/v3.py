@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from transformer_lens.model_bridge import TransformerBridge
 
+import context_neurons.verdict.statistics as st
 from context_neurons import config as settings
 from context_neurons.activations import mean_head_z
 from context_neurons.discovery import scoring_vocabulary
@@ -42,10 +43,10 @@ from context_neurons.training.cli import DefaultsHelpFormatter, positive_int
 from context_neurons.training.config import EOT, TrainConfig
 from context_neurons.training.heldout import read_record
 from context_neurons.training.loop import build_model
-from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import unigram_distributions
+from context_neurons.verdict.entries import EntryStatus, NotComparable
 from context_neurons.verdict.evaluate import both_scores, weight_controls
-from context_neurons.verdict.protocol import ProtocolV3, load_protocol_v3
+from context_neurons.verdict.protocol import ProtocolV3, Seeds, load_protocol_v3
 from context_neurons.verdict.results import ScoreResult
 from context_neurons.verdict.planted import planted_control
 from context_neurons.verdict.v3_compare import primary_comparison
@@ -58,11 +59,6 @@ from context_neurons.verdict.v3_result import NeuronsPermuted, NonPooledDomain, 
 from context_neurons.verdict.v3_result import DataSummary, DomainSummary, LabelFreeArm
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation, jsonable
 from context_neurons.verdict.v3_report import (
-    NEURON_SEED,
-    PERMUTATION_SEED,
-    RANDOM_DIRECTIONS_SEED,
-    UNIT_SEED,
-    VOCABULARY_SEED,
     comparability,
     entries_json,
     model_entries,
@@ -134,12 +130,12 @@ def same_model_controls(model: TransformerBridge, ws: WeightScores, distribution
                         pair: TruthPair, neuron_draws: np.ndarray,
                         secondary: dict[str, ScoreResult],
                         start: int, protocol: ProtocolV3) -> V3Controls:
-    """Neurons permuted (PCG64(34)), random read directions (torch seed 35) and the vocabulary
-    permuted (seed 36): v2's code with v3's seeds."""
-    heads = ws.prediction.heads
+    """Neurons permuted, random read directions and the vocabulary permuted: v2's code with
+    v3's seeds (``protocol.seeds``)."""
+    heads, seeds = ws.prediction.heads, protocol.seeds
     shuffled = predict_path_shifts(ws.pieces, ws.read, permuted_vocabulary(
-        distributions, VOCABULARY_SEED), start).split(heads)
-    generator = torch.Generator().manual_seed(RANDOM_DIRECTIONS_SEED)
+        distributions, seeds.vocabulary), start).split(heads)
+    generator = torch.Generator().manual_seed(seeds.random_directions)
     random = torch.randn(ws.read.shape, generator=generator, dtype=ws.read.dtype)
     random = random / random.norm(dim=0, keepdim=True) * ws.read.norm(dim=0, keepdim=True).cpu()
     random = random.to(ws.read.device)
@@ -162,7 +158,7 @@ def _comparison_at(shifts: SetShifts, min_d: float, min_part: float, scores: dic
     comparison = primary_comparison(scores, pair.point.mask, pair.boot.mask, neuron_draws,
                                     protocol, with_verdict=False)
     return Sensitivity(n_truth=int(pair.point.mask.sum()),
-                       n_truth_ci95=st.percentile_interval(pair.boot.mask.sum(-1), 0.95),
+                       n_truth_ci95=st.percentile_interval(pair.boot.mask.sum(-1), protocol.level),
                        comparison=comparison, heads=heads)
 
 
@@ -248,20 +244,21 @@ def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pai
 @dataclass(frozen=True)
 class Draws:
     """The paired draws shared by the score and every baseline: unit weights ``[resample,
-    window]`` (PCG64(32)), neuron draws ``[resample, neuron]`` (PCG64(33)) and the neurons
-    permutation of the control (PCG64(34))."""
+    window]``, neuron draws ``[resample, neuron]`` and the neurons permutation of the control,
+    each from its registered seed (:class:`~.protocol.Seeds`)."""
 
     weights: np.ndarray
     neurons: np.ndarray
     permutation: np.ndarray
 
 
-def registered_draws(measured: ConfirmMeasurements, n_resamples: int, d_mlp: int) -> Draws:
+def registered_draws(measured: ConfirmMeasurements, n_resamples: int, d_mlp: int,
+                     seeds: Seeds) -> Draws:
     generator = lambda seed: np.random.Generator(np.random.PCG64(seed))  # noqa: E731
     return Draws(st.cluster_weights(measured.domain_index, measured.units, n_resamples,
-                                    UNIT_SEED),
-                 generator(NEURON_SEED).integers(0, d_mlp, size=(n_resamples, d_mlp)),
-                 generator(PERMUTATION_SEED).permutation(d_mlp))
+                                    seeds.units),
+                 generator(seeds.neurons).integers(0, d_mlp, size=(n_resamples, d_mlp)),
+                 generator(seeds.permutation).permutation(d_mlp))
 
 
 def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: dict,
@@ -273,7 +270,7 @@ def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: 
     shifts = set_shifts(measured, "context", draws.weights, full_shifts(measured, draws.weights))
     pair = shifts.truth(min_d, min_part)
     return shifts, pair, {
-        "truth": truth_summary_v3(pair, measured.domains, spec, min_d,
+        "truth": truth_summary_v3(pair, measured.domains, spec, min_d, protocol.level,
                                   resample_truth(measured, pair, min_d, min_part)),
         "primary": primary_comparison(scores, pair.point.mask, pair.boot.mask, draws.neurons,
                                       protocol),
@@ -317,7 +314,7 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | N
         scores = ws.scores(bag)
     with timer("truth, bootstrap, primary and secondary"):
         draws = registered_draws(measured, n_resamples or protocol.resamples,
-                                 model.cfg.d_mlp)
+                                 model.cfg.d_mlp, protocol.seeds)
         shifts, pair, verdicts = truth_and_verdicts(measured, ws, scores, draws, protocol)
     result = {**base, **verdicts}
     if controls:
@@ -405,8 +402,8 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
     why = comparability(record)
     if why is not None:  # models.comparable_when: the reason, and no number
         return {"protocol": protocol.name, "registered": protocol.registered,
-                "models": model_entries({key: f"not comparable: {why}"}),
-                "primary_verdict": "not comparable"}
+                "models": model_entries({key: NotComparable(why)}),
+                "primary_verdict": EntryStatus.NOT_COMPARABLE.value}
     timer = Timer(announce=progress)
     with timer("loading the model"):
         loaded = load_model(str(directory) if directory != TRAINED_DIR else "trained",

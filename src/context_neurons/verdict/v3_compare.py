@@ -11,18 +11,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 
 import numpy as np
 
+import context_neurons.verdict.statistics as st
 from context_neurons.printing import fixed
-from context_neurons.verdict import statistics as st
 from context_neurons.verdict.protocol import ProtocolV3
 from context_neurons.verdict.results import read_json_fields
 
-ADDS_SOMETHING = "adds something"
-BASELINE_BETTER = "baseline better"
-NO_DIFFERENCE = "no difference shown"
-NOT_TESTABLE = "not testable"
+
+class PrimaryVerdict(StrEnum):
+    """The primary comparison's verdicts (``primary_comparison.verdict``), in the protocol's
+    words."""
+
+    ADDS_SOMETHING = "adds something"
+    BASELINE_BETTER = "baseline better"
+    NO_DIFFERENCE = "no difference shown"
+    NOT_TESTABLE = "not testable"
 
 
 def number_text(value: float | None, decimals: int = 3) -> str:
@@ -68,19 +74,19 @@ def paired_delta(score: np.ndarray | float,
 
 
 def primary_verdict(delta_ci: list[float], n_truth: int, has_context: bool,
-                    margin: float, min_truth: int) -> tuple[str, bool]:
+                    margin: float, min_truth: int) -> tuple[PrimaryVerdict, bool]:
     """The registered label and whether the interval lies inside ``[-margin, margin]`` (the
     protocol's ``primary_comparison.verdict``); ``not testable`` when the truth holds fewer than
     ``min_truth`` neurons or the context set is empty."""
     low, high = delta_ci
     equivalent = bool(-margin <= low and high <= margin)
     if n_truth < min_truth or not has_context:
-        return NOT_TESTABLE, equivalent
+        return PrimaryVerdict.NOT_TESTABLE, equivalent
     if low > 0:
-        return ADDS_SOMETHING, equivalent
+        return PrimaryVerdict.ADDS_SOMETHING, equivalent
     if high < 0:
-        return BASELINE_BETTER, equivalent
-    return NO_DIFFERENCE, equivalent
+        return PrimaryVerdict.BASELINE_BETTER, equivalent
+    return PrimaryVerdict.NO_DIFFERENCE, equivalent
 
 
 @dataclass(frozen=True)
@@ -123,7 +129,7 @@ class PrimaryComparison:
     n_truth: int
     n_resamples: int
     undefined_resamples: int
-    verdict: str | None
+    verdict: PrimaryVerdict | None
     equivalent_within_margin: bool
 
     def label(self, upper: bool = False) -> str:
@@ -133,7 +139,7 @@ class PrimaryComparison:
         if not self.verdict:
             return "no verdict (sensitivity)"
         label = self.verdict.upper() if upper else self.verdict
-        if self.verdict == NO_DIFFERENCE and self.equivalent_within_margin:
+        if self.verdict == PrimaryVerdict.NO_DIFFERENCE and self.equivalent_within_margin:
             return f"{label} (equivalent within 0.05)"
         return label
 
@@ -153,9 +159,11 @@ class PrimaryComparison:
 
     @classmethod
     def from_json(cls, data: dict) -> "PrimaryComparison":
-        """The value :meth:`to_json` wrote (its words are derived, not read)."""
+        """The value :meth:`to_json` wrote (its words are derived, not read; its verdict's word
+        is read back as the member)."""
         fields = {k: v for k, v in data.items() if k not in ("baselines", "words")}
-        return cls(**read_json_fields(cls, fields), baselines=tuple(
+        verdict = None if data["verdict"] is None else PrimaryVerdict(data["verdict"])
+        return cls(**{**read_json_fields(cls, fields), "verdict": verdict}, baselines=tuple(
             BaselineResult(**read_json_fields(BaselineResult, b))
             for b in data["baselines"].values()))
 
@@ -195,6 +203,5 @@ def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
         verdict=verdict if with_verdict else None, equivalent_within_margin=equivalent)
 
 
-__all__ = ["ADDS_SOMETHING", "BASELINE_BETTER", "BaselineResult", "NOT_TESTABLE", "NO_DIFFERENCE",
-           "PrimaryComparison", "number_text", "paired_delta", "primary_comparison",
-           "primary_verdict", "resampled_aucs"]
+__all__ = ["BaselineResult", "PrimaryComparison", "PrimaryVerdict", "number_text", "paired_delta",
+           "primary_comparison", "primary_verdict", "resampled_aucs"]

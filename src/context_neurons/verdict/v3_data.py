@@ -253,7 +253,8 @@ def confirm_domain(name: str, keys: list[str], held: dict[str, list[Doc]], token
         extra = fallback_units(fallback_docs, tokenizer, eot_id, n_ctx)
         units = heapq.merge(own, extra, key=lambda u: confirm_order(u.key))
     cap = rules.tokens_per_domain // n_ctx
-    windows, window_units, read = take_windows(units, n_ctx, eot_id, max(1, 1024 // n_ctx), cap)
+    windows, window_units, read = take_windows(units, n_ctx, eot_id, rules.windows_per_unit(n_ctx),
+                                              cap)
     return ConfirmDomain(name, len(own), STDLIB_TESTS if fallback_docs is not None else None,
                          read, tuple(windows), tuple(window_units),
                          _domain_status(read, min_units))

@@ -18,7 +18,7 @@ from jaxtyping import Float, Int
 from scipy.cluster.vq import kmeans2
 from torch import Tensor
 
-from context_neurons.verdict import statistics as st
+import context_neurons.verdict.statistics as st
 from context_neurons.verdict.v3_compare import resampled_aucs
 from context_neurons.verdict.v3_result import LabelFreePool
 

@@ -1,5 +1,5 @@
 """Protocol v3's models and report (``models``, ``reporting``): which models are comparable,
-the pending ones, the registered seeds, and the report in the protocol's order."""
+the pending ones, and the report in the protocol's order."""
 
 from __future__ import annotations
 
@@ -8,23 +8,22 @@ from dataclasses import replace
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
 from context_neurons.training.heldout import read_record
-from context_neurons.verdict.v3_compare import NOT_TESTABLE, PrimaryComparison, bounds_text
+from context_neurons.verdict.entries import NoResult, NotEvaluated, Pending
+from context_neurons.verdict.protocol import load_protocol_v3
+from context_neurons.verdict.v3_compare import PrimaryComparison, PrimaryVerdict, bounds_text
 from context_neurons.verdict.v3_compare import interval_text, number_text
 from context_neurons.verdict.v3_heads import ContextSet
 from context_neurons.verdict.v3_result import Sensitivity, V3Controls, V3Evaluation
 from context_neurons.verdict.v3_stored import PENDING_WHY, REGISTERED_DIRS, stored_entry
 from context_neurons.verdict.v3_stored import stored_words
 
-#: The registered seeds (protocol ``bootstrap`` and ``controls``; tests check them against the
-#: protocol's text).
-UNIT_SEED, NEURON_SEED = 32, 33
-PERMUTATION_SEED, RANDOM_DIRECTIONS_SEED, VOCABULARY_SEED = 34, 35, 36
-#: The registered models, in the protocol's order.
-MODELS = ("trained-seed0", "trained-seed1", "gpt2-layer0-shape")
-PENDING = "pending: not trained"
+#: The registered models (the protocol's ``models``), in its order, and when one is comparable.
+REGISTERED = load_protocol_v3().models
+MODELS = REGISTERED.names
+PENDING = Pending("not trained")
 #: A registered model in the package, evaluated neither in this run nor stored.
-NOT_EVALUATED = ("not evaluated in this run (`python -m context_neurons reproduce --model "
-                 "trained` evaluates seed 0; `python -m context_neurons v3` any model)")
+NOT_EVALUATED = NotEvaluated("`python -m context_neurons reproduce --model trained` evaluates "
+                             "seed 0; `python -m context_neurons v3` any model")
 
 
 def model_key(record: dict) -> str:
@@ -36,19 +35,20 @@ def model_key(record: dict) -> str:
 
 
 def comparability(record: dict, reference: dict | None = None) -> str | None:
-    """None when the model is comparable (held-out fraction 0.15 and the seed-0 run's corpus
-    weights), else the reason (``models.comparable_when``)."""
+    """None when the model is comparable (the registered held-out fraction and the seed-0 run's
+    corpus weights), else the reason (``models.comparable_when``)."""
     reference = reference or read_record(TRAINED_DIR)
     config, ref = record["config"], reference["config"]
-    if config.get("heldout_fraction") != 0.15:
-        return f"held-out fraction {config.get('heldout_fraction')}, not 0.15"
+    if config.get("heldout_fraction") != REGISTERED.heldout_fraction:
+        return (f"held-out fraction {config.get('heldout_fraction')}, not "
+                f"{REGISTERED.heldout_fraction}")
     if config.get("corpus_weights") != ref["corpus_weights"]:
         return "corpus weights differ from the seed-0 run's"
     return None
 
 
-#: Every registered model's entry: its result, or why it has none.
-Entries = dict[str, "V3Evaluation | str"]
+#: Every registered model's entry: its result, or why it has none (:mod:`.entries`).
+Entries = dict[str, "V3Evaluation | NoResult"]
 
 
 def model_entries(results: Entries) -> Entries:
@@ -66,8 +66,8 @@ def model_entries(results: Entries) -> Entries:
                                                                                      PENDING)
             continue
         if isinstance(entry, V3Evaluation) and name != MODELS[0] and entry.primary \
-                and seed0_primary and NOT_TESTABLE not in (entry.primary.verdict,
-                                                           seed0_primary.verdict):
+                and seed0_primary and PrimaryVerdict.NOT_TESTABLE not in (
+                    entry.primary.verdict, seed0_primary.verdict):
             entry = replace(entry, replicates=entry.primary.verdict == seed0_primary.verdict)
         out[name] = entry
     return out
@@ -75,8 +75,7 @@ def model_entries(results: Entries) -> Entries:
 
 def entries_json(models: Entries) -> dict[str, dict | str]:
     """:func:`model_entries`' value as JSON."""
-    return {name: entry if isinstance(entry, str) else entry.to_json()
-            for name, entry in models.items()}
+    return {name: entry.to_json() for name, entry in models.items()}
 
 
 def _heads_line(cs: ContextSet) -> str:
@@ -85,9 +84,9 @@ def _heads_line(cs: ContextSet) -> str:
             f"{cs.left_out_by_cal_windows}); non-local set {list(cs.non_local)}")
 
 
-def report_lines(name: str, result: V3Evaluation | str) -> list[str]:
+def report_lines(name: str, result: V3Evaluation | NoResult) -> list[str]:
     """One model's result in the protocol's reporting order (``reporting.order``)."""
-    if isinstance(result, str):
+    if isinstance(result, NoResult):
         return [f"{name}: {result}"]
     lines = [f"== {name} ({result.protocol}) =="]
     if result.stored:
@@ -164,7 +163,7 @@ def verdict_sentences_v3(models: Entries, decimals: int = 3) -> list[str]:
     context set, truth, primary verdict and secondary verdicts, or why it has none."""
     out = []
     for name, entry in models.items():
-        if isinstance(entry, str):
+        if isinstance(entry, NoResult):
             out.append(f"{name}: {entry}")
             continue
         heads = list(entry.context_set.heads)
@@ -246,13 +245,13 @@ def replication_rows(models: Entries) -> dict[str, dict[str, str]]:
     no result shows the first words of why ("pending", "not evaluated in this run")."""
     rows = {}
     for name, entry in models.items():
-        if isinstance(entry, str):  # the reason is in source_lines
-            why = entry.split(":")[0].split(" (")[0]
-            rows[name] = {"result": why, **dict.fromkeys(REPLICATION_COLUMNS, "-")}
+        if isinstance(entry, NoResult):  # the reason is in source_lines
+            rows[name] = {"result": entry.status.value,
+                          **dict.fromkeys(REPLICATION_COLUMNS, "-")}
             continue
         primary, replicates = entry.primary, entry.replicates
         rows[name] = {
-            "result": "stored" if entry.stored else "this run",
+            "result": entry.status.value,
             "context set": str(list(entry.context_set.heads)),
             "|T|": str(entry.truth.n_truth) if primary else "-",
             "primary verdict": primary.label() if primary else entry.stopped or "-",
@@ -267,17 +266,17 @@ def replication_rows(models: Entries) -> dict[str, dict[str, str]]:
 def source_lines(models: Entries) -> list[str]:
     """Where each registered model's v3 result comes from, one line each: computed in this run,
     stored (with its command and date) or why there is none."""
-    return [f"{name}: " + (entry if isinstance(entry, str) else stored_words(entry)
+    return [f"{name}: " + (str(entry) if isinstance(entry, NoResult) else stored_words(entry)
                            if entry.stored else "computed in this run")
             for name, entry in models.items()]
 
 
 #: Each primary verdict protocol v3 registers, in words about the decomposition.
 MEANING = {
-    "adds something": "adds measurably to the ranking",
-    "no difference shown": "does not add measurably to the ranking",
-    "baseline better": "ranks the context neurons worse than the best baseline",
-    "not testable": "could not be tested here",
+    PrimaryVerdict.ADDS_SOMETHING: "adds measurably to the ranking",
+    PrimaryVerdict.NO_DIFFERENCE: "does not add measurably to the ranking",
+    PrimaryVerdict.BASELINE_BETTER: "ranks the context neurons worse than the best baseline",
+    PrimaryVerdict.NOT_TESTABLE: "could not be tested here",
 }
 
 
@@ -298,9 +297,8 @@ def decomposition_readings(result: V3Evaluation) -> list[str]:
     ]
 
 
-__all__ = ["Entries", "MEANING", "MODELS", "NEURON_SEED", "NOT_EVALUATED", "PENDING",
-           "PERMUTATION_SEED", "RANDOM_DIRECTIONS_SEED", "REPLICATION_COLUMNS", "UNIT_SEED",
-           "VOCABULARY_SEED", "baseline_records", "comparability", "decomposition_readings",
+__all__ = ["Entries", "MEANING", "MODELS", "NOT_EVALUATED", "PENDING", "REGISTERED",
+           "REPLICATION_COLUMNS", "baseline_records", "comparability", "decomposition_readings",
            "detail_lines", "entries_json", "model_entries", "model_key", "replication_rows",
            "report_lines", "sensitivity_line", "source_lines", "truth_lines",
            "verdict_sentences_v3"]

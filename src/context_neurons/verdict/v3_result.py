@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from context_neurons.verdict.entries import EntryStatus
 from context_neurons.verdict.results import VOCABULARY_PERMUTED, Controls, ScoreResult
 from context_neurons.verdict.results import read_json_fields
 from context_neurons.verdict.v3_compare import PrimaryComparison
@@ -329,8 +330,7 @@ class V3Evaluation:
             stopped=data["stopped"],
             truth=TruthSummary.from_json(data["truth"]) if data["truth"] else None,
             primary=PrimaryComparison.from_json(data["primary"]) if data["primary"] else None,
-            secondary={name: ScoreResult(**read_json_fields(ScoreResult, s))
-                       for name, s in data["secondary"].items()},
+            secondary={name: ScoreResult.from_json(s) for name, s in data["secondary"].items()},
             controls=V3Controls.from_json(data["controls"]) if data["controls"] else None,
             sensitivities={k: Sensitivity.from_json(s)
                            for k, s in data["sensitivities"].items()},
@@ -338,6 +338,11 @@ class V3Evaluation:
             label_free=LabelFreeArm.from_json(data["label_free"]) if data["label_free"] else None,
             runtime=data["runtime"], stored=data.get("stored"),
             replicates=data.get("replicates"))
+
+    @property
+    def status(self) -> EntryStatus:
+        """Where the result comes from: this run, or stored (:mod:`.v3_stored`)."""
+        return EntryStatus.STORED if self.stored else EntryStatus.THIS_RUN
 
     @property
     def primary_verdict(self) -> str | None:

@@ -32,6 +32,7 @@ import torch
 from context_neurons.files import write_text_whole
 from context_neurons.models.loading import TRAINED_DIR, TRAINED_SEED1_DIR
 from context_neurons.text.dataset import digest
+from context_neurons.verdict.entries import Pending, StaleStored
 from context_neurons.verdict.protocol import PROTOCOL_V3_FILE, protocol_file
 from context_neurons.verdict.v3_data import CONFIRM_MANIFEST_FILE
 from context_neurons.verdict.v3_result import V3Evaluation
@@ -44,8 +45,8 @@ REGISTERED_DIRS = {"trained-seed0": TRAINED_DIR, "trained-seed1": TRAINED_SEED1_
 WEIGHTS_NOT_KEPT_DIRS = {"gpt2-layer0-shape": TRAINED_DIR.with_name("gpt2-layer0-shape")}
 #: Why a registered model has no result yet, beyond "not trained" (protocol ``models.rule``).
 PENDING_WHY = {
-    "gpt2-layer0-shape": "pending: no v3 result from a lent GPU (scripts/device_jobs.sh step 2, "
-                         "then scripts/device_steps.py import-v3)",
+    "gpt2-layer0-shape": Pending("no v3 result from a lent GPU (scripts/device_jobs.sh step 2, "
+                                 "then scripts/device_steps.py import-v3)"),
 }
 
 
@@ -86,9 +87,9 @@ def store_result(directory: Path, name: str, entry: dict, command: str, threads:
     return path
 
 
-def stored_entry(name: str) -> V3Evaluation | str | None:
+def stored_entry(name: str) -> V3Evaluation | StaleStored | None:
     """A registered model's stored result with ``stored`` set (its provenance, less the
-    result), a sentence when the file is stale, or None when there is none."""
+    result), why it is not used when the file is stale, or None when there is none."""
     directory = REGISTERED_DIRS.get(name) or WEIGHTS_NOT_KEPT_DIRS.get(name)
     if directory is None or not (directory / STORED_FILE).is_file():
         return None
@@ -96,8 +97,8 @@ def stored_entry(name: str) -> V3Evaluation | str | None:
     now = provenance(directory)
     stale = [what for what in ("weights_sha256", "protocol_sha256") if record.get(what) != now[what]]
     if stale:
-        return (f"stored result not used: {' and '.join(s.split('_')[0] for s in stale)} changed "
-                f"since it was computed; rerun `{record.get('command')}`")
+        return StaleStored(f"{' and '.join(s.split('_')[0] for s in stale)} changed since it "
+                           f"was computed; rerun `{record.get('command')}`")
     return replace(V3Evaluation.from_json(record["result"]),
                    stored={k: v for k, v in record.items() if k != "result"})
 

@@ -16,8 +16,8 @@ from jaxtyping import Float
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+import context_neurons.verdict.statistics as st
 from context_neurons.activations import LayerZeroPasses, donor_windows
-from context_neurons.verdict import statistics as st
 from context_neurons.verdict.protocol import TruthRulesV3
 from context_neurons.verdict.results import read_json_fields
 from context_neurons.verdict.v3_data import V3Data
@@ -179,8 +179,9 @@ class TruthSummary:
 
 
 def truth_summary_v3(pair: TruthPair, domains: list[str], spec: TruthRulesV3, min_d: float,
-                     resampled: st.Truth | None = None) -> TruthSummary:
-    """The report of one truth (``spec``: the protocol's ``truth`` section)."""
+                     level: float, resampled: st.Truth | None = None) -> TruthSummary:
+    """The report of one truth (``spec``: the protocol's ``truth`` section; ``level``: its
+    bootstrap's)."""
     truth = pair.point
     n_effect = int((np.abs(truth.d) >= min_d).sum())
     n_truth = int(truth.mask.sum())
@@ -192,7 +193,7 @@ def truth_summary_v3(pair: TruthPair, domains: list[str], spec: TruthRulesV3, mi
         n_truth=n_truth, removed=removed, removed_share=share,
         removes_almost_none=bool(n_effect and share < spec.removes_almost_none_below),
         domains={d: best.count(d) for d in domains if d in best},
-        n_truth_ci95=st.percentile_interval(pair.boot.mask.sum(-1), 0.95),
+        n_truth_ci95=st.percentile_interval(pair.boot.mask.sum(-1), level),
         resample_ablation_n_truth=None if resampled is None else int(resampled.mask.sum()),
         neurons=np.flatnonzero(truth.mask).tolist())
 
