@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
-from context_neurons.verdict.v3_compare import ADDS_SOMETHING, BASELINE_BETTER, NO_DIFFERENCE
+from context_neurons.verdict.v3_compare import PrimaryVerdict
 from context_neurons.verdict.v3_compare import interval_text
 from context_neurons.verdict.v3_report import MODELS, Entries, model_entries
 from context_neurons.verdict.v3_result import V3Evaluation
@@ -37,8 +37,9 @@ BASELINE_WORDS = {"bag_of_tokens": "the model run on each token alone",
                   "d_without_share": "|d| without the context share",
                   "direct_path": "the direct path", "top": "the paper's `top[j]`"}
 #: What each primary verdict says of the best baseline, in a sentence.
-VERDICT_WORDS = {ADDS_SOMETHING: "does less well", BASELINE_BETTER: "does better",
-                 NO_DIFFERENCE: "does as well"}
+VERDICT_WORDS = {PrimaryVerdict.ADDS_SOMETHING: "does less well",
+                 PrimaryVerdict.BASELINE_BETTER: "does better",
+                 PrimaryVerdict.NO_DIFFERENCE: "does as well"}
 
 
 @dataclass(frozen=True)
