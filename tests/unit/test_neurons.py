@@ -801,3 +801,24 @@ def test_respelling_compared_with_the_texts():
     effect.true[..., 1] = 0.0  # the second neuron ignores the spelling
     assert rs.compare_with_texts(against, effect, -0.9).findings()[3] == (
         "a response to the spelling is shown for: [3]")
+
+
+def test_the_score_exercise_check_accepts_the_definition_and_rejects_plausible_slips(
+        planted, circuit, scores):
+    """Issue 55: exercise 5.1's check on the planted model, against the solution's recipe; a
+    MAD without its factor 1.4826 and contributions over every token (``<|endoftext|>``
+    included) are refused."""
+    from context_neurons.book.exercise_checks import FAILED, run_check
+
+    model, found = planted.model, scores.found(N.THETA)
+    vocabulary = N.scoring_vocabulary(model).nonzero().flatten()
+    c = N.contributions(circuit, model, [found[0]], vocabulary)[0]
+    median, mad = c.median(), (c - c.median()).abs().median()
+    ns = {"circuit": circuit, "model": model, "scores": scores, "found": found, "c": c}
+    right = ((c - median) / (1.4826 * mad)).abs().topk(20).values.mean()
+    assert run_check("ex-ch05-score", {**ns, "top_j": right}).correct
+    no_scale = ((c - median) / mad).abs().topk(20).values.mean()
+    every_token = N.contributions(circuit, model, [found[0]])[0]
+    for slip in ({"top_j": no_scale}, {"top_j": right, "c": every_token}):
+        verdict = run_check("ex-ch05-score", {**ns, **slip})
+        assert verdict.status == FAILED and "Not correct yet" in verdict.message, slip
