@@ -152,7 +152,7 @@ def index_markdown(
     listed = list(neurons)[:limit]
     linked = set(int(j) for j in (neurons if linked is None else linked))
     extra = extra or {}
-    columns = list(dict.fromkeys(c for j in neurons for c in extra.get(j, {})))
+    columns = list(dict.fromkeys(c for j in listed for c in extra.get(j, {})))
     head = ["neuron", "score", "top tokens", "bottom tokens", *columns]
     lines = _caption(model, f"the found neurons, best score first ({k} tokens a side)")
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -24,27 +24,20 @@ OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 FILE = re.compile(r"\b((?:scripts|benchmarks|src/context_neurons)/[\w./-]+\.(?:py|sh|json|md))\b")
 
 
-def _parser() -> argparse.ArgumentParser:
-    from context_neurons.__main__ import build_parser
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    """Each command's parser (``train``'s own, ``training.cli``, in its place), as the book's
+    commands page prints them."""
+    from context_neurons.__main__ import command_parsers
 
-    return build_parser()
-
-
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """Each command's parser; ``train`` has its own (``training.cli``), read in its place."""
-    from context_neurons.training.cli import build_parser as train_parser
-
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return {**action.choices, "train": train_parser()}
+    return {name: parser for name, parser in command_parsers().items() if name}
 
 
 def help_texts() -> dict[str, str]:
     """The main parser's help and every command's."""
-    parser = _parser()
-    texts = {"--help": parser.format_help()}
-    texts.update({f"{name} --help": sub.format_help()
-                  for name, sub in _subparsers(parser).items()})
-    return texts
+    from context_neurons.__main__ import command_parsers
+
+    return {f"{name} --help".strip(): parser.format_help()
+            for name, parser in command_parsers().items()}
 
 
 def all_texts() -> dict[str, str]:
@@ -77,7 +70,7 @@ def test_every_module_path_named_exists():
 
 
 def test_every_command_and_its_options_named_exist():
-    commands = _subparsers(_parser())
+    commands = _subparsers()
     assert sum(len(COMMAND.findall(text)) for text in all_texts().values()) > 10
     wrong = []
     for where, text in all_texts().items():

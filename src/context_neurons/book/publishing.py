@@ -51,8 +51,7 @@ def set_repository(url: str, root: Path = config.REPOSITORY_ROOT) -> list[Path]:
     """
     url = check_repository_url(url)
     pairs = list(zip(addresses(colab.REPOSITORY), addresses(url)))
-    return [path for path in repository_files(root)
-            if any([replace_in_file(path, old, new) for old, new in pairs])]
+    return [path for path in repository_files(root) if replace_in_file(path, pairs)]
 
 
 def addresses(repository: str) -> tuple[str, str, str]:
@@ -78,13 +77,16 @@ def repository_files(root: Path) -> list[Path]:
     ]
 
 
-def replace_in_file(path: Path, old: str, new: str) -> bool:
-    """Replace ``old`` by ``new`` in the text of ``path`` (a missing file is skipped), written
-    atomically: a reader sees the old file or the new one. Returns whether it changed."""
+def replace_in_file(path: Path, pairs: list[tuple[str, str]]) -> bool:
+    """Replace each ``old`` by its ``new`` (``pairs``, in order) in the text of ``path`` (a
+    missing file is skipped), read once and written atomically: a reader sees the old file or
+    the new one. Returns whether it changed."""
     if not path.is_file():
         return False
     text = path.read_bytes().decode("utf-8")  # line endings kept as they are
-    changed = text.replace(old, new)
+    changed = text
+    for old, new in pairs:
+        changed = changed.replace(old, new)
     if changed == text:
         return False
     write_text_whole(path, changed, newline="")  # the file's mode and line endings kept

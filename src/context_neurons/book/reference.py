@@ -91,17 +91,28 @@ def refreshed(text: str, parsers: dict[str, argparse.ArgumentParser]) -> str:
     return BLOCK.sub(fill, text)
 
 
+def _refreshed_documents(parsers: dict[str, argparse.ArgumentParser]) -> dict[Path, str]:
+    """Each out-of-date document and its text with every block written again (read once)."""
+    out = {}
+    for path in DOCUMENTS:
+        text = path.read_text()
+        new = refreshed(text, parsers)
+        if new != text:
+            out[path] = new
+    return out
+
+
 def stale_documents(parsers: dict[str, argparse.ArgumentParser]) -> list[Path]:
     """The documents whose generated blocks are out of date."""
-    return [path for path in DOCUMENTS if refreshed(path.read_text(), parsers) != path.read_text()]
+    return list(_refreshed_documents(parsers))
 
 
 def refresh_documents(parsers: dict[str, argparse.ArgumentParser]) -> list[Path]:
     """Rewrite every out-of-date document (each written whole); returns those rewritten."""
-    stale = stale_documents(parsers)
-    for path in stale:
-        write_text_whole(path, refreshed(path.read_text(), parsers))
-    return stale
+    stale = _refreshed_documents(parsers)
+    for path, text in stale.items():
+        write_text_whole(path, text)
+    return list(stale)
 
 
 __all__ = ["BLOCK", "DOCUMENTS", "HELP_WIDTH", "commands_reference", "configuration_table",

@@ -83,9 +83,14 @@ def held_out_general_windows(
     """
     exclude = calibration_keys() if exclude is None else exclude
     windows, labels, report = evaluation_windows(tokenizer, n + len(exclude), n_ctx, source)
-    kept = [i for i, label in enumerate(labels) if not _window_keys(label) & exclude][:n]
+    kept = _apart(labels, exclude)[:n]
     left_out = [label for label in labels if _window_keys(label) & exclude]
     return [windows[i] for i in kept], [labels[i] for i in kept], report, left_out
+
+
+def _apart(labels: list[str], keys: set[tuple[str, str]]) -> list[int]:
+    """The indices of the windows none of whose documents is one of ``keys``."""
+    return [i for i, label in enumerate(labels) if not _window_keys(label) & keys]
 
 
 def without_documents(
@@ -94,8 +99,7 @@ def without_documents(
     """The windows (and their labels) whose documents are none of ``others``' documents: two sets
     drawn from one stream (online, chapter 3's prose and its Bible stand-in are both OpenWebText)
     then share no document."""
-    taken = set().union(*(_window_keys(label) for label in others))
-    kept = [i for i, label in enumerate(labels) if not _window_keys(label) & taken]
+    kept = _apart(labels, set().union(*(_window_keys(label) for label in others)))
     return [windows[i] for i in kept], [labels[i] for i in kept]
 
 

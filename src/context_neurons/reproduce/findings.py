@@ -59,6 +59,7 @@ class Finding:
         best_baseline: the best baseline, in words.
         replicates: whether a replication's verdict is seed 0's (None: not a replication, or
             not judged).
+        primary_verdict: the primary verdict itself (None where the protocol judges nothing).
     """
 
     model: str
@@ -71,10 +72,11 @@ class Finding:
     difference: str = "-"
     best_baseline: str = "-"
     replicates: bool | None = None
+    primary_verdict: PrimaryVerdict | None = None
 
     @property
     def testable(self) -> bool:
-        return self.difference != "-"
+        return self.primary_verdict is not None
 
     def verdict_cell(self) -> str:
         """The README's verdict column."""
@@ -111,7 +113,7 @@ def finding(name: str, entry: V3Evaluation | NoResult, min_truth: int) -> Findin
                    entry.secondary[TOP].verdict, primary.label(),
                    interval_text(primary.delta, primary.delta_ci95),
                    BASELINE_WORDS.get(primary.best_baseline, primary.best_baseline),
-                   entry.replicates)
+                   entry.replicates, primary.verdict)
 
 
 def findings_of(entries: Entries) -> list[Finding]:
@@ -153,7 +155,7 @@ def finding_sentence(f: Finding, emphasis: str = "**") -> str:
     return (f"{name}, {f.n_truth} context neurons by activation: the paper's `top[j]` ranks "
             f"them at AUC {f.top_auc} ({f.top_verdict}); the frequency-aware score at "
             f"{f.frequency_aware_auc}. The best baseline, {f.best_baseline}, "
-            f"{VERDICT_WORDS.get(f.verdict.split(' (')[0], 'is compared')}: the difference in "
+            f"{VERDICT_WORDS.get(f.primary_verdict, 'is compared')}: the difference in "
             f"AUC is {f.difference}, {f.verdict}.{replicates}")
 
 
