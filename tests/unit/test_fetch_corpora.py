@@ -249,6 +249,41 @@ def test_the_check_passes_on_a_release_and_names_what_changed(release, corpora, 
     assert json.loads(release[1].read_text())["version"] == "7"  # --check writes nothing
 
 
+def release_script():
+    spec = importlib.util.spec_from_file_location("build_corpora_release",
+                                                  ROOT / "scripts" / "build_corpora_release.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_upload_creates_the_release_or_replaces_its_files(release, monkeypatch):
+    script = release_script()
+    out = release[0]
+    create, = script.upload_commands(out, "7", "https://github.com/me/book")
+    assert create[:4] == ["gh", "release", "create", "corpora-v7"]
+    assert create[create.index("--repo") + 1] == "me/book"
+    archives = sorted(str(path) for path in out.glob("*.tar.gz"))
+    assert archives and set(archives) <= set(create)
+    assert str(out / "README.md") in create
+    update, = script.upload_commands(out, "7", "https://github.com/me/book", exists=True)
+    assert update[:4] == ["gh", "release", "upload", "corpora-v7"] and "--clobber" in update
+    # the tag is the one fetch-corpora downloads from
+    assert script.release_url("7").endswith(f"/releases/download/{script.release_tag('7')}/")
+    monkeypatch.setattr(script.shutil, "which", lambda name: None)
+    with pytest.raises(script.ContextNeuronsError, match="gh auth login"):
+        script.upload(out, "7")
+
+
+def test_upload_refuses_an_empty_folder_and_check(tmp_path, capsys):
+    script = release_script()
+    with pytest.raises(script.ContextNeuronsError, match="Nothing to upload"):
+        script.upload_commands(tmp_path, "1")
+    with pytest.raises(SystemExit):
+        script.main(["--corpora", str(tmp_path), "--out", str(tmp_path), "--check", "--upload"])
+    assert "run --check on its own" in capsys.readouterr().err
+
+
 def test_a_folder_the_readme_does_not_describe_is_refused(tmp_path, corpora):
     (corpora / "delta_new").mkdir()
     (corpora / "delta_new" / "d.jsonl").write_text(jsonl([{"id": "d", "text": "x"}]))
