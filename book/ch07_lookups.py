@@ -114,10 +114,14 @@ import pandas as pd
 from context_neurons import lookups as lk
 from context_neurons.printing import show_table, wrapped
 
+from context_neurons.config import reduced_scale
+
 final_scale = lk.typical_final_scale(model)
 print(f"typical final LayerNorm scale on the calibration text: {final_scale:.2f}")
-scored_layers = lk.later_layers(model)
-print(f"scoring the later half of the layers: {scored_layers} of 0..{model.cfg.n_layers - 1}")
+N_LAST = 2 if reduced_scale() else None  # reduced (CI's online run): the last two layers only
+scored_layers = lk.later_layers(model, N_LAST)
+print(f"scoring {'the last two' if N_LAST else 'the later half of the'} layers: "
+      f"{scored_layers} of 0..{model.cfg.n_layers - 1}")
 scores = lk.token_prediction_scores(model, layers=scored_layers, final_scale=final_scale)
 print(f"scored {len(scores)} neurons in layers {scores.layer.min()}..{scores.layer.max()}")
 
@@ -180,8 +184,6 @@ else:
 # pass stops at that hook: nothing later is computed.
 
 # %%
-from context_neurons.config import reduced_scale
-
 PER_DOMAIN = 12 if reduced_scale() else 48  # documents per domain (reduced: CI's online run)
 windows, labels = lk.lookup_windows(model.tokenizer, per_domain=PER_DOMAIN)
 windows = [w.to(model.cfg.device) for w in windows]

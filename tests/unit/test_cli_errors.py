@@ -532,3 +532,11 @@ def test_benchmarks_do_not_import_each_other_in_a_cycle():
 def test_pyproject_refers_to_no_file_outside_the_repository():
     text = (REPO / "pyproject.toml").read_text()
     assert "STYLE.md" not in text and "../" not in text
+
+
+def test_the_ci_log_names_each_chapter_s_slowest_cells():
+    from context_neurons.book.notebooks import _seconds_between, slowest_cells
+
+    assert _seconds_between("2026-11-28T22:05:01.500000Z", "2026-11-28T22:06:03.000000Z") == 61.5
+    assert slowest_cells({0: 0.5, 3: 43.2, 7: 20.0, 9: 1.0}, n=2) == "cell 3 43 s, cell 7 20 s"
+    assert slowest_cells({}) == ""

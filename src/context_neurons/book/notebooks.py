@@ -77,8 +77,10 @@ def execute(chapter: Path, environment: dict[str, str] | None = None, cwd: Path 
     """Execute a chapter in a fresh kernel whose environment adds ``environment``.
 
     Returns:
-        ``(notebook, seconds)``: the executed notebook (cell ids and timestamps made stable) and
-        the time it took. A cell that raises raises ``nbclient.exceptions.CellExecutionError``.
+        ``(notebook, seconds, cell_seconds)``: the executed notebook (cell ids and timestamps made
+        stable), the time it took, and each code cell's time by cell index (read from the
+        timestamps before they are removed). A cell that raises raises
+        ``nbclient.exceptions.CellExecutionError``.
     """
     from nbclient import NotebookClient  # optional (the "book" extra), as jupytext above
 
@@ -89,10 +91,30 @@ def execute(chapter: Path, environment: dict[str, str] | None = None, cwd: Path 
     client = NotebookClient(notebook, timeout=TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(cwd)}})
     client.execute(env=config.child_environment(environment))
+    cell_seconds = {}
     for index, cell in enumerate(notebook.cells):  # keep the stored file stable across runs
-        cell.get("metadata", {}).pop("execution", None)  # timestamps
+        stamps = cell.get("metadata", {}).pop("execution", None) or {}  # timestamps
+        if "iopub.execute_input" in stamps and "shell.execute_reply" in stamps:
+            cell_seconds[index] = _seconds_between(stamps["iopub.execute_input"],
+                                                   stamps["shell.execute_reply"])
         cell["id"] = f"cell-{index}"  # jupytext draws random ids
-    return notebook, time.perf_counter() - start
+    return notebook, time.perf_counter() - start, cell_seconds
+
+
+def _seconds_between(start: str, end: str) -> float:
+    """Seconds between two of Jupyter's ISO timestamps (``2026-11-28T22:05:01.123456Z``)."""
+    from datetime import datetime
+
+    def parse(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    return (parse(end) - parse(start)).total_seconds()
+
+
+def slowest_cells(cell_seconds: dict[int, float], n: int = 3) -> str:
+    """The ``n`` slowest cells in words (``"cell 12 43 s, cell 7 20 s"``), for the CI log."""
+    slowest = sorted(cell_seconds.items(), key=lambda item: -item[1])[:n]
+    return ", ".join(f"cell {index} {seconds:.0f} s" for index, seconds in slowest)
 
 
 def regenerate(chapters: list[Path] | None = None) -> int:
@@ -102,7 +124,7 @@ def regenerate(chapters: list[Path] | None = None) -> int:
     STORED.mkdir(parents=True, exist_ok=True)
     for chapter in chapters or chapter_files():
         chapter = Path(chapter).resolve()
-        notebook, seconds = execute(chapter, {config.MODEL.name: "planted"})
+        notebook, seconds, _ = execute(chapter, {config.MODEL.name: "planted"})
         nbformat.write(notebook, stored_notebook(chapter))
         print(f"{chapter.name}: executed in {seconds:.0f} s -> "
               f"{stored_notebook(chapter).relative_to(REPO)}")
@@ -119,8 +141,9 @@ def run_chapters(
     out.mkdir(parents=True, exist_ok=True)
     timings = {}
     for chapter in chapters or chapter_files():
-        notebook, seconds = execute(Path(chapter).resolve(), environment, cwd=out)
+        notebook, seconds, cell_seconds = execute(Path(chapter).resolve(), environment, cwd=out)
         nbformat.write(notebook, out / (Path(chapter).stem + ".ipynb"))
         timings[Path(chapter).name] = round(seconds, 1)
-        print(f"{Path(chapter).name}: executed in {seconds:.0f} s", flush=True)
+        print(f"{Path(chapter).name}: executed in {seconds:.0f} s (slowest: "
+              f"{slowest_cells(cell_seconds)})", flush=True)
     return timings
