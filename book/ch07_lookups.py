@@ -111,14 +111,12 @@ model = loaded.model
 # %%
 import pandas as pd
 
-from context_neurons import lookups as lk
+from context_neurons import config, lookups as lk
 from context_neurons.printing import show_table, wrapped
-
-from context_neurons.config import reduced_scale
 
 final_scale = lk.typical_final_scale(model)
 print(f"typical final LayerNorm scale on the calibration text: {final_scale:.2f}")
-N_LAST = 2 if reduced_scale() else None  # reduced (CI's online run): the last two layers only
+N_LAST = 2 if config.reduced_scale() else None  # reduced (CI's online run): the last two layers only
 scored_layers = lk.later_layers(model, N_LAST)
 print(f"scoring {'the last two' if N_LAST else 'the later half of the'} layers: "
       f"{scored_layers} of 0..{model.cfg.n_layers - 1}")
@@ -184,7 +182,7 @@ else:
 # pass stops at that hook: nothing later is computed.
 
 # %%
-PER_DOMAIN = 12 if reduced_scale() else 48  # documents per domain (reduced: CI's online run)
+PER_DOMAIN = 12 if config.reduced_scale() else 48  # documents per domain (reduced: CI's online run)
 windows, labels = lk.lookup_windows(model.tokenizer, per_domain=PER_DOMAIN)
 windows = [w.to(model.cfg.device) for w in windows]
 domains = sorted({label.split("|")[0] for label in labels})

@@ -772,13 +772,21 @@ def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
     from context_neurons.method import MethodValues
     from context_neurons.models import load_model
     from context_neurons.reproduce.verdict_rows_v3 import KEYS, v3_rows
+    from context_neurons.verdict.v3_report import MODELS
+    from context_neurons.verdict.v3_stored import stored_entry
 
     monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
     model = load_model("trained").model
     rows = v3_rows(load_model("trained"), MethodValues(model))
-    assert [r.key for r in rows] == list(KEYS)
+    assert [r.key for r in rows] == [*KEYS, "discovery_models_v3"]
     assert all(math.isnan(r.value) and r.label.startswith("not computed: Protocol v3 reads")
-               for r in rows)
+               for r in rows[:-1])
+    # the stored results are still shown (issue 52), each labelled stored, never as this run's
+    models = rows[-1]
+    assert "none computed in this run" in models.label
+    assert set(models.value) == set(MODELS)
+    for name in MODELS:  # all three are stored with the package
+        assert models.value[name]["primary verdict"] == stored_entry(name).primary_verdict
 
 
 def test_baseline_records_and_sentences_print_every_baseline_and_model():

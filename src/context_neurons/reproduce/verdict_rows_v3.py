@@ -54,7 +54,11 @@ def v3_rows(loaded: LoadedModel, method: MethodValues, progress: bool = False,
         record = read_record(loaded.directory)
         data = v3_data(model.tokenizer, record, protocol)
     except DataError as error:  # online: the held-out documents are not here
-        return [Row(key, math.nan, f"not computed: {error}") for key in KEYS]
+        return [Row(key, math.nan, f"not computed: {error}") for key in KEYS] + [
+            Row("discovery_models_v3", _models(model_entries({})),
+                "every model protocol v3 registers, none computed in this run (its documents "
+                "are absent): each stored result (computed elsewhere, labelled so), or why it "
+                "has none", show="records")]
     result = evaluate_v3(model, record, protocol, data, n_resamples, progress=progress,
                          method=method)
     models = model_entries({model_key(record): result})
