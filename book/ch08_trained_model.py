@@ -675,7 +675,7 @@ if isinstance(seed0, V3Evaluation) and seed0.primary:
 # seed-0 command with `--seed 1`, and a model whose layer 0 has GPT-2 Small's shape. The seed-1
 # model was trained on a lent GPU and ships beside the seed-0 model
 # (`assets/trained-model-seed1`). Its v3 evaluation takes about four minutes on one core, so it
-# is not run on this page: `python -m context_neurons.verdict.v3 --model trained-seed1 --store`
+# is not run on this page: `python -m context_neurons v3 --model trained-seed1 --store`
 # computed it and stored it beside the weights, and it is read back only while those weights and
 # the protocol files are the ones it was computed from (their SHA-256 are in the file).
 #
@@ -766,7 +766,7 @@ for seed, record in (("seed 0", development), ("seed 1", development_seed1)):
 # intermediate checkpoints were gone (only the final weights ship; seed 1's checkpoints stayed
 # on the lent GPU machine). They come from the weights that remain: the initialised model (step
 # 0, rebuilt from the run's configuration and seed) and the shipped model, added by
-# `python -m context_neurons.verdict.development RUN_DIR --v3-only`. The other steps say that
+# `python -m context_neurons development RUN_DIR --v3-only`. The other steps say that
 # their weights were not kept; a run of the GPU jobs from now on (`scripts/device_jobs.sh`,
 # which write both views from the kept checkpoints on the GPU machine) gets every row. The last
 # row's truth is the point value of the v3 truth in §8.8.

@@ -334,10 +334,10 @@ step2() {
         # on the second lent H100; the CPU path's estimate did not fit beside training), then on
         # the device's CPU cores if that fails. Bring the result home with
         # `scripts/device_steps.py import-v3` (it ships in assets/gpt2-layer0-shape).
-        run_step 2-v3-cuda A 60 - "$PY" -m context_neurons.verdict.v3 --model "$RUN2" --no-apart \
+        run_step 2-v3-cuda A 60 - "$PY" -m context_neurons v3 --model "$RUN2" --no-apart \
             --no-label-free --threads "$V3_THREADS" --device "$DEVICE" \
             --out "$RUN2/verdict-v3.json" \
-        || run_step 2-v3 A 60 - "$PY" -m context_neurons.verdict.v3 --model "$RUN2" --no-apart \
+        || run_step 2-v3 A 60 - "$PY" -m context_neurons v3 --model "$RUN2" --no-apart \
             --no-label-free --threads "$V3_THREADS" --out "$RUN2/verdict-v3.json"
     else
         skip 2-summary A "step 2's training did not finish"

@@ -21,8 +21,11 @@ from context_neurons.models.planted import VARIANTS, build_planted_state
 from context_neurons.text.dataset import DEFAULT_DIRECTORY_WORDS
 from context_neurons.training.cli import DefaultsHelpFormatter, positive_int, seed_int
 from context_neurons.training.config import MAX_SEED
-from context_neurons.verdict.v3 import COMMAND as V3, DESCRIPTION as V3_DESCRIPTION
-from context_neurons.verdict.v3 import add_arguments as add_v3_arguments
+from context_neurons.commands.development import COMMAND as DEVELOPMENT
+from context_neurons.commands.development import DESCRIPTION as DEVELOPMENT_DESCRIPTION
+from context_neurons.commands.development import add_arguments as add_development_arguments
+from context_neurons.commands.v3 import COMMAND as V3, DESCRIPTION as V3_DESCRIPTION
+from context_neurons.commands.v3 import add_arguments as add_v3_arguments
 from context_neurons.training.cli import main as train
 
 DESCRIPTION = (
@@ -165,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--no-progress", action="store_true", help="no progress bars or messages")
 
     add_v3_arguments(command(V3, V3_DESCRIPTION))
+    add_development_arguments(command(DEVELOPMENT, DEVELOPMENT_DESCRIPTION))
 
     command("refresh-docs", "write again the README's and the book's generated blocks (what "
                             "the book found, every command's help, the configuration, the corpora)")
@@ -259,9 +263,13 @@ def _dispatch(args: argparse.Namespace) -> int:
                       progress=not args.no_progress)
         return 0
     if args.command == V3:
-        from context_neurons.verdict.v3 import command as protocol_v3
+        from context_neurons.commands.v3 import command as protocol_v3
 
         return protocol_v3(args)
+    if args.command == DEVELOPMENT:
+        from context_neurons.commands.development import command as development
+
+        return development(args)
     if args.command == "refresh-docs":
         from context_neurons.book.reference import refresh_documents
 

@@ -37,7 +37,7 @@ LAYERS: dict[str, int] = {
     "respelling": 9, "sweeps": 9, "recovery": 9, "verdict": 9,
     "plotting": 10,
     "gallery": 11, "interactive": 11,
-    "reproduce": 12, "book": 12, "__main__": 13, "__init__": 13,
+    "reproduce": 12, "book": 12, "commands": 13, "__main__": 13, "__init__": 13,
 }
 #: From this many unrelated groups of definitions (:func:`question_groups`), a module holds several
 #: questions; every module is checked, whatever its length (the token windows of ``text.windows``,

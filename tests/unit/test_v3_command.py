@@ -1,5 +1,5 @@
 """Issue 54: protocol v3's command, ``python -m context_neurons v3`` (``python -m
-context_neurons.verdict.v3`` runs the same one), reads like ``reproduce``: a bad input is refused
+context_neurons.commands.v3`` runs the same one), reads like ``reproduce``: a bad input is refused
 before the run of several minutes, in one line with exit status 2 (or argparse's refusal, also
 status 2), never a traceback; its help names its defaults and choices; a line on stderr says it
 started."""
@@ -13,7 +13,7 @@ import torch
 
 from context_neurons import config
 from context_neurons.__main__ import build_parser, main
-from context_neurons.verdict import v3
+from context_neurons.commands import v3
 from context_neurons.verdict.protocol import load_protocol_v3
 from cli_cases import one_line_error  # tests/unit/cli_cases.py
 

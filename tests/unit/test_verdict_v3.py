@@ -690,7 +690,7 @@ def test_the_shipped_gpt2_shaped_result_matches_the_protocol_and_its_training_re
 
 def test_the_shipped_replication_result_matches_the_shipped_weights_and_protocol():
     """verdict-v3.json beside the seed-1 weights was computed from them and from today's
-    protocol (else regenerate it: python -m context_neurons.verdict.v3 --model trained-seed1
+    protocol (else regenerate it: python -m context_neurons v3 --model trained-seed1
     --store --threads 1)."""
     from context_neurons.verdict.v3_stored import stored_entry
 
@@ -1009,7 +1009,7 @@ def test_label_free_pool_clusters_two_vocabularies_and_scores_against_the_truth(
 
 def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_compare(
         tmp_path, monkeypatch):
-    """``python -m context_neurons.verdict.v3 --model DIR --out FILE`` on a model the protocol
+    """``python -m context_neurons v3 --model DIR --out FILE`` on a model the protocol
     cannot compare (another held-out fraction): no number for it, its reason, and every other
     registered model's entry, the stored seed-1 result typed and written back as its JSON. The
     model is never loaded; a name that is not a trained run is refused before anything runs."""
@@ -1018,6 +1018,7 @@ def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_comp
 
     from context_neurons.checks import InputError
     from context_neurons.models.loading import TRAINED_SEED1_DIR
+    from context_neurons.commands import v3 as v3_command
     from context_neurons.verdict import v3
 
     def no_load(*args, **kwargs):
@@ -1033,7 +1034,8 @@ def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_comp
     record["config"]["heldout_fraction"] = 0.2
     (folder / "training.json").write_text(json.dumps(record))
     out_file = tmp_path / "v3.json"
-    assert v3.main(["--model", str(folder), "--out", str(out_file), "--no-label-free"]) == 0
+    argv = ["--model", str(folder), "--out", str(out_file), "--no-label-free"]
+    assert v3_command.main(argv) == 0
     written = json.loads(out_file.read_text())
     assert written["primary_verdict"] == "not comparable"
     models = written["models"]

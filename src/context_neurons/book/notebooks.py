@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from datetime import datetime
 from pathlib import Path
 
 from context_neurons import config
@@ -103,8 +104,6 @@ def execute(chapter: Path, environment: dict[str, str] | None = None, cwd: Path 
 
 def _seconds_between(start: str, end: str) -> float:
     """Seconds between two of Jupyter's ISO timestamps (``2026-11-28T22:05:01.123456Z``)."""
-    from datetime import datetime
-
     def parse(stamp: str) -> datetime:
         return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 

@@ -65,12 +65,12 @@ def v3_checkpoint_table(developments: dict[str, dict]) -> pd.DataFrame:
     the size of the truth, or why there is none (:data:`WEIGHTS_NOT_KEPT`, the summary's
     ``v3_steps_without_weights``; :data:`NO_CONTEXT_SET`; :data:`NOT_COMPUTED` for a run v3
     cannot read, whose reason is the file's ``v3_not_computed``). A file without v3's view is an
-    error: ``python -m context_neurons.verdict.development RUN_DIR --v3-only`` adds it."""
+    error: ``python -m context_neurons development RUN_DIR --v3-only`` adds it."""
     rows = []
     for label, development in developments.items():
         if "v3_steps_without_weights" not in development:
             raise ValueError(f"{label}: development.json has no protocol v3 view; add it with "
-                             "python -m context_neurons.verdict.development RUN_DIR --v3-only")
+                             "python -m context_neurons development RUN_DIR --v3-only")
         missing = set(development["v3_steps_without_weights"])
         for r in development["checkpoints"]:
             heads = r["v3_context_heads"]

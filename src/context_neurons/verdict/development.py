@@ -15,7 +15,6 @@ initialised model (rebuilt from the run's configuration and seed) for step 0.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
 import context_neurons.verdict.statistics as st
-from context_neurons import config as settings
 from context_neurons.activations import mean_head_z
 from context_neurons.files import write_text_whole
 from context_neurons.method import MethodValues
@@ -156,24 +154,3 @@ def add_development_view(run_dir: str | Path, progress: bool = True) -> Path:
     summary["eval_windows"] = len(eval_arrays(data)[0])
     write_text_whole(path, json.dumps(summary, indent=1) + "\n")
     return add_v3_view(run_dir, progress)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m context_neurons.verdict.development RUN_DIR [--v3-only]``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m context_neurons.verdict.development",
-        description="Add protocols v1's and v3's views to a training run's development.json.")
-    parser.add_argument("run_dir", type=Path, help="a training run (its training.json and "
-                        "development.json)")
-    parser.add_argument("--v3-only", action="store_true", help="add protocol v3's columns "
-                        "only, keeping the rest (runs whose checkpoints were not kept)")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(settings.threads())
-    torch.set_grad_enabled(False)
-    path = (add_v3_view if args.v3_only else add_development_view)(args.run_dir)
-    print(f"wrote {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

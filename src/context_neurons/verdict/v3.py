@@ -10,16 +10,14 @@ non-pooled domains' descriptions and, when asked, the EXPLORATORY label-free arm
 
     python -m context_neurons v3 [--model trained] [--out FILE.json] [--resamples N]
 
-(``python -m context_neurons.verdict.v3`` runs the same command: :func:`main`) writes every
-registered model (a model not trained is ``pending: not trained``) and prints the report in the
-protocol's order. v1 and v2 are untouched.
+(:mod:`context_neurons.commands.v3`, which calls :func:`run`) writes every registered model (a
+model not trained is ``pending: not trained``) and prints the report in the protocol's order.
+v1 and v2 are untouched.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -36,10 +34,8 @@ from context_neurons.discovery import scoring_vocabulary
 from context_neurons.domain_shift import permuted_vocabulary, predict_path_shifts
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
-from context_neurons.checks import InputError, check_device, check_output_file, report_errors
-from context_neurons.files import write_text_whole
+from context_neurons.checks import InputError
 from context_neurons.models.loading import TRAINED_DIR, bridge_from_hf
-from context_neurons.training.cli import DefaultsHelpFormatter, positive_int
 from context_neurons.training.config import EOT, TrainConfig
 from context_neurons.training.heldout import read_record
 from context_neurons.training.loop import build_model
@@ -60,10 +56,8 @@ from context_neurons.verdict.v3_result import DataSummary, DomainSummary, LabelF
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation, jsonable
 from context_neurons.verdict.v3_report import (
     comparability,
-    entries_json,
     model_entries,
     model_key,
-    report_lines,
 )
 from context_neurons.verdict.v3_scores import WeightScores, bag_of_tokens_score, shifts_against
 from context_neurons.verdict.v3_stored import REGISTERED_DIRS, device_label, store_result
@@ -431,107 +425,8 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
 
 
-#: The command's name under ``python -m context_neurons``, and what its help says it does.
-COMMAND = "v3"
-DESCRIPTION = ("run protocol v3, the pre-registered confirmatory test of discovery, on a trained "
-               "model and print its report")
-#: The device the stored results were computed on and CI tests (``--device``'s default).
-DEFAULT_DEVICE = "cpu"
-DEFAULT_BATCH_SIZE = 8
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The options of ``python -m context_neurons v3`` added to ``parser``."""
-    parser.add_argument("--model", default="trained",
-                        help="'trained' (seed 0), 'trained-seed1' (the shipped replication) or "
-                             "a trained run's directory (with its training.json)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="write the result as JSON to this file (its folder must exist)")
-    parser.add_argument("--resamples", type=positive_int, default=None,
-                        help=f"bootstrap resamples (default: the protocol's "
-                             f"{load_protocol_v3().resamples})")
-    parser.add_argument("--threads", type=positive_int, default=None,
-                        help=f"torch threads (default: ${settings.THREADS.name}, else 2)")
-    parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,
-                        help="windows per forward pass (8 is the fastest on one CPU core)")
-    parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default=DEFAULT_DEVICE,
-                        help="where the model runs: cpu is the tested path, cuda a GPU, auto "
-                             "CUDA when available, else CPU")
-    parser.add_argument("--no-label-free", action="store_true",
-                        help="leave out the exploratory label-free arm")
-    parser.add_argument("--no-apart", action="store_true",
-                        help="leave out step 0 and the planted control (timed apart)")
-    parser.add_argument("--store", action="store_true",
-                        help="write the result beside the model's weights (verdict-v3.json), where the "
-                             "main job, chapter 8, the README and the first page read it, "
-                             "labelled as stored")
-    parser.add_argument("--no-progress", action="store_true", help="no progress messages")
-    return parser
-
-
-def command_line(args: argparse.Namespace, device: str, threads: int) -> str:
-    """The command that computes the same result (what ``--store`` records): every option that
-    changes it, with the device and thread count the run used."""
-    words = ["python -m context_neurons", COMMAND, "--model", args.model]
-    if args.resamples is not None:
-        words += ["--resamples", str(args.resamples)]
-    if args.batch_size != DEFAULT_BATCH_SIZE:
-        words += ["--batch-size", str(args.batch_size)]
-    words += [flag for flag, on in (("--no-label-free", args.no_label_free),
-                                    ("--no-apart", args.no_apart), ("--store", args.store)) if on]
-    if device != DEFAULT_DEVICE:
-        words += ["--device", device]
-    return " ".join(words + ["--threads", str(threads)])
-
-
-def command(args: argparse.Namespace) -> int:
-    """``python -m context_neurons v3``: the input checked before any work (the device, the
-    threads, the model, the output file), a line on stderr when it starts, the report on
-    stdout."""
-    check_device(args.device)
-    device = settings.resolve_device(args.device).type
-    threads = args.threads or settings.threads()
-    run_directory(args.model)
-    out = check_output_file(args.out) if args.out else None
-    torch.set_num_threads(threads)
-    progress = not args.no_progress
-    if progress:
-        print(f"protocol v3 on {args.model} ({device}, {threads} torch threads): minutes on "
-              "one core; each phase is named when it starts", file=sys.stderr, flush=True)
-    with contextlib.redirect_stdout(sys.stderr):  # progress messages: stdout holds the report
-        result = run(args.model, args.resamples, not args.no_label_free, not args.no_apart,
-                     args.batch_size, store=command_line(args, device, threads) if args.store
-                     else None, device=device, progress=progress)
-    for name, entry in result["models"].items():
-        print("\n".join(report_lines(name, entry)))
-    if out:
-        write_text_whole(out, json.dumps({**result, "models": entries_json(result["models"])},
-                                         indent=1) + "\n")
-        print(f"wrote {out}", file=sys.stderr)
-    return 0
-
-
-def parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m context_neurons v3`` on its own (:func:`main`'s)."""
-    return add_arguments(argparse.ArgumentParser(
-        prog=f"python -m context_neurons {COMMAND}", description=DESCRIPTION[0].upper()
-        + DESCRIPTION[1:] + ".", formatter_class=DefaultsHelpFormatter))
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m context_neurons.verdict.v3 ...``: the same command as ``python -m
-    context_neurons v3 ...`` (the same options, checks, errors and exit statuses; this layer
-    cannot import the command line above it, so both call :func:`command` through
-    :func:`~context_neurons.checks.report_errors`)."""
-    args = parser().parse_args(argv)
-    return report_errors(lambda: command(args))
-
-
-__all__ = ["COMMAND", "DESCRIPTION", "Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT", "Timer",
-           "V3Evaluation", "add_arguments", "apart_controls", "command", "command_line",
-           "data_summary", "evaluate_v3", "label_free_arm", "main", "non_pooled_report",
-           "parser", "registered_draws", "run", "run_directory", "same_model_controls",
+__all__ = ["Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT", "Timer",
+           "V3Evaluation", "apart_controls",
+           "data_summary", "evaluate_v3", "label_free_arm", "non_pooled_report",
+           "registered_draws", "run", "run_directory", "same_model_controls",
            "secondary_verdicts", "sensitivities_v3", "step0_model", "truth_and_verdicts"]
-
-if __name__ == "__main__":
-    raise SystemExit(main())
