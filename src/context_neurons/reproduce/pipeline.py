@@ -11,9 +11,7 @@ contextual head, the steps that need them say so instead of running on anything 
 
 from __future__ import annotations
 
-import contextlib
 import math
-import sys
 import time
 
 import torch
@@ -376,24 +374,6 @@ def in_section(title: str, rows: list[Row]) -> list[Row]:
     return rows
 
 
-class Steps:
-    """The main job's progress on stderr: each step's name when it starts and its seconds when it
-    ends (``enabled`` False: silent), so that no long step looks like a hung run."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    @contextlib.contextmanager
-    def __call__(self, name: str):
-        start = time.perf_counter()
-        if self.enabled:
-            print(f"main job: {name} ...", file=sys.stderr, flush=True)
-        yield
-        if self.enabled:
-            print(f"main job: {name}: {time.perf_counter() - start:.0f} s", file=sys.stderr,
-                  flush=True)
-
-
 #: Quantities computed from the model's outputs that are finite for any usable model: NaN or
 #: infinity there means a broken model or run (other rows may be NaN when undefined, labelled).
 FINITE_KEYS = ("tv_distance_median", "median_pearson_r", "median_fvu")
@@ -458,7 +438,7 @@ def reproduce(
         print(f"note: only {len(windows)} full-length windows available ({report}).")
     windows = [w.to(hooked.cfg.device) for w in windows]
 
-    step = Steps(progress)
+    step = Phases("main job", announce=progress, say_seconds=True)  # each step on stderr
     method = MethodValues(hooked)  # the taxonomy, circuits and scores: computed once, passed on
     with step("the taxonomy of the layer-0 heads (chapter 2)"):
         taxonomy = method.taxonomy()

@@ -9,8 +9,7 @@ numbers: the truth's spread of single positions, and broad heads as stable as th
 :mod:`.evaluate` runs it all on a model, :mod:`.planted` is the planted control.
 
 Protocol v3 (``discovery-verdict-v3.json``, registered before any v3 number) is run by
-:mod:`.v3` (``python -m context_neurons v3``, or ``python -m context_neurons.verdict.v3``; not
-imported here, so that ``-m`` runs it once): CONFIRM data (:mod:`.v3_data`), the context set
+:mod:`.v3` (``python -m context_neurons v3``: :mod:`context_neurons.commands.v3`): CONFIRM data (:mod:`.v3_data`), the context set
 (:mod:`.v3_heads`), the truth (:mod:`.v3_truth`), the score and its baselines
 (:mod:`.v3_scores`), the primary comparison (:mod:`.v3_compare`), the exploratory label-free arm
 (:mod:`.v3_label_free`) and the report (:mod:`.v3_report`).
@@ -35,12 +34,14 @@ typed model entries and verdicts, no module importing this package's face. Next,
   context set), ``truth``, ``draws`` (units, neurons, the permutation, random read directions),
   ``scores`` (scores, baselines and v2's verdicts, now in ``evaluate``), ``compare``,
   ``controls``, ``stored`` (stored results of any registered model), ``formatting`` (one
-  interval formatter; ``Timer`` folded into the main job's ``Steps``).
+  interval formatter). Done: ``Timer`` and the main job's ``Steps`` are one class,
+  :class:`context_neurons.progress.Phases`.
 - Each protocol a thin adapter (``protocols/v1.py``, ``v2.py``, ``v3.py``): its typed
   constants, data source, model list and its pipeline written out in one function; a protocol
   on another model family is a new adapter and a data source. The commands become subcommands
   of ``python -m context_neurons`` through its one error wrapper (module entry points
-  delegating); ``v3.py`` and ``development.py`` stop being both library and command.
+  delegating). Done: ``v3.py`` and ``development.py`` are library modules only; their commands
+  are :mod:`context_neurons.commands.v3` and :mod:`context_neurons.commands.development`.
 """
 
 from context_neurons.verdict.data import protocol_data

@@ -17,9 +17,7 @@ v1 and v2 are untouched.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from context_neurons.activations import mean_head_z
 from context_neurons.discovery import scoring_vocabulary
 from context_neurons.domain_shift import permuted_vocabulary, predict_path_shifts
 from context_neurons.method import MethodValues
+from context_neurons.progress import Phases
 from context_neurons.models import load_model
 from context_neurons.checks import InputError
 from context_neurons.models.loading import TRAINED_DIR, bridge_from_hf
@@ -79,23 +78,10 @@ SENSITIVITY_D = (0.5, 2.0)
 STOP_NO_CONTEXT = "not testable: no non-local contextual head"
 
 
-class Timer:
-    """Seconds per phase (``with timer("phase"): ...``); ``announce``: each phase's name on
-    stderr when it starts (progress through a run of several minutes)."""
-
-    def __init__(self, announce: bool = False) -> None:
-        self.seconds: dict[str, float] = {}
-        self.announce = announce
-
-    @contextlib.contextmanager
-    def __call__(self, phase: str):
-        t0 = time.perf_counter()
-        if self.announce:
-            print(f"protocol v3: {phase} ...", file=sys.stderr, flush=True)
-        try:
-            yield
-        finally:
-            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - t0
+def Timer(announce: bool = False) -> Phases:  # noqa: N802 (kept as the adapters call it)
+    """Protocol v3's phases: seconds per phase, each named on stderr when it starts when
+    ``announce`` (:class:`~context_neurons.progress.Phases`)."""
+    return Phases("protocol v3", announce)
 
 
 def data_summary(data: V3Data) -> DataSummary:
