@@ -25,6 +25,7 @@ from context_neurons.domain_shift import PathShifts, path_pieces, permuted_vocab
 from context_neurons.domain_shift import predict_path_shifts
 from context_neurons.method import MethodValues
 from context_neurons.printing import fixed, show_table
+from context_neurons.verdict.formatting import interval_text
 from context_neurons.stability import denominator_study
 from context_neurons.stability.bounds import coefficient_of_variation
 from context_neurons.verdict.data import eval_arrays, protocol_data
@@ -344,9 +345,9 @@ SHORT_NAMES = {"frequency_aware": "frequency-aware", "top": "top[j] (paper)",
 
 
 def with_interval(entry: ScoreResult, key: str) -> str:
-    """``entry.<key>`` and its 95% interval, ``0.90 [0.86, 0.92]`` (fixed decimals)."""
-    low, high = getattr(entry, f"{key}_ci95")
-    return f"{fixed(getattr(entry, key), 2)} [{fixed(low, 2)}, {fixed(high, 2)}]"
+    """``entry.<key>`` and its 95% interval, ``0.90 [0.86, 0.92]`` (two decimals; the one
+    formatter, :func:`~context_neurons.verdict.formatting.interval_text`)."""
+    return interval_text(getattr(entry, key), list(getattr(entry, f"{key}_ci95")), 2)
 
 
 def score_table(result: Evaluation, set_name: str = "primary") -> list[dict]:

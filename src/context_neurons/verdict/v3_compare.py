@@ -9,14 +9,13 @@ counted. Pure functions of arrays.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 import numpy as np
 
 import context_neurons.verdict.statistics as st
-from context_neurons.printing import fixed
+from context_neurons.verdict.formatting import bounds_text, interval_text, number_text
 from context_neurons.verdict.protocol import ProtocolV3
 from context_neurons.verdict.results import read_json_fields
 
@@ -29,23 +28,6 @@ class PrimaryVerdict(StrEnum):
     BASELINE_BETTER = "baseline better"
     NO_DIFFERENCE = "no difference shown"
     NOT_TESTABLE = "not testable"
-
-
-def number_text(value: float | None, decimals: int = 3) -> str:
-    """``value`` at fixed decimals; "undefined" for NaN (an AUC over an empty truth) or None
-    (the same read from JSON)."""
-    return "undefined" if value is None or math.isnan(value) else fixed(value, decimals)
-
-
-def bounds_text(interval: list, decimals: int = 3) -> str:
-    """``[0.891, 0.940]``: a 95% interval at fixed decimals (``undefined`` for a missing bound)."""
-    low, high = interval
-    return f"[{number_text(low, decimals)}, {number_text(high, decimals)}]"
-
-
-def interval_text(value: float | None, interval: list, decimals: int = 3) -> str:
-    """``0.924 [0.891, 0.940]``: a value and its 95% interval at fixed decimals."""
-    return f"{number_text(value, decimals)} {bounds_text(interval, decimals)}"
 
 
 def resampled_aucs(score: np.ndarray, boot_mask: np.ndarray,
@@ -203,5 +185,6 @@ def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
         verdict=verdict if with_verdict else None, equivalent_within_margin=equivalent)
 
 
-__all__ = ["BaselineResult", "PrimaryComparison", "PrimaryVerdict", "number_text", "paired_delta",
+__all__ = ["BaselineResult", "PrimaryComparison", "PrimaryVerdict", "bounds_text", "interval_text",
+           "number_text", "paired_delta",
            "primary_comparison", "primary_verdict", "resampled_aucs"]

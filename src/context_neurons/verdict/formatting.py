@@ -1,0 +1,29 @@
+"""A result with its interval in words, for every protocol: ``0.924 [0.891, 0.940]`` at fixed
+decimals, "undefined" where a value is NaN or missing (issue 51: v1's ``with_interval`` and v3's
+``interval_text`` were two formatters; v1's printed NaN where v3 printed "undefined")."""
+
+from __future__ import annotations
+
+import math
+
+from context_neurons.printing import fixed
+
+
+def number_text(value: float | None, decimals: int = 3) -> str:
+    """``value`` at fixed decimals; "undefined" for NaN (an AUC over an empty truth) or None
+    (the same read from JSON)."""
+    return "undefined" if value is None or math.isnan(value) else fixed(value, decimals)
+
+
+def bounds_text(interval: list, decimals: int = 3) -> str:
+    """``[0.891, 0.940]``: a 95% interval at fixed decimals (``undefined`` for a missing bound)."""
+    low, high = interval
+    return f"[{number_text(low, decimals)}, {number_text(high, decimals)}]"
+
+
+def interval_text(value: float | None, interval: list, decimals: int = 3) -> str:
+    """``0.924 [0.891, 0.940]``: a value and its 95% interval at fixed decimals."""
+    return f"{number_text(value, decimals)} {bounds_text(interval, decimals)}"
+
+
+__all__ = ["bounds_text", "interval_text", "number_text"]
