@@ -333,6 +333,8 @@ def measure_residual(
 def _certified(circuit: ContextualCircuit, model: Model, certified) -> list[int]:
     if certified is None:
         return list(circuit.heads)
+    if len(list(certified)) == 0:  # every contextual head bounded by its values' range
+        return []
     certified = check_heads(model, certified)
     stray = [h for h in certified if h not in circuit.heads]
     if stray:
