@@ -137,3 +137,33 @@ def test_bad_input_is_refused(setup):
         B.certified_band(circuit, model, texts[:2], NEURONS, DELTA, residual=short)
     with pytest.raises(B.BandError, match="shape"):
         band.contains(torch.zeros(1, 2, 3))
+
+
+def test_coverage_bootstrap_and_reading_rule():
+    """The stored table's statistic and reading rule (``context_neurons.band_coverage``)."""
+    from context_neurons.band_coverage import bootstrap_coverage, reading
+
+    pairs = torch.full((10,), 100.0)
+    coverage, low, high = bootstrap_coverage(torch.full((10,), 90.0), pairs)
+    assert coverage == low == high == pytest.approx(0.9)
+    coverage, low, high = bootstrap_coverage(torch.tensor([100.0] * 5 + [50.0] * 5), pairs)
+    assert coverage == pytest.approx(0.75) and 0.5 <= low < 0.75 < high <= 1.0
+    assert reading(0.7, 0.8, 0.9) == "falls short"
+    assert reading(0.85, 0.95, 0.9) == "consistent with nominal"
+    assert reading(0.92, 0.99, 0.9) == "at or above nominal"
+
+
+def test_band_coverage_command_refuses_an_unknown_model(capsys):
+    from context_neurons.__main__ import main
+
+    assert main(["band-coverage", "--models", "gpt9"]) != 0
+    assert "Unknown models ['gpt9']" in capsys.readouterr().err
+
+
+def test_interval_product_with_an_unbounded_projection():
+    """Step 4's interval arithmetic: corners, and ``0 * (-inf)`` (a zero scale bound against an
+    unbounded projection) reaching ``-inf`` instead of NaN (which no value lies in)."""
+    t = torch.tensor
+    lower, upper = B.interval_product(t([1.0, 0.0]), t([2.0, 3.0]), t([-1.0, -math.inf]),
+                                      t([3.0, 2.0]))
+    assert lower.tolist() == [-2.0, -math.inf] and upper.tolist() == [6.0, 6.0]

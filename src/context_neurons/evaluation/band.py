@@ -498,9 +498,20 @@ def _band_terms(circuit, model, tokens, certified, interval, residual, read, bet
     s_lo = torch.rsqrt((size + spread) ** 2 / d_model + eps)
     s_hi = torch.rsqrt((size - spread).clamp(min=0) ** 2 / d_model + eps)
 
-    products = torch.stack([s_lo[..., None] * a_lo, s_lo[..., None] * a_hi,
-                            s_hi[..., None] * a_lo, s_hi[..., None] * a_hi])
-    return products.min(0).values + beta, products.max(0).values + beta, s_lo, s_hi
+    lower, upper = interval_product(s_lo[..., None], s_hi[..., None], a_lo, a_hi)
+    return lower + beta, upper + beta, s_lo, s_hi
+
+
+def interval_product(s_lo: Tensor, s_hi: Tensor, a_lo: Tensor, a_hi: Tensor
+                     ) -> tuple[Tensor, Tensor]:
+    """``{s a : s in [s_lo, s_hi], a in [a_lo, a_hi]}`` with ``s_lo >= 0``: the smallest and
+    largest of the four corner products. A corner ``0 * (+-inf)`` (a scale bound of zero against
+    an unbounded projection) counts as ``+-inf``: ``s > 0`` can be arbitrarily small and ``a``
+    arbitrarily large, so the product reaches any value of that sign."""
+    corners = torch.stack([a_lo, a_hi, a_lo, a_hi])
+    products = torch.stack([s_lo * a_lo, s_lo * a_hi, s_hi * a_lo, s_hi * a_hi])
+    products = torch.where(products.isnan(), corners.sign() * math.inf, products)
+    return products.min(0).values, products.max(0).values
 
 
 def true_values(model: Model, tokens: Int[Tensor, "*batch pos"], neurons
