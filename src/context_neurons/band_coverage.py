@@ -276,3 +276,28 @@ def write_coverage(models=tuple(MODELS), path: Path = ASSET, progress: bool = Fa
 def stored_coverage(path: Path = ASSET) -> dict:
     """The stored table (written by ``python -m context_neurons band-coverage``)."""
     return json.loads(Path(path).read_text())
+
+
+def coverage_findings(table: dict) -> list[str]:
+    """One sentence per model and band of a stored table (:func:`stored_coverage`): coverage
+    overall with its interval and reading, how much of the band is infinite or wider than the
+    neuron's range, and which heads the check failed."""
+    lines = []
+    for entry in table["models"]:
+        failed = [h for h in entry["contextual heads"] if h not in entry["heads the check passes"]]
+        heads = (f"the check fails contextual heads {failed}" if failed
+                 else "the check passes every contextual head")
+        widths = {w["heads"]: w for w in entry["widths"]}
+        for row in entry["coverage"]:
+            if row["by"] != "all":
+                continue
+            w = widths[row["heads"]]
+            lines.append(
+                f"{entry['model']} ({heads}), band of {row['heads']}: coverage "
+                f"{row['coverage']:.4f} [{row['low']:.4f}, {row['high']:.4f}] against nominal "
+                f"{row['nominal']:g}: {row['reading']}; {w['fraction infinite']:.1%} of the pairs "
+                f"have an infinite band, {w[RANGE_KEY]:.1%} one at least the neuron's range.")
+    return lines
+
+
+RANGE_KEY = "fraction at least the neuron's range"
