@@ -922,12 +922,13 @@ print(wrapped(page.width_finding()))
 # %%
 stored = stored_coverage()
 for entry in stored["models"]:
+    name = f"{entry['model']} (stored table)"
     table = pd.DataFrame(entry["coverage"]).drop(columns=["nominal"])
-    show_table(table, f"{entry['model']}: coverage of the band (nominal {1 - entry['delta']:g})",
-               decimals=3)
-    show_table(pd.DataFrame(entry["denominators"]),
-               f"{entry['model']}: step 1 on real text, per contextual head", decimals=3)
-    show_table(pd.DataFrame(entry["widths"]), f"{entry['model']}: width of the band", decimals=3)
+    show_table(table, f"coverage of the band (nominal {1 - entry['delta']:g})", model=name,
+               decimals=4)
+    show_table(pd.DataFrame(entry["denominators"]), "step 1 on real text, per contextual head",
+               model=name, decimals=4)
+    show_table(pd.DataFrame(entry["widths"]), "width of the band", model=name, decimals=3)
 for line in coverage_findings(stored):
     print(wrapped(line))
 
