@@ -173,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     command("refresh-docs", "write again the README's and the book's generated blocks (what "
                             "the book found, every command's help, the configuration, the corpora)")
 
+    band = command("band-coverage",
+                   "measure how often the certified band holds on held-out real text and write "
+                   "the stored table (band-coverage.json among the package's assets)")
+    band.add_argument("--models", nargs="+", default=None,
+                      help="models to measure (default: planted, trained, trained-seed1)")
+    band.add_argument("--out", type=Path, default=None,
+                      help="write the table here instead of the stored asset")
+
     truth = command("planted-truth", "print what the planted model plants, as JSON")
     truth.add_argument("--seed", type=seed_int, default=None,
                        help=f"seed of the planted model, 0..{MAX_SEED} (default "
@@ -275,6 +283,17 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         for path in refresh_documents(command_parsers()):
             print(f"rewrote {path}", file=sys.stderr)
+        return 0
+    if args.command == "band-coverage":
+        from context_neurons.band_coverage import ASSET, MODELS, write_coverage
+
+        models = args.models or list(MODELS)
+        unknown = [m for m in models if m not in MODELS]
+        if unknown:
+            raise InputError(f"Unknown models {unknown}: choose among {', '.join(MODELS)}.")
+        out = check_output_file(args.out) if args.out else ASSET
+        write_coverage(models, out, progress=True)
+        print(f"wrote {out}", file=sys.stderr)
         return 0
     if args.command == "planted-truth":
         seed = check_planted_seed() if args.seed is None else args.seed

@@ -33,7 +33,7 @@ LAYERS: dict[str, int] = {
     "circuit": 5, "position_schemes": 5,
     "discovery": 6, "domain_shift": 6,
     "evaluation": 7, "method": 7,
-    "casestudies": 8, "own_domain": 8, "assumptions": 8, "lookups": 8, "activations": 8, "training": 8,
+    "casestudies": 8, "own_domain": 8, "assumptions": 8, "band_coverage": 8, "lookups": 8, "activations": 8, "training": 8,
     "respelling": 9, "sweeps": 9, "recovery": 9, "verdict": 9,
     "plotting": 10,
     "gallery": 11, "interactive": 11,

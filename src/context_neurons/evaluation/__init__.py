@@ -31,6 +31,12 @@ from context_neurons.evaluation.approximation import (  # noqa: F401
     layer0_resid_mid,
     true_pre_activations,
 )
+from context_neurons.evaluation.band import (  # noqa: F401
+    BandError,
+    BandResidual,
+    CertifiedBand,
+    certified_band,
+)
 from context_neurons.evaluation.calibration import (  # noqa: F401
     MATCHED,
     QUIET_FRACTION,

@@ -24,8 +24,14 @@ from context_neurons.models.loading import (
 
 
 def make_small_model(seed: int = 0, fold_ln: bool = False, d_vocab: int = 500, n_ctx: int = 64,
-                     n_layers: int = 1) -> tuple[TransformerBridge, GPT2LMHeadModel]:
+                     n_layers: int = 1, gentle_heads: tuple[int, ...] = (),
+                     gentle_gain: float = 0.05) -> tuple[TransformerBridge, GPT2LMHeadModel]:
     """A small seeded GPT-2-architecture TransformerBridge with non-trivial LayerNorm weights.
+
+    ``gentle_heads``: layer-0 heads whose query weights and biases are multiplied by
+    ``gentle_gain`` (weak content dependence and a slowly varying kernel: heads that chapter 3's
+    independent-token model describes, for testing the band of
+    :mod:`context_neurons.evaluation.band`).
 
     Returns:
         ``(model, hf_model)``: the TransformerBridge and the Hugging Face model it was made from.
@@ -41,6 +47,12 @@ def make_small_model(seed: int = 0, fold_ln: bool = False, d_vocab: int = 500, n
                 param.copy_(0.1 * torch.randn_like(param))
             elif "c_attn.weight" in name:
                 param.mul_(8.0)
+        d_head = config.n_embd // config.n_head
+        attn = hf_model.transformer.h[0].attn.c_attn
+        for head in gentle_heads:  # the query block is the first n_embd columns
+            columns = slice(head * d_head, (head + 1) * d_head)
+            attn.weight[:, columns] *= gentle_gain
+            attn.bias[columns] *= gentle_gain
     processing = WeightProcessing(fold_ln=fold_ln, center_writing_weights=fold_ln,
                                   center_unembed=fold_ln, fold_value_biases=fold_ln)
     return bridge_from_hf(copy.deepcopy(hf_model), None, "small", processing), hf_model

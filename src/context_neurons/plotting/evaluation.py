@@ -126,3 +126,34 @@ def plot_activations(
     ax.legend(loc="upper left", fontsize=8)
     figure.tight_layout()
     return figure
+
+
+def plot_band(
+    true: Float[np.ndarray, "pos"],
+    lower: Float[np.ndarray, "pos"],
+    upper: Float[np.ndarray, "pos"],
+    approx: Float[np.ndarray, "pos"],
+    neuron: int,
+    delta: float,
+    model_title: str = "",
+) -> matplotlib.figure.Figure:
+    """One neuron's true pre-activation along a text inside its certified band
+    (:mod:`context_neurons.evaluation.band`), the approximation beside it; positions where the
+    true value leaves the band are marked."""
+    figure, ax = plt.subplots(figsize=(8, 2.8))
+    x = np.arange(len(true))
+    finite = np.isfinite(lower) & np.isfinite(upper)
+    ax.fill_between(x, np.where(finite, lower, np.nan), np.where(finite, upper, np.nan),
+                    color=APPROX_COLOUR, alpha=0.25, linewidth=0,
+                    label=f"band (level {1 - delta:g} per position)")
+    ax.plot(x, approx, color=APPROX_COLOUR, linestyle="--", linewidth=0.8, label="approximate")
+    ax.plot(x, true, color=TRUE_COLOUR, linewidth=0.9, label="true")
+    outside = (true < lower) | (true > upper)
+    ax.scatter(x[outside], true[outside], color="red", s=8, zorder=3, label="outside the band")
+    ax.set_xlabel("position")
+    ax.set_ylabel("pre-activation")
+    ax.set_title(f"layer-0 neuron {neuron} and its band" + (f" ({model_title})" if model_title
+                                                             else ""))
+    ax.legend(loc="upper left", fontsize=7, ncol=2)
+    figure.tight_layout()
+    return figure

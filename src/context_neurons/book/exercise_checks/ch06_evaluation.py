@@ -85,3 +85,17 @@ def capstone(ns: dict) -> str:
     close("ratio", number("ratio", ns["ratio"]), measured / predicted, rtol=1e-6)
     passes = 0.5 <= measured / predicted <= 2
     return f"ratio {measured / predicted:.2f}: the criterion {'passes' if passes else 'fails'}."
+
+
+@register("ex-ch06-band-tau", VALUE,
+          {"tau": "min(Hoeffding, Chebyshev) deviation of head circuit.heads[0]'s D at n = 200"},
+          "tau against the band's own deviation band.denominators.tau at (first head, n = 200), "
+          "to 1e-6 relative")
+def band_tau(ns: dict) -> str:
+    band = ns["band"]
+    expected = float(band.denominators.tau[0, 200])
+    value = number("tau", ns["tau"])
+    close("tau", value, expected, rtol=1e-6, atol=1e-9,
+          hint="only positions 0 < i < n are random (BOS and destination are fixed); the range "
+               "and variance are those of c / mean on the calibration distribution's support.")
+    return f"tau = {value:.4f}, the band's own."
