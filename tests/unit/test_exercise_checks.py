@@ -264,3 +264,94 @@ def test_property_checks_on_made_up_objects():
     ns = {"model": model, "truth_broad": None, "seen_auc": 0.5}
     assert run_check("ex-ch08-rank", {**ns, "seen_score": torch.arange(6.0)}).correct
     assert not run_check("ex-ch08-rank", {**ns, "seen_score": torch.arange(5.0)}).correct
+
+
+# ---- the other chapters' checks on the planted model: the solution passes, slips do not ------
+#
+# Each test builds the few names its check reads, cheaply (few and short texts, the circuit and
+# scores every unit test shares), runs the chapter's own solution code on them where it is cheap,
+# and then plausible wrong answers.
+
+
+def _solve(label: str, ns: dict) -> dict:
+    """``ns`` after the chapter's own solution code of exercise ``label`` ran in it."""
+    chapter = next(c for c in CHAPTERS if label in exercise_labels(c))
+    ns = {"__name__": "__main__", **ns}
+    exec(compile(solutions(chapter)[label], f"<solution {label}>", "exec"), ns)
+    return ns
+
+
+def _rejects(label: str, ns: dict, **wrong) -> str:
+    verdict = run_check(label, {**ns, **wrong})
+    assert verdict.status == FAILED, (label, list(wrong), verdict.message)
+    assert "check stopped" not in verdict.message, verdict.message
+    return verdict.message
+
+
+@pytest.fixture(scope="module")
+def planted_circuit(planted):
+    from context_neurons import circuit as cc
+
+    return cc.get_circuit(planted.model)  # cached: shared with the other unit tests
+
+
+@pytest.fixture(scope="module")
+def planted_scores(planted, planted_circuit):
+    from context_neurons import discovery as disc
+
+    return disc.get_scores(planted_circuit, planted.model)
+
+
+@pytest.fixture(scope="module")
+def chapter3(planted, planted_circuit):
+    """Chapter 3's names at n = 128 on six texts."""
+    import pandas as pd
+
+    from context_neurons import stability as st
+    from context_neurons.printing import fixed, show_table, wrapped
+    from context_neurons.text.windows import corpus_windows
+
+    model = planted.model
+    half = 128
+    windows, labels, _ = corpus_windows(model.tokenizer, None, n=6, min_tokens=half + 1,
+                                        n_ctx=model.cfg.n_ctx)
+    study = st.denominator_study(model, windows, n=half, labels=labels)
+    return {"model": model, "loaded": planted, "st": st, "torch": torch, "pd": pd, "study": study,
+            "shown": list(planted_circuit.heads), "windows": windows, "half": half,
+            "n_ctx": model.cfg.n_ctx, "table": study.table(prob=0.05), "wrapped": wrapped,
+            "fixed": fixed, "show_table": show_table}
+
+
+def test_exercise_3_1_rejects_an_unweighted_sd_and_the_fixed_positions(chapter3):
+    ns = _solve("ex-ch03-predict-spread", chapter3)
+    assert run_check("ex-ch03-predict-spread", ns).correct
+    study, head = ns["study"], ns["head"]
+    _rejects("ex-ch03-predict-spread", ns, sigma=float(study.values(head).std()))  # unweighted
+    _rejects("ex-ch03-predict-spread", ns,  # BOS and the destination counted as random
+             sum_sq=float((study.kernel[study.row(head)] ** 2).sum()))
+    _rejects("ex-ch03-predict-spread", ns,  # the mean dropped
+             cv_predicted=ns["sigma"] * ns["sum_sq"] ** 0.5)
+
+
+def test_exercise_3_2_rejects_uniform_draws_transposed_draws_and_a_reversed_kernel(chapter3):
+    ns = _solve("ex-ch03-variance", chapter3)
+    assert run_check("ex-ch03-variance", ns).correct
+    values, kernel, draws = ns["values"], ns["kernel"], ns["draws"].view(-1, len(ns["kernel"]))
+    uniform = torch.randint(0, len(values), draws.shape, generator=torch.Generator().manual_seed(0))
+    message = _rejects("ex-ch03-variance", ns, draws=uniform, sums=values[uniform] @ kernel)
+    assert "standard errors" in message
+    _rejects("ex-ch03-variance", ns, draws=draws.T)
+    _rejects("ex-ch03-variance", ns, draws=draws, sums=values[draws] @ kernel.flip(0))
+
+
+def test_exercise_3_3_rejects_the_prose_keys_and_a_tv_without_its_half(chapter3):
+    ns = _solve("ex-ch03-calibration", chapter3)
+    assert run_check("ex-ch03-calibration", ns).correct
+    from context_neurons import stability as st
+
+    study, shown = ns["study"], ns["shown"]
+    prose = st.denominator_study(ns["model"], ns["windows"], n=ns["half"], heads=shown)
+    message = _rejects("ex-ch03-calibration", ns, news_study=prose,
+                       kernel_tv=torch.zeros(len(shown)))  # mean_keys= forgotten
+    assert "news_study.kernel" in message
+    _rejects("ex-ch03-calibration", ns, kernel_tv=2 * ns["kernel_tv"])
