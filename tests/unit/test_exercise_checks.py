@@ -355,3 +355,88 @@ def test_exercise_3_3_rejects_the_prose_keys_and_a_tv_without_its_half(chapter3)
                        kernel_tv=torch.zeros(len(shown)))  # mean_keys= forgotten
     assert "news_study.kernel" in message
     _rejects("ex-ch03-calibration", ns, kernel_tv=2 * ns["kernel_tv"])
+
+
+def _printing() -> dict:
+    from context_neurons import printing
+
+    return {name: getattr(printing, name) for name in
+            ("fixed", "show_table", "wrapped", "wrapped_items", "below")}
+
+
+def test_exercise_a_1_rejects_swapped_counts_and_all_war_tokens(planted):
+    from context_neurons import circuit as circ
+    from context_neurons import discovery as disc
+
+    ns = _solve("ex-appendix-labels", {"model": planted.model, "truth": planted.truth,
+                                       "circ": circ, "disc": disc})
+    assert run_check("ex-appendix-labels", ns).correct
+    assert ns["planting_hits"] != ns["label_hits"]
+    _rejects("ex-appendix-labels", ns, planting_hits=ns["label_hits"],
+             label_hits=ns["planting_hits"])  # the halves swapped
+    _rejects("ex-appendix-labels", ns,  # both halves counted
+             planting_hits=ns["planting_hits"] + ns["label_hits"])
+
+
+def test_exercise_7_2_rejects_the_scale_left_out_and_an_unfrozen_run(planted, planted_scores):
+    from context_neurons import discovery as disc
+    from context_neurons import lookups as lk
+    from context_neurons.text.windows import calibration_tokens
+
+    model = planted.model
+    prompt = SimpleNamespace(tokens=calibration_tokens(model.tokenizer, "prose")[:48])
+    lookup = SimpleNamespace(prompts=[prompt], layer=model.cfg.n_layers - 1,
+                             neuron=disc.carried(planted_scores.found(disc.THETA))[0])
+    ns = _solve("ex-ch07-logit-effect", {"model": model, "lookups": [lookup], "lk": lk,
+                                         "torch": torch, **_printing()})
+    assert run_check("ex-ch07-logit-effect", ns).correct
+    _rejects("ex-ch07-logit-effect", ns,  # ln_final's scale left out of the prediction
+             predicted=lk.neuron_logit_effect(model, lookup.layer, lookup.neuron))
+    unfrozen = ns["unfrozen"][0, -1] - ns["clean"][0, -1]
+    message = _rejects("ex-ch07-logit-effect", ns, frozen_change=unfrozen)
+    assert "frozen" in message
+
+
+@pytest.fixture(scope="module")
+def chapter6(planted, planted_circuit, planted_scores):
+    """Chapter 6's names on two held-out texts (of 400 tokens) and two neurons."""
+    from context_neurons import discovery as disc
+    from context_neurons import evaluation as ev
+
+    model = planted.model
+    windows, labels, _, _ = ev.held_out_general_windows(model.tokenizer, 2, n_ctx=400)
+    carried = disc.carried(planted_scores.found(disc.THETA))[:2]
+    result = ev.evaluate(planted_circuit, model, windows, carried, labels=labels)
+    return {"model": model, "circuit": planted_circuit, "windows": windows, "labels": labels,
+            "carried": carried, "result": result, "ev": ev, "torch": torch, **_printing()}
+
+
+def test_exercise_6_1_rejects_bos_counted_and_the_choices_swapped(chapter6):
+    from context_neurons import evaluation as ev
+
+    ns = _solve("ex-ch06-early-positions", chapter6)
+    assert run_check("ex-ch06-early-positions", ns).correct
+    shares = ns["early_share"]
+    with_bos = {}
+    for d, c in ns["curves"].items():
+        squared = (c["true"] - c["approximation"]) ** 2
+        with_bos[d] = float(squared[:100].sum() / squared.sum())
+    _rejects("ex-ch06-early-positions", ns, early_share=with_bos)
+    assert abs(shares["median"] - shares["per_position"]) > 1e-3
+    _rejects("ex-ch06-early-positions", ns, early_share={
+        "median": shares["per_position"], "per_position": shares["median"]})
+    _rejects("ex-ch06-early-positions", ns, early_share={"median": shares["median"]})
+    assert ev  # the module the chapter's names use
+
+
+def test_exercise_6_2_rejects_the_raw_fvu_and_the_median_denominators(chapter6):
+    ns = _solve("ex-ch06-early-positions", chapter6)
+    ns = _solve("ex-ch06-fitted-fvu", ns)
+    assert run_check("ex-ch06-fitted-fvu", ns).correct
+    message = _rejects("ex-ch06-fitted-fvu", ns, fitted_fvu=ns["raw_fvu"])
+    assert "fit a and b first" in message
+    c = ns["curves"]["median"]
+    y, yhat = c["true"][1:].double(), c["approximation"][1:].double()
+    r = float(torch.corrcoef(torch.stack([y, yhat]))[0, 1])
+    _rejects("ex-ch06-fitted-fvu", ns, fitted_fvu=1 - r**2)
+    _rejects("ex-ch06-fitted-fvu", ns, fitted_fvu=r**2)  # the explained share
