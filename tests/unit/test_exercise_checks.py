@@ -440,3 +440,69 @@ def test_exercise_6_2_rejects_the_raw_fvu_and_the_median_denominators(chapter6):
     r = float(torch.corrcoef(torch.stack([y, yhat]))[0, 1])
     _rejects("ex-ch06-fitted-fvu", ns, fitted_fvu=1 - r**2)
     _rejects("ex-ch06-fitted-fvu", ns, fitted_fvu=r**2)  # the explained share
+
+
+@pytest.fixture(scope="module")
+def chapter5(planted, planted_circuit, planted_scores):
+    """Chapter 5's names on one text of 200 tokens per domain, and four carried neurons."""
+    from context_neurons import casestudies
+    from context_neurons import discovery as disc
+    from context_neurons.text.windows import domain_texts
+
+    model = planted.model
+    found = planted_scores.found(disc.THETA)
+    carried = disc.carried(found)
+    texts = domain_texts(model.tokenizer, n=1, n_ctx=200)
+    cases = [(carried[0], texts.domains[0])]
+    acts = casestudies.text_activations(planted_circuit, model, carried[:4], texts,
+                                        planted_scores)
+    return {"model": model, "cfg": model.cfg, "loaded": planted, "circuit": planted_circuit,
+            "scores": planted_scores, "found": found, "carried": carried, "texts": texts,
+            "cases": cases, "acts": acts, "casestudies": casestudies, "disc": disc,
+            "torch": torch, "vocabulary_ids": disc.scoring_vocabulary(model).nonzero().flatten(),
+            **_printing()}
+
+
+def test_exercise_5_2_rejects_frequent_tokens_and_unstandardised_contributions(chapter5):
+    from context_neurons import casestudies
+    from context_neurons import discovery as disc
+
+    # The solution's recipe (its code passes `ids` as a list, which the tests' type checks
+    # refuse): word tokens at least 10 times as frequent in the astronomy texts as elsewhere.
+    ns, texts, model, scores = dict(chapter5), chapter5["texts"], chapter5["model"], \
+        chapter5["scores"]
+    counts = casestudies.token_counts(texts.windows, model.cfg.d_vocab)
+    inside = counts[texts.indices("astronomy")].sum(0)
+    outside = counts[texts.others("astronomy")].sum(0)
+    rate_in, rate_out = 1000 * inside / inside.sum(), 1000 * outside / outside.sum()
+    keep = (rate_in >= 0.5) & (rate_in >= 10 * rate_out) & scores.vocabulary.cpu()
+    ns["ids"] = keep.nonzero().flatten().tolist()
+    carried = ns["carried"]
+    c = disc.contributions(ns["circuit"], model, carried, torch.tensor(ns["ids"]))
+    ns["mean_z"] = ((c - scores.median[carried][:, None])
+                    / scores.spread[carried][:, None]).mean(dim=1)
+    assert ns["ids"] and run_check("ex-ch05-word-list", ns).correct
+    frequent = counts[texts.indices("astronomy")].sum(0).topk(10).indices.tolist()
+    _rejects("ex-ch05-word-list", ns, ids=frequent)  # frequent there, not over-represented
+    _rejects("ex-ch05-word-list", ns, mean_z=c.mean(dim=1))  # not standardised
+    _rejects("ex-ch05-word-list", ns, ids=[])
+
+
+def test_exercise_5_3_rejects_a_case_study_an_unknown_domain_and_a_zero_direction(chapter5):
+    from context_neurons import casestudies
+
+    ns = dict(chapter5)
+    neurons, domains = ns["carried"][1:4], list(dict.fromkeys(ns["texts"].domains))
+    ns["predictions"] = {j: (domains[i], 1 if i % 2 else -1) for i, j in enumerate(neurons)}
+    ns["measured"] = casestudies.domain_evidence(
+        ns["acts"], [(j, d) for j, (d, _) in ns["predictions"].items()])
+    assert run_check("ex-ch05-predict", ns).correct
+    first = neurons[0]
+    studied = {ns["carried"][0]: (domains[0], 1), **{j: ns["predictions"][j] for j in neurons[1:]}}
+    _rejects("ex-ch05-predict", ns, predictions=studied)  # a case study of section 5.4
+    _rejects("ex-ch05-predict", ns, predictions={**ns["predictions"], first: ("poetry", 1)})
+    _rejects("ex-ch05-predict", ns, predictions={**ns["predictions"], first: (domains[0], 0)})
+    other = casestudies.domain_evidence(ns["acts"], [(j, domains[-1]) for j in neurons])
+    _rejects("ex-ch05-predict", ns, measured=other)  # measured on another domain
+    _rejects("ex-ch05-predict", ns, predictions=dict(list(ns["predictions"].items())[:1]),
+             measured=ns["measured"].iloc[:1])  # one prediction, three asked
