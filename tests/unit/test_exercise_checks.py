@@ -506,3 +506,86 @@ def test_exercise_5_3_rejects_a_case_study_an_unknown_domain_and_a_zero_directio
     _rejects("ex-ch05-predict", ns, measured=other)  # measured on another domain
     _rejects("ex-ch05-predict", ns, predictions=dict(list(ns["predictions"].items())[:1]),
              measured=ns["measured"].iloc[:1])  # one prediction, three asked
+
+
+@pytest.mark.slow  # the circuit of the news text, and the errors of both (about 15 s)
+def test_exercise_4_3_rejects_the_prose_circuit_an_unchanged_prediction_and_a_wrong_verdict(
+        planted, planted_circuit):
+    import pandas as pd
+
+    from context_neurons import circuit as cc
+    from context_neurons.evaluation import held_out_general_windows
+    from context_neurons.text.corpora import calibration_text, describe
+    from context_neurons.text.windows import pad_windows
+
+    model, circuit = planted.model, planted_circuit
+    windows, _, _, _ = held_out_general_windows(model.tokenizer, 2, n_ctx=300)
+    tokens = pad_windows(windows)[0].to(model.cfg.device)
+    ns = _solve("ex-ch04-calibration", {
+        "model": model, "loaded": planted, "circuit": circuit, "calib": circuit.calibration,
+        "heads": list(circuit.heads), "windows": windows, "tokens": tokens,
+        "true": cc.true_head_output(model, tokens, circuit.heads), "cc": cc, "pd": pd,
+        "torch": torch, "calibration_text": calibration_text, "describe": describe,
+        **_printing()})
+    assert run_check("ex-ch04-calibration", ns).correct
+    _rejects("ex-ch04-calibration", ns, predicted=circuit.extended)  # the rescaling left out
+    other = "prose" if ns["measured_better"] == "news" else "news"
+    _rejects("ex-ch04-calibration", ns, measured_better=other)
+    message = _rejects("ex-ch04-calibration", ns, news=circuit, predicted=circuit.extended,
+                       measured_better="prose")  # the prose circuit passed as the news one
+    assert "news text" in message
+
+
+@pytest.fixture(scope="module")
+def chapter9(planted, planted_circuit):
+    """Chapter 9's names: the found set of ' the' on a tenth of the vocabulary (the chapter
+    takes a quarter), the circuit with the head closest to the contextual group added, two
+    texts of 300 tokens."""
+    from context_neurons import circuit as cc
+    from context_neurons import discovery as disc
+    from context_neurons import sweeps as sw
+    from context_neurons import taxonomy as tx
+    from context_neurons.evaluation import held_out_general_windows
+    from context_neurons.text.windows import pad_windows
+
+    model, circuit = planted.model, planted_circuit
+    vocabulary = sw.sample_vocabulary(model, 0.1)
+    k = max(1, round(disc.TOP_K * 0.1))
+    the = disc.score_neurons(circuit, model, k=k, vocabulary=vocabulary).found(disc.THETA)
+    taxonomy = tx.classify_heads(model)
+    added = sw.closest_to_contextual(taxonomy)
+    windows, _, _, _ = held_out_general_windows(model.tokenizer, 2, n_ctx=300)
+    return {"model": model, "circuit": circuit, "vocabulary": vocabulary, "k": k,
+            "sweep": SimpleNamespace(found={" the": the}),
+            "classes": SimpleNamespace(tokens=[" the"]), "windows": windows,
+            "table": __import__("pandas").DataFrame({"Jaccard": [1.0]}),
+            "taxonomy": taxonomy, "added": added, "n": 200,
+            "plus": cc.get_circuit(model, heads=sorted(circuit.heads + [added])),
+            "tokens": pad_windows(windows)[0].to(model.cfg.device), "sw": sw, "disc": disc,
+            "torch": torch, **_printing()}
+
+
+@pytest.mark.slow  # the neurons of another destination scored three times (about 15 s)
+def test_exercise_9_1_rejects_the_destination_the_and_a_dropped_union(chapter9):
+    ns = _solve("ex-ch09-destination", chapter9)
+    assert run_check("ex-ch09-destination", ns).correct
+    message = _rejects("ex-ch09-destination", ns, mine=ns["again"])
+    assert "pick another" in message
+    the = set(ns["sweep"].found[" the"])
+    mine = set(ns["mine_found"])
+    assert the and mine and the != mine  # else the slip below equals the answer
+    _rejects("ex-ch09-destination", ns, mine_jaccard=len(mine & the) / len(the))  # |A & B| / |B|
+
+
+def test_exercise_9_2_rejects_a_constant_another_head_and_the_chapter_text_only(chapter9):
+    ns = _solve("ex-ch09-tv", chapter9)
+    assert run_check("ex-ch09-tv", ns).correct
+    mine, added, first = ns["tv_by_hand"], ns["added"], ns["tokens"][0]
+    value = mine(ns["plus"], added, first, ns["n"])
+    _rejects("ex-ch09-tv", ns, tv_by_hand=lambda c, head, text, n: value)  # a constant
+    _rejects("ex-ch09-tv", ns,  # the added head whatever the head asked
+             tv_by_hand=lambda c, head, text, n: mine(c, added, text, n))
+    _rejects("ex-ch09-tv", ns,  # the chapter's text whatever the text given
+             tv_by_hand=lambda c, head, text, n: mine(c, head, first, n))
+    assert run_check("ex-ch09-tv", {**ns, "tv_by_hand": value}).correct  # the stub's number
+    _rejects("ex-ch09-tv", ns, tv_by_hand=2 * value)  # without its half
