@@ -589,3 +589,42 @@ def test_exercise_9_2_rejects_a_constant_another_head_and_the_chapter_text_only(
              tv_by_hand=lambda c, head, text, n: mine(c, head, first, n))
     assert run_check("ex-ch09-tv", {**ns, "tv_by_hand": value}).correct  # the stub's number
     _rejects("ex-ch09-tv", ns, tv_by_hand=2 * value)  # without its half
+
+
+# ---- CI's runs of the student notebooks in a kernel: the teacher's table decides ------------
+
+
+def test_a_kernel_run_of_the_student_notebooks_fails_on_an_exercise_in_another_state(
+        monkeypatch, tmp_path):
+    """``run-chapters --students`` and ``simulate_online.py --students`` (CI's lanes): the
+    executed notebook's last cell, the teacher's table, is read; an exercise the table reports in
+    another state than expected (or does not show) fails the run, with the check's message."""
+    from context_neurons.book import student_runs
+
+    chapter = BOOK / "ch01_decomposition.py"
+    labels = exercise_labels(chapter)
+    printed = {"ex-diagonal": SOLVED, "ex-constant-text": FAILED}
+
+    def execute(notebook, environment, cwd):  # what the kernel prints, made up
+        for cell in notebook.cells:
+            if cell.cell_type == "code" and cell.source.startswith("%%exercise --check ex-con"):
+                cell.outputs = [nbformat.v4.new_output("stream", text="Not correct yet: off.\n")]
+        titles = {label: title for label, title in student_runs.table_titles(notebook).items()
+                  if label in printed}
+        rows = "".join(f"{title}  {printed[label]}\n" for label, title in titles.items())
+        notebook.cells[-1].outputs = [nbformat.v4.new_output("stream", text=rows)]
+        return notebook, 0.0
+
+    monkeypatch.setattr(student_runs, "execute_notebook", execute)
+    for variant in ("shipped", "solved"):
+        with pytest.raises(student_runs.ExerciseStatusError) as failed:
+            student_runs.run_student_notebooks([chapter], variant, {}, tmp_path)
+        assert "ex-constant-text is 'check failed'" in str(failed.value)
+        assert f"{labels[2]} is 'missing from the table'" in str(failed.value)
+    assert ("ex-diagonal is 'solved', expected 'not yet solved'" in
+            str(pytest.raises(student_runs.ExerciseStatusError, student_runs.run_student_notebooks,
+                              [chapter], "shipped", {}, tmp_path).value))
+    printed.update({label: SOLVED for label in labels})
+    assert student_runs.run_student_notebooks([chapter], "solved", {}, tmp_path)
+    printed.update({label: UNSOLVED for label in labels})
+    assert student_runs.run_student_notebooks([chapter], "shipped", {}, tmp_path)
