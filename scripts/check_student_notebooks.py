@@ -4,8 +4,11 @@
 
 As shipped, every exercise must be "not yet solved" and no cell may raise; with the solutions,
 every exercise's check must say "solved". Prints one line per chapter and run; exit status 1 when
-one fails. CI runs chapters 1 and 2 this way (tests/unit/test_exercise_checks.py); this script
-runs any chapter (all by default; about twice each chapter's time of the instructors' page).
+one fails. The unit tests run chapters 1 and 2 this way (tests/unit/test_exercise_checks.py); this
+script runs any chapter (all by default; about twice each chapter's time of the instructors'
+page), in one process. CI runs every chapter's student notebook in a kernel instead, in the lanes
+it had: as shipped on the trained model (``run-chapters --students shipped``) and solved on the
+GPT-2-shaped stand-in (``scripts/simulate_online.py --students solved``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ code path the real run takes:
 Every chapter is executed (not compared: the outputs are not GPT-2's), then the main job
 ``reproduce --model gpt2 --texts 20``, each timed; a chapter that raises fails the run. With
 ``--scale reduced`` (``$CONTEXT_NEURONS_SCALE``, CI's choice) chapters use fewer texts and
-neurons: the code paths are the same, only the counts differ.
+neurons: the code paths are the same, only the counts differ. With ``--students solved`` (CI's
+choice) each chapter runs as its student notebook with the chapter's solutions pasted in: the
+same code, and every exercise's check must then say "solved" (issue 55).
 
 Usage: ``python scripts/simulate_online.py --out artifacts/online [--chapters book/ch01*.py]``.
 """
@@ -37,6 +39,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from context_neurons import config
 from context_neurons.book.notebooks import chapter_files, run_chapters
+from context_neurons.book.student_runs import ExerciseStatusError, run_student_notebooks
 from context_neurons.models import load_tokenizer
 from context_neurons.models.planted import build_planted_state
 from context_neurons.text.corpora import iter_documents
@@ -113,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=["full", "reduced"], default="reduced")
     parser.add_argument("--no-main-job", action="store_true")
     parser.add_argument("--no-chapters", action="store_true")
+    parser.add_argument("--students", choices=["shipped", "solved"], default=None,
+                        help="run the chapters' student notebooks instead of the chapters, as "
+                             "shipped or with the solutions pasted in; a table that reports an "
+                             "exercise in another state fails the run")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     checkpoint = write_gpt2_standin(out)
     env = online_environment(standin, checkpoint, args.scale)
     chapters = [] if args.no_chapters else args.chapters or chapter_files()
-    timings = run_chapters(chapters, env, out / "chapters") if chapters else {}
+    failed = ""
+    if chapters and args.students:
+        try:
+            timings = run_student_notebooks(chapters, args.students, env, out / "chapters")
+        except ExerciseStatusError as error:  # the main job still runs, then the run fails
+            failed, timings = str(error), {}
+    else:
+        timings = run_chapters(chapters, env, out / "chapters") if chapters else {}
     if not args.no_main_job:
         start = time.perf_counter()
         command = [sys.executable, "-m", "context_neurons", "reproduce", "--model", "gpt2",
@@ -129,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         timings["reproduce --model gpt2 --texts 20"] = round(time.perf_counter() - start, 1)
         print(f"main job online: {timings['reproduce --model gpt2 --texts 20']:.0f} s")
     (out / "timings.json").write_text(json.dumps(timings, indent=1))
+    if failed:
+        print(f"student notebooks: {failed}")
+        return 1
     main_job = timings.get("reproduce --model gpt2 --texts 20", 0.0)
     if main_job > MAIN_JOB_LIMIT_S:
         print(f"the online main job took {main_job:.0f} s, over {MAIN_JOB_LIMIT_S} s")

@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"one of {', '.join(MODEL_NAMES)}, or a checkpoint directory")
     run.add_argument("--out", type=Path, default=Path("artifacts/chapters"),
                      help="directory for the executed notebooks and timings.json")
+    run.add_argument("--students", choices=["shipped", "solved"], default=None,
+                     help="run the chapters' student notebooks instead, as shipped (every "
+                          "exercise must be 'not yet solved') or with the solutions pasted in "
+                          "(every check must say 'solved'), read from the teacher's table")
 
     students = command("student-notebooks",
                        "write the student notebooks (no solutions) Colab opens")
@@ -239,7 +243,17 @@ def _run_chapters(args: argparse.Namespace) -> int:
 
     chapters = _chapters(args.chapters)
     out = writable_directory(args.out)
-    timings = run_chapters(chapters, {config.MODEL.name: args.model}, out)
+    environment = {config.MODEL.name: args.model}
+    if args.students:
+        from context_neurons.book.student_runs import ExerciseStatusError, run_student_notebooks
+
+        try:
+            timings = run_student_notebooks(chapters, args.students, environment, out)
+        except ExerciseStatusError as error:
+            print(f"student notebooks: {error}", file=sys.stderr)
+            return 1
+    else:
+        timings = run_chapters(chapters, environment, out)
     write_text_whole(out / "timings.json", json.dumps(timings, indent=1) + "\n")
     return 0
 

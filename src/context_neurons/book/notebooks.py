@@ -83,9 +83,13 @@ def execute(chapter: Path, environment: dict[str, str] | None = None, cwd: Path 
         timestamps before they are removed). A cell that raises raises
         ``nbclient.exceptions.CellExecutionError``.
     """
+    return execute_notebook(read_chapter(Path(chapter)), environment, cwd)
+
+
+def execute_notebook(notebook, environment: dict[str, str] | None = None, cwd: Path = STORED):
+    """Execute ``notebook`` (a chapter, or a student notebook) as :func:`execute` does."""
     from nbclient import NotebookClient  # optional (the "book" extra), as jupytext above
 
-    notebook = read_chapter(Path(chapter))
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                        "language": "python"}
     start = time.perf_counter()

@@ -8,6 +8,7 @@ from context_neurons import decomposition as dec
 from context_neurons import stability as st
 from context_neurons.book.exercise_checks.registry import PROPERTY, VALUE, close, holds, number
 from context_neurons.book.exercise_checks.registry import register, tensor
+from context_neurons.text.windows import calibration_tokens
 
 
 @register("ex-ch03-predict-spread", VALUE,
@@ -33,7 +34,8 @@ def predict_spread(ns: dict) -> str:
 @register("ex-ch03-variance", VALUE,
           {"draws": "[N, n - 1] token indices", "sums": "one weighted sum per synthetic text"},
           "draws index the study's tokens, sums are their kernel-weighted weights, and their "
-          "variance is within 5 standard errors of the formula (for the narrowest head)")
+          "mean and variance are within 5 standard errors of the model's (for the narrowest "
+          "head)")
 def variance(ns: dict) -> str:
     study = ns["study"]
     head = min(study.heads, key=study.n_eff)
@@ -52,6 +54,10 @@ def variance(ns: dict) -> str:
     close("sums", sums, reference, rtol=1e-5, atol=1e-6,
           hint="each sum weighs the drawn tokens' content weights by the kernel.")
     kappa2, _, kappa4 = st.weighted_sum_cumulants(kernel, values, probs)
+    mean, expected = float(sums.mean()), float((probs * values).sum() * kernel.sum())
+    holds(abs(mean - expected) < 5 * (kappa2 / len(sums)) ** 0.5,
+          f"the mean of your sums, {mean:.4g}, is more than 5 standard errors from the "
+          f"independent-token model's {expected:.4g}: are the tokens drawn from study.probs?")
     standard_error = ((kappa4 + 2 * kappa2**2) / len(sums)) ** 0.5
     measured = float(sums.var())
     holds(abs(measured - kappa2) < 5 * standard_error,
@@ -63,8 +69,9 @@ def variance(ns: dict) -> str:
 @register("ex-ch03-calibration", PROPERTY,
           {"news_study": "the denominator study with the news text's mean keys",
            "kernel_tv": "TV distance of each head's kernel between the two calibrations"},
-          "the content weights are the prose study's exactly and kernel_tv is the TV between the "
-          "two studies' kernels, head by head",
+          "the content weights are the prose study's exactly, the kernels those of the news "
+          "text's mean keys (recomputed), and kernel_tv is the TV between the two studies' "
+          "kernels, head by head",
           website="Your verdict (does the change of CV exceed its standard error?) only the "
                   "solution on the website can judge.")
 def calibration(ns: dict) -> str:
@@ -75,6 +82,14 @@ def calibration(ns: dict) -> str:
     holds(torch.allclose(news.log_c, study.log_c[rows], rtol=0.0, atol=1e-9),
           "the content weights of your news study differ from the prose study's: only M "
           "should change.")
+    model = ns["model"]
+    news_tokens = calibration_tokens(model.tokenizer, "news", n_ctx=model.cfg.n_ctx)[1:]
+    mean_keys = dec.mean_positional_keys(model, news_tokens.to(model.cfg.device), study.n + 1)
+    kernel = st.log_kernels(model, study.n + 1, dec.DEFAULT_DESTINATION, list(shown),
+                            mean_keys)[:, study.n].exp()
+    close("news_study.kernel", news.kernel, kernel, rtol=0.0, atol=1e-6,
+          hint="M is the mean key of the news text's tokens (calibration_tokens(..., 'news')), "
+               "passed as mean_keys= to the study.")
     reference = dec.tv_distance(news.kernel, study.kernel[rows])
     close("kernel_tv", ns["kernel_tv"], reference, rtol=1e-4, atol=1e-7)
     return f"largest kernel TV {float(reference.max()):.4f}; the content weights did not move."

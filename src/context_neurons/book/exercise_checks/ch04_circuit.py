@@ -8,6 +8,7 @@ from context_neurons import circuit as cc
 from context_neurons.book.exercise_checks.registry import PROPERTY, VALUE, Differs, close, first
 from context_neurons.book.exercise_checks.registry import holds, number, register, tensor
 from context_neurons.models.toy import exact_toy_model
+from context_neurons.text.windows import calibration_tokens
 
 
 @register("ex-ch04-exact-circuit", VALUE,
@@ -56,13 +57,17 @@ def extended(ns: dict) -> str:
 @register("ex-ch04-calibration", PROPERTY,
           {"news": "the circuit calibrated on the news text", "predicted": "your prediction "
            "of news.extended from the prose circuit", "measured_better": "'prose' or 'news'"},
-          "news shares the prose circuit's kernels, your predicted embeddings equal news.extended "
+          "news is calibrated on the news text and shares the prose circuit's heads and "
+          "kernels, your predicted embeddings equal news.extended "
           "to float precision, and measured_better has the lower median error (n >= 100), "
           "measured again",
           website="Whether the denominators predicted it, and why, only the solution on the "
                   "website can judge.")
 def calibration(ns: dict) -> str:
     circuit, news, model = ns["circuit"], ns["news"], ns["model"]
+    text = calibration_tokens(model.tokenizer, "news", model.cfg.n_ctx)
+    holds(torch.equal(news.calibration.tokens.cpu(), text.cpu()) and news.heads == circuit.heads,
+          "`news` should be calibrated on the news text, with the prose circuit's heads.")
     holds(torch.allclose(news.kernel, circuit.kernel, atol=1e-6), "`news` has other kernels: "
           "keep the prose text's tokens for the mean keys (reference_tokens).")
     scale = float(news.extended.abs().max())

@@ -47,7 +47,7 @@ def word_list(ns: dict) -> str:
     holds(not bad, f"{len(bad)} of your ids (e.g. {bad[0] if bad else None}) are not "
                    "over-represented in the astronomy texts (or not in the scoring vocabulary): "
                    "compare each token's rate inside with its rate outside.")
-    c = disc.contributions(circuit, model, carried, ids)
+    c = disc.contributions(circuit, model, carried, torch.tensor(ids, device=model.cfg.device))
     z = (c - scores.median[carried][:, None]) / scores.spread[carried][:, None]
     close("mean_z", ns["mean_z"], z.mean(dim=1), rtol=1e-3, atol=1e-3,
           hint="standardise with each neuron's own median and spread (scores.median, "
