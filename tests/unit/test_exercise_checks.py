@@ -613,7 +613,7 @@ def test_a_kernel_run_of_the_student_notebooks_fails_on_an_exercise_in_another_s
                   if label in printed}
         rows = "".join(f"{title}  {printed[label]}\n" for label, title in titles.items())
         notebook.cells[-1].outputs = [nbformat.v4.new_output("stream", text=rows)]
-        return notebook, 0.0
+        return notebook, 0.0, {}
 
     monkeypatch.setattr(student_runs, "execute_notebook", execute)
     for variant in ("shipped", "solved"):

@@ -24,6 +24,7 @@ from pathlib import Path
 from context_neurons.book.exercise_checks import SOLVED, UNSOLVED
 from context_neurons.book.exercises import STATUS, run_exercise_cell
 from context_neurons.book.notebooks import chapter_files, execute_notebook, read_chapter
+from context_neurons.book.notebooks import slowest_cells
 from context_neurons.book.students import MAGIC, student_notebook, student_path
 
 SOLUTION = re.compile(r"\{solution-(start|end)\}[ \t]*([\w-]*)")
@@ -154,14 +155,15 @@ def run_student_notebooks(chapters: list[Path] | None, variant: str,
         chapter = Path(chapter)
         notebook = variant_notebook(chapter, variant)
         labels = checked_labels(notebook)
-        executed, seconds = execute_notebook(notebook, environment, cwd=out)
+        executed, seconds, cell_seconds = execute_notebook(notebook, environment, cwd=out)
         nbformat.write(executed, out / f"{chapter.stem}-{variant}.ipynb")
         timings[f"{chapter.name} ({variant} student notebook)"] = round(seconds, 1)
         status = table_status(executed)
         off = {label: status.get(label, "missing from the table") for label in labels
                if status.get(label) != expected}
         print(f"{chapter.stem} student notebook {variant}: {len(labels) - len(off)} of "
-              f"{len(labels)} exercises {expected} ({seconds:.0f} s)", flush=True)
+              f"{len(labels)} exercises {expected} ({seconds:.0f} s; slowest: "
+              f"{slowest_cells(cell_seconds)})", flush=True)
         for label, got in off.items():
             wrong.append(f"{chapter.stem} {variant}: {label} is {got!r}, expected {expected!r}")
             print(f"  {label}: {got}\n    " + exercise_output(executed, label).replace(
