@@ -22,6 +22,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import mean_head_z
 from context_neurons.method import MethodValues
+from context_neurons.verdict.bag_closed_form import checked_bag_responses
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.gpt2_data import CorporaAbsent, GPT2Data, corpora_absent, gpt2_data
 from context_neurons.verdict.gpt2_protocol import ProtocolGPT2, load_protocol_gpt2
@@ -82,7 +83,8 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
     distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
                                           model.cfg.d_vocab)
     with timer("forward passes: bag of tokens"):
-        bag = bag_of_tokens_score(model, distributions, start)
+        bag = bag_of_tokens_score(model, distributions, start,
+                                  responses_of=checked_bag_responses)
     with timer("scores and baselines"):
         ws = weight_scores(method, list(cs.heads), distributions, start)
         scores = ws.scores(bag)
