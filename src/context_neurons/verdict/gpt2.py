@@ -22,11 +22,13 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import mean_head_z
 from context_neurons.method import MethodValues
+from context_neurons.models import load_model
 from context_neurons.verdict.bag_closed_form import checked_bag_responses
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.gpt2_data import CorporaAbsent, GPT2Data, corpora_absent, gpt2_data
 from context_neurons.verdict.gpt2_protocol import ProtocolGPT2, load_protocol_gpt2
-from context_neurons.verdict.gpt2_result import GPT2Evaluation, ModelIdentity, paper_heads
+from context_neurons.verdict.gpt2_result import GPT2Evaluation, ModelIdentity, model_identity
+from context_neurons.verdict.gpt2_result import paper_heads
 from context_neurons.verdict.paper_claim import paper_claim, set_precision
 from context_neurons.verdict.v3 import STOP_NO_CONTEXT, Timer, data_summary, registered_draws
 from context_neurons.verdict.v3 import same_model_controls, sensitivities_v3, truth_and_verdicts
@@ -130,4 +132,16 @@ def gpt2_entry(model: TransformerBridge | None, identity: ModelIdentity,
                          method=method)
 
 
-__all__ = ["STOP_FEW_DOMAINS", "evaluate_gpt2", "gpt2_entry"]
+def verdict_lines(model_name: str = "gpt2", device: str = "auto") -> list[str]:
+    """The verdicts of ``model_name`` in words, or the protocol's line without the corpora (the
+    website build's job summary prints them: ``.github/workflows/book.yml``)."""
+    protocol = load_protocol_gpt2()
+    absent = corpora_absent(model_name, protocol.data)
+    if absent is not None:
+        return [absent.line()]
+    loaded = load_model(model_name, device=device)
+    identity = model_identity(loaded.name, loaded.source, protocol)
+    return evaluate_gpt2(loaded.model, identity, protocol).sentences()
+
+
+__all__ = ["STOP_FEW_DOMAINS", "evaluate_gpt2", "gpt2_entry", "verdict_lines"]
