@@ -32,7 +32,7 @@ from context_neurons.verdict.gpt2_result import paper_heads
 from context_neurons.verdict.paper_claim import paper_claim, set_precision
 from context_neurons.verdict.v3 import STOP_NO_CONTEXT, Timer, data_summary, registered_draws
 from context_neurons.verdict.v3 import same_model_controls, sensitivities_v3, truth_and_verdicts
-from context_neurons.verdict.v3_heads import context_set
+from context_neurons.verdict.v3_heads import ContextSet, context_set
 from context_neurons.verdict.v3_result import Sensitivity, V3Evaluation
 from context_neurons.verdict.v3_scores import bag_of_tokens_score, weight_scores
 from context_neurons.verdict.v3_truth import measure_v3
@@ -44,6 +44,15 @@ def _stop(data: GPT2Data, heads: tuple[int, ...], protocol: ProtocolGPT2) -> str
     if len(data.pooled) < protocol.data.min_pooled_domains:
         return STOP_FEW_DOMAINS
     return None if heads else STOP_NO_CONTEXT
+
+
+def _head_sets(cs: ContextSet, sensitivities: bool) -> dict[str, list[int]]:
+    """The head sets ablated: the context set, and (a sensitivity) the non-local set when it
+    differs (v3's sets)."""
+    sets = {"context": list(cs.heads)}
+    if sensitivities and cs.non_local and list(cs.non_local) != list(cs.heads):
+        sets["non_local"] = list(cs.non_local)
+    return sets
 
 
 def _paper_heads_top(method: MethodValues, protocol: ProtocolGPT2, truth: np.ndarray,
@@ -64,7 +73,8 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
     read; ``n_resamples``: fewer resamples for a quick look (the protocol's 2000 otherwise);
     ``method``: the run's taxonomy, circuits and scores, when made."""
     protocol = protocol or load_protocol_gpt2()
-    timer, v3, method = Timer(announce=progress), protocol.v3, method or MethodValues(model)
+    timer = Timer(announce=progress, label=protocol.name)
+    v3, method = protocol.v3, method or MethodValues(model)
     if data is None:
         with timer("data"):
             data = gpt2_data(model.tokenizer, protocol.data)
@@ -80,7 +90,7 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
         return GPT2Evaluation(core, identity, heads)
     with timer("forward passes: UNIGRAM means and CONFIRM windows"):
         mean_z = mean_head_z(model, data.pooled_cal_windows, batch_size)
-        measured = measure_v3(model, data, {"context": list(cs.heads)}, mean_z, start,
+        measured = measure_v3(model, data, _head_sets(cs, sensitivities), mean_z, start,
                               batch_size, sensitivities, progress)
     distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
                                           model.cfg.d_vocab)

@@ -89,15 +89,16 @@ class Timer:
     """Seconds per phase (``with timer("phase"): ...``); ``announce``: each phase's name on
     stderr when it starts (progress through a run of several minutes)."""
 
-    def __init__(self, announce: bool = False) -> None:
+    def __init__(self, announce: bool = False, label: str = "protocol v3") -> None:
         self.seconds: dict[str, float] = {}
         self.announce = announce
+        self.label = label  # the protocol named in the announcements
 
     @contextlib.contextmanager
     def __call__(self, phase: str):
         t0 = time.perf_counter()
         if self.announce:
-            print(f"protocol v3: {phase} ...", file=sys.stderr, flush=True)
+            print(f"{self.label}: {phase} ...", file=sys.stderr, flush=True)
         try:
             yield
         finally:
