@@ -430,12 +430,26 @@ def test_a_threshold_that_finds_nearly_every_neuron_is_read_as_such():
     assert nearly.startswith("2900 (94%) of the 3072 neurons found") and "200 highest" in nearly
 
 
-def test_the_gpt2_family_is_told_its_verdict_is_not_computed():
-    """Issue 52: on GPT-2 the protocol rows were silently absent; now one row says why."""
-    from context_neurons.reproduce.pipeline import gpt2_protocol_rows
+def test_the_gpt2_family_without_corpora_gets_the_protocols_line(monkeypatch):
+    """Issue 52: on GPT-2 the protocol rows were silently absent; without the corpora one row
+    now says what is missing, where it looked and the command that fetches it (the protocol's
+    ``when_corpora_absent`` line), before any model work (no model is needed to say it)."""
+    from context_neurons import config as settings
+    from context_neurons.models import LoadedModel
+    from context_neurons.reproduce.verdict_rows_gpt2 import gpt2_rows
 
+    def loaded(name: str) -> LoadedModel:  # no model: the line comes before any model work
+        value = object.__new__(LoadedModel)
+        value.model, value.name, value.source = None, name, "hub"
+        return value
+
+    monkeypatch.setenv(settings.CORPORA.name, settings.NO_DIRECTORY)
     for name in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"):
-        (row,) = gpt2_protocol_rows(name)
+        (row,) = gpt2_rows(loaded(name), method=None)
         assert row.key == "discovery_verdict_gpt2" and row.value == "not computed"
-        assert "discovery-verdict-gpt2.json" in row.label
-    assert gpt2_protocol_rows("trained") == [] and gpt2_protocol_rows("planted") == []
+        assert row.label.startswith(f"{name}: discovery-verdict-gpt2 not computed: the offline "
+                                    "corpora (corpora dataset version 1, folders bible_kjv, ")
+        assert "`python -m context_neurons fetch-corpora --verdicts`" in row.label
+        assert "<" not in row.label
+    for name in ("trained", "planted", "checkpoint"):
+        assert gpt2_rows(loaded(name), method=None) == []

@@ -33,10 +33,12 @@ from context_neurons.method import MethodValues, check_run_context
 from context_neurons.models import LoadedModel, load_model
 from context_neurons.models.loading import GPT2_FAMILY
 from context_neurons.models.planted import PlantedTruth
+from context_neurons.progress import Phases
 from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
 from context_neurons.reproduce.results import HeldOutTruth, Results, Row
 from context_neurons.reproduce.table import SKIPPED_PREFIXES
 from context_neurons.reproduce.verdict_rows import verdict_rows
+from context_neurons.reproduce.verdict_rows_gpt2 import gpt2_rows
 from context_neurons.reproduce.verdict_rows_v3 import v3_rows
 from context_neurons.stability import bootstrap_standard_error, coefficient_of_variation
 from context_neurons.stability import DenominatorStudy, denominator_study
@@ -143,21 +145,6 @@ def found_reading(n_found: int, d_mlp: int) -> str:
     return (f"{which} of the {d_mlp} neurons found: the threshold separates almost nothing on "
             "this model (chapter 8, 'the score saturates'), so the accuracy rows below are over "
             f"the {MAX_NEURONS} highest-scoring neurons, not over context neurons")
-
-
-#: What the main job says of the GPT-2 family's verdict until its protocol's adapter exists.
-GPT2_NOT_COMPUTED = (
-    "not computed: no activation truth or discovery protocol runs on the GPT-2 family in this "
-    "version. Its protocol is registered (src/context_neurons/assets/protocol/"
-    "discovery-verdict-gpt2.json) before any GPT-2 number; the code that computes it is not "
-    "built yet. Chapter 8 judges the models trained here")
-
-
-def gpt2_protocol_rows(model_name: str) -> list[Row]:
-    """The GPT-2 family's verdict row: said to be not computed, never silently absent."""
-    if model_name not in GPT2_FAMILY:
-        return []
-    return [Row("discovery_verdict_gpt2", "not computed", GPT2_NOT_COMPUTED)]
 
 
 def discovery_rows(
@@ -464,7 +451,9 @@ def reproduce(
             rows += in_section(PROTOCOLS, protocol_rows)
         with step("protocol v3, the confirmatory test (chapter 8)"):
             rows += in_section(PROTOCOLS, v3_rows(loaded, method, progress))
-    rows += in_section(PROTOCOLS, gpt2_protocol_rows(loaded.name))
+    if loaded.name in GPT2_FAMILY:  # its result, or the protocol's line: never nothing
+        with step("protocol discovery-verdict-gpt2 (issue 52)"):
+            rows += in_section(PROTOCOLS, gpt2_rows(loaded, method, progress))
     if heads:
         with step("the approximation's assumptions, per head (chapter 6)"):
             check = measure_assumptions(hooked, circuit, taxonomy.groups, windows, study,

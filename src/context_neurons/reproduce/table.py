@@ -16,7 +16,9 @@ import pandas as pd
 
 from context_neurons.printing import fixed, number_cell, significant
 from context_neurons.reproduce.results import Results, Row
+from context_neurons.reproduce.verdict_rows_gpt2 import RESULT_KEY as GPT2_RESULT_KEY
 from context_neurons.verdict.evaluate import verdict_sentences
+from context_neurons.verdict.gpt2_result import GPT2Evaluation
 from context_neurons.verdict.registry import PROTOCOLS
 from context_neurons.verdict.results import Evaluation
 from context_neurons.verdict.v3_report import Entries, verdict_sentences_v3
@@ -242,6 +244,11 @@ def _words(results: Results) -> list[str]:
         if evaluation is not None:
             out += wrap(f"verdict, protocol {protocol.status}:")
             out += [line for s in _sentences(evaluation) for line in wrap(s, "  ")]
+    gpt2 = results.value(GPT2_RESULT_KEY)
+    if isinstance(gpt2, GPT2Evaluation):
+        out += wrap(f"verdict, protocol {gpt2.core.protocol} (the GPT-2 family; registered "
+                    "before any GPT-2 number):")
+        out += [line for s in gpt2.sentences() for line in wrap(s, "  ")]
     return out
 
 

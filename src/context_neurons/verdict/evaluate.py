@@ -183,9 +183,10 @@ def score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: f
                        criteria, deciding)
 
 
-def frequency_rho(predicted: np.ndarray, truth: st.Truth) -> np.ndarray:
+def frequency_rho(predicted: np.ndarray, truth: st.Truth) -> np.ndarray | np.floating:
     """Median over domains of the Spearman correlation across neurons of ``predicted`` and the
-    truth's context shifts (``[..., domain, neuron]``; the truth's ranks are computed once)."""
+    truth's context shifts (``[..., domain, neuron]``; the truth's ranks are computed once): a
+    scalar for ``[domain, neuron]``."""
     rho = st.rank_correlation(st.ranks(predicted), truth.context_shift_ranks)
     return np.nanmedian(rho, axis=-1)
 

@@ -78,12 +78,6 @@ SENSITIVITY_D = (0.5, 2.0)
 STOP_NO_CONTEXT = "not testable: no non-local contextual head"
 
 
-def Timer(announce: bool = False) -> Phases:  # noqa: N802 (kept as the adapters call it)
-    """Protocol v3's phases: seconds per phase, each named on stderr when it starts when
-    ``announce`` (:class:`~context_neurons.progress.Phases`)."""
-    return Phases("protocol v3", announce)
-
-
 def data_summary(data: V3Data) -> DataSummary:
     """What the evaluation read: each domain's units and windows, and the domains by status."""
     domains = {d: DomainSummary(c.own_units, c.fallback, c.units_read, len(c.windows), c.status)
@@ -265,7 +259,7 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | N
     """Protocol v3 on one model (module docstring). ``data``: :func:`v3_data`, when already
     read; ``n_resamples``: fewer resamples for a quick look (the protocol's 2000 otherwise);
     ``method``: the run's taxonomy, circuits and scores, when made."""
-    timer, protocol = Timer(announce=progress), protocol or load_protocol_v3()
+    timer, protocol = Phases("protocol v3", announce=progress), protocol or load_protocol_v3()
     method = method or MethodValues(model)
     if data is None:
         with timer("data"):
@@ -338,7 +332,7 @@ def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resam
     :attr:`V3Controls.apart` as the stored result holds them (step 0 without its ``data``,
     which :meth:`V3Evaluation.from_json` could not read back). ``progress``: each one's name on
     stderr when it starts."""
-    timer = Timer(announce=progress)
+    timer = Phases("protocol v3", announce=progress)
     with timer("step 0"):
         step0 = evaluate_v3(step0_model(record, model.tokenizer), record, data=data,
                             n_resamples=n_resamples, sensitivities=False, batch_size=batch_size,
@@ -384,7 +378,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         return {"protocol": protocol.name, "registered": protocol.registered,
                 "models": model_entries({key: NotComparable(why)}),
                 "primary_verdict": EntryStatus.NOT_COMPARABLE.value}
-    timer = Timer(announce=progress)
+    timer = Phases("protocol v3", announce=progress)
     with timer("loading the model"):
         loaded = load_model(str(directory) if directory != TRAINED_DIR else "trained",
                             device=device)
@@ -411,7 +405,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
 
 
-__all__ = ["Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT", "Timer",
+__all__ = ["Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT",
            "V3Evaluation", "apart_controls",
            "data_summary", "evaluate_v3", "label_free_arm", "non_pooled_report",
            "registered_draws", "run", "run_directory", "same_model_controls",

@@ -16,6 +16,7 @@ None of them reads a CONFIRM document.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -99,13 +100,17 @@ def bag_of_tokens(responses: Float[Tensor, "n_tokens d_mlp"],
 
 def bag_of_tokens_score(model: TransformerBridge,
                         distributions: dict[str, Float[Tensor, " d_vocab"]], start: int,
-                        length: int | None = None, batch_size: int = 16) -> BagOfTokens:
+                        length: int | None = None, batch_size: int = 16,
+                        responses_of: Callable = bag_responses) -> BagOfTokens:
     """The bag-of-tokens baseline of ``model`` on the domains ``distributions`` (module
-    docstring; ``length`` defaults to ``min(128, n_ctx)``)."""
+    docstring; ``length`` defaults to ``min(128, n_ctx)``). ``responses_of``: how ``r_j(t)`` is
+    computed, called as :func:`bag_responses` is (v3: the forward pass itself; protocol
+    discovery-verdict-gpt2: the closed form checked against it,
+    :func:`~context_neurons.verdict.bag_closed_form.checked_bag_responses`)."""
     length = min(BAG_LENGTH, model.cfg.n_ctx) if length is None else length
     support = bag_support(distributions)
     bos = model.tokenizer.convert_tokens_to_ids(EOT)  # <|endoftext|>, as the protocol says
-    responses = bag_responses(model, support, length, start, bos, batch_size)
+    responses = responses_of(model, support, length, start, bos, batch_size)
     probabilities = torch.stack([p.double().cpu()[support] for p in distributions.values()])
     return bag_of_tokens(responses, probabilities)
 

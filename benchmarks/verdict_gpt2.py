@@ -1,0 +1,101 @@
+"""Time protocol discovery-verdict-gpt2's whole evaluation on the 12-layer GPT-2-shaped stand-in
+(GPT-2's tokenizer and GPT-2 Small's layer-0 sizes, so its layer-0 cost is GPT-2 Small's), phase
+by phase, and the bag of tokens' closed form against the straightforward way (the forward pass
+on ``[BOS, t, ..., t]`` for every token), checked equal on the tokens both computed.
+
+    python benchmarks/verdict_gpt2.py [--threads 2] [--resamples 2000] [--bag-sample 512]
+
+The protocol's runtime targets: under 300 s on 2 CPU cores, under 60 s on a GPU (its
+``runtime.targets``; no rule or verdict depends on them). The tokenization of the corpora is
+timed on its own (``data``); the forward bag of tokens is timed on ``--bag-sample`` tokens and
+scaled to the support's size (the whole would take as long as the rest of the evaluation
+several times over). The stand-in's numbers are a plumbing check, never a GPT-2 result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from context_neurons import config as settings
+from context_neurons.models import load_model
+from context_neurons.models.weights import as_weights
+from context_neurons.training.config import EOT
+from context_neurons.verdict.bag_closed_form import closed_form_bag_responses
+from context_neurons.verdict.data import unigram_distributions
+from context_neurons.verdict.gpt2 import evaluate_gpt2
+from context_neurons.verdict.gpt2_data import gpt2_data
+from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
+from context_neurons.verdict.gpt2_result import model_identity
+from context_neurons.verdict.v3_scores import BAG_LENGTH, bag_responses, bag_support
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def standin(directory: Path):
+    """The stand-in, written by ``scripts/simulate_online.py`` and loaded as ``gpt2``."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from simulate_online import write_gpt2_standin  # noqa: E402 (a script beside this one)
+
+    os.environ[settings.GPT2_WEIGHTS.name] = str(write_gpt2_standin(directory))
+    return load_model("gpt2", device="cpu")
+
+
+def bag_ratio(model, data, sample: int) -> None:
+    """The closed form on the whole support against the forward pass on a sample, scaled."""
+    start = load_protocol_gpt2().data.window_mean_start
+    distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
+                                          model.cfg.d_vocab)
+    support = bag_support(distributions)
+    bos = model.tokenizer.convert_tokens_to_ids(EOT)
+    t0 = time.perf_counter()
+    closed = closed_form_bag_responses(as_weights(model), support, BAG_LENGTH, start, bos)
+    closed_s = time.perf_counter() - t0
+    picked = torch.linspace(0, len(support) - 1, min(sample, len(support))).long().unique()
+    t0 = time.perf_counter()
+    forward = bag_responses(model, support[picked], BAG_LENGTH, start, bos)
+    forward_s = (time.perf_counter() - t0) * len(support) / len(picked)
+    error = float((closed[picked] - forward).abs().max() / forward.abs().max())
+    print(f"bag of tokens over {len(support)} tokens: closed form {closed_s:.1f} s, forward "
+          f"pass {forward_s:.1f} s (scaled from {len(picked)} tokens): {forward_s / closed_s:.1f}x;"
+          f" largest relative difference {error:.1e}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--resamples", type=int, default=None,
+                        help="bootstrap resamples (default: the protocol's 2000)")
+    parser.add_argument("--bag-sample", type=int, default=512,
+                        help="tokens of the forward bag of tokens timed (then scaled)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    protocol = load_protocol_gpt2()
+    with tempfile.TemporaryDirectory() as tmp:
+        loaded = standin(Path(tmp))
+        t0 = time.perf_counter()
+        data = gpt2_data(loaded.model.tokenizer, protocol.data)
+        data_s = time.perf_counter() - t0
+        print(f"data (reading and tokenizing the corpora): {data_s:.1f} s")
+        bag_ratio(loaded.model, data, args.bag_sample)
+        identity = model_identity(loaded.name, loaded.source, protocol)
+        result = evaluate_gpt2(loaded.model, identity, protocol, data, args.resamples)
+    runtime = result.core.runtime
+    for phase, seconds in runtime.items():
+        if isinstance(seconds, float):
+            print(f"  {phase}: {seconds:.1f} s")
+    total = runtime["total_s"] + data_s
+    print(f"whole evaluation with the data: {total:.1f} s on {args.threads} threads (target "
+          f"{protocol.v3.budget_s} s on 2 CPU cores); {identity.label}")
+    print("\n".join(result.sentences()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
