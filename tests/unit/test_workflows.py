@@ -36,8 +36,10 @@ def test_the_website_build_fetches_the_corpora_first_and_survives_a_missing_rele
     assert cache["with"]["key"] == "corpora-v${{ steps.corpora.outputs.version }}"
     assert step_index(steps, r"^The corpora dataset's version") < steps.index(cache)
     assert steps.index(cache) < steps.index(fetch) < step_index(steps, r"^Build the book")
-    summary = steps[step_index(steps, r"job summary")]
+    summary = steps[step_index(steps, r"^Chapter execution times \(job summary\)")]
     assert "steps.fetch.outcome" in summary["run"]
+    verdict = steps[step_index(steps, r"^GPT-2 Small's verdict")]
+    assert "verdict_lines('gpt2')" in verdict["run"] and "GITHUB_STEP_SUMMARY" in verdict["run"]
 
 
 def test_the_publishing_page_gives_one_command_per_step():

@@ -26,8 +26,10 @@ READER_NAMES = {"trained-seed0": "trained here, seed 0 (primary)",
                 "trained-seed1": "trained here, seed 1 (replication)",
                 "gpt2-layer0-shape": "trained here, GPT-2 Small's layer-0 shape (replication)"}
 GPT2 = "GPT-2 Small (the paper's model)"
-GPT2_WHY = ("not judged yet: its protocol is registered (discovery-verdict-gpt2) before any "
-            "GPT-2 number, the code that computes it is not built")
+GPT2_WHY = ("not judged here: its protocol (discovery-verdict-gpt2) was registered before any "
+            "GPT-2 number; it is computed where the book runs on GPT-2 with the corpora (the "
+            "published website, chapter 8's section 8.12, `reproduce --model gpt2`), never on "
+            "the machines that build this repository, which cannot load GPT-2")
 #: The scores the table shows, by their names in the protocol's results.
 TOP, FREQUENCY_AWARE = "top", "frequency_aware"
 
