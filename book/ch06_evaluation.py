@@ -979,8 +979,8 @@ p = band.denominators.delta_head
 tau = min(st.hoeffding_deviation(p, sum_sq, float(values.min()), float(values.max())),
           st.chebyshev_deviation(p, sum_sq, variance))
 assert abs(tau - float(band.denominators.tau[0, 200])) <= 1e-6 * max(1.0, tau)
-print(f"head {circuit.heads[0]}, n = 200: tau = {tau:.4f} (units of the mean weight)")
-print("check passed: the band's deviation is the smaller of Hoeffding's and Chebyshev's")
+print(f"head {circuit.heads[0]}, n = 200: tau = {tau:.4f} mean weights")
+print("check passed: the band used the smaller deviation")
 
 # %% [markdown]
 # ```{solution-end}
