@@ -628,3 +628,19 @@ def test_a_kernel_run_of_the_student_notebooks_fails_on_an_exercise_in_another_s
     assert student_runs.run_student_notebooks([chapter], "solved", {}, tmp_path)
     printed.update({label: UNSOLVED for label in labels})
     assert student_runs.run_student_notebooks([chapter], "shipped", {}, tmp_path)
+
+
+def test_the_band_exercise_takes_the_band_s_own_deviation_and_nothing_near_it():
+    """Exercise 6.5 (``ex-ch06-band-tau``): the check compares ``tau`` with the band's own
+    deviation at (first head, n = 200). A made-up band stands in for chapter 6's (the check reads
+    only ``band.denominators.tau``); the plausible wrong answers are Hoeffding's deviation alone
+    (larger than the minimum) and a sum of squares that counts BOS and the destination (a few
+    percent off)."""
+    tau = torch.zeros(2, 256, dtype=torch.float64)
+    tau[0, 200], tau[1, 200] = 0.2038, 0.5
+    ns = {"band": SimpleNamespace(denominators=SimpleNamespace(tau=tau))}
+    assert run_check("ex-ch06-band-tau", {**ns, "tau": 0.2038}).status == SOLVED
+    assert run_check("ex-ch06-band-tau", ns).status == UNSOLVED
+    for wrong in (0.31, 0.2038 * 1.03, 0.5, float("nan")):  # Hoeffding; BOS counted; 2nd head
+        verdict = run_check("ex-ch06-band-tau", {**ns, "tau": wrong})
+        assert verdict.status == FAILED, (wrong, verdict.message)
