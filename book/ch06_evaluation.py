@@ -888,8 +888,9 @@ band_texts = torch.stack([w[:LENGTH] for w in windows[:4]])
 band = ev.certified_band(circuit, model, band_texts, band_neurons, DELTA, residual=residual)
 band_true = cb.true_values(model, band_texts, band_neurons)
 k = 0
-plot_band(band_true[0, :, k].numpy(), band.lower[0, :, k].numpy(), band.upper[0, :, k].numpy(),
-          band.approximate[0, :, k].numpy(), band_neurons[k], DELTA, model_title=loaded.title);
+figure = plot_band(band_true[0, :, k].numpy(), band.lower[0, :, k].numpy(),
+                   band.upper[0, :, k].numpy(), band.approximate[0, :, k].numpy(),
+                   band_neurons[k], DELTA, model_title=loaded.title)
 
 # %% [markdown]
 # *Figure 6.7: one neuron's true pre-activation (black) along a held-out text inside its band
