@@ -32,9 +32,9 @@ from context_neurons.verdict.gpt2_result import paper_heads
 from context_neurons.verdict.paper_claim import paper_claim, set_precision
 from context_neurons.progress import Phases
 from context_neurons.verdict.v3 import STOP_NO_CONTEXT, data_summary, registered_draws
-from context_neurons.verdict.v3 import same_model_controls, sensitivities_v3, truth_and_verdicts
+from context_neurons.verdict.v3 import controls_and_sensitivities, truth_and_verdicts
 from context_neurons.verdict.v3_heads import ContextSet, context_set
-from context_neurons.verdict.v3_result import Sensitivity, V3Evaluation
+from context_neurons.verdict.v3_result import V3Evaluation
 from context_neurons.verdict.v3_scores import bag_of_tokens_score, weight_scores
 from context_neurons.verdict.v3_truth import measure_v3
 
@@ -113,18 +113,9 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
             heads = replace(heads, top_with_paper_heads=_paper_heads_top(
                 method, protocol, pair.point.mask, pair.boot.mask, draws.neurons))
     result = {**base, **verdicts}
-    if controls:
-        with timer("controls"):
-            result["controls"] = same_model_controls(model, ws, distributions, pair,
-                                                     draws.neurons, verdicts["secondary"],
-                                                     start, v3)
-    if sensitivities:
-        with timer("sensitivities"):
-            result["sensitivities"] = {
-                "resample_ablation": Sensitivity(
-                    n_truth=verdicts["truth"].resample_ablation_n_truth),
-                **sensitivities_v3(method, cs, measured, shifts, draws.weights, scores, bag,
-                                   distributions, ws, draws.neurons, start, v3)}
+    result.update(controls_and_sensitivities(
+        timer, controls, sensitivities, model, method, cs, measured, shifts, draws, scores, bag,
+        distributions, ws, pair, verdicts, start, v3))
     runtime = {**timer.seconds, "total_s": sum(timer.seconds.values()),
                "target_cpu_2_cores_s": v3.budget_s, "torch_threads": torch.get_num_threads()}
     return GPT2Evaluation(V3Evaluation(**result, runtime=runtime), identity, heads, claim)

@@ -251,6 +251,29 @@ def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: 
         "secondary": secondary_verdicts(ws, pair, draws.neurons, draws.permutation, protocol)}
 
 
+def controls_and_sensitivities(timer: Phases, controls: bool, sensitivities: bool,
+                               model: TransformerBridge, method: MethodValues, cs: ContextSet,
+                               measured: ConfirmMeasurements, shifts: SetShifts, draws: Draws,
+                               scores: dict, bag, distributions: dict, ws: WeightScores,
+                               pair: TruthPair, verdicts: dict, start: int,
+                               protocol: ProtocolV3) -> dict:
+    """The same-model controls and the sensitivities (each when asked, timed), as the result's
+    ``controls`` and ``sensitivities``: one piece for v3 and the GPT-2 adapter."""
+    out = {}
+    if controls:
+        with timer("controls"):
+            out["controls"] = same_model_controls(model, ws, distributions, pair, draws.neurons,
+                                                  verdicts["secondary"], start, protocol)
+    if sensitivities:
+        with timer("sensitivities"):
+            out["sensitivities"] = {
+                "resample_ablation": Sensitivity(
+                    n_truth=verdicts["truth"].resample_ablation_n_truth),
+                **sensitivities_v3(method, cs, measured, shifts, draws.weights, scores, bag,
+                                   distributions, ws, draws.neurons, start, protocol)}
+    return out
+
+
 def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | None = None,
                 data: V3Data | None = None, n_resamples: int | None = None,
                 controls: bool = True, sensitivities: bool = True, label_free: bool = False,
@@ -291,18 +314,9 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | N
                                  model.cfg.d_mlp, protocol.seeds)
         shifts, pair, verdicts = truth_and_verdicts(measured, ws, scores, draws, protocol)
     result = {**base, **verdicts}
-    if controls:
-        with timer("controls"):
-            result["controls"] = same_model_controls(
-                model, ws, distributions, pair, draws.neurons, verdicts["secondary"], start,
-                protocol)
-    if sensitivities:
-        with timer("sensitivities"):
-            result["sensitivities"] = {
-                "resample_ablation": Sensitivity(
-                    n_truth=verdicts["truth"].resample_ablation_n_truth),
-                **sensitivities_v3(method, cs, measured, shifts, draws.weights, scores, bag,
-                                   distributions, ws, draws.neurons, start, protocol)}
+    result.update(controls_and_sensitivities(
+        timer, controls, sensitivities, model, method, cs, measured, shifts, draws, scores, bag,
+        distributions, ws, pair, verdicts, start, protocol))
     with timer("non-pooled domains"):
         result["non_pooled"] = non_pooled_report(data, measured, pair, ws, distributions, start,
                                                  protocol, model.cfg.d_vocab)
@@ -405,7 +419,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
 
 
-__all__ = ["Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT",
+__all__ = ["Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT", "controls_and_sensitivities",
            "V3Evaluation", "apart_controls",
            "data_summary", "evaluate_v3", "label_free_arm", "non_pooled_report",
            "registered_draws", "run", "run_directory", "same_model_controls",
