@@ -31,7 +31,7 @@ from context_neurons.hooks import run_until
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.models.loading import TRAINED_DIR
-from context_neurons.training.heldout import read_record
+from context_neurons.training.summary import training_run
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.evaluate import head_sets, measure
@@ -52,7 +52,7 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = load_model("trained", device="cpu").model
-    record = read_record(TRAINED_DIR)
+    record = training_run(TRAINED_DIR)  # the typed record, read once
     measured = None
     for version in args.protocol:
         if version == "v3":

@@ -53,7 +53,8 @@ from context_neurons import config as settings  # noqa: E402
 from context_neurons.models.loading import TRAINED_DIR  # noqa: E402
 from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA  # noqa: E402
 from context_neurons.training.corpus import is_heldout, iter_documents  # noqa: E402
-from context_neurons.training.heldout import PER_DOMAIN, domain_of_corpus, read_record  # noqa: E402
+from context_neurons.training.heldout import PER_DOMAIN, domain_of_corpus  # noqa: E402
+from context_neurons.training.summary import read_record  # noqa: E402
 from context_neurons.training.stream import eval_windows, tokenize_documents  # noqa: E402
 from context_neurons.training.tokenizer import load_tokenizer  # noqa: E402
 from context_neurons.verdict.data import cal_fraction_value, is_cal  # noqa: E402

@@ -85,26 +85,26 @@ def summary(run_dir: Path, out: Path, device: str) -> dict:
     from context_neurons.training.analysis import head_kernels, load_run
     from context_neurons.training.config import EOT
     from context_neurons.training.development import summarize_checkpoint
-    from context_neurons.training.heldout import labelled_windows, read_record
+    from context_neurons.training.heldout import labelled_windows
+    from context_neurons.training.summary import training_run
     from context_neurons.training.tokenizer import load_tokenizer
     from context_neurons.verdict.data import protocol_data
     from context_neurons.verdict.protocol import load_protocol
     from context_neurons.verdict.development import structure
 
     torch.set_grad_enabled(False)
-    record = read_record(run_dir)
+    run = training_run(run_dir)
     tokenizer = load_tokenizer(run_dir)
     hf_model, _ = load_run(run_dir)
     token = tokenizer.encode(" the")[0]
-    query = min(record["config"]["n_ctx"] - 1, 255)
+    query = min(run.config.n_ctx - 1, 255)
     kernels = head_kernels(hf_model, tokenizer.convert_tokens_to_ids(EOT), token, query)
-    windows, labels = labelled_windows(tokenizer, record)
+    windows, labels = labelled_windows(tokenizer, run)
     model = bridge_from_hf(load_checkpoint(run_dir), tokenizer, "checkpoint", device=device)
-    row = {"step": record["steps_done"], "tokens": record["tokens_seen"],
-           "heldout_loss": record["heldout_loss"].get("mean"),
+    row = {"step": run.steps_done, "tokens": run.tokens_seen, "heldout_loss": run.heldout_loss,
            **summarize_checkpoint(model, windows, labels)}
     protocol = load_protocol()
-    row.update(structure(model, protocol_data(tokenizer, record, protocol), protocol))
+    row.update(structure(model, protocol_data(tokenizer, run, protocol), protocol))
     result = {"run": str(run_dir), "device": device, "heldout_windows": len(windows),
               "protocol": protocol.name, "final": row,
               "approximation": approximation_view(model, windows[:APPROXIMATION_TEXTS]),
@@ -225,12 +225,12 @@ def import_v3(run_dir: Path, command: str, into: Path | None) -> Path:
     """The run's records and its device-computed v3 result -> the package (see ``import-v3``)."""
     import datetime
 
-    from context_neurons.training.heldout import read_record
+    from context_neurons.training.summary import training_run
     from context_neurons.verdict.v3_report import model_key
     from context_neurons.verdict.v3_stored import WEIGHTS_NOT_KEPT_DIRS, device_label, store_result
 
-    record = read_record(run_dir)
-    key = model_key(record)
+    run = training_run(run_dir)
+    key = model_key(run)
     if key not in WEIGHTS_NOT_KEPT_DIRS:
         raise SystemExit(f"{run_dir} is {key}, not a registered model whose weights stay on the "
                          f"device ({', '.join(WEIGHTS_NOT_KEPT_DIRS)})")
@@ -243,9 +243,9 @@ def import_v3(run_dir: Path, command: str, into: Path | None) -> Path:
     for name in RECORD_FILES:
         shutil.copyfile(run_dir / name, into / name)
     computed = datetime.datetime.fromtimestamp(out_file.stat().st_mtime, datetime.timezone.utc)
-    versions = {k: record["versions"][k] for k in ("python", "torch")}
+    versions = {k: run.versions[k] for k in ("python", "torch")}
     return store_result(into, key, entry, command, entry["runtime"]["torch_threads"], computed,
-                        versions, device=device_label(record["device"], record["device_name"]))
+                        versions, device=device_label(run.device, run.device_name))
 
 
 def main(argv: list[str] | None = None) -> int:

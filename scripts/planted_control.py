@@ -31,7 +31,7 @@ from context_neurons.checks import NoContextualHeadsError
 from context_neurons.files import write_text_whole
 from context_neurons.models import load_model
 from context_neurons.models.loading import TRAINED_DIR
-from context_neurons.training.heldout import read_record
+from context_neurons.training.summary import training_run
 from context_neurons.verdict import protocol_data
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.planted import planted_control
@@ -46,7 +46,7 @@ def main() -> int:
     t0 = time.perf_counter()
     planted = load_model("planted", seed=args.seed, device="cpu")
     result = {"seed": args.seed, "label halves": planted_control(planted).to_json()}
-    data = protocol_data(planted.model.tokenizer, read_record(TRAINED_DIR))
+    data = protocol_data(planted.model.tokenizer, training_run(TRAINED_DIR))
     result["corpus domains"] = planted_control(
         planted, unigram_distributions(data, planted.model.cfg.d_vocab)).to_json()
     shuffled = load_model("planted", seed=args.seed, variant="shuffled-kernels", device="cpu")

@@ -245,10 +245,10 @@ def test_set_repository_moves_every_place_that_names_the_repository(tmp_path):
 def test_protocol_folders_are_the_trained_models_corpora_in_the_dataset():
     from context_neurons.models.loading import TRAINED_DIR
     from context_neurons.text.dataset import CODE_FOLDER, load_manifest
-    from context_neurons.training.heldout import read_record
+    from context_neurons.training.summary import training_run
 
     folders = colab.protocol_folders()
-    weights = read_record(TRAINED_DIR)["config"]["corpus_weights"]
+    weights = training_run(TRAINED_DIR).config.corpus_weights
     assert folders == sorted(c for c, w in weights.items() if w > 0)  # every one is published
     assert CODE_FOLDER in folders and set(folders) <= set(load_manifest()["folders"])
     assert "wordlists_en_gb_us" not in folders  # read by chapter 5, not by the protocols

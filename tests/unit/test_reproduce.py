@@ -185,10 +185,12 @@ def test_verdict_rows_without_documents_say_why_and_measure_no_previous_token_he
     from context_neurons.models import load_model
     from context_neurons.reproduce import verdict_rows as vr
     from context_neurons.reproduce.results import PreviousTokenHeads
+    from context_neurons.training.summary import training_run
 
     monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
     loaded = load_model("trained")
-    rows, previous = vr.verdict_rows(loaded, MethodValues(loaded.model))
+    rows, previous = vr.verdict_rows(loaded, training_run(loaded.directory),
+                                     MethodValues(loaded.model))
     assert previous is None and [r.key for r in rows] == list(vr.KEYS)
     assert all(math.isnan(r.value) and r.label.startswith("not computed: ") for r in rows)
     found = PreviousTokenHeads([0.05, 0.91, 0.2], [1])

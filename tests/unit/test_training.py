@@ -324,16 +324,17 @@ def test_stopping_early_keeps_the_schedule_of_the_whole_budget(corpora, run_dir,
 def test_heldout_windows_are_the_runs_heldout_documents_labelled_by_domain(run_dir, corpora):
     """The held-out split recomputed from training.json is the one the run stored (split.json),
     and every window carries its corpus's domain."""
-    from context_neurons.training.heldout import domain_of_corpus, labelled_windows, read_record
+    from context_neurons.training.heldout import domain_of_corpus, labelled_windows
+    from context_neurons.training.summary import training_run
 
     tokenizer = load_tokenizer(run_dir)
-    record = read_record(run_dir)
+    run = training_run(run_dir)
     domains = {"english": ("tiny_en",), "spanish": ("tiny_es",)}
-    windows, labels = labelled_windows(tokenizer, record, corpora, per_domain=5, domains=domains)
+    windows, labels = labelled_windows(tokenizer, run, corpora, per_domain=5, domains=domains)
     assert labels == ["english"] * 5 + ["spanish"] * 5
     # a corpus listed under two domains labels nothing
     assert domain_of_corpus({"a": ("x", "y"), "b": ("y", "z")}) == {"x": "a", "z": "b"}
-    assert all(len(w) == record["config"]["n_ctx"] for w in windows)
+    assert all(len(w) == run.config.n_ctx for w in windows)
     bos = tokenizer.convert_tokens_to_ids(EOT)
     assert all(int(w[0]) == bos for w in windows)
     heldout = set(manifest_keys(read_manifest(run_dir / "split.json"), "heldout"))
@@ -347,7 +348,7 @@ def test_heldout_windows_are_the_runs_heldout_documents_labelled_by_domain(run_d
         inner = "," + ",".join(str(int(t)) for t in window[1:]) + ","
         assert inner in streams[corpus]  # a run of the held-out stream of its own corpus
     with pytest.raises(DataError):
-        read_record(corpora)
+        training_run(corpora)
 
 
 def test_a_trained_directory_loads_through_the_gpt2_loader_with_its_record(run_dir):
@@ -366,22 +367,22 @@ def test_a_steps_weights_are_its_checkpoint_the_saved_model_or_the_rebuilt_initi
     a step whose checkpoint was deleted has none."""
     from context_neurons.models import load_model
     from context_neurons.models.weights import as_weights
-    from context_neurons.training.heldout import read_record
+    from context_neurons.training.summary import training_run
     from context_neurons.verdict.development import model_at_step
 
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    record, tokenizer = read_record(copy), load_tokenizer(copy)
-    saved = as_weights(model_at_step(copy, 0, record, tokenizer))
+    run, tokenizer = training_run(copy), load_tokenizer(copy)
+    saved = as_weights(model_at_step(copy, 0, run, tokenizer))
     middle = sorted(_step_of(p) for p in (copy / "checkpoints").glob("step-*"))[1]
     shutil.rmtree(copy / "checkpoints" / "step-0")
     shutil.rmtree(copy / "checkpoints" / f"step-{middle}")
-    rebuilt = as_weights(model_at_step(copy, 0, record, tokenizer))
+    rebuilt = as_weights(model_at_step(copy, 0, run, tokenizer))
     for name in ("W_E", "W_pos", "W_Q", "W_K", "W_V", "W_O", "W_in", "b_in"):
         torch.testing.assert_close(getattr(rebuilt, name), getattr(saved, name))
-    assert model_at_step(copy, middle, record, tokenizer) is None
-    shutil.rmtree(copy / "checkpoints" / f"step-{record['steps_done']}")
-    last = as_weights(model_at_step(copy, record["steps_done"], record, tokenizer))
+    assert model_at_step(copy, middle, run, tokenizer) is None
+    shutil.rmtree(copy / "checkpoints" / f"step-{run.steps_done}")
+    last = as_weights(model_at_step(copy, run.steps_done, run, tokenizer))
     torch.testing.assert_close(last.W_in, as_weights(load_model(str(copy), device="cpu")
                                                      .model).W_in)  # the saved model
 
@@ -456,7 +457,7 @@ def test_the_shipped_trained_model_loads_with_its_record_and_development():
     from context_neurons.models import load_model
     from context_neurons.models.loading import TRAINED_DIR
     from context_neurons.training.development import DEVELOPMENT_FILE
-    from context_neurons.training.heldout import read_record
+    from context_neurons.training.summary import read_record
 
     loaded = load_model("trained", device="cpu")
     record = read_record(TRAINED_DIR)
@@ -495,10 +496,11 @@ def test_heldout_documents_are_the_heldout_filter_read_once(corpora, monkeypatch
 
 def test_heldout_windows_without_the_corpora_are_a_clear_error(run_dir, tmp_path):
     """Online (Colab) the training split's documents are absent: say so, before reading anything."""
-    from context_neurons.training.heldout import labelled_windows, read_record
+    from context_neurons.training.heldout import labelled_windows
+    from context_neurons.training.summary import training_run
 
     with pytest.raises(DataError, match="offline corpora"):
-        labelled_windows(load_tokenizer(run_dir), read_record(run_dir), tmp_path / "absent")
+        labelled_windows(load_tokenizer(run_dir), training_run(run_dir), tmp_path / "absent")
 
 
 # ---- GPT-2's tokenizer and GPT-2 Small's layer-0 shape (scripts/device_jobs.sh, step 2) ---------
@@ -642,10 +644,21 @@ def test_training_run_reads_the_record_and_says_it_in_sentences(tmp_path):
     assert run.parameters == shipped["model"]["parameters"] and run.seed == shipped["seed"]
     assert run.heldout_loss == shipped["heldout_loss"]["mean"]
     assert run.cpu_estimate == shipped["cpu_estimate"]
-    record = {"model": {"parameters": 1234567}, "seed": 3, "threads": 2, "device": "cpu",
-              "device_name": "a CPU", "tokens_seen": 98765, "steps_done": 12,
-              "heldout_loss": {"mean": 4.567}, "wall_seconds": 5400.0, "command": "train"}
+    # what the protocols read: the configuration, typed, and the vocabulary (read once here)
+    assert run.config.corpus_weights == shipped["config"]["corpus_weights"]
+    assert run.config.heldout_fraction == shipped["config"]["heldout_fraction"]
+    assert run.config.n_ctx == shipped["config"]["n_ctx"] and run.config.seed == shipped["seed"]
+    assert (run.vocab_size, run.eot_id) == (shipped["model"]["vocab_size"],
+                                            shipped["model"]["eot_id"])
+    assert run.tokens_per_step == shipped["tokens_per_step"]
+    assert run.versions == shipped["versions"]
+    record = {"model": {"parameters": 1234567, "vocab_size": 512, "eot_id": 511}, "seed": 3,
+              "threads": 2, "device": "cpu", "device_name": "a CPU", "tokens_seen": 98765,
+              "steps_done": 12, "heldout_loss": {"mean": 4.567}, "wall_seconds": 5400.0,
+              "command": "train", "config": {"n_ctx": 128}, "tokens_per_step": 8192,
+              "versions": {}}
     (tmp_path / "training.json").write_text(json.dumps(record))
+    assert training_run(tmp_path).config.seed == 3  # a configuration without it: the run's
     cfg = SimpleNamespace(n_layers=2, n_heads=4, d_model=64, d_mlp=256, n_ctx=128, d_vocab=512)
     assert training_run(tmp_path).findings(cfg) == [
         "2 layers, 4 heads, d_model 64, d_mlp 256, context 128, vocabulary 512;\n"
@@ -654,3 +667,7 @@ def test_training_run_reads_the_record_and_says_it_in_sentences(tmp_path):
         "held-out loss (mean over corpora): 4.57 nats/token",
         f"trained on a CPU in 90 minutes; {NO_CPU_ESTIMATE}",
         "command: train"]
+    record["config"]["no_such_option"] = 1  # a record of another version: said, not guessed
+    (tmp_path / "training.json").write_text(json.dumps(record))
+    with pytest.raises(DataError, match="no_such_option"):
+        training_run(tmp_path)

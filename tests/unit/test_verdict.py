@@ -359,11 +359,13 @@ def test_cal_eval_split_is_a_fixed_half():
 def test_protocol_data_without_the_corpora_is_a_clear_error(monkeypatch):
     """Online (Colab) there are no held-out documents: say so before reading anything."""
     from context_neurons.checks import DataError
+    from context_neurons.models.loading import TRAINED_DIR
+    from context_neurons.training.summary import training_run
     from context_neurons.verdict import protocol_data
 
     monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
     with pytest.raises(DataError, match="offline corpora"):
-        protocol_data(None, {"config": {"n_ctx": 256}})
+        protocol_data(None, training_run(TRAINED_DIR))
 
 
 def test_protocol_v2_changes_only_what_it_says_it_changes():

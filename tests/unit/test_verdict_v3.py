@@ -677,14 +677,14 @@ def test_a_result_whose_weights_were_not_kept_is_labelled_and_checked_against_th
 def test_the_shipped_gpt2_shaped_result_matches_the_protocol_and_its_training_record():
     """assets/gpt2-layer0-shape: the record of the run v3 judged (scripts/device_steps.py
     import-v3 after scripts/device_jobs.sh step 2), and today's protocol."""
-    from context_neurons.training.heldout import read_record
+    from context_neurons.training.summary import training_run
     from context_neurons.verdict.v3_stored import WEIGHTS_NOT_KEPT_DIRS, stored_entry
 
     entry = stored_entry("gpt2-layer0-shape")
     assert entry is not None and entry.status == EntryStatus.STORED, entry
-    record = read_record(WEIGHTS_NOT_KEPT_DIRS["gpt2-layer0-shape"])
-    assert v3_report.model_key(record) == entry.model == "gpt2-layer0-shape"
-    assert record["config"]["d_mlp"] == 3072 and entry.stored["device"].startswith("cuda")
+    run = training_run(WEIGHTS_NOT_KEPT_DIRS["gpt2-layer0-shape"])
+    assert v3_report.model_key(run) == entry.model == "gpt2-layer0-shape"
+    assert run.config.d_mlp == 3072 and entry.stored["device"].startswith("cuda")
     assert entry.stored["weights_sha256"] is None
 
 
@@ -771,13 +771,15 @@ def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
 
     from context_neurons.method import MethodValues
     from context_neurons.models import load_model
+    from context_neurons.models.loading import TRAINED_DIR
     from context_neurons.reproduce.verdict_rows_v3 import KEYS, v3_rows
+    from context_neurons.training.summary import training_run
     from context_neurons.verdict.v3_report import MODELS
     from context_neurons.verdict.v3_stored import stored_entry
 
     monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
     model = load_model("trained").model
-    rows = v3_rows(load_model("trained"), MethodValues(model))
+    rows = v3_rows(load_model("trained"), training_run(TRAINED_DIR), MethodValues(model))
     assert [r.key for r in rows] == [*KEYS, "discovery_models_v3"]
     assert all(math.isnan(r.value) and r.label.startswith("not computed: Protocol v3 reads")
                for r in rows[:-1])

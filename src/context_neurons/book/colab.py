@@ -33,7 +33,7 @@ from context_neurons.checks import ContextNeuronsError
 from context_neurons.config import in_colab
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.text.dataset import default_directory, fetch_corpora, load_manifest
-from context_neurons.training.heldout import read_record
+from context_neurons.training.summary import TrainingRun, training_run
 
 REPOSITORY = "https://github.com/context-neurons/context-neurons"
 #: Only what the chapters import at run time (``online``: ``datasets`` for OpenWebText); the
@@ -152,13 +152,13 @@ def colab_setup(
     return device
 
 
-def protocol_folders(record: dict | None = None) -> list[str]:
+def protocol_folders(run: TrainingRun | None = None) -> list[str]:
     """The corpora dataset's folders the verdict protocols read for the trained model: the
     corpora it was trained on (``corpus_weights``, its held-out documents are v1's and v2's
     EVAL and v3's CONFIRM and CAL documents), the code corpus among them (v3's fallback)."""
-    record = record or read_record(TRAINED_DIR)
+    run = run or training_run(TRAINED_DIR)
     folders = load_manifest()["folders"]
-    return sorted(c for c, w in record["config"]["corpus_weights"].items()
+    return sorted(c for c, w in run.config.corpus_weights.items()
                   if w > 0 and c in folders)
 
 

@@ -43,7 +43,8 @@ from context_neurons.reproduce.verdict_rows_v3 import v3_rows
 from context_neurons.stability import bootstrap_standard_error, coefficient_of_variation
 from context_neurons.stability import DenominatorStudy, denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy
-from context_neurons.training.heldout import labelled_windows, read_record
+from context_neurons.training.heldout import labelled_windows
+from context_neurons.training.summary import TrainingRun, training_run
 from context_neurons.verdict.registry import PROTOCOLS as REGISTERED
 
 #: Thresholds of the sweep reported beside the chosen one.
@@ -183,17 +184,17 @@ def discovery_rows(
 
 
 def activation_rows(
-    loaded: LoadedModel, scores: NeuronScores, theta: float, heads: list[int], progress: bool
+    loaded: LoadedModel, run: TrainingRun, scores: NeuronScores, theta: float, heads: list[int],
+    progress: bool
 ) -> tuple[list[Row], HeldOutTruth | None]:
     """Discovery from the weights scored against truth from activations (a trained model only).
 
     The truth (:mod:`context_neurons.activations`) is measured on the training run's held-out
-    documents, labelled by their corpus's domain, with thresholds fixed before any comparison.
-    Returns the rows and the truth (None without the held-out documents).
+    documents (``run``: its record), labelled by their corpus's domain, with thresholds fixed
+    before any comparison. Returns the rows and the truth (None without the held-out documents).
     """
-    record = read_record(loaded.directory)
     try:
-        windows, labels = labelled_windows(loaded.model.tokenizer, record)
+        windows, labels = labelled_windows(loaded.model.tokenizer, run)
     except DataError as error:  # online: the training split's documents are not here
         return [Row(key, math.nan, f"not computed: {error}") for key in (
             "neuron_precision_vs_activations", "neuron_recall_vs_activations")], None
@@ -437,20 +438,22 @@ def reproduce(
         rows += stability_rows(study)
     rows = in_section("heads (chapters 1-3)", rows)
     heldout = previous = check = None
+    # the training record of a trained model's directory, read once for every protocol
+    run = training_run(loaded.directory) if loaded.directory is not None else None
     if heads:
         with step("the contextual circuit and every neuron's score (chapters 4 and 5)"):
             circuit, scores = method.circuit(heads), method.scores(heads)
             rows += in_section(DISCOVERY, discovery_rows(scores, circuit, theta, truth))
-        if loaded.directory is not None:
+        if run is not None:
             with step("truth from activations on held-out text (chapter 8)"):
-                found_rows, heldout = activation_rows(loaded, scores, theta, heads, progress)
+                found_rows, heldout = activation_rows(loaded, run, scores, theta, heads, progress)
             rows += in_section("truth from held-out text (chapter 8)", found_rows)
-    if loaded.directory is not None:  # each protocol chooses its own heads, or says it cannot
+    if run is not None:  # each protocol chooses its own heads, or says it cannot
         with step("protocols v1 and v2 (chapter 8)"):
-            protocol_rows, previous = verdict_rows(loaded, method, progress=progress)
+            protocol_rows, previous = verdict_rows(loaded, run, method, progress=progress)
             rows += in_section(PROTOCOLS, protocol_rows)
         with step("protocol v3, the confirmatory test (chapter 8)"):
-            rows += in_section(PROTOCOLS, v3_rows(loaded, method, progress))
+            rows += in_section(PROTOCOLS, v3_rows(loaded, run, method, progress))
     if loaded.name in GPT2_FAMILY:  # its result, or the protocol's line: never nothing
         with step("protocol discovery-verdict-gpt2 (issue 52)"):
             rows += in_section(PROTOCOLS, gpt2_rows(loaded, method, progress))

@@ -16,7 +16,7 @@ from context_neurons.checks import DataError
 from context_neurons.models.loading import LoadedModel
 from context_neurons.method import MethodValues
 from context_neurons.reproduce.results import PreviousTokenHeads, Row
-from context_neurons.training.heldout import read_record
+from context_neurons.training.summary import TrainingRun
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict.evaluate import previous_token_heads
 from context_neurons.verdict.registry import registered
@@ -49,23 +49,23 @@ def _scores(result: Evaluation) -> dict:
     return scores
 
 
-def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | None = None,
+def verdict_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues,
+                 n_resamples: int | None = None,
                  progress: bool = False) -> tuple[list[Row], PreviousTokenHeads | None]:
-    """Run the protocol on the loaded trained model and return its rows (``method``: the run's
-    taxonomy, circuits and scores) and the previous-token heads it measured (None without the
-    documents)."""
+    """Run the protocol on the loaded trained model and return its rows (``run``: its training
+    record, read once by the pipeline; ``method``: the run's taxonomy, circuits and scores) and
+    the previous-token heads it measured (None without the documents)."""
     protocol = load_protocol()
     model = loaded.model
     try:
-        record = read_record(loaded.directory)
-        data = protocol_data(model.tokenizer, record, protocol)
+        data = protocol_data(model.tokenizer, run, protocol)
     except DataError as error:  # online: the training split's documents are not here
         return [Row(key, math.nan, f"not computed: {error}") for key in KEYS], None
     start = protocol.data.window_mean_start
     attention, heads = previous_token_heads(model, data, start)
     previous = PreviousTokenHeads([round(float(x), 3) for x in attention], heads)
     cache: dict = {}  # the forward passes both protocols share
-    result = evaluate(model, record, protocol, n_resamples=n_resamples, data=data, cache=cache,
+    result = evaluate(model, run, protocol, n_resamples=n_resamples, data=data, cache=cache,
                       progress=progress, method=method)
     primary_name = protocol.primary_score
     rows = [
@@ -95,15 +95,15 @@ def verdict_rows(loaded: LoadedModel, method: MethodValues, n_resamples: int | N
             "anti-ranking, inconclusive or not testable)"),
         Row(registered("v1").result_key, result, "the protocol's whole result", show="json"),
     ]
-    return rows + _v2_rows(method, record, data, n_resamples, cache, progress), previous
+    return rows + _v2_rows(method, run, data, n_resamples, cache, progress), previous
 
 
-def _v2_rows(method: MethodValues, record: dict, data: dict, n_resamples: int | None,
+def _v2_rows(method: MethodValues, run: TrainingRun, data: dict, n_resamples: int | None,
              cache: dict, progress: bool = False) -> list[Row]:
     """Protocol v2 (registered after v1's verdicts; chapter 8), on the same forward passes and
     the same taxonomy, circuits and scores."""
     protocol = load_protocol("v2")
-    result = evaluate(method.model, record, protocol, n_resamples=n_resamples, data=data,
+    result = evaluate(method.model, run, protocol, n_resamples=n_resamples, data=data,
                       cache=cache, progress=progress, method=method)
     primary = result.primary
     if primary is None:

@@ -17,7 +17,7 @@ from context_neurons.checks import DataError
 from context_neurons.models.loading import LoadedModel
 from context_neurons.method import MethodValues
 from context_neurons.reproduce.results import Row
-from context_neurons.training.heldout import read_record
+from context_neurons.training.summary import TrainingRun
 from context_neurons.verdict.v3 import evaluate_v3
 from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
@@ -44,24 +44,23 @@ def _models(models: Entries) -> dict[str, dict[str, str]]:
                    else entry.primary_verdict} for name, entry in models.items()}
 
 
-def v3_rows(loaded: LoadedModel, method: MethodValues, progress: bool = False,
+def v3_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues, progress: bool = False,
             n_resamples: int | None = None) -> list[Row]:
-    """Run protocol v3 on the loaded trained model and return its rows (``method``: the run's
-    taxonomy, circuits and scores)."""
+    """Run protocol v3 on the loaded trained model and return its rows (``run``: its training
+    record, read once by the pipeline; ``method``: the run's taxonomy, circuits and scores)."""
     protocol = load_protocol_v3()
     model = loaded.model
     try:
-        record = read_record(loaded.directory)
-        data = v3_data(model.tokenizer, record, protocol)
+        data = v3_data(model.tokenizer, run, protocol)
     except DataError as error:  # online: the held-out documents are not here
         return [Row(key, math.nan, f"not computed: {error}") for key in KEYS] + [
             Row("discovery_models_v3", _models(model_entries({})),
                 "every model protocol v3 registers, none computed in this run (its documents "
                 "are absent): each stored result (computed elsewhere, labelled so), or why it "
                 "has none", show="records")]
-    result = evaluate_v3(model, record, protocol, data, n_resamples, progress=progress,
+    result = evaluate_v3(model, run, protocol, data, n_resamples, progress=progress,
                          method=method)
-    models = model_entries({model_key(record): result})
+    models = model_entries({model_key(run): result})
     cs = result.context_set
     rows = [
         Row("context_heads_v3", list(cs.heads),

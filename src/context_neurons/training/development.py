@@ -24,7 +24,8 @@ from context_neurons.circuit import build_circuit
 from context_neurons.discovery import THETA, score_neurons
 from context_neurons.models.loading import bridge_from_hf, load_checkpoint
 from context_neurons.taxonomy import classify_heads
-from context_neurons.training.heldout import labelled_windows, read_record
+from context_neurons.training.heldout import labelled_windows
+from context_neurons.training.summary import training_run
 from context_neurons.training.tokenizer import load_tokenizer
 
 #: The summary's file name, beside the run's ``training.json``.
@@ -160,9 +161,9 @@ def summarize_checkpoint(model, windows, labels, theta: float = THETA) -> dict:
 def summarize_run(run_dir: str | Path, progress: bool = True) -> Path:
     """Summarise every checkpoint of a run into ``run_dir/development.json``; returns its path."""
     run_dir = Path(run_dir)
-    record = read_record(run_dir)
+    run = training_run(run_dir)
     tokenizer = load_tokenizer(run_dir)
-    windows, labels = labelled_windows(tokenizer, record)
+    windows, labels = labelled_windows(tokenizer, run)
     losses = heldout_loss_by_step(run_dir)
     checkpoints = sorted((run_dir / "checkpoints").glob("step-*"), key=_step)
     if not checkpoints:
@@ -171,7 +172,7 @@ def summarize_run(run_dir: str | Path, progress: bool = True) -> Path:
     for path in tqdm(checkpoints, desc="checkpoints", disable=not progress):
         model = bridge_from_hf(load_checkpoint(path), tokenizer, "checkpoint", device="cpu")
         step = _step(path)
-        rows.append({"step": step, "tokens": step * record["tokens_per_step"],
+        rows.append({"step": step, "tokens": step * run.tokens_per_step,
                      "heldout_loss": losses.get(step),
                      **summarize_checkpoint(model, windows, labels)})
     out = run_dir / DEVELOPMENT_FILE

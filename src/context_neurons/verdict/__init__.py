@@ -24,9 +24,10 @@ typed model entries and verdicts, no module importing this package's face. Next,
   tested against the file. Left: ``SENSITIVITY_D``, ``BAG_LENGTH``, the 0.05 of "equivalent
   within 0.05", one ``Protocol`` with optional sections instead of ``Protocol``/``ProtocolV3``.
 - Typed values: :mod:`.entries` (a model's entry, or why it has none),
-  :class:`~.statistics.Verdict`, :class:`~.v3_compare.PrimaryVerdict`. Left: the training
-  record read once (``training.summary.TrainingRun``, not a dict through ``evaluate_v3``,
-  ``v3_data``, ``comparability``, ``step0_model``); one evaluation context (model, method,
+  :class:`~.statistics.Verdict`, :class:`~.v3_compare.PrimaryVerdict`, the training record
+  read once where its directory is read (:class:`~context_neurons.training.summary.TrainingRun`,
+  passed to ``evaluate``, ``evaluate_v3``, ``protocol_data``, ``v3_data``, ``comparability``,
+  ``step0_model`` and the main job's rows in place of the dict). Left: one evaluation context (model, method,
   protocol, data, draws, start) in place of the six values that travel together; the primary
   score named, not the first key of a dict; each protocol's result a typed field of ``Results``.
 - Core modules named for what they compute, shared by every protocol: ``documents`` (corpora by

@@ -18,6 +18,7 @@ from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA
 from context_neurons.training.corpus import Doc, heldout_documents
 from context_neurons.training.heldout import domain_of_corpus
 from context_neurons.training.stream import pack_windows, tokenize_documents
+from context_neurons.training.summary import TrainingRun
 from context_neurons.verdict.protocol import Protocol, load_protocol
 
 def cal_fraction_value(key: str) -> float:
@@ -67,32 +68,30 @@ def _units(corpus: str, docs: list[Doc], tokenizer, eot_id: int, n_ctx: int):
 
 def protocol_data(
     tokenizer,
-    record: dict,
+    run: TrainingRun,
     protocol: Protocol | None = None,
     corpora_dir: str | Path | None = None,
     domains: dict[str, tuple[str, ...]] = DOMAINS,
 ) -> dict[str, DomainData]:
     """Every domain's CAL tokens and windows and EVAL windows (the protocol's ``data``)."""
     spec = (protocol or load_protocol()).data
-    config = record["config"]
     corpora_dir = Path(corpora_dir) if corpora_dir else settings.corpora_root()
     if corpora_dir is None or not corpora_dir.is_dir():
         raise DataError(
             "The pre-registered evaluation reads the trained model's held-out documents from the "
             f"offline corpora, not found here (set {settings.CORPORA.name}); online there are none."
         )
-    n_ctx = config["n_ctx"]
+    n_ctx = run.config.n_ctx
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
-    trained_on = set(config["corpus_weights"])
     by_domain: dict[str, list[str]] = {}
     for corpus, domain in domain_of_corpus(domains).items():
-        if corpus in trained_on:
+        if corpus in run.trained_on:
             by_domain.setdefault(domain, []).append(corpus)
     out: dict[str, DomainData] = {}
     for domain, corpora in sorted(by_domain.items()):
         cal_parts, cal_windows, eval_units = [], [], []
         for corpus in sorted(corpora):
-            held = list(heldout_documents(corpus, corpora_dir, config["heldout_fraction"]))
+            held = list(heldout_documents(corpus, corpora_dir, run.config.heldout_fraction))
             for key, tokens in _units(corpus, held, tokenizer, eot_id, n_ctx):
                 if is_cal(key):
                     cal_parts.append(tokens[1:])  # without the separator

@@ -28,7 +28,7 @@ from context_neurons.files import write_text_whole
 from context_neurons.method import MethodValues
 from context_neurons.models.loading import bridge_from_hf, load_checkpoint
 from context_neurons.training.development import DEVELOPMENT_FILE
-from context_neurons.training.heldout import read_record
+from context_neurons.training.summary import TrainingRun, training_run
 from context_neurons.training.tokenizer import load_tokenizer
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.evaluate import head_sets, measure, previous_token_heads
@@ -84,22 +84,22 @@ def structure_v3(model: TransformerBridge, data: V3Data, protocol: ProtocolV3,
     return out
 
 
-def checkpoint_directory(run_dir: Path, step: int, record: dict) -> Path:
+def checkpoint_directory(run_dir: Path, step: int, run: TrainingRun) -> Path:
     """Where the weights of ``step`` are saved: its checkpoint, else the run's saved model for
     the last step (the directory need not exist)."""
     directory = run_dir / "checkpoints" / f"step-{step}"
-    if not directory.is_dir() and step == record["steps_done"]:
+    if not directory.is_dir() and step == run.steps_done:
         directory = run_dir
     return directory
 
 
-def model_at_step(run_dir: Path, step: int, record: dict, tokenizer) -> TransformerBridge | None:
+def model_at_step(run_dir: Path, step: int, run: TrainingRun, tokenizer) -> TransformerBridge | None:
     """The run's model at ``step``: its checkpoint, the saved model (last step), the initialised
     model (step 0), or None when those weights were not kept."""
-    directory = checkpoint_directory(run_dir, step, record)
+    directory = checkpoint_directory(run_dir, step, run)
     if directory.is_dir():
         return bridge_from_hf(load_checkpoint(directory), tokenizer, "checkpoint", device="cpu")
-    return step0_model(record, tokenizer) if step == 0 else None
+    return step0_model(run, tokenizer) if step == 0 else None
 
 
 def add_v3_view(run_dir: str | Path, progress: bool = True) -> Path:
@@ -107,22 +107,22 @@ def add_v3_view(run_dir: str | Path, progress: bool = True) -> Path:
     weights are on disk (:func:`model_at_step`); the others get ``None`` (module docstring)."""
     run_dir = Path(run_dir)
     protocol = load_protocol_v3()
-    record = read_record(run_dir)
+    run = training_run(run_dir)
     tokenizer = load_tokenizer(run_dir)
     path = run_dir / DEVELOPMENT_FILE
     summary = json.loads(path.read_text())
     earlier = summary.get("protocol_v3") == protocol.name  # a view of this protocol is there
     summary.pop("v3_not_computed", None)
-    reason = comparability(record)  # v3 reads the held-out documents of the registered corpora
+    reason = comparability(run)  # v3 reads the held-out documents of the registered corpora
     missing = []
     if reason:
         summary["v3_not_computed"] = f"protocol v3 cannot compare this run: {reason}"
         for row in summary["checkpoints"]:
             row.update(dict.fromkeys(V3_COLUMNS))
     else:
-        data = v3_data(tokenizer, record, protocol)  # its DataErrors: raised, nothing written
+        data = v3_data(tokenizer, run, protocol)  # its DataErrors: raised, nothing written
         for row in tqdm(summary["checkpoints"], desc="checkpoints (v3)", disable=not progress):
-            model = model_at_step(run_dir, int(row["step"]), record, tokenizer)
+            model = model_at_step(run_dir, int(row["step"]), run, tokenizer)
             if model is not None:
                 row.update(structure_v3(model, data, protocol))
             elif not (earlier and row.get("v3_context_heads") is not None):  # else: kept
@@ -140,14 +140,14 @@ def add_development_view(run_dir: str | Path, progress: bool = True) -> Path:
     protocol v3's view (:func:`add_v3_view`)."""
     run_dir = Path(run_dir)
     protocol = load_protocol()
-    record = read_record(run_dir)
+    run = training_run(run_dir)
     tokenizer = load_tokenizer(run_dir)
-    data = protocol_data(tokenizer, record, protocol)
+    data = protocol_data(tokenizer, run, protocol)
     path = run_dir / DEVELOPMENT_FILE
     summary = json.loads(path.read_text())
     rows = {int(row["step"]): row for row in summary["checkpoints"]}
     for step in tqdm(sorted(rows), desc="checkpoints", disable=not progress):
-        directory = checkpoint_directory(run_dir, step, record)
+        directory = checkpoint_directory(run_dir, step, run)
         model = bridge_from_hf(load_checkpoint(directory), tokenizer, "checkpoint", device="cpu")
         rows[step].update(structure(model, data, protocol))
     summary["protocol"] = protocol.name

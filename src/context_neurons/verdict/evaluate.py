@@ -28,6 +28,7 @@ from context_neurons.printing import fixed, show_table
 from context_neurons.verdict.formatting import interval_text
 from context_neurons.stability import denominator_study
 from context_neurons.stability.bounds import coefficient_of_variation
+from context_neurons.training.summary import TrainingRun
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.protocol import Protocol, VerdictRule, load_protocol
@@ -225,7 +226,7 @@ def both_scores(prediction, top: np.ndarray, truth: st.Truth, boot: st.Truth,
 
 def evaluate(
     model: TransformerBridge,
-    record: dict,
+    run: TrainingRun,
     protocol: Protocol | None = None,
     corpora_dir=None,
     n_resamples: int | None = None,
@@ -246,14 +247,14 @@ def evaluate(
     n_resamples = n_resamples or protocol.bootstrap.resamples
     seed, level = protocol.bootstrap.seed, protocol.bootstrap.level
     if data is None:
-        data = protocol_data(model.tokenizer, record, protocol, corpora_dir)
+        data = protocol_data(model.tokenizer, run, protocol, corpora_dir)
     sets, stability = head_sets(method, protocol, data)
-    run = dict(protocol=protocol.name, head_sets=sets, domains=list(data),
+    basics = dict(protocol=protocol.name, head_sets=sets, domains=list(data),
                eval_windows={d: len(v.eval_windows) for d, v in data.items()},
                eval_documents={d: len(set(v.eval_documents)) for d, v in data.items()},
                n_resamples=n_resamples)
     if not sets["primary"]:
-        return Evaluation(**run, stopped="the taxonomy finds no contextual head: the method stops")
+        return Evaluation(**basics, stopped="the taxonomy finds no contextual head: the method stops")
     measured = measure(model, data, sets, start, progress, cache=cache)
     squares = measured.full_squares if truth_rules.single_position else None
     distributions = unigram_distributions(data, model.cfg.d_vocab)
@@ -308,7 +309,7 @@ def evaluate(
                 predicted.random_paths.split(heads), truth, boot, neuron_draws,
                 prediction.score().double().numpy(), top, vocabulary, protocol.verdict, level)
             if controls else None)
-    return Evaluation(**run, denominator_stability=stability, truth_threshold=threshold,
+    return Evaluation(**basics, denominator_stability=stability, truth_threshold=threshold,
                       results=results)
 
 

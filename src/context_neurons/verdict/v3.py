@@ -35,8 +35,8 @@ from context_neurons.progress import Phases
 from context_neurons.models import load_model
 from context_neurons.checks import InputError
 from context_neurons.models.loading import TRAINED_DIR, bridge_from_hf
-from context_neurons.training.config import EOT, TrainConfig
-from context_neurons.training.heldout import read_record
+from context_neurons.training.config import EOT
+from context_neurons.training.summary import TrainingRun, training_run
 from context_neurons.training.loop import build_model
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.entries import EntryStatus, NotComparable
@@ -274,7 +274,7 @@ def controls_and_sensitivities(timer: Phases, controls: bool, sensitivities: boo
     return out
 
 
-def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | None = None,
+def evaluate_v3(model: TransformerBridge, run: TrainingRun, protocol: ProtocolV3 | None = None,
                 data: V3Data | None = None, n_resamples: int | None = None,
                 controls: bool = True, sensitivities: bool = True, label_free: bool = False,
                 batch_size: int = 8, name: str | None = None,
@@ -286,13 +286,13 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | N
     method = method or MethodValues(model)
     if data is None:
         with timer("data"):
-            data = v3_data(model.tokenizer, record, protocol)
+            data = v3_data(model.tokenizer, run, protocol)
     start = protocol.data.window_mean_start
     cal_windows = data.pooled_cal_windows
     with timer("context set"):
         cs = context_set(method, cal_windows, start)
-    base = {"protocol": protocol.name, "model": name or model_key(record),
-            "comparable": comparability(record), "data": data_summary(data), "context_set": cs}
+    base = {"protocol": protocol.name, "model": name or model_key(run),
+            "comparable": comparability(run), "data": data_summary(data), "context_set": cs}
     if not cs.heads:
         return V3Evaluation(**base, stopped=STOP_NO_CONTEXT, runtime=timer.seconds)
     sets = {"context": list(cs.heads)}
@@ -330,16 +330,15 @@ def evaluate_v3(model: TransformerBridge, record: dict, protocol: ProtocolV3 | N
         "budget_s": protocol.budget_s, "torch_threads": torch.get_num_threads()})
 
 
-def step0_model(record: dict, tokenizer) -> TransformerBridge:
+def step0_model(run: TrainingRun, tokenizer) -> TransformerBridge:
     """The model at initialisation: ``build_model`` with the run's configuration and seed, and
     the vocabulary the run's model has (its tokenizer's, which a ``--tokenizer`` run does not
     write into the configuration)."""
-    config = TrainConfig(**record["config"])
-    hf = build_model(config, record["model"]["vocab_size"], record["model"]["eot_id"])
+    hf = build_model(run.config, run.vocab_size, run.eot_id)
     return bridge_from_hf(hf, tokenizer, "step-0", device="cpu")
 
 
-def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resamples: int | None,
+def apart_controls(model: TransformerBridge, run: TrainingRun, data: V3Data, n_resamples: int | None,
                    batch_size: int, progress: bool = False) -> tuple[dict, dict]:
     """Step 0 (the whole evaluation on the initialised model, or its stop) and the planted
     control (unchanged rule), timed apart, in their JSON form: they go into
@@ -348,7 +347,7 @@ def apart_controls(model: TransformerBridge, record: dict, data: V3Data, n_resam
     stderr when it starts."""
     timer = Phases("protocol v3", announce=progress)
     with timer("step 0"):
-        step0 = evaluate_v3(step0_model(record, model.tokenizer), record, data=data,
+        step0 = evaluate_v3(step0_model(run, model.tokenizer), run, data=data,
                             n_resamples=n_resamples, sensitivities=False, batch_size=batch_size,
                             name="step 0").to_json()
         step0.pop("data", None)
@@ -384,10 +383,10 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
     and the seed-1 result use the CPU, the tested path. ``progress``: each phase's name on
     stderr when it starts."""
     directory = run_directory(model_name)
-    record = read_record(directory)  # before the model: a model it cannot compare is not loaded
-    key = model_key(record)
+    training = training_run(directory)  # before the model: one it cannot compare is not loaded
+    key = model_key(training)
     protocol = load_protocol_v3()
-    why = comparability(record)
+    why = comparability(training)
     if why is not None:  # models.comparable_when: the reason, and no number
         return {"protocol": protocol.name, "registered": protocol.registered,
                 "models": model_entries({key: NotComparable(why)}),
@@ -397,15 +396,15 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
         loaded = load_model(str(directory) if directory != TRAINED_DIR else "trained",
                             device=device)
     with timer("data (CONFIRM manifest and CAL)"):
-        data = v3_data(loaded.model.tokenizer, record, protocol)
-    result = evaluate_v3(loaded.model, record, protocol, data, n_resamples,
+        data = v3_data(loaded.model.tokenizer, training, protocol)
+    result = evaluate_v3(loaded.model, training, protocol, data, n_resamples,
                          label_free=label_free, batch_size=batch_size, progress=progress)
     data_s = timer.seconds["data (CONFIRM manifest and CAL)"]
     runtime = {"data (CONFIRM manifest and CAL)": data_s, **result.runtime}
     runtime["total_within_budget_s"] += data_s
     controls = result.controls
     if apart and not result.stopped:
-        extra, seconds = apart_controls(loaded.model, record, data, n_resamples, batch_size,
+        extra, seconds = apart_controls(loaded.model, training, data, n_resamples, batch_size,
                                         progress)
         controls = replace(controls or V3Controls(), apart=jsonable(extra))
         runtime.update({f"{k} (timed apart)": v for k, v in seconds.items()})

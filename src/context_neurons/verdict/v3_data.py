@@ -32,6 +32,7 @@ from context_neurons.training.config import DOMAINS, EOT
 from context_neurons.training.corpus import Doc, heldout_documents, stdlib_dir
 from context_neurons.training.heldout import domain_of_corpus
 from context_neurons.training.stream import pack_windows, tokenize_documents
+from context_neurons.training.summary import TrainingRun
 from context_neurons.verdict.data import DomainData, _units, is_cal
 from context_neurons.verdict.protocol import ConfirmRules, ProtocolV3, read_protocol_file
 
@@ -217,8 +218,9 @@ def _domain_status(units_read: int, min_units: int) -> str:
     return POOLED if units_read >= min_units else NOT_POOLED
 
 
-def _heldout_documents(corpora: list[str], record: dict, corpora_dir: Path) -> dict[str, list[Doc]]:
-    fraction = record["config"]["heldout_fraction"]
+def _heldout_documents(corpora: list[str], run: TrainingRun,
+                       corpora_dir: Path) -> dict[str, list[Doc]]:
+    fraction = run.config.heldout_fraction
     return {corpus: list(heldout_documents(corpus, corpora_dir, fraction)) for corpus in corpora}
 
 
@@ -277,7 +279,7 @@ def cal_domain(corpora: list[str], held: dict[str, list[Doc]], tokenizer, n_ctx:
     return data, units
 
 
-def v3_data(tokenizer, record: dict, protocol: ProtocolV3, manifest: dict | None = None,
+def v3_data(tokenizer, run: TrainingRun, protocol: ProtocolV3, manifest: dict | None = None,
             corpora_dir: str | Path | None = None,
             domains: dict[str, tuple[str, ...]] = DOMAINS) -> V3Data:
     """CONFIRM windows of every domain of the manifest and CAL data of those with CONFIRM data."""
@@ -286,13 +288,12 @@ def v3_data(tokenizer, record: dict, protocol: ProtocolV3, manifest: dict | None
     if corpora_dir is None or not corpora_dir.is_dir():
         raise DataError("Protocol v3 reads the trained model's held-out documents from the "
                         f"offline corpora, not found here (set {settings.CORPORA.name}).")
-    n_ctx = record["config"]["n_ctx"]
-    trained_on = set(record["config"]["corpus_weights"])
+    n_ctx = run.config.n_ctx
     by_domain: dict[str, list[str]] = {}
     for corpus, domain in domain_of_corpus(domains).items():
-        if corpus in trained_on:
+        if corpus in run.trained_on:
             by_domain.setdefault(domain, []).append(corpus)
-    held = _heldout_documents(sorted(c for cs in by_domain.values() for c in cs), record,
+    held = _heldout_documents(sorted(c for cs in by_domain.values() for c in cs), run,
                               corpora_dir)
     confirm = {name: confirm_domain(name, keys, held, tokenizer, n_ctx, protocol.data)
                for name, keys in sorted(manifest["documents"].items())}

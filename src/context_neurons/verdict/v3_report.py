@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
-from context_neurons.training.heldout import read_record
+from context_neurons.training.summary import TrainingRun, training_run
 from context_neurons.verdict.entries import NoResult, NotEvaluated, Pending
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_compare import PrimaryComparison, PrimaryVerdict, bounds_text
@@ -26,23 +26,23 @@ NOT_EVALUATED = NotEvaluated("`python -m context_neurons reproduce --model train
                              "seed 0; `python -m context_neurons v3` any model")
 
 
-def model_key(record: dict) -> str:
-    """The protocol's name of the model a training record describes."""
-    config = record["config"]
-    if config.get("d_model") == 768 and config.get("n_head") == 12:
+def model_key(run: TrainingRun) -> str:
+    """The protocol's name of the model a training run describes."""
+    config = run.config
+    if config.d_model == 768 and config.n_head == 12:
         return "gpt2-layer0-shape"
-    return f"trained-seed{config.get('seed', record.get('seed'))}"
+    return f"trained-seed{config.seed}"
 
 
-def comparability(record: dict, reference: dict | None = None) -> str | None:
+def comparability(run: TrainingRun, reference: TrainingRun | None = None) -> str | None:
     """None when the model is comparable (the registered held-out fraction and the seed-0 run's
     corpus weights), else the reason (``models.comparable_when``)."""
-    reference = reference or read_record(TRAINED_DIR)
-    config, ref = record["config"], reference["config"]
-    if config.get("heldout_fraction") != REGISTERED.heldout_fraction:
-        return (f"held-out fraction {config.get('heldout_fraction')}, not "
+    reference = reference or training_run(TRAINED_DIR)
+    config = run.config
+    if config.heldout_fraction != REGISTERED.heldout_fraction:
+        return (f"held-out fraction {config.heldout_fraction}, not "
                 f"{REGISTERED.heldout_fraction}")
-    if config.get("corpus_weights") != ref["corpus_weights"]:
+    if config.corpus_weights != reference.config.corpus_weights:
         return "corpus weights differ from the seed-0 run's"
     return None
 
