@@ -33,7 +33,7 @@ from context_neurons.verdict.gpt2 import evaluate_gpt2
 from context_neurons.verdict.gpt2_data import gpt2_data
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.gpt2_result import model_identity
-from context_neurons.verdict.v3_scores import BAG_LENGTH, bag_responses, bag_support
+from context_neurons.verdict.v3_scores import bag_responses, bag_support
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,17 +49,18 @@ def standin(directory: Path):
 
 def bag_ratio(model, data, sample: int) -> None:
     """The closed form on the whole support against the forward pass on a sample, scaled."""
-    start = load_protocol_gpt2().data.window_mean_start
+    protocol = load_protocol_gpt2()
+    start, length = protocol.data.window_mean_start, protocol.v3.bag_length
     distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
                                           model.cfg.d_vocab)
     support = bag_support(distributions)
     bos = model.tokenizer.convert_tokens_to_ids(EOT)
     t0 = time.perf_counter()
-    closed = closed_form_bag_responses(as_weights(model), support, BAG_LENGTH, start, bos)
+    closed = closed_form_bag_responses(as_weights(model), support, length, start, bos)
     closed_s = time.perf_counter() - t0
     picked = torch.linspace(0, len(support) - 1, min(sample, len(support))).long().unique()
     t0 = time.perf_counter()
-    forward = bag_responses(model, support[picked], BAG_LENGTH, start, bos)
+    forward = bag_responses(model, support[picked], length, start, bos)
     forward_s = (time.perf_counter() - t0) * len(support) / len(picked)
     error = float((closed[picked] - forward).abs().max() / forward.abs().max())
     print(f"bag of tokens over {len(support)} tokens: closed form {closed_s:.1f} s, forward "

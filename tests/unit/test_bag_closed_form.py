@@ -67,6 +67,8 @@ def test_a_wrong_closed_form_is_an_error(monkeypatch):
 
 
 def test_baseline_on_the_closed_form_equals_v3s():
+    from context_neurons.verdict.protocol import load_protocol_v3
+
     model, _ = make_small_model(seed=5, n_ctx=128)
     gen = torch.Generator().manual_seed(0)
     distributions = {}
@@ -74,6 +76,8 @@ def test_baseline_on_the_closed_form_equals_v3s():
         p = torch.zeros(model.cfg.d_vocab, dtype=torch.float64)
         p[torch.randint(0, 200, (30,), generator=gen)] = 1.0
         distributions[name] = p / p.sum()
-    v3 = bag_of_tokens_score(model, distributions, 32)
-    closed = bag_of_tokens_score(model, distributions, 32, responses_of=checked_bag_responses)
+    length = load_protocol_v3().bag_length
+    v3 = bag_of_tokens_score(model, distributions, 32, length)
+    closed = bag_of_tokens_score(model, distributions, 32, length,
+                                 responses_of=checked_bag_responses)
     torch.testing.assert_close(closed.score, v3.score, rtol=1e-4, atol=1e-6)

@@ -125,6 +125,24 @@ def test_data_rules_carried_from_v3(gpt2, v3):
     assert gpt2["context_set"]["previous_token_threshold"] == threshold_v3 == PREVIOUS_TOKEN_MIN
 
 
+def test_the_typed_view_reads_this_files_registered_values(gpt2):
+    """What the shared v3 machinery reads of this protocol comes from this file, those values
+    registered only in words included (issue 51): the sensitivity's thresholds on d, the bag's
+    length, the previous-token threshold and the equivalence margin."""
+    from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
+
+    view = load_protocol_gpt2().v3
+    assert "min_cohens_d 0.5 and 2.0" in gpt2["truth"]["sensitivity"]
+    assert view.truth.sensitivity_cohens_d == (0.5, 2.0)
+    assert (view.truth.min_cohens_d, view.truth.min_context_part) == (
+        gpt2["truth"]["min_cohens_d"], gpt2["truth"]["min_context_part"])
+    assert "L = min(128, n_ctx)" in gpt2["baselines"]["bag_of_tokens"]
+    assert view.bag_length == 128
+    assert view.previous_token_threshold == gpt2["context_set"]["previous_token_threshold"]
+    assert view.primary.equivalence_margin == gpt2["primary_comparison"]["verdict"][
+        "equivalence_margin"] == 0.05
+
+
 def _integers(text: str) -> set[int]:
     return {int(n) for n in re.findall(r"\b\d+\b", text)}
 

@@ -30,7 +30,6 @@ from context_neurons.verdict import v3_report, v3_stored
 from context_neurons.checks import DataError
 from context_neurons.verdict.protocol import FallbackCorpus, RegisteredModels, Seeds
 from context_neurons.verdict.protocol import VerdictRule, load_protocol, load_protocol_v3
-from context_neurons.verdict.v3 import SENSITIVITY_D
 from context_neurons.verdict.statistics import Verdict
 from context_neurons.verdict.v3_compare import PrimaryVerdict, paired_delta, primary_comparison
 from context_neurons.verdict.v3_compare import primary_verdict
@@ -51,7 +50,7 @@ from context_neurons.verdict.v3_label_free import adjusted_rand_index, tf_idf_fe
 from context_neurons.verdict.entries import EntryStatus, NotComparable, Pending
 from context_neurons.verdict.v3_report import NOT_EVALUATED, PENDING, model_entries
 from context_neurons.verdict.v3_result import jsonable
-from context_neurons.verdict.v3_scores import BAG_LENGTH, bag_of_tokens, bag_responses
+from context_neurons.verdict.v3_scores import bag_of_tokens, bag_responses
 from context_neurons.verdict.v3_scores import shifts_against
 from context_neurons.verdict.v3_truth import ConfirmMeasurements, against_pooled, full_shifts
 from context_neurons.verdict.v3_truth import measure_v3, point_truth, set_shifts
@@ -79,12 +78,19 @@ def test_the_code_uses_the_registered_seeds_and_thresholds():
     assert f"torch seed {seeds.random_directions}" in controls["random_read_directions"]
     assert f"seed {seeds.vocabulary}" in controls["vocabulary_permuted"]
     truth = PROTOCOL.document["truth"]
+    # values registered beside the rules, read from the file once (issue 51), not restated
     assert "min_cohens_d 0.5 and 2.0" in truth["sensitivity"]["cohens_d"]
-    assert SENSITIVITY_D == (0.5, 2.0)
-    assert f"L = min({BAG_LENGTH}, n_ctx)" in PROTOCOL.sections("baselines")["baselines"][
+    assert PROTOCOL.truth.sensitivity_cohens_d == (0.5, 2.0)
+    assert (PROTOCOL.truth.min_cohens_d, PROTOCOL.truth.min_context_part) == (
+        truth["min_cohens_d"], truth["min_context_part"]) == (1.0, 0.5)
+    assert "L = min(128, n_ctx)" in PROTOCOL.sections("baselines")["baselines"][
         "bag_of_tokens"]["input"]
-    assert PROTOCOL.document["context_set"]["taxonomy_fix"]["threshold"] == PREVIOUS_TOKEN_MIN
-    assert PREVIOUS_TOKEN_MIN == 0.4
+    assert PROTOCOL.bag_length == 128
+    assert PROTOCOL.primary.equivalence_margin == PROTOCOL.document["primary_comparison"][
+        "verdict"]["equivalence_margin"] == 0.05
+    assert "'equivalent within 0.05'" in PROTOCOL.primary.rules["no_difference_shown"]
+    threshold = PROTOCOL.document["context_set"]["taxonomy_fix"]["threshold"]
+    assert PROTOCOL.previous_token_threshold == threshold == PREVIOUS_TOKEN_MIN == 0.4
     # v2's verdict thresholds, unchanged, are the secondary question's
     assert PROTOCOL.document["verdict"]["positive"] == load_protocol("v2").document["verdict"][
         "positive"]
@@ -589,8 +595,10 @@ def test_verdicts_are_enums_whose_words_print_and_read_back_unchanged():
     primary = primary_case(verdict=PrimaryVerdict.NO_DIFFERENCE)
     written = json.loads(json.dumps(primary.to_json()))
     assert written["verdict"] == "no difference shown" and "(equivalent" in written["words"]
-    assert PrimaryComparison.from_json(written).verdict is PrimaryVerdict.NO_DIFFERENCE
-    sensitivity = PrimaryComparison.from_json({**written, "verdict": None})
+    margin = PROTOCOL.primary.equivalence_margin
+    assert "equivalence_margin" not in written  # the protocol's: not in the result's JSON
+    assert PrimaryComparison.from_json(written, margin) == primary
+    sensitivity = PrimaryComparison.from_json({**written, "verdict": None}, margin)
     assert sensitivity.verdict is None  # a sensitivity: no verdict
 
 
@@ -941,7 +949,8 @@ def test_typed_v3_parts_write_the_json_keys_of_their_kind():
     full = Sensitivity(5, [4.0, 6.0], comparison, heads=[0, 2]).to_json()
     assert list(full) == ["heads", "n_truth", "n_truth_ci95", "comparison"]
     assert full["comparison"]["words"] == comparison.words()
-    assert Sensitivity.from_json(full) == Sensitivity(5, [4.0, 6.0], comparison, [0, 2])
+    assert Sensitivity.from_json(full, comparison.equivalence_margin) == Sensitivity(
+        5, [4.0, 6.0], comparison, [0, 2])
     controls = V3Controls(Controls(score_result(), {"top": RandomDirections(2.0, 3, 0.1)}),
                           NeuronsPermuted(0.01, -0.02, 0.1, False), {"planted": {"auc": 1.0}})
     assert list(controls.to_json()) == ["frequency_aware_vocabulary_permuted",

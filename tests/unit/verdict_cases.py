@@ -5,6 +5,7 @@ a context set, a truth, a primary comparison and the secondary verdicts."""
 
 from __future__ import annotations
 
+from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.results import Evaluation, HeadSetResult, ScoreResult
 from context_neurons.verdict.statistics import Verdict
 from context_neurons.verdict.v3_compare import BaselineResult, PrimaryComparison, PrimaryVerdict
@@ -46,7 +47,8 @@ def primary_case(baselines: tuple[BaselineResult, ...] = (), **changes) -> Prima
                   delta=0.01, delta_ci95=[-0.02, 0.03], best_baseline="bag_of_tokens",
                   baselines=tuple(baselines), n_truth=40, n_resamples=2000,
                   undefined_resamples=0, verdict=PrimaryVerdict.NO_DIFFERENCE,
-                  equivalent_within_margin=True)
+                  equivalent_within_margin=True,
+                  equivalence_margin=load_protocol_v3().primary.equivalence_margin)
     return PrimaryComparison(**{**values, **changes})
 
 
@@ -64,7 +66,7 @@ def v3_case(heads: tuple[int, ...] = (1, 6), **changes) -> V3Evaluation:
     heads = tuple(heads)
     context = ContextSet(heads=heads, non_local=heads, taxonomy_contextual=heads,
                          fixed_contextual=heads, measures=(), threshold=0.4)
-    values = dict(protocol="v3", model="trained-seed0", comparable=None,
+    values = dict(protocol=load_protocol_v3().name, model="trained-seed0", comparable=None,
                   data=DataSummary({}, pooled=["code"], not_pooled=[], no_confirm_data=[]),
                   context_set=context, truth=truth_case(), primary=primary_case(),
                   secondary={"frequency_aware": score_result(),

@@ -65,7 +65,8 @@ def v3_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues, progres
     rows = [
         Row("context_heads_v3", list(cs.heads),
             "protocol v3's context set: the taxonomy's contextual heads whose previous-token "
-            "share is below 0.4 on the calibration text and on the CAL windows (left out: "
+            f"share is below {protocol.previous_token_threshold:g} on the calibration text and "
+            f"on the CAL windows (left out: "
             f"{cs.left_out_by_fix + cs.left_out_by_cal_windows or 'none'})"),
     ]
     if result.stopped:

@@ -20,9 +20,12 @@ typed model entries and verdicts, no module importing this package's face. Next,
 - Registry and constants: :mod:`.registry` lists each protocol once (version, file, status,
   result key) for the loader, ``Results``, the main job's table and pipeline; :mod:`.protocol`
   parses each file once into typed fields, values registered only in words included (v3's
-  :class:`~.protocol.Seeds`, :class:`~.protocol.RegisteredModels`, windows per unit), each
-  tested against the file. Left: ``SENSITIVITY_D``, ``BAG_LENGTH``, the 0.05 of "equivalent
-  within 0.05", one ``Protocol`` with optional sections instead of ``Protocol``/``ProtocolV3``.
+  :class:`~.protocol.Seeds`, :class:`~.protocol.RegisteredModels`, windows per unit, the
+  sensitivity's thresholds on d, the bag's length, the previous-token threshold; the
+  equivalence margin a comparison says and the thresholds the report says), each tested against
+  the file. Left: one ``Protocol`` with optional sections instead of ``Protocol``/
+  ``ProtocolV3``; the context set's own 0.4 (:mod:`.v3_heads`, chapter 2's
+  ``PREVIOUS_TOKEN_MIN``, tested equal to the file's).
 - Typed values: :mod:`.entries` (a model's entry, or why it has none),
   :class:`~.statistics.Verdict`, :class:`~.v3_compare.PrimaryVerdict`, the training record
   read once where its directory is read (:class:`~context_neurons.training.summary.TrainingRun`,

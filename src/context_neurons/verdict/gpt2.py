@@ -96,7 +96,7 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
     distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
                                           model.cfg.d_vocab)
     with timer("forward passes: bag of tokens"):
-        bag = bag_of_tokens_score(model, distributions, start,
+        bag = bag_of_tokens_score(model, distributions, start, v3.bag_length,
                                   responses_of=checked_bag_responses)
     with timer("scores and baselines"):
         ws = weight_scores(method, list(cs.heads), distributions, start)

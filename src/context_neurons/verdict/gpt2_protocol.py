@@ -26,6 +26,7 @@ from context_neurons.verdict.protocol import (
     Seeds,
     TruthRulesV3,
     VerdictRule,
+    bag_length,
     read_protocol_file,
 )
 
@@ -163,14 +164,15 @@ def _v3_view(document: dict, data: GPT2DataRules) -> ProtocolV3:
         data=ConfirmRules(data.confirm.tokens_per_domain, data.window_mean_start, data.min_units,
                           MappingProxyType({}), data.unigram.windows_per_domain,
                           data.tokens_per_unit),
-        truth=TruthRulesV3(truth["min_cohens_d"], truth["min_context_part"],
-                           truth["removes_almost_none_below"]),
+        truth=TruthRulesV3.from_json(truth),
         resamples=document["bootstrap"]["resamples"], level=document["bootstrap"]["level"],
         verdict=VerdictRule.from_json(document["verdict"]),
         budget_s=document["runtime"]["targets"]["cpu_2_cores_s"],
         seeds=Seeds.from_json(document),
         # no held-out fraction: GPT-2 was trained on none of this dataset's splits
         models=RegisteredModels(models, float("nan")),
+        bag_length=bag_length(document["baselines"]),
+        previous_token_threshold=document["context_set"]["previous_token_threshold"],
         document=MappingProxyType(document))
 
 

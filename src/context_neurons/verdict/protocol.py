@@ -222,6 +222,29 @@ class TruthRulesV3:
     min_cohens_d: float
     min_context_part: float
     removes_almost_none_below: float  # removed / n_effect below it is said in words
+    #: The sensitivity's other thresholds on Cohen's d (``sensitivity``, in words there:
+    #: "min_cohens_d 0.5 and 2.0"), reported without a verdict.
+    sensitivity_cohens_d: tuple[float, ...]
+
+    @classmethod
+    def from_json(cls, truth: Mapping) -> TruthRulesV3:
+        """v3's ``truth`` section, or a protocol's that words its sensitivity in one string."""
+        sensitivity = truth["sensitivity"]
+        words = sensitivity["cohens_d"] if isinstance(sensitivity, Mapping) else sensitivity
+        found = re.findall(r"min_cohens_d ([0-9.]+) and ([0-9.]+)", words)
+        if len(found) != 1:
+            raise DataError(f"The protocol's words {words!r} register no single pair of "
+                            "sensitivity thresholds on Cohen's d.")
+        return cls(truth["min_cohens_d"], truth["min_context_part"],
+                   truth["removes_almost_none_below"], tuple(float(d) for d in found[0]))
+
+
+def bag_length(baselines: Mapping) -> int:
+    """The bag of tokens' longest sequence, ``L = min(this, n_ctx)`` in the words of the
+    ``baselines`` section (v3's ``bag_of_tokens.input``, or one string as the GPT-2 protocol's)."""
+    bag = baselines["bag_of_tokens"]
+    return _registered_int(r"L = min\((\d+), n_ctx\)",
+                           bag["input"] if isinstance(bag, Mapping) else bag)
 
 
 @dataclass(frozen=True)
@@ -250,6 +273,10 @@ class ProtocolV3:
     budget_s: int  # seconds: the runtime the protocol reports against (no rule depends on it)
     seeds: Seeds
     models: RegisteredModels
+    bag_length: int  # the bag of tokens' sequences: min(this, n_ctx) tokens (:func:`bag_length`)
+    #: A head whose previous-token attention on the CAL windows is at least this is left out of
+    #: the context set (``context_set.taxonomy_fix.threshold``).
+    previous_token_threshold: float
     document: Mapping  # the file as registered, read-only
 
     @classmethod
@@ -271,12 +298,13 @@ class ProtocolV3:
                               data["cal"]["cal_windows_per_domain"],
                               _registered_int(r"max\(1, (\d+) // n_ctx\)",
                                               confirm["windows_per_unit"])),
-            truth=TruthRulesV3(truth["min_cohens_d"], truth["min_context_part"],
-                               truth["removes_almost_none_below"]),
+            truth=TruthRulesV3.from_json(truth),
             resamples=document["bootstrap"]["resamples"], level=document["bootstrap"]["level"],
             verdict=VerdictRule.from_json(document["verdict"]),
             budget_s=document["runtime"]["budget_s"], seeds=Seeds.from_json(document),
             models=RegisteredModels.from_json(document["models"]),
+            bag_length=bag_length(document["baselines"]),
+            previous_token_threshold=document["context_set"]["taxonomy_fix"]["threshold"],
             document=MappingProxyType(document))
 
     @property
@@ -320,5 +348,5 @@ def load_protocol_v3() -> ProtocolV3:
 
 __all__ = ["BootstrapRules", "ConfirmRules", "DataRules", "FallbackCorpus", "PROTOCOL_FILE",
            "PROTOCOL_V3_FILE", "PrimaryRule", "Protocol", "ProtocolV3", "RegisteredModels",
-           "Seeds", "TruthRules", "TruthRulesV3", "VerdictRule", "load_protocol",
+           "Seeds", "TruthRules", "TruthRulesV3", "VerdictRule", "bag_length", "load_protocol",
            "load_protocol_v3", "protocol_file", "read_protocol_file"]

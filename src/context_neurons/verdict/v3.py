@@ -73,8 +73,6 @@ from context_neurons.verdict.v3_truth import (
     truth_summary_v3,
 )
 
-#: The thresholds of the sensitivity on Cohen's d (``truth.sensitivity.cohens_d``).
-SENSITIVITY_D = (0.5, 2.0)
 STOP_NO_CONTEXT = "not testable: no non-local contextual head"
 
 
@@ -144,7 +142,7 @@ def sensitivities_v3(method: MethodValues, cs: ContextSet, measured: ConfirmMeas
     the non-local set in place of the context set (the resample ablation is in the truth)."""
     min_d, min_part = protocol.truth.min_cohens_d, protocol.truth.min_context_part
     out = {f"cohens_d_{d:g}": _comparison_at(shifts, d, min_part, scores, neuron_draws, protocol)
-           for d in SENSITIVITY_D}
+           for d in protocol.truth.sensitivity_cohens_d}
     heads = list(cs.non_local)
     if heads == list(cs.heads):
         out["non_local_set"] = Sensitivity(heads=heads, note="the same heads as the context "
@@ -305,7 +303,7 @@ def evaluate_v3(model: TransformerBridge, run: TrainingRun, protocol: ProtocolV3
     distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
                                           model.cfg.d_vocab)
     with timer("forward passes: bag of tokens"):
-        bag = bag_of_tokens_score(model, distributions, start)
+        bag = bag_of_tokens_score(model, distributions, start, protocol.bag_length)
     with timer("scores and baselines"):
         ws = weight_scores(method, list(cs.heads), distributions, start)
         scores = ws.scores(bag)
@@ -418,7 +416,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
 
 
-__all__ = ["Draws", "SENSITIVITY_D", "STOP_NO_CONTEXT", "controls_and_sensitivities",
+__all__ = ["Draws", "STOP_NO_CONTEXT", "controls_and_sensitivities",
            "V3Evaluation", "apart_controls",
            "data_summary", "evaluate_v3", "label_free_arm", "non_pooled_report",
            "registered_draws", "run", "run_directory", "same_model_controls",

@@ -99,7 +99,10 @@ class BaselineResult:
 class PrimaryComparison:
     """``delta`` with its interval and verdict, and every baseline (``primary_comparison``).
 
-    ``verdict`` is None for a sensitivity (reported without a verdict)."""
+    ``verdict`` is None for a sensitivity (reported without a verdict).
+    ``equivalence_margin`` is the protocol's (``primary_comparison.verdict``), which the words
+    say; it is not written into the JSON (the protocol's file holds it), so :meth:`from_json`
+    is given it."""
 
     score: str
     score_auc: float
@@ -113,16 +116,17 @@ class PrimaryComparison:
     undefined_resamples: int
     verdict: PrimaryVerdict | None
     equivalent_within_margin: bool
+    equivalence_margin: float
 
     def label(self, upper: bool = False) -> str:
-        """The verdict (in capitals with ``upper``), with "(equivalent within 0.05)" beside
-        "no difference shown" when the whole interval lies inside the margin (never beside
-        another verdict); "no verdict (sensitivity)" for a sensitivity."""
+        """The verdict (in capitals with ``upper``), with "(equivalent within" the margin ")"
+        beside "no difference shown" when the whole interval lies inside the margin (never
+        beside another verdict); "no verdict (sensitivity)" for a sensitivity."""
         if not self.verdict:
             return "no verdict (sensitivity)"
         label = self.verdict.upper() if upper else self.verdict
         if self.verdict == PrimaryVerdict.NO_DIFFERENCE and self.equivalent_within_margin:
-            return f"{label} (equivalent within 0.05)"
+            return f"{label} (equivalent within {self.equivalence_margin:g})"
         return label
 
     def words(self, decimals: int = 3) -> str:
@@ -135,17 +139,19 @@ class PrimaryComparison:
 
     def to_json(self) -> dict:
         out = asdict(self)
+        del out["equivalence_margin"]  # the protocol's, not the result's
         out["baselines"] = {b.name: b.to_json() for b in self.baselines}
         out["words"] = self.words()
         return out
 
     @classmethod
-    def from_json(cls, data: dict) -> "PrimaryComparison":
+    def from_json(cls, data: dict, margin: float) -> "PrimaryComparison":
         """The value :meth:`to_json` wrote (its words are derived, not read; its verdict's word
-        is read back as the member)."""
+        is read back as the member), under a protocol of equivalence margin ``margin``."""
         fields = {k: v for k, v in data.items() if k not in ("baselines", "words")}
         verdict = None if data["verdict"] is None else PrimaryVerdict(data["verdict"])
-        return cls(**{**read_json_fields(cls, fields), "verdict": verdict}, baselines=tuple(
+        return cls(**{**read_json_fields(cls, fields), "verdict": verdict},
+                   equivalence_margin=margin, baselines=tuple(
             BaselineResult(**read_json_fields(BaselineResult, b))
             for b in data["baselines"].values()))
 
@@ -182,7 +188,8 @@ def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
         best_baseline=baseline_names[int(best_point)] if best_point >= 0 else "undefined",
         baselines=baselines, n_truth=n_truth, n_resamples=len(delta),
         undefined_resamples=int((~defined).sum()),
-        verdict=verdict if with_verdict else None, equivalent_within_margin=equivalent)
+        verdict=verdict if with_verdict else None, equivalent_within_margin=equivalent,
+        equivalence_margin=protocol.primary.equivalence_margin)
 
 
 __all__ = ["BaselineResult", "PrimaryComparison", "PrimaryVerdict", "bounds_text", "interval_text",

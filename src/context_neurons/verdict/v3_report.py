@@ -16,6 +16,7 @@ from context_neurons.verdict.v3_heads import ContextSet
 from context_neurons.verdict.v3_result import Sensitivity, V3Controls, V3Evaluation
 from context_neurons.verdict.v3_stored import PENDING_WHY, REGISTERED_DIRS, stored_entry
 from context_neurons.verdict.v3_stored import stored_words
+from context_neurons.verdict.v3_truth import TruthSummary
 
 #: The registered models (the protocol's ``models``), in its order, and when one is comparable.
 REGISTERED = load_protocol_v3().models
@@ -121,7 +122,7 @@ def report_lines(name: str, result: V3Evaluation | NoResult) -> list[str]:
         lines.append(f"sensitivity {label}: {sensitivity_line(entry)}")
     for domain, entry in result.non_pooled.items():
         lines.append(f"non-pooled {domain}: {entry.units} units, {entry.windows} windows, "
-                     f"rho {entry.spearman_context_shift}, |d| >= 1 and part >= 0.5: "
+                     f"rho {entry.spearman_context_shift}, {_criterion(result.truth, 'part')}: "
                      f"{entry.n_effect_and_context}")
     lines.append(f"no CONFIRM data: {result.data.no_confirm_data}")
     if result.label_free:
@@ -199,6 +200,12 @@ def _controls_line(controls: V3Controls) -> str:
     return "; ".join(parts)
 
 
+def _criterion(truth: TruthSummary, part: str) -> str:
+    """The truth's two thresholds as the non-pooled lines say them (``|d| >= 1 and part >=
+    0.5``): the result's own, which its protocol's truth rules set."""
+    return f"|d| >= {truth.min_cohens_d:g} and {part} >= {truth.min_context_part:g}"
+
+
 def sensitivity_line(entry: Sensitivity) -> str:
     """A sensitivity in words (no verdict): its truth size, comparison and note."""
     text = f"|T| = {entry.n_truth}"
@@ -226,10 +233,10 @@ def detail_lines(entry: V3Evaluation) -> list[str]:
             for name, sens in entry.sensitivities.items()]
     for domain, pooled in entry.non_pooled.items():
         rho = pooled.spearman_context_shift
+        criterion = _criterion(entry.truth, "the context set's part")
         out.append(f"not pooled, {domain}: {pooled.units} documents, {pooled.windows} "
                    f"windows, rho {'undefined' if rho is None else fixed(rho, 2)}, neurons with "
-                   f"|d| >= 1 and the context set's part >= 0.5: "
-                   f"{pooled.n_effect_and_context}")
+                   f"{criterion}: {pooled.n_effect_and_context}")
     return out
 
 

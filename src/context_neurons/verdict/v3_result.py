@@ -12,13 +12,17 @@ JSON stored before they were.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from context_neurons.checks import DataError
 from context_neurons.verdict.entries import EntryStatus
+from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
+from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.results import VOCABULARY_PERMUTED, Controls, ScoreResult
 from context_neurons.verdict.results import read_json_fields
 from context_neurons.verdict.v3_compare import PrimaryComparison
@@ -150,9 +154,10 @@ class Sensitivity:
         return out
 
     @classmethod
-    def from_json(cls, data: dict) -> "Sensitivity":
+    def from_json(cls, data: dict, margin: float) -> "Sensitivity":
+        """The value :meth:`to_json` wrote, under a protocol of equivalence margin ``margin``."""
         written = data.get("comparison")
-        comparison = PrimaryComparison.from_json(written) if written else None
+        comparison = PrimaryComparison.from_json(written, margin) if written else None
         ci = data.get("n_truth_ci95")
         return cls(data.get("n_truth"),
                    None if ci is None else [math.nan if x is None else x for x in ci],
@@ -271,6 +276,17 @@ class LabelFreeArm:
                                    for name, pool in data["pools"].items()})
 
 
+@functools.lru_cache(maxsize=None)
+def registered_margin(protocol_name: str) -> float:
+    """The equivalence margin of the protocol a result names (its ``protocol`` key): v3's or
+    discovery-verdict-gpt2's, each from its file."""
+    for protocol in (load_protocol_v3(), load_protocol_gpt2().v3):
+        if protocol.name == protocol_name:
+            return protocol.primary.equivalence_margin
+    raise DataError(f"A result under protocol {protocol_name!r}: no registered protocol of "
+                    "that name gives its equivalence margin.")
+
+
 @dataclass(frozen=True)
 class V3Evaluation:
     """Protocol v3's result for one model (JSON: :meth:`to_json`).
@@ -321,7 +337,9 @@ class V3Evaluation:
 
     @classmethod
     def from_json(cls, data: dict) -> "V3Evaluation":
-        """The value :meth:`to_json` wrote (a stored result read back)."""
+        """The value :meth:`to_json` wrote (a stored result read back), its comparisons with
+        the equivalence margin of the protocol it names (:func:`registered_margin`)."""
+        margin = registered_margin(data["protocol"])
         return cls(
             protocol=data["protocol"], model=data["model"],
             comparable=None if data["comparable"] == "yes" else data["comparable"],
@@ -329,10 +347,11 @@ class V3Evaluation:
             context_set=ContextSet.from_json(data["context_set"]),
             stopped=data["stopped"],
             truth=TruthSummary.from_json(data["truth"]) if data["truth"] else None,
-            primary=PrimaryComparison.from_json(data["primary"]) if data["primary"] else None,
+            primary=PrimaryComparison.from_json(data["primary"], margin) if data["primary"]
+            else None,
             secondary={name: ScoreResult.from_json(s) for name, s in data["secondary"].items()},
             controls=V3Controls.from_json(data["controls"]) if data["controls"] else None,
-            sensitivities={k: Sensitivity.from_json(s)
+            sensitivities={k: Sensitivity.from_json(s, margin)
                            for k, s in data["sensitivities"].items()},
             non_pooled={k: NonPooledDomain.from_json(d) for k, d in data["non_pooled"].items()},
             label_free=LabelFreeArm.from_json(data["label_free"]) if data["label_free"] else None,
@@ -351,4 +370,5 @@ class V3Evaluation:
 
 
 __all__ = ["DataSummary", "DomainSummary", "LabelFreeArm", "LabelFreePool", "NeuronsPermuted",
-           "NonPooledDomain", "Sensitivity", "V3Controls", "V3Evaluation", "jsonable"]
+           "NonPooledDomain", "Sensitivity", "V3Controls", "V3Evaluation", "jsonable",
+           "registered_margin"]

@@ -33,8 +33,6 @@ from context_neurons.domain_shift import predict_path_shifts
 from context_neurons.models.weights import as_weights
 from context_neurons.training.config import EOT
 
-#: The bag's sequence length (the protocol's ``L = min(128, n_ctx)``).
-BAG_LENGTH = 128
 #: The baselines in the protocol's order.
 BASELINES = ("bag_of_tokens", "d_without_share", "direct_path", "top")
 
@@ -100,14 +98,15 @@ def bag_of_tokens(responses: Float[Tensor, "n_tokens d_mlp"],
 
 def bag_of_tokens_score(model: TransformerBridge,
                         distributions: dict[str, Float[Tensor, " d_vocab"]], start: int,
-                        length: int | None = None, batch_size: int = 16,
+                        max_length: int, batch_size: int = 16,
                         responses_of: Callable = bag_responses) -> BagOfTokens:
     """The bag-of-tokens baseline of ``model`` on the domains ``distributions`` (module
-    docstring; ``length`` defaults to ``min(128, n_ctx)``). ``responses_of``: how ``r_j(t)`` is
+    docstring), on sequences of ``min(max_length, n_ctx)`` tokens (``max_length``: the
+    protocol's, :attr:`~context_neurons.verdict.protocol.ProtocolV3.bag_length`). ``responses_of``: how ``r_j(t)`` is
     computed, called as :func:`bag_responses` is (v3: the forward pass itself; protocol
     discovery-verdict-gpt2: the closed form checked against it,
     :func:`~context_neurons.verdict.bag_closed_form.checked_bag_responses`)."""
-    length = min(BAG_LENGTH, model.cfg.n_ctx) if length is None else length
+    length = min(max_length, model.cfg.n_ctx)
     support = bag_support(distributions)
     bos = model.tokenizer.convert_tokens_to_ids(EOT)  # <|endoftext|>, as the protocol says
     responses = responses_of(model, support, length, start, bos, batch_size)
@@ -189,6 +188,6 @@ def weight_scores(method: MethodValues, heads: list[int],
     return WeightScores(paths, paths.split(heads), top, read, circuit, pieces)
 
 
-__all__ = ["BAG_LENGTH", "BASELINES", "BagOfTokens", "WeightScores", "bag_of_tokens",
+__all__ = ["BASELINES", "BagOfTokens", "WeightScores", "bag_of_tokens",
            "bag_of_tokens_score", "bag_responses", "bag_support", "d_without_share",
            "direct_path", "shifts_against", "weight_scores"]
