@@ -918,7 +918,10 @@ print(wrapped(page.width_finding()))
 # Four texts give a wide interval; the stored table measures 28 held-out windows (general text,
 # code, the Bible, Spanish) on the planted model and both trained models
 # (`python -m context_neurons band-coverage`, written by that command only; its statistic,
-# interval and reading rule are stated in `context_neurons.band_coverage` before any number):
+# interval and reading rule are stated in `context_neurons.band_coverage` before any number).
+# The main job (`python -m context_neurons reproduce`) measures the same coverage with the same
+# rules on whatever model it runs, on its own held-out texts: one row per band and one per head
+# group of the contextual heads, the nominal rate beside each.
 
 # %%
 stored = stored_coverage()

@@ -38,12 +38,24 @@ Everything below was fixed before any coverage was computed (2026-11-28):
 Numbers are rounded to four decimals (coverage) or three (widths) so that another CPU writes the
 same file; the asset is written whole (:func:`context_neurons.files.write_text_whole`) by
 ``python -m context_neurons band-coverage`` only.
+
+**The main job (added 2026-11-29, after the stored table; the table is unchanged).** ``reproduce``
+measures the same bands with the same rules in its own run (:func:`measure_coverage`, which the
+stored table calls too; rows in :mod:`context_neurons.reproduce.band_rows`), on the model it runs.
+Three things differ, each said in its rows' labels: the texts are the run's own held-out general
+windows (``--texts``, cut to :data:`LENGTH`; no domain windows), the assumptions check is the
+run's own (on all those windows at full length, not the first :data:`N_CHECK` cut to
+:data:`LENGTH`), and one statistic is added, chosen after the stored table was computed: per head
+group of the taxonomy (:func:`denominator_group_rows`), step 1's coverage pooled over the group's
+contextual heads, with the same bootstrap, nominal ``1 - delta_head`` and reading rule. With fewer
+than two windows the main job computes no interval (a bootstrap over documents needs two).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,18 +202,31 @@ def band_coverage(
     return coverage, band
 
 
-def denominator_rows(circuit: ContextualCircuit, model: Model, band: CertifiedBand, windows,
-                     check: AssumptionsCheck) -> list[dict]:
-    """Per certified head: how often the text's ``D_h(n)`` lies in step 1's interval."""
+def denominator_inside(circuit: ContextualCircuit, model: Model, band: CertifiedBand, windows
+                       ) -> Bool[Tensor, "ctx_head document pos"]:
+    """Per certified head of ``band`` (``band.denominators.heads``), per window and position
+    ``n < LENGTH``: whether the text's ``D_h(n)`` lies in step 1's interval."""
     interval = band.denominators
-    rows = []
     log_d = torch.stack([circuit.text_log_denominators(model, w[:LENGTH]) for w in windows])
+    inside = []
     for k, head in enumerate(interval.heads):
         row = circuit.heads.index(head)
         ratio = torch.exp(log_d[:, row].double().cpu() - interval.log_mean_weight[k])
-        inside = (ratio >= interval.lower[k]) & (ratio <= interval.upper[k])
-        counts = inside[:, 2:].double().sum(1)
-        pairs = torch.full_like(counts, inside.shape[1] - 2)
+        inside.append((ratio >= interval.lower[k]) & (ratio <= interval.upper[k]))
+    return torch.stack(inside)
+
+
+def denominator_rows(circuit: ContextualCircuit, model: Model, band: CertifiedBand, windows,
+                     check: AssumptionsCheck,
+                     inside: Bool[Tensor, "ctx_head document pos"] | None = None) -> list[dict]:
+    """Per certified head: how often the text's ``D_h(n)`` lies in step 1's interval
+    (``inside``: :func:`denominator_inside`, computed when not given)."""
+    interval = band.denominators
+    inside = denominator_inside(circuit, model, band, windows) if inside is None else inside
+    rows = []
+    for k, head in enumerate(interval.heads):
+        counts = inside[k][:, 2:].double().sum(1)
+        pairs = torch.full_like(counts, inside.shape[2] - 2)
         coverage, low, high = bootstrap_coverage(counts, pairs)
         nominal = 1 - interval.delta_head
         verdict = check.verdict(head)
@@ -214,6 +239,59 @@ def denominator_rows(circuit: ContextualCircuit, model: Model, band: CertifiedBa
                      "positions with mean - tau <= 0": float((interval.lower[k, 2:] <= 0)
                                                              .double().mean())})
     return rows
+
+
+def denominator_group_rows(band: CertifiedBand, inside: Bool[Tensor, "ctx_head document pos"],
+                           check: AssumptionsCheck) -> list[dict]:
+    """Per head group of the taxonomy (the check's, :attr:`HeadVerdict.group`): the pooled
+    fraction of ``(head, position)`` pairs, positions ``n >= 2``, of the group's certified heads
+    whose text ``D_h(n)`` lies in step 1's interval, with the same bootstrap over documents and
+    reading rule as :func:`denominator_rows` (added for the main job, module docstring)."""
+    interval = band.denominators
+    groups: dict[str, list[int]] = {}
+    for k, head in enumerate(interval.heads):
+        groups.setdefault(check.verdict(head).group, []).append(k)
+    nominal = 1 - interval.delta_head
+    rows = []
+    for group, ks in groups.items():
+        counts = inside[ks][:, :, 2:].double().sum((0, 2))
+        pairs = torch.full_like(counts, len(ks) * (inside.shape[2] - 2))
+        coverage, low, high = bootstrap_coverage(counts, pairs)
+        heads = [interval.heads[k] for k in ks]
+        rows.append({"group": group, "heads": heads, "coverage": coverage, "low": low,
+                     "high": high, "nominal": nominal, "reading": reading(low, high, nominal),
+                     "check fails": [h for h in heads if check.verdict(h).meets is False]})
+    return rows
+
+
+def measure_coverage(model: Model, circuit: ContextualCircuit, neurons: list[int], windows,
+                     domains: list[str], check: AssumptionsCheck,
+                     say: Callable[[str], None] | None = None) -> dict:
+    """Both bands of the module docstring ("Heads") on ``windows`` (one domain name each):
+    the coverage rows of each, its widths, step 1 per contextual head and per head group.
+
+    The stored table (:func:`measure_model`) and the main job
+    (:mod:`context_neurons.reproduce.band_rows`) both call this; ``say``, if given, is called
+    with each band's name when it is done."""
+    passing = [h for h in circuit.heads if check.verdict(h).meets]
+    result = {"heads the check passes": passing, "coverage": [], "widths": [],
+              "denominators": [], "denominators by group": []}
+    configurations = [("all contextual heads", list(circuit.heads))]
+    if passing != list(circuit.heads):
+        configurations.append(("heads the check passes", passing))
+    for heads, certified in configurations:
+        coverage, band = band_coverage(model, circuit, windows, domains, neurons, certified,
+                                       heads)
+        result["coverage"] += coverage.rows()
+        result["widths"].append(coverage.widths())
+        if heads == "all contextual heads":
+            inside = denominator_inside(circuit, model, band, windows)
+            result["denominators"] = denominator_rows(circuit, model, band, windows, check,
+                                                      inside)
+            result["denominators by group"] = denominator_group_rows(band, inside, check)
+        if say is not None:
+            say(heads)
+    return result
 
 
 def measure_model(name: str, progress: bool = False) -> dict:
@@ -231,24 +309,13 @@ def measure_model(name: str, progress: bool = False) -> dict:
     check_windows = [w[:LENGTH] for w in general[:N_CHECK]]
     study = denominator_study(model, check_windows, n=LENGTH // 2, heads=circuit.heads)
     check = measure_assumptions(model, circuit, classify_heads(model).groups, check_windows, study)
-    passing = [h for h in circuit.heads if check.verdict(h).meets]
-    result = {"model": name, "neurons": neurons, "contextual heads": circuit.heads,
-              "heads the check passes": passing, "delta": DELTA, "length": LENGTH,
-              "documents": {d: domains.count(d) for d in dict.fromkeys(domains)},
-              "coverage": [], "widths": [], "denominators": []}
-    configurations = [("all contextual heads", list(circuit.heads))]
-    if passing != list(circuit.heads):
-        configurations.append(("heads the check passes", passing))
-    for heads, certified in configurations:
-        coverage, band = band_coverage(model, circuit, windows, domains, neurons, certified,
-                                       heads)
-        result["coverage"] += coverage.rows()
-        result["widths"].append(coverage.widths())
-        if heads == "all contextual heads":
-            result["denominators"] = denominator_rows(circuit, model, band, windows, check)
-        if progress:
-            print(f"{name}: {heads} done", flush=True)
-    return result
+    measured = measure_coverage(
+        model, circuit, neurons, windows, domains, check,
+        say=(lambda heads: print(f"{name}: {heads} done", flush=True)) if progress else None)
+    return {"model": name, "neurons": neurons, "contextual heads": circuit.heads,
+            "heads the check passes": measured["heads the check passes"], "delta": DELTA,
+            "length": LENGTH, "documents": {d: domains.count(d) for d in dict.fromkeys(domains)},
+            **{key: measured[key] for key in ("coverage", "widths", "denominators")}}
 
 
 def rounded(value, digits: int = 4):

@@ -167,3 +167,109 @@ def test_interval_product_with_an_unbounded_projection():
     lower, upper = B.interval_product(t([1.0, 0.0]), t([2.0, 3.0]), t([-1.0, -math.inf]),
                                       t([3.0, 2.0]))
     assert lower.tolist() == [-2.0, -math.inf] and upper.tolist() == [6.0, 6.0]
+
+
+@pytest.fixture(scope="module")
+def run_setup():
+    """A small model with the band's context (``LENGTH`` tokens), its circuit, an assumptions
+    check grouping the four heads in two groups (without chapter 3's study it measures no
+    spread, so it passes no head: both bands are measured), and three texts drawn under (A1)."""
+    from context_neurons.assumptions import measure_assumptions
+    from context_neurons.band_coverage import LENGTH
+
+    model = make_small_model(seed=0, gentle_heads=(0, 1, 2, 3), n_ctx=LENGTH)[0]
+    gen = torch.Generator().manual_seed(5)
+    calibration = torch.randint(1, model.cfg.d_vocab, (LENGTH,), generator=gen)
+    calibration[0] = 0
+    circuit = C.build_circuit(model, calibration, heads=[0, 1, 2, 3], dest_token=7, n_min=4)
+    windows = list(B.sample_texts(circuit, 3, LENGTH, seed=3))
+    groups = {"slow": [0, 1], "wide": [2, 3]}
+    check = measure_assumptions(model, circuit, groups, windows)
+    return model, circuit, windows, check, groups
+
+
+@pytest.fixture
+def kept_residuals(monkeypatch):
+    """Step 2's residual measured once per band for the tests below (``cached_residual``, the
+    same measurement kept): each test needs the same two, and each takes seconds."""
+    from context_neurons import band_coverage as bc
+
+    monkeypatch.setattr(bc, "measure_residual", lambda circuit, model, neurons, delta, certified,
+                        length, seed: B.cached_residual(circuit, model, neurons, delta, certified,
+                                                        length, seed=seed))
+
+
+#: A ranking of the neurons by score (the main job passes ``scores.ranking()``).
+RANKING = [5, 1, 9, 0, 3, 2, 7, 4, 8, 6]
+
+
+def test_main_job_band_rows_report_each_band_and_head_group_beside_the_nominal(run_setup,
+                                                                              kept_residuals):
+    """The main job's band rows (issue 56): each band's coverage with its interval and nominal
+    1 - delta, and one entry per head group of the circuit's heads, from the check's groups."""
+    import json
+
+    from context_neurons.band_coverage import DELTA, N_NEURONS
+    from context_neurons.reproduce.band_rows import KEYS, band_rows
+    from context_neurons.reproduce.results import Results
+
+    model, circuit, windows, check, groups = run_setup
+    rows = band_rows(model, circuit, RANKING, windows, check)
+    by_key = {row.key: row for row in rows}
+    assert list(by_key) == list(KEYS)
+    assert by_key["band_neurons"].value == RANKING[:N_NEURONS]
+    bands = by_key["band_coverage"].value
+    assert list(bands) == ["all contextual heads", "heads the check passes"]
+    for band in bands.values():
+        low, high = band["coverage_ci95"]
+        assert 0 <= low <= band["coverage"] <= high <= 1 and band["nominal"] == 1 - DELTA
+        assert band["reading"] in ("at or above nominal", "consistent with nominal",
+                                   "falls short") and 0 <= band["vacuous"] <= 1
+    per_group = by_key["band_coverage_per_head_group"].value
+    assert set(per_group) == set(groups)  # exactly the groups of the circuit's heads
+    table = by_key["band_coverage_table"].value["denominators by group"]
+    assert {g["group"]: g["heads"] for g in table} == groups
+    for group in per_group.values():
+        assert group["nominal"] == round(1 - DELTA / 2 / len(circuit.heads), 4)
+        assert math.isfinite(group["coverage"])
+        assert set(group["check_fails"]) <= set(circuit.heads)
+    results = Results(model="small", model_source="test", planted=False, n_texts=3, texts={},
+                      device="cpu", rows=rows, seconds=1.0)
+    written = json.loads(results.to_json())
+    assert written["band_coverage"] == bands and "denominators" in written["band_coverage_table"]
+
+
+def test_main_job_band_rows_read_a_shrunk_band_as_falling_short(run_setup, kept_residuals,
+                                                                monkeypatch):
+    """A band shrunk to the approximation itself (zero width, step 1's interval a point) misses
+    nearly every pair: read as falling short, in the records and in the words under the table."""
+    from context_neurons import band_coverage as bc
+    from context_neurons.reproduce.band_rows import band_rows
+
+    model, circuit, windows, check, _ = run_setup
+    original = bc.certified_band
+
+    def shrunk(*args, **kwargs):
+        band = original(*args, **kwargs)
+        band.lower = band.upper = band.approximate
+        band.denominators.tau = torch.zeros_like(band.denominators.tau)
+        return band
+
+    monkeypatch.setattr(bc, "certified_band", shrunk)
+    by_key = {row.key: row for row in band_rows(model, circuit, RANKING, windows, check)}
+    bands, groups = by_key["band_coverage"], by_key["band_coverage_per_head_group"]
+    assert all(b["reading"] == "falls short" for b in bands.value.values())
+    assert all(g["reading"] == "falls short" for g in groups.value.values())
+    assert "falls short of nominal" in bands.reading and "falls short" in groups.reading
+
+
+def test_main_job_band_rows_with_one_text_say_not_computed(run_setup):
+    """A bootstrap over documents needs two: one text gives a reason, never a number."""
+    from context_neurons.reproduce.band_rows import band_rows
+
+    model, circuit, windows, check, _ = run_setup
+    rows = band_rows(model, circuit, RANKING, windows[:1], check)
+    assert [r.key for r in rows] == ["band_coverage", "band_coverage_per_head_group"]
+    for row in rows:
+        assert math.isnan(row.value)
+        assert row.label.startswith("not computed: 1 text") and "--texts 2 or more" in row.label

@@ -21,7 +21,8 @@ REQUIRED_KEYS = {
     "model", "n_texts", "seconds", "tv_distance_median",
     "head_groups", "contextual_heads", "n_eff", "denominator_cv",
     "theta", "neurons_found", "median_pearson_r", "median_fvu",
-    "neuron_precision", "neuron_recall", "lookups",
+    "neuron_precision", "neuron_recall", "lookups", "band_coverage",
+    "band_coverage_per_head_group",
 }
 
 
@@ -64,6 +65,30 @@ def test_reproduce_planted_writes_every_key_and_prints_the_table(tmp_path, capsy
     assert results["neuron_precision"] >= 0.8 and results["neuron_recall"] >= 0.8
     for key in results["paper"]:  # paper values are labelled and never stand in for a result
         assert key in results
+    check_band_rows(results, table)
+
+
+def check_band_rows(results: dict, table: str) -> None:
+    """Issue 56: the band's coverage in the run, per band and per head group of the contextual
+    heads (the taxonomy's groups), each finite with the nominal rate beside it, in the table,
+    the JSON and the legend."""
+    import math
+
+    bands = results["band_coverage"]
+    assert "all contextual heads" in bands
+    for band in bands.values():
+        low, high = band["coverage_ci95"]
+        assert all(math.isfinite(x) for x in (band["coverage"], low, high, band["vacuous"]))
+        assert low <= band["coverage"] <= high and band["nominal"] == 0.9 and band["reading"]
+    contextual = set(results["contextual_heads"])
+    groups = {g for g, heads in results["head_groups"].items() if contextual & set(heads)}
+    per_group = results["band_coverage_per_head_group"]
+    assert set(per_group) == groups
+    for group in per_group.values():
+        assert math.isfinite(group["coverage"]) and 0.9 < group["nominal"] < 1
+    for key in ("band_coverage", "band_coverage_per_head_group"):
+        assert f"\n{key}:\n| " in table and f"  {key}: " in table[table.index("columns:"):]
+    assert "  vacuous: " in table
 
 
 def check_planted_lookups(found: dict, row, truth) -> None:

@@ -4,7 +4,8 @@ One explicit pipeline, in the order of the chapters, each step taking the typed 
 steps before it: load the model and the evaluation texts; classify the layer-0 heads (chapter 2);
 measure the decomposition's accuracy on the heads the taxonomy calls contextual (chapter 1); the
 denominators' spread (chapter 3); build the contextual circuit, score every neuron and evaluate the
-approximation (chapters 4-6); the context look-ups (chapter 7). Every figure is computed in the
+approximation, its assumptions per head and the coverage of its certified band on these texts
+(chapters 4-6, :mod:`.band_rows`); the context look-ups (chapter 7). Every figure is computed in the
 run, for the heads and neurons the model's own analysis found; when the taxonomy finds no
 contextual head, the steps that need them say so instead of running on anything else.
 """
@@ -34,6 +35,7 @@ from context_neurons.models import LoadedModel, load_model
 from context_neurons.models.loading import GPT2_FAMILY
 from context_neurons.models.planted import PlantedTruth
 from context_neurons.progress import Phases
+from context_neurons.reproduce.band_rows import band_rows
 from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
 from context_neurons.reproduce.results import HeldOutTruth, Results, Row
 from context_neurons.reproduce.table import SKIPPED_PREFIXES
@@ -466,6 +468,9 @@ def reproduce(
         with step("the approximation's accuracy (chapter 6)"):
             rows += in_section("the approximation's accuracy (chapter 6)", evaluation_rows(
                 circuit, hooked, windows, labels, scores.found(theta), progress))
+        with step("the band's coverage on these texts (chapter 6)"):
+            rows += in_section("the approximation's error band (chapter 6)",
+                               band_rows(hooked, circuit, scores.ranking(), windows, check))
     else:
         rows += in_section(DISCOVERY, [Row(
             "neurons_found", 0, "no contextual head: there is no contextual circuit, so no "

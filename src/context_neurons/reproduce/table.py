@@ -280,6 +280,16 @@ TERMS = {
                          "constant guess, whatever the base rate",
     "prompts_skipped_not_firing": "corpus prompts left out because the neuron does not fire on "
                                   "them at all",
+    "nominal, reading (band_coverage)": "the rate the band promises (1 - delta per pair; "
+                                        "1 - delta_head per denominator), and the coverage read "
+                                        "against it: 'at or above nominal' when the bootstrap "
+                                        "interval's lower end reaches it, 'consistent with "
+                                        "nominal' when the interval contains it, 'falls short' "
+                                        "when the whole interval lies below it (a rule fixed "
+                                        "before any coverage was computed)",
+    "vacuous": "the fraction of (neuron, position) pairs whose band is infinite or at least as "
+               "wide as the neuron's whole range on these texts: there the band holds and "
+               "certifies nothing",
 }
 
 
