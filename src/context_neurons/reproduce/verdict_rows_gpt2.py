@@ -19,10 +19,11 @@ from context_neurons.verdict.gpt2_data import CorporaAbsent
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.gpt2_result import GPT2Evaluation, model_identity
 from context_neurons.verdict.v3_compare import PrimaryVerdict
+from context_neurons.verdict.registry import registered
 from context_neurons.verdict.v3_report import baseline_records
 
 #: The row holding the whole result.
-RESULT_KEY = "discovery_evaluation_gpt2"
+RESULT_KEY = registered("gpt2").result_key
 VERDICT_KEY = "discovery_verdict_gpt2"
 
 
