@@ -110,6 +110,36 @@ def test_the_result_has_every_registered_part(result):
     assert np.isclose(claim.at_theta.base_rate, truth.n_truth / 3072)
     assert result.heads.top_with_paper_heads is not None  # asked for as gpt2: the sensitivity
     assert "bag of tokens" in " ".join(core.runtime)
+    summary = result.score_summary  # chapter 5's lines on top[j] against the paper's theta
+    assert summary.theta == protocol.paper_claim.theta and summary.n_neurons == 3072
+    assert summary.n_found == claim.at_theta.n_selected
+    assert any("Gaussian null" in line for line in result.sentences())
+    # the planted control, timed apart, computed in this run (v3's rule: it passes on the
+    # planted model, whose context neurons we wrote)
+    assert result.planted["planted_context_neurons"] > 0 and not result.void
+    assert "planted (timed apart)" in core.runtime
+    assert "planted control (planted model" in result.sentences()[-1]
+
+
+def test_a_failed_planted_control_voids_every_verdict(standin, result):
+    import context_neurons.reproduce.verdict_rows_gpt2 as rows_module
+    from context_neurons.verdict.gpt2_result import VOID
+
+    if result.core.stopped:
+        pytest.skip("the stand-in has no context set: no verdict to void")
+    failed = {**result.planted, "recovers_what_top_recovers": False}
+    controls = dataclasses.replace(result.core.controls, apart={"planted": failed})
+    broken = dataclasses.replace(result, core=dataclasses.replace(result.core, controls=controls))
+    assert broken.void and not result.void
+    assert broken.primary_sentence().endswith(VOID) and broken.claim_sentence().endswith(VOID)
+    assert "VOID" in broken.planted_sentence()
+    assert rows_module.planted_status(broken) == "fails: verdicts void"
+    assert rows_module.planted_status(result) == "passes"
+    skipped = dataclasses.replace(result.core, controls=dataclasses.replace(controls, apart={}))
+    quick = dataclasses.replace(result, core=skipped)
+    assert quick.planted is None and not quick.void
+    assert rows_module.planted_status(quick) == "not run" and "not run" in quick.planted_sentence()
+    assert GPT2Evaluation.from_json(broken.to_json()).void
 
 
 def test_json_round_trip(result):
@@ -128,6 +158,9 @@ def test_main_job_rows_label_the_stand_in(standin, result, monkeypatch):
     assert list(models) == list(load_protocol_gpt2().models)
     assert models["gpt2"]["entry"].startswith("not computed here: gpt2 (plumbing check")
     assert "this run computes gpt2 only" in models["gpt2-xl"]["entry"]
+    if not result.core.stopped:
+        assert rows["planted_control_gpt2"].value == "passes"
+        assert rows[rows_module.VERDICT_KEY].label == result.primary_sentence()
 
 
 def test_without_corpora_the_protocols_line(standin, monkeypatch):

@@ -389,26 +389,37 @@ def test_one_loader_gives_every_registered_protocol_typed():
     assert v3.name == "discovery-verdict-v3" and v3.verdict == load_protocol("v2").verdict
     assert [type(load_protocol(v)).__name__ for v in ("v1", "v2")] == ["Protocol", "Protocol"]
     with pytest.raises(InputError, match=r"Unknown protocol 'v4'; there are \['v1', 'v2', "
-                                         r"'v3'\]"):
+                                         r"'v3', 'gpt2'\]"):
         load_protocol("v4")
+    with pytest.raises(InputError, match=r"verdict.protocols.load\('gpt2'\)"):
+        load_protocol("gpt2")
 
 
 def test_the_registry_lists_each_protocol_once_and_every_reader_takes_it_from_there():
     """Issue 51: one registry of protocols (version, file, status, result key); the loader reads
     each file from it, the main job's table prints the protocols newest first from it."""
     from context_neurons.reproduce.pipeline import PROTOCOLS as SECTION
+    from context_neurons.reproduce.pipeline import PROTOCOLS_GPT2
+    from context_neurons.reproduce.verdict_rows_gpt2 import RESULT_KEY
+    from context_neurons.verdict.gpt2_protocol import ProtocolGPT2
     from context_neurons.verdict.protocol import protocol_file
-    from context_neurons.verdict.registry import PROTOCOLS, registered
+    from context_neurons.verdict.protocols import load
+    from context_neurons.verdict.registry import GPT2, PROTOCOLS, TRAINED, of_family, registered
 
     versions = [p.version for p in PROTOCOLS]
-    assert versions == ["v1", "v2", "v3"]
-    assert len({p.file for p in PROTOCOLS}) == len({p.result_key for p in PROTOCOLS}) == 3
+    assert versions == ["v1", "v2", "v3", "gpt2"]
+    assert len({p.file for p in PROTOCOLS}) == len({p.result_key for p in PROTOCOLS}) == 4
     for protocol in PROTOCOLS:
         assert registered(protocol.version) is protocol
         assert protocol_file(protocol.file).is_file()
-        assert load_protocol(protocol.version).document["name"] == (
-            f"discovery-verdict-{protocol.version}")
+        assert load(protocol.version).document["name"] == protocol.name
+    assert [p.version for p in of_family(TRAINED)] == ["v1", "v2", "v3"]
+    assert isinstance(load("gpt2"), ProtocolGPT2) and of_family(GPT2) == (registered("gpt2"),)
+    assert RESULT_KEY == registered("gpt2").result_key
     assert SECTION == "protocols v1, v2, v3 (chapter 8)"
+    assert PROTOCOLS_GPT2 == "protocol discovery-verdict-gpt2 (chapter 8, section 8.12)"
+    with pytest.raises(InputError, match="Unknown protocol 'v4'"):
+        load("v4")
 
 
 def test_protocol_reads_every_rule_from_its_file():

@@ -47,13 +47,15 @@ from context_neurons.stability import DenominatorStudy, denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy
 from context_neurons.training.heldout import labelled_windows
 from context_neurons.training.summary import TrainingRun, training_run
-from context_neurons.verdict.registry import PROTOCOLS as REGISTERED
+from context_neurons.verdict.registry import GPT2, TRAINED, of_family
 
 #: Thresholds of the sweep reported beside the chosen one.
 SWEEP_THETAS = (4.0, 5.0, 8.0, 12.0)
 #: Titles of the table's sections that two steps share (:func:`in_section`).
 DISCOVERY = "discovery (chapters 4-5)"
-PROTOCOLS = f"protocols {', '.join(p.version for p in REGISTERED)} (chapter 8)"
+PROTOCOLS = f"protocols {', '.join(p.version for p in of_family(TRAINED))} (chapter 8)"
+#: The GPT-2 family's protocols' section.
+PROTOCOLS_GPT2 = f"protocol {', '.join(p.name for p in of_family(GPT2))} (chapter 8, section 8.12)"
 
 
 def taxonomy_rows(taxonomy: HeadTaxonomy, truth: PlantedTruth | None) -> list[Row]:
@@ -458,7 +460,7 @@ def reproduce(
             rows += in_section(PROTOCOLS, v3_rows(loaded, run, method, progress))
     if loaded.name in GPT2_FAMILY:  # its result, or the protocol's line: never nothing
         with step("protocol discovery-verdict-gpt2 (issue 52)"):
-            rows += in_section(PROTOCOLS, gpt2_rows(loaded, method, progress))
+            rows += in_section(PROTOCOLS_GPT2, gpt2_rows(loaded, method, progress))
     if heads:
         with step("the approximation's assumptions, per head (chapter 6)"):
             check = measure_assumptions(hooked, circuit, taxonomy.groups, windows, study,

@@ -27,6 +27,7 @@ from context_neurons.method import MethodValues
 from context_neurons.printing import wrapped
 from context_neurons.reproduce.paper import PAPER
 from context_neurons.taxonomy import HeadTaxonomy
+from context_neurons.verdict.gpt2_result import GPT2Evaluation
 from context_neurons.verdict.registry import registered
 from context_neurons.verdict.results import Evaluation
 
@@ -159,12 +160,14 @@ class Results:
         """``top[j]`` of every neuron on :attr:`circuit` (None without contextual heads)."""
         return self.method.scores(self.heads) if self.heads else None
 
-    def evaluation(self, protocol: str) -> Evaluation | dict | None:
+    def evaluation(self, protocol: str) -> Evaluation | dict | GPT2Evaluation | None:
         """A protocol's whole result (``"v1"``, ``"v2"``: an :class:`Evaluation`; ``"v3"``:
-        every registered model's entry, a ``V3Evaluation`` or why it has none), None when the
-        run did not evaluate it (no held-out documents, or not a trained model)."""
+        every registered model's entry, a ``V3Evaluation`` or why it has none; ``"gpt2"``: a
+        :class:`~context_neurons.verdict.gpt2_result.GPT2Evaluation`), None when the run did not
+        evaluate it (no held-out documents, not a model of the protocol's family, or the
+        corpora absent)."""
         value = self.value(registered(protocol).result_key)
-        return value if isinstance(value, (Evaluation, dict)) else None
+        return value if isinstance(value, (Evaluation, dict, GPT2Evaluation)) else None
 
     def to_json(self) -> str:
         """The results as JSON: the run, values by key, ``labels``, ``paper``, ``planted_truth``."""

@@ -16,7 +16,6 @@ import pandas as pd
 
 from context_neurons.printing import fixed, number_cell, significant
 from context_neurons.reproduce.results import Results, Row
-from context_neurons.reproduce.verdict_rows_gpt2 import RESULT_KEY as GPT2_RESULT_KEY
 from context_neurons.verdict.evaluate import verdict_sentences
 from context_neurons.verdict.gpt2_result import GPT2Evaluation
 from context_neurons.verdict.registry import PROTOCOLS
@@ -180,11 +179,13 @@ def _record_table(name: str, items: list[tuple[str, dict]], index: str,
     return _markdown([index, *fields], body) + notes.take()
 
 
-def _sentences(evaluation: Evaluation | Entries) -> list[str]:
-    """A protocol's verdicts in words: an :class:`Evaluation` (v1, v2), or every registered
-    model's entry (v3)."""
+def _sentences(evaluation: Evaluation | Entries | GPT2Evaluation) -> list[str]:
+    """A protocol's verdicts in words: an :class:`Evaluation` (v1, v2), every registered
+    model's entry (v3), or a GPT-2 model's result (discovery-verdict-gpt2)."""
     if isinstance(evaluation, Evaluation):
         return verdict_sentences(evaluation)
+    if isinstance(evaluation, GPT2Evaluation):
+        return evaluation.sentences()
     return verdict_sentences_v3(evaluation)
 
 
@@ -244,11 +245,6 @@ def _words(results: Results) -> list[str]:
         if evaluation is not None:
             out += wrap(f"verdict, protocol {protocol.status}:")
             out += [line for s in _sentences(evaluation) for line in wrap(s, "  ")]
-    gpt2 = results.value(GPT2_RESULT_KEY)
-    if isinstance(gpt2, GPT2Evaluation):
-        out += wrap(f"verdict, protocol {gpt2.core.protocol} (the GPT-2 family; registered "
-                    "before any GPT-2 number):")
-        out += [line for s in gpt2.sentences() for line in wrap(s, "  ")]
     return out
 
 

@@ -3,7 +3,8 @@ family (``reproduce --model gpt2``, and medium, large, xl).
 
 Keys: ``discovery_verdict_gpt2`` (the primary comparison's verdict), ``paper_claim_gpt2`` (the
 paper's claim's answer), ``context_heads_gpt2``, ``activation_truth_neurons_gpt2``,
-``discovery_baselines_gpt2`` and ``discovery_models_gpt2`` (every registered model: this run's,
+``discovery_baselines_gpt2``, ``planted_control_gpt2`` (the planted control: when it fails,
+every verdict of the run is void) and ``discovery_models_gpt2`` (every registered model: this run's,
 or why it has none); the whole result goes to the JSON as :data:`RESULT_KEY`. Without the
 corpora: one row, the protocol's line (``when_corpora_absent``), never nothing.
 """
@@ -18,10 +19,11 @@ from context_neurons.verdict.gpt2_data import CorporaAbsent
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.gpt2_result import GPT2Evaluation, model_identity
 from context_neurons.verdict.v3_compare import PrimaryVerdict
+from context_neurons.verdict.registry import registered
 from context_neurons.verdict.v3_report import baseline_records
 
 #: The row holding the whole result.
-RESULT_KEY = "discovery_evaluation_gpt2"
+RESULT_KEY = registered("gpt2").result_key
 VERDICT_KEY = "discovery_verdict_gpt2"
 
 
@@ -42,6 +44,14 @@ def models_record(name: str, entry: GPT2Evaluation | CorporaAbsent) -> dict[str,
     return out
 
 
+def planted_status(entry: GPT2Evaluation) -> str:
+    """The planted control in a word: it passes, fails (the run's verdicts are void) or did not
+    run."""
+    if entry.planted is None:
+        return "not run"
+    return "fails: verdicts void" if entry.void else "passes"
+
+
 def gpt2_rows(loaded: LoadedModel, method: MethodValues | None, progress: bool = False,
               n_resamples: int | None = None) -> list[Row]:
     """The protocol's rows for a GPT-2-family model (none for another model)."""
@@ -58,7 +68,6 @@ def gpt2_rows(loaded: LoadedModel, method: MethodValues | None, progress: bool =
     if core.stopped:
         return rows + [Row(VERDICT_KEY, PrimaryVerdict.NOT_TESTABLE, core.stopped),
                        Row(RESULT_KEY, entry, "the protocol's whole result", show="json")]
-    words = entry.sentences()
     return rows + [
         Row("activation_truth_neurons_gpt2", core.truth.n_truth,
             f"context neurons by activation on the CONFIRM documents ({name}): "
@@ -67,12 +76,13 @@ def gpt2_rows(loaded: LoadedModel, method: MethodValues | None, progress: bool =
             f"{name}: the frequency-aware score and the four registered baselines against that "
             "truth: AUC and AUC(score) minus it, with paired 95% cluster-bootstrap intervals",
             show="records"),
-        Row(VERDICT_KEY, core.primary.label(), words[2]),
-        Row("paper_claim_gpt2", entry.claim_answer, words[3]),
+        Row(VERDICT_KEY, core.primary.label(), entry.primary_sentence()),
+        Row("paper_claim_gpt2", entry.claim_answer, entry.claim_sentence()),
+        Row("planted_control_gpt2", planted_status(entry), entry.planted_sentence()),
         Row("discovery_models_gpt2", models_record(loaded.name, entry),
             "every model discovery-verdict-gpt2 registers", show="records"),
         Row(RESULT_KEY, entry, "the protocol's whole result", show="json"),
     ]
 
 
-__all__ = ["RESULT_KEY", "VERDICT_KEY", "gpt2_rows", "models_record"]
+__all__ = ["RESULT_KEY", "VERDICT_KEY", "gpt2_rows", "models_record", "planted_status"]

@@ -21,6 +21,7 @@ import torch
 from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.activations import mean_head_z
+from context_neurons.discovery import score_summary
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.verdict.bag_closed_form import checked_bag_responses
@@ -30,11 +31,12 @@ from context_neurons.verdict.gpt2_protocol import ProtocolGPT2, load_protocol_gp
 from context_neurons.verdict.gpt2_result import GPT2Evaluation, ModelIdentity, model_identity
 from context_neurons.verdict.gpt2_result import paper_heads
 from context_neurons.verdict.paper_claim import paper_claim, set_precision
+from context_neurons.verdict.planted import planted_control
 from context_neurons.progress import Phases
 from context_neurons.verdict.v3 import STOP_NO_CONTEXT, data_summary, registered_draws
 from context_neurons.verdict.v3 import controls_and_sensitivities, truth_and_verdicts
 from context_neurons.verdict.v3_heads import ContextSet, context_set
-from context_neurons.verdict.v3_result import V3Evaluation
+from context_neurons.verdict.v3_result import V3Controls, V3Evaluation
 from context_neurons.verdict.v3_scores import bag_of_tokens_score, weight_scores
 from context_neurons.verdict.v3_truth import measure_v3
 
@@ -69,10 +71,12 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
                   protocol: ProtocolGPT2 | None = None, data: GPT2Data | None = None,
                   n_resamples: int | None = None, controls: bool = True,
                   sensitivities: bool = True, batch_size: int = 8, progress: bool = False,
-                  method: MethodValues | None = None) -> GPT2Evaluation:
+                  method: MethodValues | None = None, apart: bool = True) -> GPT2Evaluation:
     """The protocol on one model (module docstring). ``data``: :func:`gpt2_data` when already
     read; ``n_resamples``: fewer resamples for a quick look (the protocol's 2000 otherwise);
-    ``method``: the run's taxonomy, circuits and scores, when made."""
+    ``method``: the run's taxonomy, circuits and scores, when made; ``apart``: the planted
+    control, timed apart (the protocol's ``controls.planted``; left out only for a quick look,
+    and then the result says it was not run)."""
     protocol = protocol or load_protocol_gpt2()
     timer = Phases(protocol.name, announce=progress)
     v3, method = protocol.v3, method or MethodValues(model)
@@ -109,6 +113,7 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
         testable = verdicts["truth"].n_truth >= v3.verdict.min_truth
         claim = paper_claim(scores["top"], pair.point.mask, pair.boot.mask, draws.neurons,
                             protocol.paper_claim, v3.level, testable)
+        summary = score_summary(method.scores(list(cs.heads)), protocol.paper_claim.theta)
         if identity.requested == protocol.primary_model:
             heads = replace(heads, top_with_paper_heads=_paper_heads_top(
                 method, protocol, pair.point.mask, pair.boot.mask, draws.neurons))
@@ -118,7 +123,14 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
         distributions, ws, pair, verdicts, start, v3))
     runtime = {**timer.seconds, "total_s": sum(timer.seconds.values()),
                "target_cpu_2_cores_s": v3.budget_s, "torch_threads": torch.get_num_threads()}
-    return GPT2Evaluation(V3Evaluation(**result, runtime=runtime), identity, heads, claim)
+    if apart:
+        with timer("planted"):
+            planted = planted_control(load_model("planted")).to_json()
+        result["controls"] = replace(result.get("controls") or V3Controls(),
+                                     apart={"planted": planted})
+        runtime["planted (timed apart)"] = timer.seconds["planted"]
+    return GPT2Evaluation(V3Evaluation(**result, runtime=runtime), identity, heads, claim,
+                          score_summary=summary)
 
 
 def gpt2_entry(model: TransformerBridge | None, identity: ModelIdentity,

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from context_neurons.checks import DataError
+from context_neurons.verdict.registry import registered
 from context_neurons.verdict.protocol import (
     ConfirmRules,
     PrimaryRule,
@@ -31,7 +32,7 @@ from context_neurons.verdict.protocol import (
 )
 
 #: The protocol's file and its frozen list of excluded documents (same folder).
-PROTOCOL_GPT2_FILE = "discovery-verdict-gpt2.json"
+PROTOCOL_GPT2_FILE = registered("gpt2").file
 EXCLUDED_FILE = "discovery-verdict-gpt2-excluded.json"
 
 

@@ -3,9 +3,13 @@
 The shared part is v3's typed result (:class:`~.v3_result.V3Evaluation`: data, context set,
 truth, primary comparison, secondary verdicts, controls, sensitivities, runtime); this protocol
 adds the paper's claim (:class:`~.paper_claim.PaperClaim`), the comparison of the context set
-with the paper's six heads (:class:`PaperHeads`), the model's identity
-(:class:`ModelIdentity`: a registered GPT-2 model, or a plumbing check) and, for a replication,
-whether it replicates gpt2's labels. ``to_json`` and ``from_json`` are inverse.
+with the paper's six heads (:class:`PaperHeads`), ``top[j]``'s score summary (chapter 5's
+:class:`~context_neurons.discovery.ScoreSummary`: its Gaussian null, median, and whether the
+typical neuron scores above theta), the model's identity (:class:`ModelIdentity`: a registered
+GPT-2 model, or a plumbing check) and, for a replication, whether it replicates gpt2's labels.
+The planted control (v3's, timed apart) is in ``core.controls.apart["planted"]``; when it fails,
+every verdict of the result is void (:attr:`GPT2Evaluation.void`) and the sentences say so.
+``to_json`` and ``from_json`` are inverse.
 
 A model's identity comes from the name the loader was asked for, never from its shape: a model
 outside the protocol's list, or ``gpt2`` loaded from a local directory
@@ -19,6 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from context_neurons import config as settings
+from context_neurons.discovery import ScoreSummary
 from context_neurons.verdict.gpt2_protocol import ProtocolGPT2
 from context_neurons.verdict.paper_claim import PaperClaim, SetPrecision
 from context_neurons.verdict.v3_result import V3Evaluation, jsonable
@@ -115,13 +120,27 @@ class GPT2Evaluation:
     """One model's result under discovery-verdict-gpt2 (module docstring).
 
     ``replicates`` (set by :func:`with_replications` on a replication when gpt2's result is
-    there): per verdict (``primary``, ``paper_claim``) whether its label equals gpt2's."""
+    there): per verdict (``primary``, ``paper_claim``) whether its label equals gpt2's.
+    ``score_summary``: ``top[j]`` (the context set's circuit) against the paper's theta."""
 
     core: V3Evaluation
     identity: ModelIdentity
     heads: PaperHeads
     paper_claim: PaperClaim | None = None
     replicates: dict[str, bool] | None = None
+    score_summary: ScoreSummary | None = None
+
+    @property
+    def planted(self) -> dict | None:
+        """The planted control's JSON (:meth:`~.planted.PlantedControl.to_json`), or None when
+        it was not run."""
+        return self.core.controls.apart.get("planted") if self.core.controls else None
+
+    @property
+    def void(self) -> bool:
+        """Whether the planted control ran and failed: the protocol's ``controls.planted`` then
+        voids every verdict of the run (reported, not hidden)."""
+        return self.planted is not None and not self.planted["recovers_what_top_recovers"]
 
     @property
     def primary_verdict(self) -> str | None:
@@ -132,17 +151,45 @@ class GPT2Evaluation:
         return None if self.paper_claim is None else str(self.paper_claim.answer)
 
     def to_json(self) -> dict:
+        summary = asdict(self.score_summary) if self.score_summary else None
         return jsonable({**self.core.to_json(), "identity": asdict(self.identity),
                          "paper_heads": self.heads.to_json(),
                          "paper_claim": self.paper_claim.to_json() if self.paper_claim else None,
-                         "replicates_gpt2": self.replicates})
+                         "score_summary": summary, "replicates_gpt2": self.replicates})
 
     @classmethod
     def from_json(cls, data: dict) -> "GPT2Evaluation":
-        claim = data["paper_claim"]
+        claim, summary = data["paper_claim"], data.get("score_summary")
+        if summary is not None:  # JSON keys are strings: the vocabulary sizes back to ints
+            summary = ScoreSummary(**{**summary, "other_nulls": {
+                int(n): v for n, v in summary["other_nulls"].items()}})
         return cls(V3Evaluation.from_json(data), ModelIdentity(**data["identity"]),
                    PaperHeads.from_json(data["paper_heads"]),
-                   PaperClaim.from_json(claim) if claim else None, data["replicates_gpt2"])
+                   PaperClaim.from_json(claim) if claim else None, data["replicates_gpt2"],
+                   summary)
+
+    def primary_sentence(self) -> str:
+        """The primary comparison's verdict in words (void when the planted control failed)."""
+        return (f"{self.identity.label}: primary (discovery-verdict-gpt2): "
+                f"{self.core.primary.words()}" + _replicates(self.replicates, "primary")
+                + (VOID if self.void else ""))
+
+    def claim_sentence(self) -> str:
+        """The paper's claim in words (void when the planted control failed)."""
+        return (f"{self.identity.label}: {self.paper_claim.sentence()}"
+                + _replicates(self.replicates, "paper_claim") + (VOID if self.void else ""))
+
+    def planted_sentence(self) -> str:
+        """The planted control in words, or that it was not run."""
+        if self.planted is None:
+            return (f"{self.identity.label}: planted control not run (a quick look: "
+                    "evaluate_gpt2(apart=False)); the protocol's verdicts need it")
+        fa, top = self.planted["frequency_aware"], self.planted["top"]
+        verb = "recovers" if not self.void else "does NOT recover"
+        return (f"{self.identity.label}: planted control (planted model, label-half domains): "
+                f"the frequency-aware score {verb} what top[j] recovers (precision at |T| "
+                f"{fa['precision_at_truth_size']:.2f} against {top['precision_at_truth_size']:.2f})"
+                + ("; every verdict of this run is VOID (controls.planted)" if self.void else ""))
 
     def sentences(self) -> list[str]:
         """The verdicts in words, in the protocol's reporting order."""
@@ -151,15 +198,18 @@ class GPT2Evaluation:
         if core.stopped:
             return lines + [f"{name}: discovery-verdict-gpt2: {core.stopped}"]
         lines.append(f"{name}: truth: {core.truth.sentence()}")
-        lines.append(f"{name}: primary (discovery-verdict-gpt2): {core.primary.words()}"
-                     + _replicates(self.replicates, "primary"))
-        lines.append(f"{name}: {self.paper_claim.sentence()}"
-                     + _replicates(self.replicates, "paper_claim"))
+        lines += [self.primary_sentence(), self.claim_sentence()]
+        if self.score_summary is not None:
+            lines += [f"{name}: top[j]'s scores: {line}" for line in self.score_summary.findings()]
         if self.heads.top_with_paper_heads is not None:
             lines.append(f"{name}: top[j] on the paper's six heads at theta "
                          f"{self.paper_claim.theta:g} (sensitivity, no verdict): "
                          f"{self.heads.top_with_paper_heads.words()}")
-        return lines
+        return lines + [self.planted_sentence()]
+
+
+#: Appended to a verdict the failed planted control voids.
+VOID = " (VOID: the planted control failed)"
 
 
 def _replicates(replicates: dict[str, bool] | None, key: str) -> str:

@@ -18,8 +18,8 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Literal, Mapping, overload
 
-from context_neurons.checks import DataError
-from context_neurons.verdict.registry import registered
+from context_neurons.checks import DataError, InputError
+from context_neurons.verdict.registry import TRAINED, registered
 
 #: The protocol file, committed before any verdict was computed.
 PROTOCOL_FILE = registered("v1").file
@@ -334,8 +334,13 @@ def load_protocol(version: str = "v1") -> Protocol | ProtocolV3:
     """A pre-registered protocol (``assets/protocol/``) as its typed value: ``"v1"``
     (``discovery-verdict.json``, registered before any verdict) or ``"v2"`` (registered after
     v1's verdicts), each a :class:`Protocol`; ``"v3"`` (``discovery-verdict-v3.json``, the
-    confirmatory test), a :class:`ProtocolV3`."""
-    document = read_protocol_file(registered(version).file)
+    confirmatory test), a :class:`ProtocolV3`. The GPT-2 family's protocol has its own typed
+    value: :func:`context_neurons.verdict.protocols.load` reads every registered one."""
+    entry = registered(version)
+    if entry.family != TRAINED:
+        raise InputError(f"Protocol {version!r} judges {entry.family}: read it with "
+                         f"context_neurons.verdict.protocols.load({version!r}).")
+    document = read_protocol_file(entry.file)
     if version == "v3":
         return ProtocolV3.from_json(document)
     return Protocol.from_json(version, document)
