@@ -53,11 +53,20 @@ def pytest_collection_modifyitems(items) -> None:
     items.sort(key=lambda item: path(item) not in slow)
 
 
+#: Unit test files handed to one worker whole under ``-n 2``: their module-scoped fixture is an
+#: end-to-end run that every test of the file reads, so split over two workers it was built twice
+#: (the GPT-2-shaped stand-in's whole protocol: 512 s and 481 s of setup, one per worker, in the
+#: CI run of 2026-11-29). The scheduler runs in the controller, which sees test ids but no
+#: markers, so the files are named here.
+WHOLE_MODULES = frozenset({"tests/unit/test_gpt2_standin.py"})
+
+
 @pytest.hookimpl(optionalhook=True)  # without pytest-xdist the hook is never called
 def pytest_xdist_make_scheduler(config, log):
     """``pytest -n 2``: each stored chapter's cells go to one worker, in order (a chapter's
-    kernel keeps its state from cell to cell), the chapters first as the longest units; each
-    unit test goes to whichever worker is free. (xdist's own ``--dist loadgroup`` cannot be
+    kernel keeps its state from cell to cell), the chapters first as the longest units, and so
+    does each file of :data:`WHOLE_MODULES`; every other unit test goes to whichever worker is
+    free. (xdist's own ``--dist loadgroup`` cannot be
     used: under pytest 9 its renaming of test ids no longer takes effect.) An explicit
     ``--dist`` keeps its own meaning."""
     if config.getvalue("dist") != "load":
@@ -67,7 +76,7 @@ def pytest_xdist_make_scheduler(config, log):
     class ChaptersTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if path.endswith(".ipynb") else nodeid
+            return path if path.endswith(".ipynb") or path in WHOLE_MODULES else nodeid
 
     return ChaptersTogether(config, log)
 
