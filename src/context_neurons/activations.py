@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -120,18 +121,57 @@ def ln2_output(
     return F.layer_norm(x, x.shape[-1:], weights.ln2_w, weights.ln2_b, weights.cfg.eps)
 
 
-def z_from_weights(
-    weights: ModelWeights, tokens: Int[Tensor, "batch pos"]
-) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos head_index d_head"]]:
-    """``blocks.0.hook_resid_pre`` and ``blocks.0.attn.hook_z`` from the weights: embeddings, LN1,
-    the projections and causal attention (one fused kernel), several times faster than the
-    bridge's hooked attention. Padding after a window's end changes none of its positions."""
+def causal_attention(
+    q: Float[Tensor, "batch head pos d_head"],
+    k: Float[Tensor, "batch head pos d_head"],
+    v: Float[Tensor, "batch head pos d_head"],
+    scale: float,
+) -> tuple[Float[Tensor, "batch head pos d_head"], Float[Tensor, "batch head pos"]]:
+    """Causal attention's output and each query's attention on the key before it (position 0:
+    0). On a CPU one fused kernel gives both (the kernel ``scaled_dot_product_attention`` runs
+    there, and its log-sum-exp of the scores); elsewhere the log-sum-exp is computed from the
+    scores. ``A[n, n-1] = exp(q_n . k_{n-1} * scale - logsumexp_m(q_n . k_m * scale))``."""
+    fused = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if q.device.type == "cpu" and q.dtype == torch.float32 and fused is not None:
+        z, lse = fused(q, k, v, 0.0, True, attn_mask=None, scale=scale)
+    else:
+        z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        scores = (q @ k.transpose(-1, -2)) * scale  # [batch, head, query, key]
+        later = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+        lse = scores.masked_fill_(later, float("-inf")).logsumexp(-1)
+    adjacent = (q[:, :, 1:] * k[:, :, :-1]).sum(-1) * scale  # [batch, head, pos - 1]
+    return z, F.pad(torch.exp(adjacent - lse[:, :, 1:]), (1, 0))
+
+
+class LayerZeroAttention(NamedTuple):
+    """Layer 0 up to its heads' outputs, for a batch of token sequences."""
+
+    resid: Float[Tensor, "batch pos d_model"]  # blocks.0.hook_resid_pre
+    z: Float[Tensor, "batch pos head_index d_head"]  # blocks.0.attn.hook_z
+    previous: Float[Tensor, "batch head_index pos"]  # hook_pattern[:, :, n, n - 1] (0 at n = 0)
+
+
+def attention_from_weights(weights: ModelWeights, tokens: Int[Tensor, "batch pos"]
+                           ) -> LayerZeroAttention:
+    """``blocks.0.hook_resid_pre``, ``blocks.0.attn.hook_z`` and each head's attention from
+    position ``n`` to ``n - 1`` (``hook_pattern[:, :, n, n - 1]``; 0 at ``n = 0``) from the
+    weights: embeddings, LN1, the projections and causal attention (:func:`causal_attention`),
+    several times faster than the bridge's hooked attention. Padding after a window's end changes
+    none of its positions."""
     resid = weights.W_E[tokens] + weights.W_pos[: tokens.shape[1]]
     x = F.layer_norm(resid, resid.shape[-1:], weights.ln1_w, weights.ln1_b, weights.cfg.eps)
     q, k, v = (torch.einsum("bpd,hde->bhpe", x, w) + b[:, None]
                for w, b in map(weights.projection, "QKV"))
-    z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1 / weights.cfg.attn_scale)
-    return resid, z.transpose(1, 2)
+    z, previous = causal_attention(q, k, v, 1 / weights.cfg.attn_scale)
+    return LayerZeroAttention(resid, z.transpose(1, 2), previous)
+
+
+def z_from_weights(
+    weights: ModelWeights, tokens: Int[Tensor, "batch pos"]
+) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos head_index d_head"]]:
+    """``blocks.0.hook_resid_pre`` and ``blocks.0.attn.hook_z`` (:func:`attention_from_weights`)."""
+    resid, z, _ = attention_from_weights(weights, tokens)
+    return resid, z
 
 
 #: How far :func:`z_from_weights` may be from the hooks, relative to the largest value (or 1).
@@ -141,36 +181,48 @@ HOOK_TOLERANCE = 1e-4
 @torch.no_grad()
 def layer_zero_inputs(
     model: TransformerBridge, tokens: Int[Tensor, "batch pos"], check: bool = False
-) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos head_index d_head"]]:
-    """:func:`z_from_weights` of the model; ``check``: also run the model to
+) -> LayerZeroAttention:
+    """:func:`attention_from_weights` of the model; ``check``: also run the model to
     ``blocks.0.mlp.hook_pre`` and raise :class:`~context_neurons.checks.ModelLoadError` unless
-    the residual, every head's ``z`` and the pre-activations computed from the weights
-    (:func:`ln2_output`, ``W_in``) all agree with the hooks. Every pass below checks its first
-    batch, so weights read wrongly, anywhere in layer 0, raise instead of giving a truth."""
+    the residual, every head's ``z`` and previous-token attention and the pre-activations
+    computed from the weights (:func:`ln2_output`, ``W_in``) all agree with the hooks on the
+    batch's first sequence. Every pass below checks its first batch, so weights read wrongly,
+    anywhere in layer 0, raise instead of giving a truth."""
     weights = as_weights(model)
-    resid, z = z_from_weights(weights, tokens)
+    mine = attention_from_weights(weights, tokens)
     if check:
-        names = ["blocks.0.hook_resid_pre", "blocks.0.attn.hook_z"]
-        hooked = run_until(model, tokens, "blocks.0.mlp.hook_pre", names=names)
-        pre = ln2_output(weights, resid, z) @ weights.W_in + weights.b_in
-        for mine, name in ((resid, names[0]), (z, names[1]), (pre, "blocks.0.mlp.hook_pre")):
-            theirs = hooked[name]
-            error = float((mine - theirs).abs().max())
-            if error > HOOK_TOLERANCE * max(float(theirs.abs().max()), 1.0):
-                raise ModelLoadError(f"Layer 0 computed from the weights is {error:.2g} away "
-                                     f"from the model's {name}: its weights are not read right.")
-    return resid, z
+        _check_against_hooks(model, tokens[:1], LayerZeroAttention(*(x[:1] for x in mine)))
+    return mine
+
+
+def _check_against_hooks(model: TransformerBridge, tokens: Int[Tensor, "1 pos"],
+                         mine: LayerZeroAttention) -> None:
+    """Raise :class:`~context_neurons.checks.ModelLoadError` unless ``mine`` (one sequence: the
+    hooked pass is the slow one) and the pre-activations from it agree with the model's hooks."""
+    weights = as_weights(model)
+    names = ["blocks.0.hook_resid_pre", "blocks.0.attn.hook_z", "blocks.0.attn.hook_pattern"]
+    hooked = run_until(model, tokens, "blocks.0.mlp.hook_pre", names=names)
+    n = torch.arange(1, tokens.shape[1], device=tokens.device)
+    pairs = {names[0]: (mine.resid, hooked[names[0]]), names[1]: (mine.z, hooked[names[1]]),
+             names[2]: (mine.previous[:, :, 1:], hooked[names[2]][:, :, n, n - 1]),
+             "blocks.0.mlp.hook_pre": (ln2_output(weights, mine.resid, mine.z) @ weights.W_in
+                                       + weights.b_in, hooked["blocks.0.mlp.hook_pre"])}
+    for name, (ours, theirs) in pairs.items():
+        error = float((ours - theirs).abs().max())
+        if error > HOOK_TOLERANCE * max(float(theirs.abs().max()), 1.0):
+            raise ModelLoadError(f"Layer 0 computed from the weights is {error:.2g} away "
+                                 f"from the model's {name}: its weights are not read right.")
 
 
 def _checked_batches(model: TransformerBridge, windows: list[Int[Tensor, " _pos"]],
                      batch_size: int, progress: bool = False) -> Iterator[tuple[
-                         Int[Tensor, "batch pos"], Tensor, Tensor, Tensor]]:
-    """Per batch of windows: the padded tokens, their lengths, ``resid`` and ``z``
+                         Int[Tensor, "batch pos"], Tensor, LayerZeroAttention]]:
+    """Per batch of windows: the padded tokens, their lengths and layer 0's attention
     (:func:`layer_zero_inputs`, the first batch checked against the hooks)."""
     for b in tqdm(range(0, len(windows), batch_size), desc="windows", disable=not progress):
         tokens, lengths = pad_windows(windows[b : b + batch_size])
         tokens = tokens.to(model.cfg.device)
-        yield (tokens, lengths, *layer_zero_inputs(model, tokens, check=b == 0))
+        yield tokens, lengths, layer_zero_inputs(model, tokens, check=b == 0)
 
 
 def donor_windows(labels: list[str]) -> list[int]:
@@ -200,10 +252,9 @@ class LayerZeroPasses:
     def run(cls, model: TransformerBridge, windows: list[Int[Tensor, " _pos"]],
             start: int = START, batch_size: int = 8, progress: bool = False) -> LayerZeroPasses:
         resid, zs, masks, reals = [], [], [], []
-        for tokens, lengths, own_resid, z in _checked_batches(model, windows, batch_size,
-                                                             progress):
-            resid.append(own_resid)
-            zs.append(z)
+        for tokens, lengths, layer in _checked_batches(model, windows, batch_size, progress):
+            resid.append(layer.resid)
+            zs.append(layer.z)
             masks.append(position_mask(tokens, lengths, start))
             reals.append(position_mask(tokens, lengths, 0))
         return cls(as_weights(model), resid, zs, masks, reals)
@@ -274,9 +325,9 @@ def mean_head_z(
     model: TransformerBridge, windows: list[Int[Tensor, " _pos"]], batch_size: int = 8
 ) -> Float[Tensor, "head_index d_head"]:
     """The mean ``blocks.0.attn.hook_z`` of every layer-0 head over all real positions (one
-    batch in memory at a time; :meth:`LayerZeroPasses.mean_z` for windows already passed)."""
-    batches = _checked_batches(model, windows, batch_size)
-    return _mean_z((z, position_mask(tokens, lengths, 0)) for tokens, lengths, _, z in batches)
+    batch in memory at a time; :meth:`LayerZeroPasses.mean_z` for windows already passed):
+    :func:`head_statistics`' ``mean_z``."""
+    return head_statistics(model, windows, batch_size=batch_size).mean_z
 
 
 def _mean_z(batches: Iterable[tuple[Tensor, Tensor]]) -> Float[Tensor, "head_index d_head"]:
@@ -473,17 +524,35 @@ def previous_token_attention(
     batch_size: int = 8,
 ) -> Float[Tensor, " head_index"]:
     """Each layer-0 head's mean attention from position ``n`` to ``n - 1`` over the windows'
-    positions ``start <= n < length`` (a previous-token head puts most of its attention there)."""
-    name = "blocks.0.attn.hook_pattern"
+    positions ``start <= n < length`` (a previous-token head puts most of its attention there):
+    :func:`head_statistics`' ``previous_share``."""
+    return head_statistics(model, windows, start, batch_size).previous_share
+
+
+@dataclass(frozen=True)
+class HeadStatistics:
+    """Two layer-0 measures of every head over the same windows, from one pass."""
+
+    previous_share: Float[Tensor, " head_index"]  # mean A[n, n-1] over positions start <= n
+    mean_z: Float[Tensor, "head_index d_head"]  # mean hook_z over every real position
+
+
+@torch.no_grad()
+def head_statistics(model: TransformerBridge, windows: list[Int[Tensor, " _pos"]],
+                    start: int = START, batch_size: int = 8) -> HeadStatistics:
+    """:func:`previous_token_attention` and :func:`mean_head_z` of the windows in one pass
+    (:func:`layer_zero_inputs`, the first batch checked against ``hook_pattern`` and
+    ``hook_z``)."""
     total = torch.zeros(model.cfg.n_heads, dtype=torch.float64)
     count = 0
-    for b in range(0, len(windows), batch_size):
-        tokens, lengths = pad_windows(windows[b : b + batch_size])
-        tokens = tokens.to(model.cfg.device)
-        pattern = run_until(model, tokens, name)[name]  # [batch, head, query, key]
-        n = torch.arange(1, tokens.shape[1], device=tokens.device)
-        previous = pattern[:, :, n, n - 1]  # [batch, head, n - 1]
-        mask = position_mask(tokens, lengths, start)[:, 1:].to(previous.dtype)
-        total += torch.einsum("bhn,bn->h", previous, mask).double().cpu()
-        count += int(mask.sum())
-    return (total / max(count, 1)).float()
+
+    def z_batches() -> Iterator[tuple[Tensor, Tensor]]:  # _mean_z sums them as they come
+        nonlocal total, count
+        for tokens, lengths, layer in _checked_batches(model, windows, batch_size):
+            mask = position_mask(tokens, lengths, start)[:, 1:].to(layer.previous.dtype)
+            total += torch.einsum("bhn,bn->h", layer.previous[:, :, 1:], mask).double().cpu()
+            count += int(mask.sum())
+            yield layer.z, position_mask(tokens, lengths, 0)
+
+    mean_z = _mean_z(z_batches())
+    return HeadStatistics((total / max(count, 1)).float(), mean_z)

@@ -541,12 +541,13 @@ class HeadTaxonomy:
 
 
 def assign_group(shape: str, content_sd: float, self_z: float,
-                 previous_share: float = 0.0) -> str:
+                 previous_share: float = 0.0, previous_min: float = PREVIOUS_TOKEN_MIN) -> str:
     """A head's group from its kernel shape, content spread, self-preference and previous-token
-    share (0 leaves the previous-token rule out: v1 and v2's taxonomy, chapter 9's schemes)."""
+    share (0 leaves the previous-token rule out: v1 and v2's taxonomy, chapter 9's schemes); a
+    share of at least ``previous_min`` makes a head detokenization (a protocol passes its own)."""
     if self_z >= DUPLICATE_MIN_Z:
         return "duplicate"
-    if shape == "local" or previous_share >= PREVIOUS_TOKEN_MIN:
+    if shape == "local" or previous_share >= previous_min:
         return "detokenization"
     if shape == "slowly decaying" and content_sd <= CONTEXTUAL_MAX_CONTENT_SD:
         return "contextual"

@@ -68,25 +68,69 @@ def test_layer_zero_from_the_weights_equals_the_hooks(fold_ln):
 
 def test_layer_zero_check_refuses_weights_read_wrongly(monkeypatch):
     """Every pass checks its first batch against the hooks, up to the MLP's input: a residual,
-    a head's z or LayerNorm 2 read wrongly raises (the passes, the mean z, the bag of tokens)."""
+    a head's z or previous-token attention, or LayerNorm 2 read wrongly raises (the passes, the
+    head statistics, the bag of tokens)."""
     from context_neurons.verdict.v3_scores import bag_responses
 
     model, _ = make_small_model(seed=5, n_ctx=64)
     windows = [torch.arange(1, 60)] * 2
     act.LayerZeroPasses.run(model, windows, start=6)  # read right: no error
-    right_z, right_ln2 = act.z_from_weights, act.ln2_output
-    wrong_z = {"hook_resid_pre": lambda r, z: (r + 0.01, z), "hook_z": lambda r, z: (r, 1.01 * z)}
-    for hook, wrong in wrong_z.items():
-        monkeypatch.setattr(act, "z_from_weights", lambda w, t: wrong(*right_z(w, t)))
+    right, right_ln2 = act.attention_from_weights, act.ln2_output
+    wrong_layer = {"hook_resid_pre": lambda a: a._replace(resid=a.resid + 0.01),
+                   "hook_z": lambda a: a._replace(z=1.01 * a.z),
+                   "hook_pattern": lambda a: a._replace(previous=a.previous + 0.01)}
+    for hook, wrong in wrong_layer.items():
+        monkeypatch.setattr(act, "attention_from_weights", lambda w, t: wrong(right(w, t)))
         for run in (lambda: act.LayerZeroPasses.run(model, windows, start=6),
                     lambda: act.mean_head_z(model, windows),
+                    lambda: act.previous_token_attention(model, windows),
                     lambda: bag_responses(model, torch.tensor([3, 4]), 64, 32, 0)):
             with pytest.raises(ModelLoadError, match=hook):
                 run()
-    monkeypatch.setattr(act, "z_from_weights", right_z)
+    monkeypatch.setattr(act, "attention_from_weights", right)
     monkeypatch.setattr(act, "ln2_output", lambda w, r, z: 1.01 * right_ln2(w, r, z))
     with pytest.raises(ModelLoadError, match="hook_pre"):
         act.LayerZeroPasses.run(model, windows, start=6)
+
+
+@pytest.mark.parametrize("fold_ln", [False, True])
+def test_head_statistics_equal_the_hooked_pattern_and_z(fold_ln):
+    """The previous-token share from the weights (one pass with the mean z, on windows of several
+    lengths, padded) equals the mean of ``hook_pattern[:, :, n, n - 1]`` over ``n >= start`` from
+    the hooks, window by window; the mean z is :meth:`LayerZeroPasses.mean_z`'s."""
+    model, _ = make_small_model(seed=3, fold_ln=fold_ln, n_ctx=64, n_layers=2)
+    gen = torch.Generator().manual_seed(4)
+    windows = [torch.randint(0, 500, (n,), generator=gen) for n in (40, 64, 51)]
+    stats = act.head_statistics(model, windows, start=7, batch_size=2)
+    total, count = torch.zeros(model.cfg.n_heads, dtype=torch.float64), 0
+    for tokens in windows:
+        _, cache = model.run_with_cache(tokens[None], names_filter="blocks.0.attn.hook_pattern")
+        pattern = cache["blocks.0.attn.hook_pattern"][0]  # [head, query, key]
+        n = torch.arange(7, len(tokens))
+        total += pattern[:, n, n - 1].double().sum(-1)
+        count += len(n)
+    torch.testing.assert_close(stats.previous_share.double(), total / count, atol=1e-6, rtol=0)
+    passes = act.LayerZeroPasses.run(model, windows, start=7, batch_size=2)
+    assert torch.equal(stats.mean_z, passes.mean_z())
+
+
+def test_causal_attention_previous_share_is_the_same_on_every_path():
+    """The fused CPU kernel's log-sum-exp and the scores' own (the path every other device
+    takes) give the same attention to the previous token, and the output of
+    ``scaled_dot_product_attention``."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 20, 8, generator=gen) for _ in range(3))
+    z, previous = act.causal_attention(q, k, v, 0.3)
+    z64, previous64 = act.causal_attention(q.double(), k.double(), v.double(), 0.3)
+    pattern = torch.softmax((q.double() @ k.double().transpose(-1, -2) * 0.3).masked_fill(
+        torch.ones(20, 20, dtype=torch.bool).triu(1), float("-inf")), -1)
+    n = torch.arange(1, 20)
+    expected = torch.nn.functional.pad(pattern[:, :, n, n - 1], (1, 0))
+    torch.testing.assert_close(previous64, expected)
+    torch.testing.assert_close(previous.double(), expected, atol=1e-6, rtol=0)
+    assert torch.equal(z, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                           scale=0.3))
+    torch.testing.assert_close(z.double(), z64, atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("fold_ln", [False, True])

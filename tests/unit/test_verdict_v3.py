@@ -215,7 +215,7 @@ def test_fallback_units_come_in_confirm_order_and_drop_short_files():
     ("slowly decaying", 1.0, 4.0, 0.9, "duplicate"),  # duplicate comes first
 ])
 def test_fixed_group_order(shape, sd, z, share, expected):
-    assert fixed_group(shape, sd, z, share) == expected
+    assert fixed_group(shape, sd, z, share, PROTOCOL.previous_token_threshold) == expected
 
 
 def _taxonomy(shapes, groups, n_eff, sd, z) -> HeadTaxonomy:
@@ -237,7 +237,7 @@ def test_context_set_leaves_out_previous_token_heads_on_either_measure():
                          [0.0, 0, 0, 0, 0, 5.0])
     calibration = torch.tensor([0.44, 0.10, 0.10, 0.9, 0.05, 0.1])
     cal = torch.tensor([0.30, 0.45, 0.20, 0.9, 0.05, 0.1])
-    cs = build_context_set(taxonomy, calibration, cal)
+    cs = build_context_set(taxonomy, calibration, cal, PROTOCOL.previous_token_threshold)
     assert cs.taxonomy_contextual == (0, 1, 2)
     assert cs.fixed_contextual == (1, 2)  # head 0: previous-token on the calibration text
     assert cs.heads == (2,)  # head 1: previous-token on the CAL windows
@@ -250,6 +250,9 @@ def test_context_set_leaves_out_previous_token_heads_on_either_measure():
     assert set(report["per_head"][0]) >= {"group", "kernel_n_eff", "content_sd", "self_z",
                                           "previous_share_calibration",
                                           "previous_share_cal_windows", "in_context_set"}
+    # The threshold is the one passed (a protocol's own), not chapter 2's constant.
+    looser = build_context_set(taxonomy, calibration, cal, 0.5)
+    assert looser.heads == (0, 1, 2) and looser.threshold == 0.5
 
 
 def test_calibration_previous_share_is_the_mean_attention_to_the_previous_token(small_model):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from context_neurons.text.token_store import encode_texts
 from context_neurons.training.corpus import Doc
 
 
@@ -55,12 +56,12 @@ def pack_windows(stream: np.ndarray, n_ctx: int, eot_id: int, keep_last: bool = 
 
 
 def tokenize_documents(docs: list[Doc], tokenizer, eot_id: int) -> list[np.ndarray]:
-    """Each document as ``[EOT, tokens...]`` (int32)."""
+    """Each document as ``[EOT, tokens...]`` (int32; the ids kept on disk once computed:
+    :func:`~context_neurons.text.token_store.encode_texts`)."""
     if not docs:
         return []
-    encoded = tokenizer.backend_tokenizer.encode_batch([d.text for d in docs],
-                                                       add_special_tokens=False)
-    return [np.array([eot_id, *enc.ids], dtype=np.int32) for enc in encoded]
+    eot = np.array([eot_id], dtype=np.int32)
+    return [np.concatenate([eot, ids]) for ids in encode_texts([d.text for d in docs], tokenizer)]
 
 
 def group_short(documents: list[np.ndarray], min_tokens: int) -> list[np.ndarray]:

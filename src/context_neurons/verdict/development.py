@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
 import context_neurons.verdict.statistics as st
-from context_neurons.activations import mean_head_z
+from context_neurons.activations import head_statistics
 from context_neurons.files import write_text_whole
 from context_neurons.method import MethodValues
 from context_neurons.models.loading import bridge_from_hf, load_checkpoint
@@ -72,11 +72,12 @@ def structure_v3(model: TransformerBridge, data: V3Data, protocol: ProtocolV3,
     evaluation's ``truth.n_truth`` without the bootstrap): ``None`` without a context set."""
     start = protocol.data.window_mean_start
     cal_windows = data.pooled_cal_windows
-    heads = list(context_set(MethodValues(model), cal_windows, start).heads)
+    cal = head_statistics(model, cal_windows, start, batch_size)
+    heads = list(context_set(MethodValues(model), cal.previous_share, start,
+                             protocol.previous_token_threshold).heads)
     out = {"v3_context_heads": heads, "v3_truth": None}
     if heads:
-        mean_z = mean_head_z(model, cal_windows, batch_size)
-        measured = measure_v3(model, data, {"context": heads}, mean_z, start, batch_size,
+        measured = measure_v3(model, data, {"context": heads}, cal.mean_z, start, batch_size,
                               resample=False)
         truth = point_truth(measured, "context", protocol.truth.min_cohens_d,
                             protocol.truth.min_context_part)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from transformer_lens.model_bridge import TransformerBridge
 
-from context_neurons.activations import mean_head_z
+from context_neurons.activations import head_statistics
 from context_neurons.discovery import score_summary
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
@@ -85,7 +85,8 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
             data = gpt2_data(model.tokenizer, protocol.data)
     start = protocol.data.window_mean_start
     with timer("context set"):
-        cs = context_set(method, data.pooled_cal_windows, start)
+        cal = head_statistics(model, data.pooled_cal_windows, start, batch_size)
+        cs = context_set(method, cal.previous_share, start, v3.previous_token_threshold)
     heads = paper_heads(cs.heads, protocol.paper_claim.paper_heads)
     base = {"protocol": protocol.name, "model": identity.label, "comparable": None,
             "data": data_summary(data), "context_set": cs}
@@ -94,8 +95,7 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
         core = V3Evaluation(**base, stopped=stopped, runtime=timer.seconds)
         return GPT2Evaluation(core, identity, heads)
     with timer("forward passes: UNIGRAM means and CONFIRM windows"):
-        mean_z = mean_head_z(model, data.pooled_cal_windows, batch_size)
-        measured = measure_v3(model, data, _head_sets(cs, sensitivities), mean_z, start,
+        measured = measure_v3(model, data, _head_sets(cs, sensitivities), cal.mean_z, start,
                               batch_size, sensitivities, progress)
     distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
                                           model.cfg.d_vocab)

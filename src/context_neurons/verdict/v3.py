@@ -27,7 +27,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 import context_neurons.verdict.statistics as st
 from context_neurons import config as settings
-from context_neurons.activations import mean_head_z
+from context_neurons.activations import head_statistics
 from context_neurons.discovery import scoring_vocabulary
 from context_neurons.domain_shift import permuted_vocabulary, predict_path_shifts
 from context_neurons.method import MethodValues
@@ -288,7 +288,8 @@ def evaluate_v3(model: TransformerBridge, run: TrainingRun, protocol: ProtocolV3
     start = protocol.data.window_mean_start
     cal_windows = data.pooled_cal_windows
     with timer("context set"):
-        cs = context_set(method, cal_windows, start)
+        cal = head_statistics(model, cal_windows, start, batch_size)
+        cs = context_set(method, cal.previous_share, start, protocol.previous_token_threshold)
     base = {"protocol": protocol.name, "model": name or model_key(run),
             "comparable": comparability(run), "data": data_summary(data), "context_set": cs}
     if not cs.heads:
@@ -297,8 +298,7 @@ def evaluate_v3(model: TransformerBridge, run: TrainingRun, protocol: ProtocolV3
     if sensitivities and cs.non_local and list(cs.non_local) != list(cs.heads):
         sets["non_local"] = list(cs.non_local)
     with timer("forward passes: CAL means and CONFIRM windows"):
-        mean_z = mean_head_z(model, cal_windows, batch_size)
-        measured = measure_v3(model, data, sets, mean_z, start, batch_size, sensitivities,
+        measured = measure_v3(model, data, sets, cal.mean_z, start, batch_size, sensitivities,
                               progress)
     distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
                                           model.cfg.d_vocab)

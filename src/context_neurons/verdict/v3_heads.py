@@ -1,15 +1,16 @@
 """Protocol v3's context set (``context_set``): the non-local contextual heads.
 
 A head is in the context set iff (a) its group is ``contextual`` under chapter 2's taxonomy with
-v3's fix (a head whose *previous-token share* on the calibration text is at least 0.4 is a
-detokenization head whatever its kernel) and (b) its previous-token attention on the CAL windows
-is below 0.4 too. The fix's new order (duplicate, detokenization, contextual, miscellaneous)
+v3's fix (a head whose *previous-token share* on the calibration text is at least 0.4, the
+protocol's ``previous_token_threshold``, is a detokenization head whatever its kernel) and (b) its
+previous-token attention on the CAL windows is below 0.4 too. The fix's new order (duplicate, detokenization, contextual, miscellaneous)
 changes only heads the unchanged taxonomy calls contextual, so (a) is the taxonomy's contextual
 heads whose calibration-text share is below 0.4 (:func:`fixed_group` keeps the whole order).
 The rule itself lives in :mod:`context_neurons.taxonomy` (``assign_group``, chapter 2), which
 applies it by default since protocol v3; the column ``group`` here is the taxonomy without it
-(``previous_token_rule=False``), as v1 and v2 computed it. The calibration-text share is read
-from the hook ``blocks.0.attn.hook_pattern``, as the protocol registers it.
+(``previous_token_rule=False``), as v1 and v2 computed it. The shares are those of the hook
+``blocks.0.attn.hook_pattern``, as the protocol registers it: computed from the weights in the
+pass that gives the mean ``z`` (the first batch checked against the hook), not read from it.
 
 The non-local set (a sensitivity, no verdict) is every head whose kernel is not local and whose
 previous-token share is below 0.4 on both measures.
@@ -23,19 +24,20 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
-from context_neurons.activations import PREVIOUS_TOKEN_MIN, previous_token_attention
+from context_neurons.activations import previous_token_attention
 from context_neurons.method import MethodValues
 from context_neurons.taxonomy import HeadTaxonomy, assign_group
 from context_neurons.text.windows import calibration_tokens
 from context_neurons.verdict.results import read_json_fields
 
 
-def fixed_group(shape: str, content_sd: float, self_z: float, previous_share: float) -> str:
+def fixed_group(shape: str, content_sd: float, self_z: float, previous_share: float,
+                threshold: float) -> str:
     """A head's group in v3's order, which is chapter 2's taxonomy with the previous-token rule
     (:func:`context_neurons.taxonomy.assign_group`): duplicate (self z >= 4), detokenization
-    (local kernel or previous-token share >= 0.4), contextual (slowly decaying, content sd <= 1.5
-    nats), miscellaneous."""
-    return assign_group(shape, content_sd, self_z, previous_share)
+    (local kernel or previous-token share >= the protocol's ``threshold``), contextual (slowly
+    decaying, content sd <= 1.5 nats), miscellaneous."""
+    return assign_group(shape, content_sd, self_z, previous_share, threshold)
 
 
 def calibration_previous_share(model: TransformerBridge, start: int,
@@ -116,17 +118,16 @@ class ContextSet:
 
 
 def build_context_set(taxonomy: HeadTaxonomy, share_calibration: Float[Tensor, " head"],
-                      share_cal: Float[Tensor, " head"]) -> ContextSet:
+                      share_cal: Float[Tensor, " head"], threshold: float) -> ContextSet:
     """The context set from the taxonomy and the two previous-token measures (pure), at the
-    taxonomy's previous-token threshold (``PREVIOUS_TOKEN_MIN``, which ``fixed_group`` applies)."""
-    threshold = PREVIOUS_TOKEN_MIN
+    protocol's previous-token ``threshold`` (its ``previous_token_threshold``)."""
     table = taxonomy.table()
     measures = []
     for head in taxonomy.heads:
         row = table.loc[head]
         calibration, cal = float(share_calibration[head]), float(share_cal[head])
         fixed = fixed_group(row["kernel"], float(row["content sd"]), float(row["self z"]),
-                            calibration)
+                            calibration, threshold)
         measures.append(HeadMeasures(
             head=int(head), group=str(row["group"]), fixed_group=fixed, kernel=str(row["kernel"]),
             kernel_n_eff=float(row["n_eff"]), content_sd=float(row["content sd"]),
@@ -143,14 +144,14 @@ def build_context_set(taxonomy: HeadTaxonomy, share_calibration: Float[Tensor, "
         measures=tuple(measures), threshold=threshold)
 
 
-def context_set(method: MethodValues, cal_windows: list[Int[Tensor, " _pos"]],
-                start: int) -> ContextSet:
+def context_set(method: MethodValues, share_cal: Float[Tensor, " head"], start: int,
+                threshold: float) -> ContextSet:
     """The model's v3 context set: the taxonomy (as v2 computes it), the previous-token share on
-    the calibration text and on the CAL windows (positions ``>= start``)."""
+    the calibration text and ``share_cal``, the share on the CAL windows (positions ``>= start``:
+    :func:`~context_neurons.activations.head_statistics`, one pass with the mean ``z``)."""
     unchanged = method.taxonomy(previous_token_rule=False)  # "group": as v2 computed it
-    model = method.model
-    return build_context_set(unchanged, calibration_previous_share(model, start),
-                             previous_token_attention(model, cal_windows, start))
+    return build_context_set(unchanged, calibration_previous_share(method.model, start),
+                             share_cal, threshold)
 
 
 __all__ = ["ContextSet", "HeadMeasures", "build_context_set", "calibration_previous_share",

@@ -59,7 +59,7 @@ def bag_responses(model: TransformerBridge, tokens: Int[Tensor, " n_tokens"], le
         chunk = tokens[b : b + batch_size].long()
         sequences = chunk[:, None].repeat(1, length)
         sequences[:, 0] = bos
-        resid, z = layer_zero_inputs(model, sequences.to(model.cfg.device), check=b == 0)
+        resid, z, _ = layer_zero_inputs(model, sequences.to(model.cfg.device), check=b == 0)
         # The mean over positions commutes with W_in: LayerNorm 2's mean output, then W_in.
         normed = ln2_output(weights, resid, z)[:, start:length].double().mean(1)
         out.append((normed @ weights.W_in.double() + weights.b_in.double()).cpu())
