@@ -17,7 +17,8 @@ from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_compare import PrimaryVerdict
 from context_neurons.verdict.v3_compare import interval_text
-from context_neurons.verdict.v3_report import MODELS, Entries, model_entries
+from context_neurons.verdict.v3_models import primary_model
+from context_neurons.verdict.v3_report import Entries, model_entries
 from context_neurons.verdict.v3_result import V3Evaluation
 from context_neurons.verdict.v3_stored import stored_entry
 
@@ -128,8 +129,9 @@ def shipped_findings() -> list[Finding]:
     """Every registered model's finding from the shipped (stored) results, in the protocol's
     order; seed 0's stored result stands in for a run, so a replication says whether it
     replicates it."""
-    seed0 = stored_entry(MODELS[0])
-    return findings_of(model_entries({MODELS[0]: seed0} if seed0 is not None else {}))
+    primary = primary_model().name
+    seed0 = stored_entry(primary)
+    return findings_of(model_entries({primary: seed0} if seed0 is not None else {}))
 
 
 def findings_table(findings: list[Finding]) -> str:

@@ -1,44 +1,32 @@
 """Protocol v3's models and report (``models``, ``reporting``): which models are comparable,
-the pending ones, and the report in the protocol's order."""
+every registered model's entry (the table :mod:`.v3_models`), and the report in the protocol's
+order."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
 from context_neurons.training.summary import TrainingRun, training_run
-from context_neurons.verdict.entries import NoResult, NotEvaluated, Pending
+from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_compare import PrimaryComparison, PrimaryVerdict, bounds_text
 from context_neurons.verdict.v3_compare import interval_text, number_text
 from context_neurons.verdict.v3_heads import ContextSet
+from context_neurons.verdict.v3_models import primary_model, v3_models
 from context_neurons.verdict.v3_result import Sensitivity, V3Controls, V3Evaluation
-from context_neurons.verdict.v3_stored import PENDING_WHY, REGISTERED_DIRS, stored_entry
-from context_neurons.verdict.v3_stored import stored_words
+from context_neurons.verdict.v3_stored import stored_entry, stored_words
 from context_neurons.verdict.v3_truth import TruthSummary
 
-#: The registered models (the protocol's ``models``), in its order, and when one is comparable.
+#: When a registered model is comparable (the protocol's ``models``; the models themselves are
+#: the table :data:`~.v3_models.V3_MODELS`).
 REGISTERED = load_protocol_v3().models
-MODELS = REGISTERED.names
-PENDING = Pending("not trained")
-#: A registered model in the package, evaluated neither in this run nor stored.
-NOT_EVALUATED = NotEvaluated("`python -m context_neurons reproduce --model trained` evaluates "
-                             "seed 0; `python -m context_neurons v3` any model")
-
-
-def model_key(run: TrainingRun) -> str:
-    """The protocol's name of the model a training run describes."""
-    config = run.config
-    if config.d_model == 768 and config.n_head == 12:
-        return "gpt2-layer0-shape"
-    return f"trained-seed{config.seed}"
 
 
 def comparability(run: TrainingRun, reference: TrainingRun | None = None) -> str | None:
     """None when the model is comparable (the registered held-out fraction and the seed-0 run's
     corpus weights), else the reason (``models.comparable_when``)."""
-    reference = reference or training_run(TRAINED_DIR)
+    reference = reference or training_run(primary_model().directory)
     config = run.config
     if config.heldout_fraction != REGISTERED.heldout_fraction:
         return (f"held-out fraction {config.heldout_fraction}, not "
@@ -58,15 +46,16 @@ def model_entries(results: Entries) -> Entries:
     on a replication's result when seed 0 was evaluated in this run and neither primary
     verdict is 'not testable' (such a model can neither replicate nor contradict seed 0)."""
     out: Entries = {}
-    seed0 = results.get(MODELS[0])
+    primary = primary_model().name
+    seed0 = results.get(primary)
     seed0_primary = seed0.primary if isinstance(seed0, V3Evaluation) else None
-    for name in MODELS:
+    for model in v3_models():
+        name = model.name
         entry = results.get(name) or stored_entry(name)
         if entry is None:
-            out[name] = NOT_EVALUATED if name in REGISTERED_DIRS else PENDING_WHY.get(name,
-                                                                                     PENDING)
+            out[name] = model.without_result()
             continue
-        if isinstance(entry, V3Evaluation) and name != MODELS[0] and entry.primary \
+        if isinstance(entry, V3Evaluation) and name != primary and entry.primary \
                 and seed0_primary and PrimaryVerdict.NOT_TESTABLE not in (
                     entry.primary.verdict, seed0_primary.verdict):
             entry = replace(entry, replicates=entry.primary.verdict == seed0_primary.verdict)
@@ -171,7 +160,7 @@ def verdict_sentences_v3(models: Entries, decimals: int = 3) -> list[str]:
         if entry.stopped:
             out.append(f"{name}: context set {heads}: {entry.stopped}")
             continue
-        suffix = "" if name == MODELS[0] or entry.replicates is None else (
+        suffix = "" if name == primary_model().name or entry.replicates is None else (
             f" ({'replicates' if entry.replicates else 'does not replicate'} seed 0)")
         if entry.stored:
             out.append(f"{name}: {stored_words(entry)}")
@@ -304,8 +293,8 @@ def decomposition_readings(result: V3Evaluation) -> list[str]:
     ]
 
 
-__all__ = ["Entries", "MEANING", "MODELS", "NOT_EVALUATED", "PENDING", "REGISTERED",
+__all__ = ["Entries", "MEANING", "REGISTERED",
            "REPLICATION_COLUMNS", "baseline_records", "comparability", "decomposition_readings",
-           "detail_lines", "entries_json", "model_entries", "model_key", "replication_rows",
+           "detail_lines", "entries_json", "model_entries", "replication_rows",
            "report_lines", "sensitivity_line", "source_lines", "truth_lines",
            "verdict_sentences_v3"]
