@@ -49,7 +49,7 @@ from context_neurons.verdict.v3_heads import fixed_group
 from context_neurons.verdict.v3_label_free import adjusted_rand_index, tf_idf_features
 from context_neurons.verdict.entries import EntryStatus, NotComparable, Pending
 from context_neurons.verdict.v3_models import NOT_EVALUATED, PENDING
-from context_neurons.verdict.v3_report import model_entries
+from context_neurons.verdict.v3_stored import model_entries
 from context_neurons.verdict.v3_result import jsonable
 from context_neurons.verdict.v3_scores import bag_of_tokens, bag_responses
 from context_neurons.verdict.v3_scores import shifts_against
@@ -133,7 +133,7 @@ def test_the_table_of_registered_models_is_the_protocol_files_list_in_its_order(
     guess (a GPT-2 Small-shaped run is not the model with GPT-2 Small's layer-0 shape)."""
     from context_neurons.checks import InputError
     from context_neurons.training.summary import training_run
-    from context_neurons.verdict.v3_models import (V3_MODELS, ModelIdentity, UnregisteredModel,
+    from context_neurons.verdict.v3_models import (V3_MODELS, TrainingIdentity, UnregisteredModel,
                                                    model_key, model_names, primary_model)
 
     assert model_names() == PROTOCOL.models.names == tuple(m.name for m in V3_MODELS)
@@ -141,7 +141,7 @@ def test_the_table_of_registered_models_is_the_protocol_files_list_in_its_order(
     assert len({m.identity for m in V3_MODELS}) == len(V3_MODELS)
     for model in V3_MODELS:
         run = training_run(model.directory)
-        assert ModelIdentity.of(run) == model.identity and model_key(run) == model.name
+        assert TrainingIdentity.of(run) == model.identity and model_key(run) == model.name
         assert model.weights_kept == (model.directory / "model.safetensors").is_file()
     assert v3_stored.WEIGHTS_NOT_KEPT_DIRS == {"gpt2-layer0-shape": V3_MODELS[2].directory}
     run = training_run(V3_MODELS[2].directory)
@@ -1003,7 +1003,8 @@ def test_the_label_free_pool_writes_only_what_it_computed():
     import json
     import math
 
-    from context_neurons.verdict.v3_result import LabelFreeArm, LabelFreePool, jsonable
+    from context_neurons.verdict.v3_label_free import LabelFreePool
+    from context_neurons.verdict.v3_result import LabelFreeArm, jsonable
 
     described = dict(units=3, within_cluster_ss=1.5, cluster_sizes={0: 3},
                      kept_clusters=["cluster 0"], distinctive_tokens={"cluster 0": ["a"]})
@@ -1092,7 +1093,7 @@ def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_comp
     assert models["gpt2-layer0-shape"]["stored"]["device"].startswith("cuda")  # from the GPU
     # the shipped seed-1 result, read typed, goes back to the JSON it was stored as
     stored = json.loads((TRAINED_SEED1_DIR / "verdict-v3.json").read_text())
-    entries = v3_report.entries_json(v3_report.model_entries({}))
+    entries = v3_stored.entries_json(model_entries({}))
     assert entries["trained-seed1"] == {**stored["result"], "stored": {
         k: v for k, v in stored.items() if k != "result"}}
 

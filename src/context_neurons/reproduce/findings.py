@@ -18,9 +18,8 @@ from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_compare import PrimaryVerdict
 from context_neurons.verdict.v3_compare import interval_text
 from context_neurons.verdict.v3_models import primary_model
-from context_neurons.verdict.v3_report import Entries, model_entries
 from context_neurons.verdict.v3_result import V3Evaluation
-from context_neurons.verdict.v3_stored import stored_entry
+from context_neurons.verdict.v3_stored import Entries, model_entries, stored_entry
 
 #: How each registered model is named for a reader.
 READER_NAMES = {"trained-seed0": "trained here, seed 0 (primary)",
@@ -120,7 +119,8 @@ def finding(name: str, entry: V3Evaluation | NoResult, min_truth: int) -> Findin
 
 
 def findings_of(entries: Entries) -> list[Finding]:
-    """Each model's finding from protocol v3's entries (:func:`..verdict.v3_report.model_entries`)."""
+    """Each model's finding from protocol v3's entries
+    (:func:`..verdict.v3_stored.model_entries`)."""
     min_truth = load_protocol_v3().verdict.min_truth
     return [finding(name, entry, min_truth) for name, entry in entries.items()]
 

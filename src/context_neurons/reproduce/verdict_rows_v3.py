@@ -25,8 +25,9 @@ from context_neurons.verdict.registry import registered
 from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.v3_compare import PrimaryVerdict, interval_text
 from context_neurons.verdict.v3_models import UnregisteredModel, model_key
-from context_neurons.verdict.v3_report import Entries, baseline_records, model_entries
+from context_neurons.verdict.v3_report import baseline_records
 from context_neurons.verdict.v3_result import V3Evaluation
+from context_neurons.verdict.v3_stored import Entries, model_entries
 
 #: The row of the whole result (:mod:`~context_neurons.verdict.registry`).
 RESULT_KEY = registered("v3").result_key

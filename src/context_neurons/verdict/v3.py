@@ -53,13 +53,9 @@ from context_neurons.verdict.v3_label_free import LABEL, label_free_pool
 from context_neurons.verdict.v3_result import NeuronsPermuted, NonPooledDomain, Sensitivity
 from context_neurons.verdict.v3_result import DataSummary, DomainSummary, LabelFreeArm
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation, jsonable
-from context_neurons.verdict.v3_models import model_key, registered_model
-from context_neurons.verdict.v3_report import (
-    comparability,
-    model_entries,
-)
+from context_neurons.verdict.v3_models import comparability, model_key, registered_model
 from context_neurons.verdict.v3_scores import WeightScores, bag_of_tokens_score, shifts_against
-from context_neurons.verdict.v3_stored import device_label, store_result
+from context_neurons.verdict.v3_stored import device_label, model_entries, store_result
 from context_neurons.verdict.v3_scores import weight_scores
 from context_neurons.verdict.v3_truth import (
     ConfirmMeasurements,

@@ -8,7 +8,8 @@ model first; a test holds the two equal). Every reader goes through it: the stor
 findings, the band-coverage table and the device steps. :func:`model_key` names the registered
 model a training record describes by the fields that define the model (its seed and its shape,
 with its vocabulary), matched against the table, and refuses a run that is none of them
-(:class:`UnregisteredModel`) rather than guess a name.
+(:class:`UnregisteredModel`) rather than guess a name; :func:`comparability` says whether a
+registered model's run is one the protocol compares (``models.comparable_when``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from pathlib import Path
 
 from context_neurons.checks import InputError
 from context_neurons.models.loading import TRAINED_DIR, TRAINED_SEED1_DIR
-from context_neurons.training.summary import TrainingRun
+from context_neurons.training.summary import TrainingRun, training_run
 from context_neurons.verdict.entries import NoResult, NotEvaluated, Pending
+from context_neurons.verdict.protocol import load_protocol_v3
 
 #: A registered model that is not trained, or whose result has not come back (no reason beyond).
 PENDING = Pending("not trained")
@@ -29,7 +31,7 @@ NOT_EVALUATED = NotEvaluated("`python -m context_neurons reproduce --model train
 
 
 @dataclass(frozen=True)
-class ModelIdentity:
+class TrainingIdentity:
     """What makes a training run a registered model: its seed, its layers' shape and its
     vocabulary (the model's, which a ``--tokenizer`` run does not write into its configuration).
     The held-out fraction and the corpus weights are not part of it: a registered model trained
@@ -44,7 +46,7 @@ class ModelIdentity:
     vocab_size: int
 
     @classmethod
-    def of(cls, run: TrainingRun) -> ModelIdentity:
+    def of(cls, run: TrainingRun) -> TrainingIdentity:
         """The identity of a training record."""
         config = run.config
         return cls(seed=config.seed, n_layer=config.n_layer, d_model=config.d_model,
@@ -62,7 +64,7 @@ class RegisteredModel:
     name: str
     directory: Path  # in the package: its training record, and its stored result when any
     weights_kept: bool  # False: the weights stayed on the GPU that trained it (records only)
-    identity: ModelIdentity
+    identity: TrainingIdentity
     #: Why it has no result when none is stored and its weights are not here; None: not trained.
     pending: Pending | None = None
 
@@ -79,11 +81,11 @@ _SMALL = {"n_layer": 2, "d_model": 256, "n_head": 8, "d_mlp": 1024, "n_ctx": 256
 
 #: The registered models, in the protocol file's order (the primary model first).
 V3_MODELS: tuple[RegisteredModel, ...] = (
-    RegisteredModel("trained-seed0", TRAINED_DIR, True, ModelIdentity(seed=0, **_SMALL)),
-    RegisteredModel("trained-seed1", TRAINED_SEED1_DIR, True, ModelIdentity(seed=1, **_SMALL)),
+    RegisteredModel("trained-seed0", TRAINED_DIR, True, TrainingIdentity(seed=0, **_SMALL)),
+    RegisteredModel("trained-seed1", TRAINED_SEED1_DIR, True, TrainingIdentity(seed=1, **_SMALL)),
     RegisteredModel(
         "gpt2-layer0-shape", TRAINED_DIR.with_name("gpt2-layer0-shape"), False,
-        ModelIdentity(seed=0, n_layer=2, d_model=768, n_head=12, d_mlp=3072, n_ctx=1024,
+        TrainingIdentity(seed=0, n_layer=2, d_model=768, n_head=12, d_mlp=3072, n_ctx=1024,
                       vocab_size=50257),
         Pending("no v3 result from a lent GPU (scripts/device_jobs.sh step 2, then "
                 "scripts/device_steps.py import-v3)")),
@@ -116,8 +118,9 @@ def registered_model(name: str) -> RegisteredModel | None:
 
 def model_key(run: TrainingRun) -> str:
     """The protocol's name of the registered model a training record describes: the one whose
-    :class:`ModelIdentity` it has. A run that is none of them is refused, never named by guess."""
-    identity = ModelIdentity.of(run)
+    :class:`TrainingIdentity` it has. A run that is none of them is refused, never named by
+    guess."""
+    identity = TrainingIdentity.of(run)
     found = [m.name for m in v3_models() if m.identity == identity]
     if len(found) != 1:
         raise UnregisteredModel(
@@ -127,6 +130,24 @@ def model_key(run: TrainingRun) -> str:
     return found[0]
 
 
-__all__ = ["ModelIdentity", "NOT_EVALUATED", "PENDING", "RegisteredModel", "UnregisteredModel",
-           "V3_MODELS", "model_key", "model_names", "primary_model", "registered_model",
-           "v3_models"]
+#: The protocol's ``models``, read once: when a registered model is comparable (the models
+#: themselves are the table :data:`V3_MODELS`).
+REGISTERED = load_protocol_v3().models
+
+
+def comparability(run: TrainingRun, reference: TrainingRun | None = None) -> str | None:
+    """None when the model is comparable (the registered held-out fraction and the seed-0 run's
+    corpus weights), else the reason (``models.comparable_when``)."""
+    reference = reference or training_run(primary_model().directory)
+    config = run.config
+    if config.heldout_fraction != REGISTERED.heldout_fraction:
+        return (f"held-out fraction {config.heldout_fraction}, not "
+                f"{REGISTERED.heldout_fraction}")
+    if config.corpus_weights != reference.config.corpus_weights:
+        return "corpus weights differ from the seed-0 run's"
+    return None
+
+
+__all__ = ["NOT_EVALUATED", "PENDING", "REGISTERED", "RegisteredModel", "TrainingIdentity",
+           "UnregisteredModel", "V3_MODELS", "comparability", "model_key", "model_names",
+           "primary_model", "registered_model", "v3_models"]

@@ -1,72 +1,18 @@
-"""Protocol v3's models and report (``models``, ``reporting``): which models are comparable,
-every registered model's entry (the table :mod:`.v3_models`), and the report in the protocol's
-order."""
+"""Protocol v3's report (``reporting``): every registered model's entry (:func:`.v3_stored.
+model_entries`) in words, in the protocol's order: the report's lines, the verdict sentences,
+the replication table and the readings."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from context_neurons.printing import fixed
-from context_neurons.training.summary import TrainingRun, training_run
 from context_neurons.verdict.entries import NoResult
-from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_compare import PrimaryComparison, PrimaryVerdict, bounds_text
 from context_neurons.verdict.v3_compare import interval_text, number_text
 from context_neurons.verdict.v3_heads import ContextSet
-from context_neurons.verdict.v3_models import primary_model, v3_models
+from context_neurons.verdict.v3_models import primary_model
 from context_neurons.verdict.v3_result import Sensitivity, V3Controls, V3Evaluation
-from context_neurons.verdict.v3_stored import stored_entry, stored_words
+from context_neurons.verdict.v3_stored import Entries, stored_words
 from context_neurons.verdict.v3_truth import TruthSummary
-
-#: When a registered model is comparable (the protocol's ``models``; the models themselves are
-#: the table :data:`~.v3_models.V3_MODELS`).
-REGISTERED = load_protocol_v3().models
-
-
-def comparability(run: TrainingRun, reference: TrainingRun | None = None) -> str | None:
-    """None when the model is comparable (the registered held-out fraction and the seed-0 run's
-    corpus weights), else the reason (``models.comparable_when``)."""
-    reference = reference or training_run(primary_model().directory)
-    config = run.config
-    if config.heldout_fraction != REGISTERED.heldout_fraction:
-        return (f"held-out fraction {config.heldout_fraction}, not "
-                f"{REGISTERED.heldout_fraction}")
-    if config.corpus_weights != reference.config.corpus_weights:
-        return "corpus weights differ from the seed-0 run's"
-    return None
-
-
-#: Every registered model's entry: its result, or why it has none (:mod:`.entries`).
-Entries = dict[str, "V3Evaluation | NoResult"]
-
-
-def model_entries(results: Entries) -> Entries:
-    """Every registered model: its result in this run, else its stored result (``stored``
-    set, :mod:`.v3_stored`), else why it has none (never left out), with ``replicates`` set
-    on a replication's result when seed 0 was evaluated in this run and neither primary
-    verdict is 'not testable' (such a model can neither replicate nor contradict seed 0)."""
-    out: Entries = {}
-    primary = primary_model().name
-    seed0 = results.get(primary)
-    seed0_primary = seed0.primary if isinstance(seed0, V3Evaluation) else None
-    for model in v3_models():
-        name = model.name
-        entry = results.get(name) or stored_entry(name)
-        if entry is None:
-            out[name] = model.without_result()
-            continue
-        if isinstance(entry, V3Evaluation) and name != primary and entry.primary \
-                and seed0_primary and PrimaryVerdict.NOT_TESTABLE not in (
-                    entry.primary.verdict, seed0_primary.verdict):
-            entry = replace(entry, replicates=entry.primary.verdict == seed0_primary.verdict)
-        out[name] = entry
-    return out
-
-
-def entries_json(models: Entries) -> dict[str, dict | str]:
-    """:func:`model_entries`' value as JSON."""
-    return {name: entry.to_json() for name, entry in models.items()}
-
 
 def _heads_line(cs: ContextSet) -> str:
     return (f"context set {list(cs.heads)} (taxonomy contextual {list(cs.taxonomy_contextual)}, "
@@ -293,8 +239,7 @@ def decomposition_readings(result: V3Evaluation) -> list[str]:
     ]
 
 
-__all__ = ["Entries", "MEANING", "REGISTERED",
-           "REPLICATION_COLUMNS", "baseline_records", "comparability", "decomposition_readings",
-           "detail_lines", "entries_json", "model_entries", "replication_rows",
+__all__ = ["MEANING", "REPLICATION_COLUMNS", "baseline_records", "decomposition_readings",
+           "detail_lines", "replication_rows",
            "report_lines", "sensitivity_line", "source_lines", "truth_lines",
            "verdict_sentences_v3"]

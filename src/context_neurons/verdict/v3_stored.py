@@ -1,6 +1,7 @@
 """Protocol v3's stored results: a replication's evaluation, written once by the v3 command beside
 the model it judges, and read back only while the model and the protocol are the ones it was
-computed from.
+computed from; and every registered model's entry (:func:`model_entries`): its result in this
+run, else its stored result, else why it has none.
 
 A registered replication (the seed-1 model) takes about four minutes of v3 on one core, too long
 to run again on every page and in CI, so ``python -m context_neurons v3 --model DIR
@@ -31,10 +32,12 @@ import torch
 
 from context_neurons.files import write_text_whole
 from context_neurons.text.dataset import digest
-from context_neurons.verdict.entries import StaleStored
+from context_neurons.verdict.entries import NoResult, StaleStored
 from context_neurons.verdict.protocol import PROTOCOL_V3_FILE, protocol_file
+from context_neurons.verdict.v3_compare import PrimaryVerdict
 from context_neurons.verdict.v3_data import CONFIRM_MANIFEST_FILE
-from context_neurons.verdict.v3_models import V3_MODELS, registered_model
+from context_neurons.verdict.v3_models import V3_MODELS, primary_model, registered_model
+from context_neurons.verdict.v3_models import v3_models
 from context_neurons.verdict.v3_result import V3Evaluation
 
 STORED_FILE = "verdict-v3.json"
@@ -109,5 +112,37 @@ def stored_words(entry: V3Evaluation) -> str:
             f"{stored['versions']['torch']}{where}){kept}")
 
 
-__all__ = ["STORED_FILE", "WEIGHTS_NOT_KEPT_DIRS",
+#: Every registered model's entry: its result, or why it has none (:mod:`.entries`).
+Entries = dict[str, "V3Evaluation | NoResult"]
+
+
+def model_entries(results: Entries) -> Entries:
+    """Every registered model: its result in this run, else its stored result (``stored``
+    set, :mod:`.v3_stored`), else why it has none (never left out), with ``replicates`` set
+    on a replication's result when seed 0 was evaluated in this run and neither primary
+    verdict is 'not testable' (such a model can neither replicate nor contradict seed 0)."""
+    out: Entries = {}
+    primary = primary_model().name
+    seed0 = results.get(primary)
+    seed0_primary = seed0.primary if isinstance(seed0, V3Evaluation) else None
+    for model in v3_models():
+        name = model.name
+        entry = results.get(name) or stored_entry(name)
+        if entry is None:
+            out[name] = model.without_result()
+            continue
+        if isinstance(entry, V3Evaluation) and name != primary and entry.primary \
+                and seed0_primary and PrimaryVerdict.NOT_TESTABLE not in (
+                    entry.primary.verdict, seed0_primary.verdict):
+            entry = replace(entry, replicates=entry.primary.verdict == seed0_primary.verdict)
+        out[name] = entry
+    return out
+
+
+def entries_json(models: Entries) -> dict[str, dict | str]:
+    """:func:`model_entries`' value as JSON."""
+    return {name: entry.to_json() for name, entry in models.items()}
+
+
+__all__ = ["Entries", "STORED_FILE", "WEIGHTS_NOT_KEPT_DIRS", "entries_json", "model_entries",
            "device_label", "provenance", "store_result", "stored_entry", "stored_words"]
