@@ -165,6 +165,14 @@ def test_verdict_imports_go_down_its_layers():
     assert not stale, f"these exceptions no longer import what they name: {stale}"
 
 
+def test_the_design_page_lists_the_verdict_layers():
+    page = (PACKAGE.parents[1] / "book" / "reference" / "design.md").read_text()
+    table = page[page.index("Inside `verdict`"):]
+    listed = {name: int(layer) for layer, names in re.findall(r"^\| (\d) \| ([^|]+) \|", table, re.M)
+              for name in re.findall(r"`(\w+)`", names)}
+    assert listed == VERDICT_LAYERS
+
+
 def test_the_verdict_layer_check_finds_a_lower_module_importing_a_higher_one():
     imports = {"protocol": [("v3_report", 7)], "v3_report": [("protocol", 3)],
                "v3_compare": [("statistics", 5), ("v3_stored", 9)]}
