@@ -168,8 +168,8 @@ def test_verdict_imports_go_down_its_layers():
 def test_the_design_page_lists_the_verdict_layers():
     page = (PACKAGE.parents[1] / "book" / "reference" / "design.md").read_text()
     table = page[page.index("Inside `verdict`"):]
-    listed = {name: int(layer) for layer, names in re.findall(r"^\| (\d) \| ([^|]+) \|", table, re.M)
-              for name in re.findall(r"`(\w+)`", names)}
+    rows = re.findall(r"^\| (\d) \| ([^|]+) \|", table, re.M)
+    listed = {name: int(layer) for layer, names in rows for name in re.findall(r"`(\w+)`", names)}
     assert listed == VERDICT_LAYERS
 
 
