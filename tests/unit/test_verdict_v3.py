@@ -808,6 +808,43 @@ def test_tf_idf_features_follow_the_registered_recipe():
 # ----------------------------------------------------------------------------------------------
 
 
+def test_a_run_protocol_v3_does_not_register_is_refused_never_named_by_guess(monkeypatch,
+                                                                            tmp_path):
+    """A trained run that is none of the registered models (here seed 7): the v3 command
+    refuses it before loading the model, and the main job's v3 rows say why, with every
+    registered model's stored entry still shown (issue 51: it was named 'trained-seed7' and
+    then left out of the models' table)."""
+    import math
+    import shutil
+
+    from context_neurons.checks import InputError
+    from context_neurons.method import MethodValues
+    from context_neurons.models import load_model
+    from context_neurons.models.loading import TRAINED_SEED1_DIR
+    from context_neurons.reproduce.verdict_rows_v3 import KEYS, v3_rows
+    from context_neurons.training.summary import training_run
+    from context_neurons.verdict import v3
+    from context_neurons.verdict.v3_models import model_names
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    folder = tmp_path / "seed7"
+    shutil.copytree(TRAINED_SEED1_DIR, folder, ignore=shutil.ignore_patterns("verdict-v3.json"))
+    record = json.loads((folder / "training.json").read_text())
+    record["seed"] = record["config"]["seed"] = 7
+    (folder / "training.json").write_text(json.dumps(record))
+    monkeypatch.setattr(v3, "load_model", no_load)
+    with pytest.raises(InputError, match="seed 7.*not a model protocol v3 registers"):
+        v3.run(str(folder))
+    loaded = load_model("trained")
+    rows = v3_rows(loaded, training_run(folder), MethodValues(loaded.model))
+    assert [r.key for r in rows] == [*KEYS, "discovery_models_v3"]
+    assert all(math.isnan(r.value) and "not a model protocol v3 registers" in r.label
+               for r in rows[:-1])
+    assert tuple(rows[-1].value) == model_names()
+
+
 def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
     """Online (no corpora), protocol v3's rows are there, NaN, with the reason: never left out."""
     import math
