@@ -95,8 +95,9 @@ def truth_lines(entry: V3Evaluation) -> list[str]:
 
 
 def verdict_sentences_v3(models: Entries, decimals: int = 3) -> list[str]:
-    """Protocol v3's verdicts in words: for each registered model (:func:`.v3_stored.model_entries`), its
-    context set, truth, primary verdict and secondary verdicts, or why it has none."""
+    """Protocol v3's verdicts in words: for each registered model
+    (:func:`.v3_stored.model_entries`), its context set, truth, primary verdict and secondary
+    verdicts, or why it has none."""
     out = []
     for name, entry in models.items():
         if isinstance(entry, NoResult):
