@@ -226,19 +226,21 @@ def import_v3(run_dir: Path, command: str, into: Path | None) -> Path:
     import datetime
 
     from context_neurons.training.summary import training_run
-    from context_neurons.verdict.v3_report import model_key
-    from context_neurons.verdict.v3_stored import WEIGHTS_NOT_KEPT_DIRS, device_label, store_result
+    from context_neurons.verdict.v3_models import model_key, registered_model, v3_models
+    from context_neurons.verdict.v3_stored import device_label, store_result
 
     run = training_run(run_dir)
     key = model_key(run)
-    if key not in WEIGHTS_NOT_KEPT_DIRS:
+    model = registered_model(key)
+    if model.weights_kept:
+        on_device = ", ".join(m.name for m in v3_models() if not m.weights_kept)
         raise SystemExit(f"{run_dir} is {key}, not a registered model whose weights stay on the "
-                         f"device ({', '.join(WEIGHTS_NOT_KEPT_DIRS)})")
+                         f"device ({on_device})")
     out_file = run_dir / "verdict-v3.json"
     entry = json.loads(out_file.read_text())["models"][key]
     if isinstance(entry, str):
         raise SystemExit(f"{out_file} has no result for {key}: {entry}")
-    into = into or WEIGHTS_NOT_KEPT_DIRS[key]
+    into = into or model.directory
     into.mkdir(parents=True, exist_ok=True)
     for name in RECORD_FILES:
         shutil.copyfile(run_dir / name, into / name)

@@ -39,6 +39,28 @@ LAYERS: dict[str, int] = {
     "gallery": 11, "interactive": 11,
     "reproduce": 12, "book": 12, "commands": 13, "__main__": 13, "__init__": 13,
 }
+#: Layer of each module inside ``verdict`` (issue 51): a module imports only from layers <= its
+#: own. 0: the protocols' files and their typed constants (the registry, each file read once, the
+#: typed entries of a model without a result, protocol v3's table of registered models, how a
+#: result is written, the statistics the rules name); 1: the computation (data, head sets, truth,
+#: scores and baselines, the comparison, the controls, the label-free arm, the paper's claim);
+#: 2: the typed results, and the stored ones with every registered model's entry; 3: a protocol's
+#: whole run (v1 and v2's ``evaluate``, ``v3``, ``gpt2``); 4: the reports and the entry points.
+VERDICT_LAYERS: dict[str, int] = {
+    "registry": 0, "protocol": 0, "protocols": 0, "gpt2_protocol": 0, "entries": 0,
+    "formatting": 0, "statistics": 0, "v3_models": 0,
+    "data": 1, "v3_data": 1, "gpt2_data": 1, "v3_heads": 1, "v3_truth": 1, "v3_scores": 1,
+    "bag_closed_form": 1, "v3_compare": 1, "v3_label_free": 1, "planted": 1, "paper_claim": 1,
+    "results": 2, "v3_result": 2, "gpt2_result": 2, "v3_stored": 2,
+    "evaluate": 3, "v3": 3, "gpt2": 3,
+    "v3_report": 4, "development": 4, "__init__": 4,
+}
+#: ``(module, imported)`` inside ``verdict`` that break :data:`VERDICT_LAYERS`, each with why.
+#: None today: ``read_json_fields`` moved from ``results`` to ``formatting``, ``LabelFreePool``
+#: from ``v3_result`` to ``v3_label_free``, ``comparability`` from ``v3_report`` to
+#: ``v3_models`` and ``model_entries`` to ``v3_stored``, so that no lower module imports a
+#: higher one.
+VERDICT_EXCEPTIONS: dict[tuple[str, str], str] = {}
 #: From this many unrelated groups of definitions (:func:`question_groups`), a module holds several
 #: questions; every module is checked, whatever its length (the token windows of ``text.windows``,
 #: three groups for the calibration text, the domains and the look-ups, are one question: which
@@ -101,6 +123,64 @@ def test_imports_go_down_the_layers():
                 wrong.append(f"{name} (layer {LAYERS[top(name)]}) imports {imported} "
                              f"(layer {LAYERS[top(imported)]}), line {node.lineno}")
     assert not wrong, "\n".join(wrong)
+
+
+def inner_imports(package: str) -> dict[str, list[tuple[str, int]]]:
+    """For each module of a subpackage (its name inside it, ``__init__`` for its face), the
+    modules of the same subpackage it imports, with the line."""
+    def inner(name: str) -> str:
+        return name.split(".", 1)[1] if "." in name else "__init__"
+
+    return {inner(name): [(inner(imported), node.lineno)
+                          for imported, node, _ in package_imports(path)
+                          if top(imported) == package and imported != name]
+            for name, path in modules().items() if top(name) == package}
+
+
+def layer_violations(package: str, layers: dict[str, int],
+                     imports: dict[str, list[tuple[str, int]]],
+                     exceptions: dict[tuple[str, str], str]) -> list[str]:
+    """Each import of a higher layer (:data:`VERDICT_LAYERS`) not among ``exceptions``."""
+    return [f"{package}.{name} (layer {layers[name]}) imports {package}.{imported} "
+            f"(layer {layers[imported]}), line {line}"
+            for name, found in imports.items() for imported, line in found
+            if layers[imported] > layers[name] and (name, imported) not in exceptions]
+
+
+def test_every_verdict_module_has_a_layer():
+    inside = set(inner_imports("verdict"))
+    assert inside == set(VERDICT_LAYERS), (
+        f"add to VERDICT_LAYERS (and to book/reference/design.md): "
+        f"{sorted(inside - set(VERDICT_LAYERS))}; remove: {sorted(set(VERDICT_LAYERS) - inside)}")
+
+
+def test_verdict_imports_go_down_its_layers():
+    """Inside ``verdict``: protocol files and constants, then the computation, then the results,
+    then a protocol's whole run, then the reports; a lower module never imports a higher one."""
+    wrong = layer_violations("verdict", VERDICT_LAYERS, inner_imports("verdict"),
+                             VERDICT_EXCEPTIONS)
+    assert not wrong, "\n".join(wrong)
+    imports = inner_imports("verdict")
+    stale = [pair for pair in VERDICT_EXCEPTIONS if pair[1] not in {i for i, _ in imports[pair[0]]}]
+    assert not stale, f"these exceptions no longer import what they name: {stale}"
+
+
+def test_the_design_page_lists_the_verdict_layers():
+    page = (PACKAGE.parents[1] / "book" / "reference" / "design.md").read_text()
+    table = page[page.index("Inside `verdict`"):]
+    rows = re.findall(r"^\| (\d) \| ([^|]+) \|", table, re.M)
+    listed = {name: int(layer) for layer, names in rows for name in re.findall(r"`(\w+)`", names)}
+    assert listed == VERDICT_LAYERS
+
+
+def test_the_verdict_layer_check_finds_a_lower_module_importing_a_higher_one():
+    imports = {"protocol": [("v3_report", 7)], "v3_report": [("protocol", 3)],
+               "v3_compare": [("statistics", 5), ("v3_stored", 9)]}
+    assert layer_violations("verdict", VERDICT_LAYERS, imports, {}) == [
+        "verdict.protocol (layer 0) imports verdict.v3_report (layer 4), line 7",
+        "verdict.v3_compare (layer 1) imports verdict.v3_stored (layer 2), line 9"]
+    excepted = {("protocol", "v3_report"): "a reason"}
+    assert len(layer_violations("verdict", VERDICT_LAYERS, imports, excepted)) == 1
 
 
 def test_no_import_cycle():
@@ -237,16 +317,52 @@ def finding_subject(source: str, group: list[str]) -> str | None:
     return ast.unparse(arguments[0].annotation)
 
 
+#: What a reporter's annotation says it returns: words for a reader.
+WORDS = ("str", "list[str]")
+#: Annotations that name a kind of container, not a subject: a function of one turns any text or
+#: mapping into words (``printing.nested_lines``), it does not report on an object.
+NOT_SUBJECTS = ("Any", "Iterable", "Mapping", "Path", "Sequence")
+
+
+def reporter_subject(node: ast.AST) -> str | None:
+    """What a *reporter* reports on, or ``None`` when ``node`` is not one.
+
+    A reporter is a public function annotated to return words (:data:`WORDS`): a sentence or the
+    lines a chapter or a command prints (``truth_lines(entry: V3Evaluation) -> list[str]``). Its
+    subject is the annotation of its first parameter (``V3Evaluation``): a type of the package's
+    (a capitalised name), not a builtin (``str``) nor a container (:data:`NOT_SUBJECTS`).
+    """
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith("_"):
+        return None
+    arguments = node.args.posonlyargs + node.args.args
+    if node.returns is None or ast.unparse(node.returns) not in WORDS or not arguments \
+            or arguments[0].annotation is None:
+        return None
+    subject = ast.unparse(arguments[0].annotation)
+    return subject if subject[:1].isupper() and subject not in NOT_SUBJECTS else None
+
+
 def question_groups(source: str) -> list[list[str]]:
     """:func:`definition_groups`, with the findings about one subject (:func:`finding_subject`)
-    joined into one group.
+    joined into one group, and the reporters (:func:`reporter_subject`) counted by subject.
 
     A finding names nothing else by design (each of a chapter's sections states its own), so
     findings never link; but the findings a module reads off one object answer one question, what
     that object shows (chapter 2's findings, each read off one ``HeadTaxonomy``). Findings about
     different subjects stay apart, and a study (anything larger than a class and its builder) is
     never joined.
+
+    A reporter that names no other definition and is named by none would be a group of one, left
+    out: a module of unrelated reporters would count as no question at all (issue 51). So a
+    reporter alone is a group of its own, and the groups holding reporters about one subject are
+    joined (what one object says is one question); reporters about different subjects are as
+    many questions.
     """
+    tree = ast.parse(source)
+    defs = {node.name: node for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    named = {n.id for name, node in defs.items() for n in ast.walk(node)
+             if isinstance(n, ast.Name) and n.id != name}
     groups, findings = [], {}
     for group in definition_groups(source):
         subject = finding_subject(source, group)
@@ -254,7 +370,18 @@ def question_groups(source: str) -> list[list[str]]:
             groups.append(group)
         else:
             findings.setdefault(subject, []).extend(group)
-    return groups + [sorted(group) for group in findings.values()]
+    grouped = {name for group in groups for name in group}
+    groups += [[name] for name, node in defs.items()
+               if name not in grouped and name not in named and reporter_subject(node)]
+    joined: list[tuple[set[str], set[str]]] = []  # (names, the subjects of their reporters)
+    for group in groups:
+        names = set(group)
+        subjects = {reporter_subject(defs[name]) for name in group} - {None}
+        for other in [j for j in joined if j[1] & subjects]:
+            joined.remove(other)
+            names, subjects = names | other[0], subjects | other[1]
+        joined.append((names, subjects))
+    return [sorted(names) for names, _ in joined] + [sorted(group) for group in findings.values()]
 
 
 def test_question_groups_join_findings_about_one_subject():
@@ -271,6 +398,32 @@ def test_question_groups_join_findings_about_one_subject():
         "class A:\n    def findings(self): return []", "def a(x: Taxonomy): return A()",
         "class B: pass", "def b(x: Taxonomy) -> B: return B()"])
     assert question_groups(not_findings) == [["A", "a"], ["B", "b"]]
+
+
+def test_question_groups_count_unrelated_reporters_as_several_questions():
+    """Issue 51: a module of reporters that never name each other is not 'no question': the
+    reporters about one subject are one question, those about another a second."""
+    reporter = "def {0}(x: {1}) -> list[str]: return []"
+    unrelated = "\n".join([reporter.format("verdict_lines", "Evaluation"),
+                           reporter.format("replication_table", "Entries"),
+                           reporter.format("band_lines", "CertifiedBand"),
+                           reporter.format("truth_lines", "Evaluation")])
+    assert definition_groups(unrelated) == []  # each alone: left out before
+    assert sorted(question_groups(unrelated)) == [["band_lines"], ["replication_table"],
+                                                  ["truth_lines", "verdict_lines"]]
+    # a group holding a reporter takes the reporters alone about the same subject
+    study = "\n".join(["def _line(x): return ''",
+                       "def sentences(r: Evaluation) -> list[str]: return [_line(r)]",
+                       reporter.format("readings", "Evaluation"),
+                       "def helper(): return 1", "def other() -> str: return str(helper())"])
+    assert sorted(question_groups(study)) == [["_line", "readings", "sentences"],
+                                              ["helper", "other"]]
+    many = "\n".join(reporter.format(f"r{i}", f"Subject{i}") for i in range(MAX_GROUPS))
+    assert len(question_groups(many)) >= MAX_GROUPS  # would fail the module check below
+    # not reporters: private, unannotated, about a builtin or a container, or not returning words
+    assert question_groups("def _a(x: A) -> str: return ''\ndef b(x) -> str: return ''\n"
+                           "def c(x: C) -> dict: return {}\ndef d(x: str) -> str: return x\n"
+                           "def e(x: Mapping) -> list[str]: return []") == []
 
 
 def test_every_module_answers_one_question():

@@ -48,7 +48,8 @@ from context_neurons.verdict.v3_heads import build_context_set, calibration_prev
 from context_neurons.verdict.v3_heads import fixed_group
 from context_neurons.verdict.v3_label_free import adjusted_rand_index, tf_idf_features
 from context_neurons.verdict.entries import EntryStatus, NotComparable, Pending
-from context_neurons.verdict.v3_report import NOT_EVALUATED, PENDING, model_entries
+from context_neurons.verdict.v3_models import NOT_EVALUATED, PENDING
+from context_neurons.verdict.v3_stored import model_entries
 from context_neurons.verdict.v3_result import jsonable
 from context_neurons.verdict.v3_scores import bag_of_tokens, bag_responses
 from context_neurons.verdict.v3_scores import shifts_against
@@ -123,9 +124,34 @@ def test_the_registered_models_and_when_one_is_comparable_are_read_from_the_file
     assert models[PROTOCOL.models.names[0]]["role"] == "primary"
     assert "heldout_fraction 0.15 " in models["comparable_when"]
     assert PROTOCOL.document["data"]["inventory"]["heldout_fraction"] == 0.15
-    assert v3_report.MODELS == PROTOCOL.models.names
-    named = {*v3_stored.REGISTERED_DIRS, *v3_stored.WEIGHTS_NOT_KEPT_DIRS, *v3_stored.PENDING_WHY}
-    assert named <= set(PROTOCOL.models.names)
+
+
+def test_the_table_of_registered_models_is_the_protocol_files_list_in_its_order():
+    """Issue 51: one typed table names the registered models (:data:`V3_MODELS`), in the order
+    of the protocol file's ``models``; each shipped directory's training record is identified
+    as its own model, and a run the protocol does not register is refused, never named by
+    guess (a GPT-2 Small-shaped run is not the model with GPT-2 Small's layer-0 shape)."""
+    from context_neurons.checks import InputError
+    from context_neurons.training.summary import training_run
+    from context_neurons.verdict.v3_models import (V3_MODELS, TrainingIdentity, UnregisteredModel,
+                                                   model_key, model_names, primary_model)
+
+    assert model_names() == PROTOCOL.models.names == tuple(m.name for m in V3_MODELS)
+    assert primary_model().name == PROTOCOL.models.names[0]
+    assert len({m.identity for m in V3_MODELS}) == len(V3_MODELS)
+    for model in V3_MODELS:
+        run = training_run(model.directory)
+        assert TrainingIdentity.of(run) == model.identity and model_key(run) == model.name
+        assert model.weights_kept == (model.directory / "model.safetensors").is_file()
+    assert v3_stored.WEIGHTS_NOT_KEPT_DIRS == {"gpt2-layer0-shape": V3_MODELS[2].directory}
+    run = training_run(V3_MODELS[2].directory)
+    small = replace(run, config=replace(run.config, n_layer=12))  # GPT-2 Small's own shape
+    with pytest.raises(UnregisteredModel, match="not a model protocol v3 registers"):
+        model_key(small)
+    seed0 = training_run(V3_MODELS[0].directory)
+    seed2 = replace(seed0, config=replace(seed0.config, seed=2))  # once named trained-seed2
+    with pytest.raises(InputError, match="seed 2"):
+        model_key(seed2)
 
 
 def test_a_registered_number_the_words_do_not_hold_stops_with_a_data_error():
@@ -548,18 +574,14 @@ def test_unit_draws_and_neuron_draws_use_separate_generators():
 
 
 def test_pending_models_are_named_never_left_out(monkeypatch, tmp_path):
-    from context_neurons.verdict import v3_stored
-
-    monkeypatch.setattr(v3_stored, "REGISTERED_DIRS", {"trained-seed1": tmp_path / "none"})
-    monkeypatch.setattr(v3_stored, "WEIGHTS_NOT_KEPT_DIRS",
-                        {"gpt2-layer0-shape": tmp_path / "none"})
-    monkeypatch.setattr(v3_report, "REGISTERED_DIRS", v3_stored.REGISTERED_DIRS)
+    _table_with(monkeypatch, directory={"trained-seed1": tmp_path / "none",
+                                        "gpt2-layer0-shape": tmp_path / "none"})
     seed0 = v3_case(primary=primary_case(verdict=PrimaryVerdict.NO_DIFFERENCE))
     out = model_entries({"trained-seed0": seed0})
     assert out["trained-seed1"] == NOT_EVALUATED  # in the package, but no result here
     assert isinstance(out["gpt2-layer0-shape"], Pending)
     assert str(out["gpt2-layer0-shape"]).startswith("pending: no v3 result from a lent GPU")
-    monkeypatch.setattr(v3_report, "PENDING_WHY", {})
+    _table_with(monkeypatch, pending={"gpt2-layer0-shape": None})
     assert model_entries({"trained-seed0": seed0})["gpt2-layer0-shape"] == PENDING
     out = model_entries({"trained-seed0": seed0, "trained-seed1": v3_case(
         primary=primary_case(verdict=PrimaryVerdict.ADDS_SOMETHING))})
@@ -605,6 +627,17 @@ def test_verdicts_are_enums_whose_words_print_and_read_back_unchanged():
     assert sensitivity.verdict is None  # a sensitivity: no verdict
 
 
+def _table_with(monkeypatch, directory: dict | None = None, pending: dict | None = None) -> None:
+    """Stand a table of registered models in for :data:`V3_MODELS`: the same models, with the
+    ``directory`` and ``pending`` reason given here by name."""
+    from context_neurons.verdict import v3_models
+
+    directory, pending = directory or {}, pending or {}
+    monkeypatch.setattr(v3_models, "V3_MODELS", tuple(
+        replace(m, directory=directory.get(m.name, m.directory),
+                pending=pending.get(m.name, m.pending)) for m in v3_models.V3_MODELS))
+
+
 def _fake_model_dir(folder: Path, weights: bytes) -> Path:
     folder.mkdir()
     (folder / "model.safetensors").write_bytes(weights)
@@ -616,7 +649,7 @@ def test_a_stored_result_is_used_only_for_the_weights_and_protocol_it_was_comput
     from context_neurons.verdict import v3_stored
 
     folder = _fake_model_dir(tmp_path / "seed1", b"weights")
-    monkeypatch.setattr(v3_stored, "REGISTERED_DIRS", {"trained-seed1": folder})
+    _table_with(monkeypatch, directory={"trained-seed1": folder})
     entry = v3_case(model="trained-seed1",
                     primary=primary_case(verdict=PrimaryVerdict.ADDS_SOMETHING))
     path = v3_stored.store_result(folder, "trained-seed1", entry.to_json(),
@@ -636,8 +669,7 @@ def test_a_stored_result_is_used_only_for_the_weights_and_protocol_it_was_comput
     stale = v3_stored.stored_entry("trained-seed1")
     assert stale.status == EntryStatus.STALE and "python -m x" in stale.reason
     assert str(stale).startswith("stored result not used: weights changed")
-    monkeypatch.setattr(v3_stored, "WEIGHTS_NOT_KEPT_DIRS",
-                        {"gpt2-layer0-shape": tmp_path / "none"})
+    _table_with(monkeypatch, directory={"gpt2-layer0-shape": tmp_path / "none"})
     assert v3_stored.stored_entry("gpt2-layer0-shape") is None
 
 
@@ -652,7 +684,7 @@ def test_a_result_whose_weights_were_not_kept_is_labelled_and_checked_against_th
 
     folder = tmp_path / "gpt2"
     folder.mkdir()
-    monkeypatch.setattr(v3_stored, "WEIGHTS_NOT_KEPT_DIRS", {"gpt2-layer0-shape": folder})
+    _table_with(monkeypatch, directory={"gpt2-layer0-shape": folder})
     nan = math.nan  # an empty truth: every AUC undefined, written to JSON as null
     primary = primary_case(verdict=PrimaryVerdict.NOT_TESTABLE, score_auc=nan,
                            score_auc_ci95=[nan, nan], delta=nan, delta_ci95=[nan, nan], n_truth=0,
@@ -689,12 +721,15 @@ def test_the_shipped_gpt2_shaped_result_matches_the_protocol_and_its_training_re
     """assets/gpt2-layer0-shape: the record of the run v3 judged (scripts/device_steps.py
     import-v3 after scripts/device_jobs.sh step 2), and today's protocol."""
     from context_neurons.training.summary import training_run
-    from context_neurons.verdict.v3_stored import WEIGHTS_NOT_KEPT_DIRS, stored_entry
+    from context_neurons.verdict.v3_models import model_key, registered_model
+    from context_neurons.verdict.v3_stored import stored_entry
 
     entry = stored_entry("gpt2-layer0-shape")
     assert entry is not None and entry.status == EntryStatus.STORED, entry
-    run = training_run(WEIGHTS_NOT_KEPT_DIRS["gpt2-layer0-shape"])
-    assert v3_report.model_key(run) == entry.model == "gpt2-layer0-shape"
+    model = registered_model("gpt2-layer0-shape")
+    run = training_run(model.directory)
+    assert not model.weights_kept
+    assert model_key(run) == entry.model == "gpt2-layer0-shape"
     assert run.config.d_mlp == 3072 and entry.stored["device"].startswith("cuda")
     assert entry.stored["weights_sha256"] is None
 
@@ -776,6 +811,43 @@ def test_tf_idf_features_follow_the_registered_recipe():
 # ----------------------------------------------------------------------------------------------
 
 
+def test_a_run_protocol_v3_does_not_register_is_refused_never_named_by_guess(monkeypatch,
+                                                                            tmp_path):
+    """A trained run that is none of the registered models (here seed 7): the v3 command
+    refuses it before loading the model, and the main job's v3 rows say why, with every
+    registered model's stored entry still shown (issue 51: it was named 'trained-seed7' and
+    then left out of the models' table)."""
+    import math
+    import shutil
+
+    from context_neurons.checks import InputError
+    from context_neurons.method import MethodValues
+    from context_neurons.models import load_model
+    from context_neurons.models.loading import TRAINED_SEED1_DIR
+    from context_neurons.reproduce.verdict_rows_v3 import KEYS, v3_rows
+    from context_neurons.training.summary import training_run
+    from context_neurons.verdict import v3
+    from context_neurons.verdict.v3_models import model_names
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    folder = tmp_path / "seed7"
+    shutil.copytree(TRAINED_SEED1_DIR, folder, ignore=shutil.ignore_patterns("verdict-v3.json"))
+    record = json.loads((folder / "training.json").read_text())
+    record["seed"] = record["config"]["seed"] = 7
+    (folder / "training.json").write_text(json.dumps(record))
+    monkeypatch.setattr(v3, "load_model", no_load)
+    with pytest.raises(InputError, match="seed 7.*not a model protocol v3 registers"):
+        v3.run(str(folder))
+    loaded = load_model("trained")
+    rows = v3_rows(loaded, training_run(folder), MethodValues(loaded.model))
+    assert [r.key for r in rows] == [*KEYS, "discovery_models_v3"]
+    assert all(math.isnan(r.value) and "not a model protocol v3 registers" in r.label
+               for r in rows[:-1])
+    assert tuple(rows[-1].value) == model_names()
+
+
 def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
     """Online (no corpora), protocol v3's rows are there, NaN, with the reason: never left out."""
     import math
@@ -785,7 +857,7 @@ def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
     from context_neurons.models.loading import TRAINED_DIR
     from context_neurons.reproduce.verdict_rows_v3 import KEYS, v3_rows
     from context_neurons.training.summary import training_run
-    from context_neurons.verdict.v3_report import MODELS
+    from context_neurons.verdict.v3_models import model_names
     from context_neurons.verdict.v3_stored import stored_entry
 
     monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
@@ -797,8 +869,8 @@ def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
     # the stored results are still shown (issue 52), each labelled stored, never as this run's
     models = rows[-1]
     assert "none computed in this run" in models.label
-    assert set(models.value) == set(MODELS)
-    for name in MODELS:  # all three are stored with the package
+    assert tuple(models.value) == model_names()
+    for name in model_names():  # all three are stored with the package
         assert models.value[name]["primary verdict"] == stored_entry(name).primary_verdict
 
 
@@ -918,10 +990,10 @@ def test_every_shipped_v3_result_goes_back_to_the_json_it_was_read_from(name):
     import json
 
     from context_neurons.verdict.v3_result import V3Evaluation
-    from context_neurons.verdict.v3_stored import (REGISTERED_DIRS, STORED_FILE,
-                                                   WEIGHTS_NOT_KEPT_DIRS)
+    from context_neurons.verdict.v3_models import registered_model
+    from context_neurons.verdict.v3_stored import STORED_FILE
 
-    path = {**REGISTERED_DIRS, **WEIGHTS_NOT_KEPT_DIRS}[name] / STORED_FILE
+    path = registered_model(name).directory / STORED_FILE
     written = json.loads(path.read_text())["result"]
     typed = V3Evaluation.from_json(written)
     again = json.loads(json.dumps(typed.to_json()))
@@ -971,7 +1043,8 @@ def test_the_label_free_pool_writes_only_what_it_computed():
     import json
     import math
 
-    from context_neurons.verdict.v3_result import LabelFreeArm, LabelFreePool, jsonable
+    from context_neurons.verdict.v3_label_free import LabelFreePool
+    from context_neurons.verdict.v3_result import LabelFreeArm, jsonable
 
     described = dict(units=3, within_cluster_ss=1.5, cluster_sizes={0: 3},
                      kept_clusters=["cluster 0"], distinctive_tokens={"cluster 0": ["a"]})
@@ -1060,7 +1133,7 @@ def test_the_v3_command_writes_every_model_and_the_reason_for_one_it_cannot_comp
     assert models["gpt2-layer0-shape"]["stored"]["device"].startswith("cuda")  # from the GPU
     # the shipped seed-1 result, read typed, goes back to the JSON it was stored as
     stored = json.loads((TRAINED_SEED1_DIR / "verdict-v3.json").read_text())
-    entries = v3_report.entries_json(v3_report.model_entries({}))
+    entries = v3_stored.entries_json(model_entries({}))
     assert entries["trained-seed1"] == {**stored["result"], "stored": {
         k: v for k, v in stored.items() if k != "result"}}
 
@@ -1096,13 +1169,14 @@ def test_import_v3_brings_a_device_run_into_the_package_without_its_weights(tmp_
     import shutil
 
     from context_neurons.models.loading import TRAINED_DIR
-    from context_neurons.verdict.v3_stored import STORED_FILE, WEIGHTS_NOT_KEPT_DIRS, device_label
+    from context_neurons.verdict.v3_models import registered_model
+    from context_neurons.verdict.v3_stored import STORED_FILE, device_label
 
     spec = importlib.util.spec_from_file_location(
         "device_steps", Path(__file__).resolve().parents[2] / "scripts" / "device_steps.py")
     device_steps = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(device_steps)
-    shipped = WEIGHTS_NOT_KEPT_DIRS["gpt2-layer0-shape"]
+    shipped = registered_model("gpt2-layer0-shape").directory
     run = tmp_path / "run"
     run.mkdir()
     for name in device_steps.RECORD_FILES:

@@ -22,7 +22,8 @@ from context_neurons.files import write_text_whole
 from context_neurons.training.cli import DefaultsHelpFormatter, positive_int
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3 import run, run_directory
-from context_neurons.verdict.v3_report import entries_json, report_lines
+from context_neurons.verdict.v3_report import report_lines
+from context_neurons.verdict.v3_stored import entries_json
 
 #: The command's name under ``python -m context_neurons``, and what its help says it does.
 COMMAND = "v3"

@@ -17,9 +17,9 @@ from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_compare import PrimaryVerdict
 from context_neurons.verdict.v3_compare import interval_text
-from context_neurons.verdict.v3_report import MODELS, Entries, model_entries
+from context_neurons.verdict.v3_models import primary_model
 from context_neurons.verdict.v3_result import V3Evaluation
-from context_neurons.verdict.v3_stored import stored_entry
+from context_neurons.verdict.v3_stored import Entries, model_entries, stored_entry
 
 #: How each registered model is named for a reader.
 READER_NAMES = {"trained-seed0": "trained here, seed 0 (primary)",
@@ -119,7 +119,8 @@ def finding(name: str, entry: V3Evaluation | NoResult, min_truth: int) -> Findin
 
 
 def findings_of(entries: Entries) -> list[Finding]:
-    """Each model's finding from protocol v3's entries (:func:`..verdict.v3_report.model_entries`)."""
+    """Each model's finding from protocol v3's entries
+    (:func:`..verdict.v3_stored.model_entries`)."""
     min_truth = load_protocol_v3().verdict.min_truth
     return [finding(name, entry, min_truth) for name, entry in entries.items()]
 
@@ -128,8 +129,9 @@ def shipped_findings() -> list[Finding]:
     """Every registered model's finding from the shipped (stored) results, in the protocol's
     order; seed 0's stored result stands in for a run, so a replication says whether it
     replicates it."""
-    seed0 = stored_entry(MODELS[0])
-    return findings_of(model_entries({MODELS[0]: seed0} if seed0 is not None else {}))
+    primary = primary_model().name
+    seed0 = stored_entry(primary)
+    return findings_of(model_entries({primary: seed0} if seed0 is not None else {}))
 
 
 def findings_table(findings: list[Finding]) -> str:

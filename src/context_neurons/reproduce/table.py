@@ -20,7 +20,8 @@ from context_neurons.verdict.evaluate import verdict_sentences
 from context_neurons.verdict.gpt2_result import GPT2Evaluation
 from context_neurons.verdict.registry import PROTOCOLS
 from context_neurons.verdict.results import Evaluation
-from context_neurons.verdict.v3_report import Entries, verdict_sentences_v3
+from context_neurons.verdict.v3_report import verdict_sentences_v3
+from context_neurons.verdict.v3_stored import Entries
 
 
 def number(value: float) -> str:

@@ -24,8 +24,10 @@ from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.registry import registered
 from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.v3_compare import PrimaryVerdict, interval_text
-from context_neurons.verdict.v3_report import Entries, baseline_records, model_entries, model_key
+from context_neurons.verdict.v3_models import UnregisteredModel, model_key
+from context_neurons.verdict.v3_report import baseline_records
 from context_neurons.verdict.v3_result import V3Evaluation
+from context_neurons.verdict.v3_stored import Entries, model_entries
 
 #: The row of the whole result (:mod:`~context_neurons.verdict.registry`).
 RESULT_KEY = registered("v3").result_key
@@ -51,16 +53,17 @@ def v3_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues, progres
     protocol = load_protocol_v3()
     model = loaded.model
     try:
+        name = model_key(run)  # a trained run the protocol does not register is not judged
         data = v3_data(model.tokenizer, run, protocol)
-    except DataError as error:  # online: the held-out documents are not here
+    except (DataError, UnregisteredModel) as error:  # online: the held-out documents are absent
         return [Row(key, math.nan, f"not computed: {error}") for key in KEYS] + [
             Row("discovery_models_v3", _models(model_entries({})),
                 "every model protocol v3 registers, none computed in this run (its documents "
-                "are absent): each stored result (computed elsewhere, labelled so), or why it "
-                "has none", show="records")]
+                "are absent, or the model is not one it registers): each stored result "
+                "(computed elsewhere, labelled so), or why it has none", show="records")]
     result = evaluate_v3(model, run, protocol, data, n_resamples, progress=progress,
-                         method=method)
-    models = model_entries({model_key(run): result})
+                         method=method, name=name)
+    models = model_entries({name: result})
     cs = result.context_set
     rows = [
         Row("context_heads_v3", list(cs.heads),

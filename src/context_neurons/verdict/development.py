@@ -5,7 +5,7 @@ Protocol v1's view (:func:`structure`: the additive truth on its EVAL windows) a
 (:func:`structure_v3`: the context set on the CAL windows, the point truth on the CONFIRM
 windows). A row whose weights are not on disk keeps what it has: v3's columns computed earlier
 (under the same protocol) stay, else they are ``None`` and the step is listed in the summary
-(``v3_steps_without_weights``). A run v3 cannot compare (``v3_report.comparability``: other
+(``v3_steps_without_weights``). A run v3 cannot compare (``v3_models.comparability``: other
 corpus weights or held-out fraction) gets ``None`` everywhere and the reason
 (``v3_not_computed``); any other problem with v3's documents (corpora not found, say) is an
 error, and the file is left as it was.
@@ -36,7 +36,7 @@ from context_neurons.verdict.protocol import Protocol, ProtocolV3, load_protocol
 from context_neurons.verdict.v3 import step0_model
 from context_neurons.verdict.v3_data import V3Data, v3_data
 from context_neurons.verdict.v3_heads import context_set
-from context_neurons.verdict.v3_report import comparability
+from context_neurons.verdict.v3_models import comparability
 from context_neurons.verdict.v3_truth import measure_v3, point_truth
 
 #: The columns protocol v3 adds to a checkpoint's row.

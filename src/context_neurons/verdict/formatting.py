@@ -1,10 +1,13 @@
-"""A result with its interval in words, for every protocol: ``0.924 [0.891, 0.940]`` at fixed
-decimals, "undefined" where a value is NaN or missing (issue 51: v1's ``with_interval`` and v3's
-``interval_text`` were two formatters; v1's printed NaN where v3 printed "undefined")."""
+"""How every protocol's results are written and read back: a result with its interval in words,
+``0.924 [0.891, 0.940]`` at fixed decimals, "undefined" where a value is NaN or missing (issue 51:
+v1's ``with_interval`` and v3's ``interval_text`` were two formatters; v1's printed NaN where v3
+printed "undefined"); and a typed result's JSON fields read back with the NaN that JSON wrote as
+null (:func:`read_json_fields`)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 from context_neurons.printing import fixed
 
@@ -26,4 +29,18 @@ def interval_text(value: float | None, interval: list, decimals: int = 3) -> str
     return f"{number_text(value, decimals)} {bounds_text(interval, decimals)}"
 
 
-__all__ = ["bounds_text", "interval_text", "number_text"]
+def read_json_fields(cls: type, data: dict) -> dict:
+    """``data`` (a dataclass's ``to_json``, read back) with the NaN JSON could not hold: a
+    ``float`` field written as null (an undefined AUC, say) is NaN again, and so is a null inside
+    a ``list[float]`` interval."""
+    kinds = {f.name: f.type for f in fields(cls)}
+    out = dict(data)
+    for name, value in data.items():
+        if kinds.get(name) == "float" and value is None:
+            out[name] = math.nan
+        elif kinds.get(name) == "list[float]" and isinstance(value, list):
+            out[name] = [math.nan if x is None else x for x in value]
+    return out
+
+
+__all__ = ["bounds_text", "interval_text", "number_text", "read_json_fields"]

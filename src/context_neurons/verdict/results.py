@@ -5,30 +5,16 @@ scores (:class:`HeadSetResult`), and the whole evaluation (:class:`Evaluation`).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from context_neurons.verdict.formatting import read_json_fields
 from context_neurons.verdict.statistics import Verdict
 
 #: The head sets of protocols v1 and v2, in the order they are reported.
 HEAD_SETS = ("primary", "secondary")
-
-
-def read_json_fields(cls: type, data: dict) -> dict:
-    """``data`` (a dataclass's ``to_json``, read back) with the NaN JSON could not hold: a
-    ``float`` field written as null (an undefined AUC, say) is NaN again, and so is a null inside
-    a ``list[float]`` interval."""
-    kinds = {f.name: f.type for f in fields(cls)}
-    out = dict(data)
-    for name, value in data.items():
-        if kinds.get(name) == "float" and value is None:
-            out[name] = math.nan
-        elif kinds.get(name) == "list[float]" and isinstance(value, list):
-            out[name] = [math.nan if x is None else x for x in value]
-    return out
 
 
 @dataclass(frozen=True)
@@ -247,4 +233,4 @@ class Evaluation:
 
 
 __all__ = ["Controls", "Evaluation", "HEAD_SETS", "HeadSetResult", "RandomDirections",
-           "ScoreResult", "StableBroadHeads", "TruthThreshold", "read_json_fields"]
+           "ScoreResult", "StableBroadHeads", "TruthThreshold"]

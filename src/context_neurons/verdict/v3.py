@@ -53,13 +53,9 @@ from context_neurons.verdict.v3_label_free import LABEL, label_free_pool
 from context_neurons.verdict.v3_result import NeuronsPermuted, NonPooledDomain, Sensitivity
 from context_neurons.verdict.v3_result import DataSummary, DomainSummary, LabelFreeArm
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation, jsonable
-from context_neurons.verdict.v3_report import (
-    comparability,
-    model_entries,
-    model_key,
-)
+from context_neurons.verdict.v3_models import comparability, model_key, registered_model
 from context_neurons.verdict.v3_scores import WeightScores, bag_of_tokens_score, shifts_against
-from context_neurons.verdict.v3_stored import REGISTERED_DIRS, device_label, store_result
+from context_neurons.verdict.v3_stored import device_label, model_entries, store_result
 from context_neurons.verdict.v3_scores import weight_scores
 from context_neurons.verdict.v3_truth import (
     ConfirmMeasurements,
@@ -364,7 +360,8 @@ def run_directory(model_name: str) -> Path:
     ``trained-seed1``, or a directory."""
     if model_name == "trained":
         return TRAINED_DIR
-    directory = Path(REGISTERED_DIRS.get(model_name, model_name)).expanduser()
+    registered = registered_model(model_name)
+    directory = registered.directory if registered else Path(model_name).expanduser()
     if not (directory / "training.json").is_file():
         raise InputError(f"Protocol v3 runs on a trained run (a directory with training.json): "
                          f"{model_name!r} is none; 'trained', 'trained-seed1' or a directory.")

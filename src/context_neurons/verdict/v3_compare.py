@@ -17,7 +17,7 @@ import numpy as np
 import context_neurons.verdict.statistics as st
 from context_neurons.verdict.formatting import bounds_text, interval_text, number_text
 from context_neurons.verdict.protocol import ProtocolV3
-from context_neurons.verdict.results import read_json_fields
+from context_neurons.verdict.formatting import read_json_fields
 
 
 class PrimaryVerdict(StrEnum):

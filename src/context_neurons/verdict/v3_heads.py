@@ -28,7 +28,7 @@ from context_neurons.activations import previous_token_attention
 from context_neurons.method import MethodValues
 from context_neurons.taxonomy import HeadTaxonomy, assign_group
 from context_neurons.text.windows import calibration_tokens
-from context_neurons.verdict.results import read_json_fields
+from context_neurons.verdict.formatting import read_json_fields
 
 
 def fixed_group(shape: str, content_sd: float, self_z: float, previous_share: float,

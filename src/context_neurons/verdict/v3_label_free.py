@@ -10,7 +10,8 @@ the same truth with the same bootstrap.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -20,9 +21,42 @@ from torch import Tensor
 
 import context_neurons.verdict.statistics as st
 from context_neurons.verdict.v3_compare import resampled_aucs
-from context_neurons.verdict.v3_result import LabelFreePool
 
 LABEL = "EXPLORATORY: the paper's claim (discovery without labels); no verdict"
+
+
+@dataclass(frozen=True)
+class LabelFreePool:
+    """One pool of the label-free arm (EXPLORATORY, no verdict): its units and clusters (the
+    adjusted Rand index against the domains where the pool has domains), each kept cluster's
+    distinctive tokens, and the score's AUC against the truth and its paired difference with the
+    labelled frequency-aware score; or, in ``score``, why the score was not computed."""
+
+    units: int
+    within_cluster_ss: float
+    cluster_sizes: dict
+    kept_clusters: list[str]
+    distinctive_tokens: dict[str, list[str]]
+    adjusted_rand_index: float | None = None
+    score: str | None = None
+    auc: float | None = None
+    auc_ci95: list[float] | None = None
+    difference_vs_frequency_aware: float | None = None
+    difference_ci95: list[float] | None = None
+
+    #: The JSON's keys in their written order (a key whose value is None is not written).
+    ORDER = ("units", "within_cluster_ss", "cluster_sizes", "kept_clusters",
+             "adjusted_rand_index", "distinctive_tokens", "score", "auc", "auc_ci95",
+             "difference_vs_frequency_aware", "difference_ci95")
+
+    def to_json(self) -> dict:
+        return {key: getattr(self, key) for key in self.ORDER if getattr(self, key) is not None}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "LabelFreePool":
+        """The pool as written; a number written as null (undefined) is NaN again."""
+        numbers = ("adjusted_rand_index", "auc", "difference_vs_frequency_aware")
+        return cls(**{k: math.nan if k in numbers and v is None else v for k, v in data.items()})
 
 
 def tf_idf_features(units: list[Int[np.ndarray, " _n"]], d_vocab: int, eot_id: int,
@@ -127,5 +161,5 @@ def label_free_pool(units: list[Int[np.ndarray, " _n"]], domain_labels: list[str
                                                           level))
 
 
-__all__ = ["LABEL", "adjusted_rand_index", "cluster", "cluster_distributions",
+__all__ = ["LABEL", "LabelFreePool", "adjusted_rand_index", "cluster", "cluster_distributions",
            "distinctive_tokens", "label_free_pool", "tf_idf_features"]

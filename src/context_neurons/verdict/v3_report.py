@@ -1,83 +1,18 @@
-"""Protocol v3's models and report (``models``, ``reporting``): which models are comparable,
-the pending ones, and the report in the protocol's order."""
+"""Protocol v3's report (``reporting``): every registered model's entry (:func:`.v3_stored.
+model_entries`) in words, in the protocol's order: the report's lines, the verdict sentences,
+the replication table and the readings."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from context_neurons.models.loading import TRAINED_DIR
 from context_neurons.printing import fixed
-from context_neurons.training.summary import TrainingRun, training_run
-from context_neurons.verdict.entries import NoResult, NotEvaluated, Pending
-from context_neurons.verdict.protocol import load_protocol_v3
+from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.v3_compare import PrimaryComparison, PrimaryVerdict, bounds_text
 from context_neurons.verdict.v3_compare import interval_text, number_text
 from context_neurons.verdict.v3_heads import ContextSet
+from context_neurons.verdict.v3_models import primary_model
 from context_neurons.verdict.v3_result import Sensitivity, V3Controls, V3Evaluation
-from context_neurons.verdict.v3_stored import PENDING_WHY, REGISTERED_DIRS, stored_entry
-from context_neurons.verdict.v3_stored import stored_words
+from context_neurons.verdict.v3_stored import Entries, stored_words
 from context_neurons.verdict.v3_truth import TruthSummary
-
-#: The registered models (the protocol's ``models``), in its order, and when one is comparable.
-REGISTERED = load_protocol_v3().models
-MODELS = REGISTERED.names
-PENDING = Pending("not trained")
-#: A registered model in the package, evaluated neither in this run nor stored.
-NOT_EVALUATED = NotEvaluated("`python -m context_neurons reproduce --model trained` evaluates "
-                             "seed 0; `python -m context_neurons v3` any model")
-
-
-def model_key(run: TrainingRun) -> str:
-    """The protocol's name of the model a training run describes."""
-    config = run.config
-    if config.d_model == 768 and config.n_head == 12:
-        return "gpt2-layer0-shape"
-    return f"trained-seed{config.seed}"
-
-
-def comparability(run: TrainingRun, reference: TrainingRun | None = None) -> str | None:
-    """None when the model is comparable (the registered held-out fraction and the seed-0 run's
-    corpus weights), else the reason (``models.comparable_when``)."""
-    reference = reference or training_run(TRAINED_DIR)
-    config = run.config
-    if config.heldout_fraction != REGISTERED.heldout_fraction:
-        return (f"held-out fraction {config.heldout_fraction}, not "
-                f"{REGISTERED.heldout_fraction}")
-    if config.corpus_weights != reference.config.corpus_weights:
-        return "corpus weights differ from the seed-0 run's"
-    return None
-
-
-#: Every registered model's entry: its result, or why it has none (:mod:`.entries`).
-Entries = dict[str, "V3Evaluation | NoResult"]
-
-
-def model_entries(results: Entries) -> Entries:
-    """Every registered model: its result in this run, else its stored result (``stored``
-    set, :mod:`.v3_stored`), else why it has none (never left out), with ``replicates`` set
-    on a replication's result when seed 0 was evaluated in this run and neither primary
-    verdict is 'not testable' (such a model can neither replicate nor contradict seed 0)."""
-    out: Entries = {}
-    seed0 = results.get(MODELS[0])
-    seed0_primary = seed0.primary if isinstance(seed0, V3Evaluation) else None
-    for name in MODELS:
-        entry = results.get(name) or stored_entry(name)
-        if entry is None:
-            out[name] = NOT_EVALUATED if name in REGISTERED_DIRS else PENDING_WHY.get(name,
-                                                                                     PENDING)
-            continue
-        if isinstance(entry, V3Evaluation) and name != MODELS[0] and entry.primary \
-                and seed0_primary and PrimaryVerdict.NOT_TESTABLE not in (
-                    entry.primary.verdict, seed0_primary.verdict):
-            entry = replace(entry, replicates=entry.primary.verdict == seed0_primary.verdict)
-        out[name] = entry
-    return out
-
-
-def entries_json(models: Entries) -> dict[str, dict | str]:
-    """:func:`model_entries`' value as JSON."""
-    return {name: entry.to_json() for name, entry in models.items()}
-
 
 def _heads_line(cs: ContextSet) -> str:
     return (f"context set {list(cs.heads)} (taxonomy contextual {list(cs.taxonomy_contextual)}, "
@@ -160,8 +95,9 @@ def truth_lines(entry: V3Evaluation) -> list[str]:
 
 
 def verdict_sentences_v3(models: Entries, decimals: int = 3) -> list[str]:
-    """Protocol v3's verdicts in words: for each registered model (:func:`model_entries`), its
-    context set, truth, primary verdict and secondary verdicts, or why it has none."""
+    """Protocol v3's verdicts in words: for each registered model
+    (:func:`.v3_stored.model_entries`), its context set, truth, primary verdict and secondary
+    verdicts, or why it has none."""
     out = []
     for name, entry in models.items():
         if isinstance(entry, NoResult):
@@ -171,7 +107,7 @@ def verdict_sentences_v3(models: Entries, decimals: int = 3) -> list[str]:
         if entry.stopped:
             out.append(f"{name}: context set {heads}: {entry.stopped}")
             continue
-        suffix = "" if name == MODELS[0] or entry.replicates is None else (
+        suffix = "" if name == primary_model().name or entry.replicates is None else (
             f" ({'replicates' if entry.replicates else 'does not replicate'} seed 0)")
         if entry.stored:
             out.append(f"{name}: {stored_words(entry)}")
@@ -304,8 +240,7 @@ def decomposition_readings(result: V3Evaluation) -> list[str]:
     ]
 
 
-__all__ = ["Entries", "MEANING", "MODELS", "NOT_EVALUATED", "PENDING", "REGISTERED",
-           "REPLICATION_COLUMNS", "baseline_records", "comparability", "decomposition_readings",
-           "detail_lines", "entries_json", "model_entries", "model_key", "replication_rows",
+__all__ = ["MEANING", "REPLICATION_COLUMNS", "baseline_records", "decomposition_readings",
+           "detail_lines", "replication_rows",
            "report_lines", "sensitivity_line", "source_lines", "truth_lines",
            "verdict_sentences_v3"]

@@ -23,10 +23,11 @@ from context_neurons.checks import DataError
 from context_neurons.verdict.entries import EntryStatus
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.protocol import load_protocol_v3
+from context_neurons.verdict.formatting import read_json_fields
 from context_neurons.verdict.results import VOCABULARY_PERMUTED, Controls, ScoreResult
-from context_neurons.verdict.results import read_json_fields
 from context_neurons.verdict.v3_compare import PrimaryComparison
 from context_neurons.verdict.v3_heads import ContextSet
+from context_neurons.verdict.v3_label_free import LabelFreePool
 from context_neurons.verdict.v3_truth import TruthSummary
 
 
@@ -226,40 +227,6 @@ class DataSummary:
 
 
 @dataclass(frozen=True)
-class LabelFreePool:
-    """One pool of the label-free arm (EXPLORATORY, no verdict): its units and clusters (the
-    adjusted Rand index against the domains where the pool has domains), each kept cluster's
-    distinctive tokens, and the score's AUC against the truth and its paired difference with the
-    labelled frequency-aware score; or, in ``score``, why the score was not computed."""
-
-    units: int
-    within_cluster_ss: float
-    cluster_sizes: dict
-    kept_clusters: list[str]
-    distinctive_tokens: dict[str, list[str]]
-    adjusted_rand_index: float | None = None
-    score: str | None = None
-    auc: float | None = None
-    auc_ci95: list[float] | None = None
-    difference_vs_frequency_aware: float | None = None
-    difference_ci95: list[float] | None = None
-
-    #: The JSON's keys in their written order (a key whose value is None is not written).
-    ORDER = ("units", "within_cluster_ss", "cluster_sizes", "kept_clusters",
-             "adjusted_rand_index", "distinctive_tokens", "score", "auc", "auc_ci95",
-             "difference_vs_frequency_aware", "difference_ci95")
-
-    def to_json(self) -> dict:
-        return {key: getattr(self, key) for key in self.ORDER if getattr(self, key) is not None}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "LabelFreePool":
-        """The pool as written; a number written as null (undefined) is NaN again."""
-        numbers = ("adjusted_rand_index", "auc", "difference_vs_frequency_aware")
-        return cls(**{k: math.nan if k in numbers and v is None else v for k, v in data.items()})
-
-
-@dataclass(frozen=True)
 class LabelFreeArm:
     """The label-free arm (its label says it is exploratory) on each of its pools."""
 
@@ -298,7 +265,7 @@ class V3Evaluation:
     :class:`NonPooledDomain`); ``runtime`` is each step's seconds by name (with the budget and
     the thread count). ``stored`` (the provenance
     of a result read from disk, :mod:`.v3_stored`) and ``replicates`` (whether a replication's
-    primary verdict is seed 0's, :func:`~.v3_report.model_entries`) are set only by the report."""
+    primary verdict is seed 0's, :func:`~.v3_stored.model_entries`) are set only by the report."""
 
     protocol: str
     model: str
@@ -369,6 +336,6 @@ class V3Evaluation:
         return self.primary.verdict if self.primary else self.stopped
 
 
-__all__ = ["DataSummary", "DomainSummary", "LabelFreeArm", "LabelFreePool", "NeuronsPermuted",
+__all__ = ["DataSummary", "DomainSummary", "LabelFreeArm", "NeuronsPermuted",
            "NonPooledDomain", "Sensitivity", "V3Controls", "V3Evaluation", "jsonable",
            "registered_margin"]

@@ -1,6 +1,7 @@
 """Protocol v3's stored results: a replication's evaluation, written once by the v3 command beside
 the model it judges, and read back only while the model and the protocol are the ones it was
-computed from.
+computed from; and every registered model's entry (:func:`model_entries`): its result in this
+run, else its stored result, else why it has none.
 
 A registered replication (the seed-1 model) takes about four minutes of v3 on one core, too long
 to run again on every page and in CI, so ``python -m context_neurons v3 --model DIR
@@ -30,24 +31,20 @@ from pathlib import Path
 import torch
 
 from context_neurons.files import write_text_whole
-from context_neurons.models.loading import TRAINED_DIR, TRAINED_SEED1_DIR
 from context_neurons.text.dataset import digest
-from context_neurons.verdict.entries import Pending, StaleStored
+from context_neurons.verdict.entries import NoResult, StaleStored
 from context_neurons.verdict.protocol import PROTOCOL_V3_FILE, protocol_file
+from context_neurons.verdict.v3_compare import PrimaryVerdict
 from context_neurons.verdict.v3_data import CONFIRM_MANIFEST_FILE
+from context_neurons.verdict.v3_models import V3_MODELS, primary_model, registered_model
+from context_neurons.verdict.v3_models import v3_models
 from context_neurons.verdict.v3_result import V3Evaluation
 
 STORED_FILE = "verdict-v3.json"
-#: The directory of each registered model that exists in the package (protocol ``models``).
-REGISTERED_DIRS = {"trained-seed0": TRAINED_DIR, "trained-seed1": TRAINED_SEED1_DIR}
-#: Registered models whose weights stayed on the GPU machine that trained them: the run's
-#: records and the v3 result computed there, without the weights.
-WEIGHTS_NOT_KEPT_DIRS = {"gpt2-layer0-shape": TRAINED_DIR.with_name("gpt2-layer0-shape")}
-#: Why a registered model has no result yet, beyond "not trained" (protocol ``models.rule``).
-PENDING_WHY = {
-    "gpt2-layer0-shape": Pending("no v3 result from a lent GPU (scripts/device_jobs.sh step 2, "
-                                 "then scripts/device_steps.py import-v3)"),
-}
+#: The directory of each registered model whose weights stayed on the GPU that trained it (the
+#: table :data:`~.v3_models.V3_MODELS`, read as a dict). Kept for chapter 8's stored notebook,
+#: whose code cell reads it by this name; the code reads the table.
+WEIGHTS_NOT_KEPT_DIRS = {m.name: m.directory for m in V3_MODELS if not m.weights_kept}
 
 
 def _protocol_hashes() -> dict[str, str]:
@@ -90,9 +87,10 @@ def store_result(directory: Path, name: str, entry: dict, command: str, threads:
 def stored_entry(name: str) -> V3Evaluation | StaleStored | None:
     """A registered model's stored result with ``stored`` set (its provenance, less the
     result), why it is not used when the file is stale, or None when there is none."""
-    directory = REGISTERED_DIRS.get(name) or WEIGHTS_NOT_KEPT_DIRS.get(name)
-    if directory is None or not (directory / STORED_FILE).is_file():
+    model = registered_model(name)
+    if model is None or not (model.directory / STORED_FILE).is_file():
         return None
+    directory = model.directory
     record = json.loads((directory / STORED_FILE).read_text())
     now = provenance(directory)
     stale = [what for what in ("weights_sha256", "protocol_sha256") if record.get(what) != now[what]]
@@ -114,5 +112,37 @@ def stored_words(entry: V3Evaluation) -> str:
             f"{stored['versions']['torch']}{where}){kept}")
 
 
-__all__ = ["PENDING_WHY", "REGISTERED_DIRS", "STORED_FILE", "WEIGHTS_NOT_KEPT_DIRS",
+#: Every registered model's entry: its result, or why it has none (:mod:`.entries`).
+Entries = dict[str, "V3Evaluation | NoResult"]
+
+
+def model_entries(results: Entries) -> Entries:
+    """Every registered model: its result in this run, else its stored result (``stored``
+    set, :mod:`.v3_stored`), else why it has none (never left out), with ``replicates`` set
+    on a replication's result when seed 0 was evaluated in this run and neither primary
+    verdict is 'not testable' (such a model can neither replicate nor contradict seed 0)."""
+    out: Entries = {}
+    primary = primary_model().name
+    seed0 = results.get(primary)
+    seed0_primary = seed0.primary if isinstance(seed0, V3Evaluation) else None
+    for model in v3_models():
+        name = model.name
+        entry = results.get(name) or stored_entry(name)
+        if entry is None:
+            out[name] = model.without_result()
+            continue
+        if isinstance(entry, V3Evaluation) and name != primary and entry.primary \
+                and seed0_primary and PrimaryVerdict.NOT_TESTABLE not in (
+                    entry.primary.verdict, seed0_primary.verdict):
+            entry = replace(entry, replicates=entry.primary.verdict == seed0_primary.verdict)
+        out[name] = entry
+    return out
+
+
+def entries_json(models: Entries) -> dict[str, dict | str]:
+    """:func:`model_entries`' value as JSON."""
+    return {name: entry.to_json() for name, entry in models.items()}
+
+
+__all__ = ["Entries", "STORED_FILE", "WEIGHTS_NOT_KEPT_DIRS", "entries_json", "model_entries",
            "device_label", "provenance", "store_result", "stored_entry", "stored_words"]

@@ -19,7 +19,7 @@ from transformer_lens.model_bridge import TransformerBridge
 import context_neurons.verdict.statistics as st
 from context_neurons.activations import LayerZeroPasses, donor_windows
 from context_neurons.verdict.protocol import TruthRulesV3
-from context_neurons.verdict.results import read_json_fields
+from context_neurons.verdict.formatting import read_json_fields
 from context_neurons.verdict.v3_data import V3Data
 
 
