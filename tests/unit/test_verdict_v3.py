@@ -310,6 +310,30 @@ def test_bag_response_is_the_window_mean_of_a_forward_pass(small_model):
         assert torch.allclose(responses[k], expected, atol=1e-5)
 
 
+def test_weight_scores_like_another_head_set_take_its_paths_only_when_reads_agree(
+        planted, monkeypatch):
+    """A second head set's scores take the first's path pieces, and every path's shifts when the
+    read vectors are equal (the paths' inputs are then the same: only their split depends on the
+    head set); other read vectors compute the paths again."""
+    from context_neurons.method import MethodValues
+    from context_neurons.verdict import v3_scores
+
+    method = MethodValues(planted.model)
+    distributions = {name: torch.zeros(planted.model.cfg.d_vocab) for name in "abc"}
+    for k, p in enumerate(distributions.values()):
+        p[100 * k : 100 * k + 150] = 1 / 150
+    first = v3_scores.weight_scores(method, [0, 1], distributions, 32)
+    like = v3_scores.weight_scores(method, [2], distributions, 32, like=first)
+    assert like.paths is first.paths and like.pieces is first.pieces
+    assert torch.equal(like.prediction.score(), first.paths.split([2]).score())
+    assert like.prediction.heads == [2] and torch.equal(like.top, method.scores([2]).top)
+    read = v3_scores.read_vectors
+    monkeypatch.setattr(v3_scores, "read_vectors", lambda c, m: 2 * read(c, m))
+    other = v3_scores.weight_scores(method, [0, 1], distributions, 32, like=first)  # cached
+    assert other.paths is not first.paths and other.pieces is first.pieces
+    assert torch.allclose(other.paths.shifts, 2 * first.paths.shifts, rtol=1e-4, atol=1e-6)
+
+
 def test_bag_of_tokens_shift_scale_and_score_by_hand():
     rng = np.random.default_rng(0)
     r = rng.normal(size=(4, 3))  # 4 tokens, 3 neurons

@@ -146,7 +146,7 @@ def sensitivities_v3(method: MethodValues, cs: ContextSet, measured: ConfirmMeas
     elif not heads:
         out["non_local_set"] = Sensitivity(heads=heads, note="no non-local head")
     else:
-        nl = weight_scores(method, heads, distributions, start, ws.pieces)
+        nl = weight_scores(method, heads, distributions, start, like=ws)
         nl_shifts = set_shifts(measured, "non_local", weights, (shifts.full, shifts.full_boot))
         out["non_local_set"] = _comparison_at(nl_shifts, min_d, min_part, nl.scores(bag),
                                               neuron_draws, protocol, heads)

@@ -175,15 +175,20 @@ class WeightScores:
 
 def weight_scores(method: MethodValues, heads: list[int],
                   distributions: dict[str, Float[Tensor, " d_vocab"]], start: int,
-                  pieces: PathPieces | None = None) -> WeightScores:
+                  like: WeightScores | None = None) -> WeightScores:
     """The frequency-aware algebra and ``top[j]`` for the head set ``heads`` (calibration text
     ``'prose'``, destination ``' the'``, window positions ``start..n_ctx-1``, as v2); the
-    circuit and ``top[j]`` are the run's (``method``)."""
+    circuit and ``top[j]`` are the run's (``method``). ``like``: another head set's scores on
+    the same ``distributions`` and ``start``, whose path pieces are taken, and whose every path's
+    shifts too when the read vectors are equal (the paths do not depend on the head set: only
+    their split does)."""
     model, circuit = method.model, method.circuit(heads)
-    if pieces is None:
-        pieces = path_pieces(model, circuit.calibration.tokens[1:])
+    pieces = like.pieces if like else path_pieces(model, circuit.calibration.tokens[1:])
     read = read_vectors(circuit, model)
-    paths = predict_path_shifts(pieces, read, distributions, start)
+    if like is not None and torch.equal(read, like.read):
+        paths = like.paths
+    else:
+        paths = predict_path_shifts(pieces, read, distributions, start)
     top = method.scores(heads).top
     return WeightScores(paths, paths.split(heads), top, read, circuit, pieces)
 
