@@ -60,7 +60,8 @@ GPT2_WEIGHTS = Variable(
 )
 THREADS = Variable("CONTEXT_NEURONS_THREADS", "torch threads in chapters (reproducible outputs)", "`2`")
 CACHE = Variable(
-    "CONTEXT_NEURONS_CACHE", "derived files (the offline tokenizer, the planted model's builds)",
+    "CONTEXT_NEURONS_CACHE",
+    "derived files (the offline tokenizer, the planted model's builds, the corpora's token ids)",
     "`~/.cache/context_neurons`",
 )
 OPENWEBTEXT = Variable(
@@ -107,11 +108,17 @@ SCALE = Variable(
     "`reduced`: chapters use fewer texts and neurons (the simulated online run in CI)",
     "`full`",
 )
+VERDICT_RECORD = Variable(
+    "CONTEXT_NEURONS_VERDICT_RECORD",
+    "file where chapter 8 writes GPT-2's verdict lines when it computes them (the website "
+    "build's job summary prints it instead of computing them again)",
+    "unset: not written",
+)
 
 #: Every variable the package reads, in the order of the configuration page's table.
 VARIABLES: tuple[Variable, ...] = (
     MODEL, PLANTED_SEED, CORPORA, TOKENIZER, GPT2_WEIGHTS, THREADS, CACHE, OPENWEBTEXT,
-    LLM_API_KEY, LLM_BASE_URL, LLM_MODEL, STATIC, WIDGETS, MATHJAX, CODE, SCALE,
+    LLM_API_KEY, LLM_BASE_URL, LLM_MODEL, STATIC, WIDGETS, MATHJAX, CODE, SCALE, VERDICT_RECORD,
 )
 
 DEFAULT_MODEL = "gpt2"
@@ -231,6 +238,12 @@ def code_corpus_root() -> Path | None:
     """``$CONTEXT_NEURONS_CODE`` as a path, or None (then the corpora's ``python_stdlib``
     folder, else the running Python's standard library: ``training.corpus.stdlib_dir``)."""
     return Path(get(CODE)).expanduser() if get(CODE) else None
+
+
+def verdict_record() -> Path | None:
+    """``$CONTEXT_NEURONS_VERDICT_RECORD`` as a path (None when unset)."""
+    value = get(VERDICT_RECORD)
+    return Path(value).expanduser() if value else None
 
 
 def openwebtext_source() -> str:

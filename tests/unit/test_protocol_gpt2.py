@@ -304,3 +304,25 @@ def test_package_data_ships_the_registration():
 def test_readers_are_named_alike_everywhere(gpt2, excluded):
     named = sorted(gpt2["data"]["excluded"]["readers"])
     assert named == excluded["readers"] == sorted(gpt2["data"]["inventory"]["readers"])
+
+
+def test_the_website_summary_prints_the_lines_chapter_8_recorded(tmp_path, monkeypatch):
+    """``verdict_lines`` writes what it computed to ``$CONTEXT_NEURONS_VERDICT_RECORD``;
+    ``recorded_lines`` (the job summary) reads them back for that model, without computing
+    them again, and computes them for another model or without the record."""
+    from context_neurons import config as settings
+    from context_neurons.verdict import gpt2
+
+    record = tmp_path / "gpt2-verdict.json"
+    monkeypatch.setenv(settings.CORPORA.name, settings.NO_DIRECTORY)  # the quick path: one line
+    monkeypatch.setenv(settings.VERDICT_RECORD.name, str(record))
+    lines = gpt2.verdict_lines("gpt2")
+    assert len(lines) == 1 and "not computed" in lines[0] and record.is_file()
+    computed = gpt2.verdict_lines
+    monkeypatch.setattr(gpt2, "verdict_lines", lambda name: pytest.fail("computed again"))
+    assert gpt2.recorded_lines("gpt2") == lines
+    monkeypatch.setattr(gpt2, "verdict_lines", lambda name: ["computed for " + name])
+    assert gpt2.recorded_lines("gpt2-medium") == ["computed for gpt2-medium"]
+    record.unlink()
+    assert gpt2.recorded_lines("gpt2") == ["computed for gpt2"]
+    assert computed("gpt2-medium")[0].startswith("gpt2-medium: ")

@@ -39,7 +39,10 @@ def test_the_website_build_fetches_the_corpora_first_and_survives_a_missing_rele
     summary = steps[step_index(steps, r"^Chapter execution times \(job summary\)")]
     assert "steps.fetch.outcome" in summary["run"]
     verdict = steps[step_index(steps, r"^GPT-2 Small's verdict")]
-    assert "verdict_lines('gpt2')" in verdict["run"] and "GITHUB_STEP_SUMMARY" in verdict["run"]
+    assert "recorded_lines('gpt2')" in verdict["run"] and "GITHUB_STEP_SUMMARY" in verdict["run"]
+    # chapter 8 records the lines it computed; the summary prints them (not computed twice)
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())
+    assert workflow["jobs"]["build"]["env"]["CONTEXT_NEURONS_VERDICT_RECORD"].endswith(".json")
 
 
 def test_the_publishing_page_gives_one_command_per_step():

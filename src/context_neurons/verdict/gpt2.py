@@ -14,14 +14,17 @@ corpora are absent.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
 import torch
 from transformer_lens.model_bridge import TransformerBridge
 
+from context_neurons import config
 from context_neurons.activations import head_statistics
 from context_neurons.discovery import score_summary
+from context_neurons.files import write_text_whole
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.verdict.bag_closed_form import checked_bag_responses
@@ -147,15 +150,33 @@ def gpt2_entry(model: TransformerBridge | None, identity: ModelIdentity,
 
 
 def verdict_lines(model_name: str = "gpt2", device: str = "auto") -> list[str]:
-    """The verdicts of ``model_name`` in words, or the protocol's line without the corpora (the
-    website build's job summary prints them: ``.github/workflows/book.yml``)."""
+    """The verdicts of ``model_name`` in words, or the protocol's line without the corpora;
+    also written to ``$CONTEXT_NEURONS_VERDICT_RECORD`` when it is set (chapter 8 on the
+    website, whose job summary prints them: :func:`recorded_lines`)."""
     protocol = load_protocol_gpt2()
     absent = corpora_absent(model_name, protocol.data)
     if absent is not None:
-        return [absent.line()]
-    loaded = load_model(model_name, device=device)
-    identity = model_identity(loaded.name, loaded.source, protocol)
-    return evaluate_gpt2(loaded.model, identity, protocol).sentences()
+        lines = [absent.line()]
+    else:
+        loaded = load_model(model_name, device=device)
+        identity = model_identity(loaded.name, loaded.source, protocol)
+        lines = evaluate_gpt2(loaded.model, identity, protocol).sentences()
+    record = config.verdict_record()
+    if record is not None:
+        write_text_whole(record, json.dumps({"model": model_name, "lines": lines}, indent=1))
+    return lines
 
 
-__all__ = ["STOP_FEW_DOMAINS", "evaluate_gpt2", "gpt2_entry", "verdict_lines"]
+def recorded_lines(model_name: str = "gpt2") -> list[str]:
+    """The lines :func:`verdict_lines` wrote for ``model_name`` in this build
+    (``$CONTEXT_NEURONS_VERDICT_RECORD``), else computed now (the chapter did not run, or ran
+    on another model): the website build's job summary, ``.github/workflows/book.yml``."""
+    record = config.verdict_record()
+    if record is not None and record.is_file():
+        stored = json.loads(record.read_text())
+        if stored.get("model") == model_name:
+            return list(stored["lines"])
+    return verdict_lines(model_name)
+
+
+__all__ = ["STOP_FEW_DOMAINS", "evaluate_gpt2", "gpt2_entry", "recorded_lines", "verdict_lines"]
