@@ -3,7 +3,6 @@ EVAL halves, unigram distributions from CAL, and EVAL windows that remember thei
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,18 +13,18 @@ from torch import Tensor
 
 from context_neurons import config as settings
 from context_neurons.checks import DataError
-from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA
-from context_neurons.training.corpus import Doc, heldout_documents
-from context_neurons.training.heldout import domain_of_corpus
-from context_neurons.training.stream import pack_windows, tokenize_documents
+from context_neurons.training.config import DOMAINS, EOT
+from context_neurons.training.corpus import heldout_documents
+from context_neurons.training.stream import pack_windows
 from context_neurons.training.summary import TrainingRun
+from context_neurons.verdict.documents import corpora_by_domain, corpus_units, hash_value
 from context_neurons.verdict.protocol import Protocol, load_protocol
+
 
 def cal_fraction_value(key: str) -> float:
     """The document's position in ``[0, 1)`` for the CAL/EVAL split (independent of the
     training split's hash: a different prefix)."""
-    digest = hashlib.sha256(f"cal-eval:{key}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    return hash_value("cal-eval:", key)
 
 
 def is_cal(key: str) -> bool:
@@ -49,23 +48,6 @@ class DomainData:
     eval_documents: list[str] = field(default_factory=list)
 
 
-def _units(corpus: str, docs: list[Doc], tokenizer, eot_id: int, n_ctx: int):
-    """``(key, tokens)`` per document; short-item corpora grouped in key order into units of at
-    least ``n_ctx`` tokens (the unit's key is its first document's)."""
-    docs = sorted(docs, key=lambda d: d.key)
-    encoded = tokenize_documents(docs, tokenizer, eot_id)
-    if corpus not in SHORT_DOCUMENT_CORPORA:
-        return [(d.key, e) for d, e in zip(docs, encoded)]
-    units, current, key = [], [], None
-    for doc, tokens in zip(docs, encoded):
-        key = key or doc.key
-        current.append(tokens)
-        if sum(len(t) for t in current) >= n_ctx:
-            units.append((key, np.concatenate(current)))
-            current, key = [], None
-    return units
-
-
 def protocol_data(
     tokenizer,
     run: TrainingRun,
@@ -83,21 +65,17 @@ def protocol_data(
         )
     n_ctx = run.config.n_ctx
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
-    by_domain: dict[str, list[str]] = {}
-    for corpus, domain in domain_of_corpus(domains).items():
-        if corpus in run.trained_on:
-            by_domain.setdefault(domain, []).append(corpus)
     out: dict[str, DomainData] = {}
-    for domain, corpora in sorted(by_domain.items()):
+    for domain, corpora in sorted(corpora_by_domain(run.trained_on, domains).items()):
         cal_parts, cal_windows, eval_units = [], [], []
         for corpus in sorted(corpora):
             held = list(heldout_documents(corpus, corpora_dir, run.config.heldout_fraction))
-            for key, tokens in _units(corpus, held, tokenizer, eot_id, n_ctx):
-                if is_cal(key):
-                    cal_parts.append(tokens[1:])  # without the separator
-                    cal_windows.append(tokens)
+            for unit in corpus_units(corpus, held, tokenizer, eot_id, n_ctx):
+                if is_cal(unit.key):
+                    cal_parts.append(unit.tokens[1:])  # without the separator
+                    cal_windows.append(unit.tokens)
                 else:
-                    eval_units.append((cal_fraction_value(key), key, tokens))
+                    eval_units.append((cal_fraction_value(unit.key), unit.key, unit.tokens))
         if not cal_parts or not eval_units:
             continue
         data = DomainData(cal_tokens=torch.from_numpy(np.concatenate(cal_parts).astype("int64")))
