@@ -18,7 +18,7 @@ v1 and v2 are untouched.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,6 @@ import torch
 from transformer_lens.model_bridge import TransformerBridge
 
 import context_neurons.verdict.statistics as st
-from context_neurons import config as settings
 from context_neurons.activations import mean_head_z
 from context_neurons.discovery import scoring_vocabulary
 from context_neurons.domain_shift import permuted_vocabulary, predict_path_shifts
@@ -39,8 +38,9 @@ from context_neurons.training.config import EOT
 from context_neurons.training.summary import TrainingRun, training_run
 from context_neurons.training.loop import build_model
 from context_neurons.verdict.data import unigram_distributions
+from context_neurons.verdict.draws import Draws, paired_draws
 from context_neurons.verdict.entries import EntryStatus, NotComparable
-from context_neurons.verdict.evaluate import both_scores, weight_controls
+from context_neurons.verdict.scores import both_scores, weight_controls
 from context_neurons.verdict.protocol import ProtocolV3, Seeds, load_protocol_v3
 from context_neurons.verdict.results import ScoreResult
 from context_neurons.verdict.planted import planted_control
@@ -91,7 +91,7 @@ def data_summary(data: V3Data) -> DataSummary:
 def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarray,
                        permutation: np.ndarray, protocol: ProtocolV3) -> dict[str, ScoreResult]:
     """v2's verdict for the frequency-aware score and ``top[j]``, each with its own rho and the
-    neurons-permuted rho (v2's code: ``evaluate.both_scores``)."""
+    neurons-permuted rho (v2's code: :func:`~.scores.both_scores`)."""
     scores = both_scores(ws.prediction, ws.top.double().cpu().numpy(), pair.point, pair.boot,
                          (pair.full.sd, pair.full_boot.sd), neuron_draws, permutation,
                          protocol.verdict, protocol.level)
@@ -213,24 +213,12 @@ def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pai
 # ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Draws:
-    """The paired draws shared by the score and every baseline: unit weights ``[resample,
-    window]``, neuron draws ``[resample, neuron]`` and the neurons permutation of the control,
-    each from its registered seed (:class:`~.protocol.Seeds`)."""
-
-    weights: np.ndarray
-    neurons: np.ndarray
-    permutation: np.ndarray
-
-
 def registered_draws(measured: ConfirmMeasurements, n_resamples: int, d_mlp: int,
                      seeds: Seeds) -> Draws:
-    generator = lambda seed: np.random.Generator(np.random.PCG64(seed))  # noqa: E731
-    return Draws(st.cluster_weights(measured.domain_index, measured.units, n_resamples,
-                                    seeds.units),
-                 generator(seeds.neurons).integers(0, d_mlp, size=(n_resamples, d_mlp)),
-                 generator(seeds.permutation).permutation(d_mlp))
+    """v3's :class:`~.draws.Draws` over its units, each from its registered seed
+    (:class:`~.protocol.Seeds`)."""
+    return paired_draws(measured.domain_index, measured.units, n_resamples, d_mlp, seeds.units,
+                        seeds.neurons, seeds.permutation)
 
 
 def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: dict,
