@@ -18,6 +18,7 @@ from context_neurons.models.loading import LoadedModel
 from context_neurons.method import MethodValues
 from context_neurons.reproduce.results import Row
 from context_neurons.training.summary import TrainingRun
+from context_neurons.verdict.options import RunOptions
 from context_neurons.verdict.v3 import evaluate_v3
 from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
@@ -58,8 +59,8 @@ def v3_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues, progres
                 "every model protocol v3 registers, none computed in this run (its documents "
                 "are absent): each stored result (computed elsewhere, labelled so), or why it "
                 "has none", show="records")]
-    result = evaluate_v3(model, run, protocol, data, n_resamples, progress=progress,
-                         method=method)
+    result = evaluate_v3(model, run, protocol, data,
+                         RunOptions(n_resamples, progress=progress), method=method)
     models = model_entries({model_key(run): result})
     cs = result.context_set
     rows = [
