@@ -17,14 +17,18 @@ from context_neurons.training.config import DOMAINS, EOT
 from context_neurons.training.corpus import heldout_documents
 from context_neurons.training.stream import pack_windows
 from context_neurons.training.summary import TrainingRun
-from context_neurons.verdict.documents import corpora_by_domain, corpus_units, hash_value
+from context_neurons.verdict.documents import Unit, corpora_by_domain, corpus_units, hash_value
+from context_neurons.verdict.documents import ordered, take_windows
 from context_neurons.verdict.protocol import Protocol, load_protocol
 
 
+#: The CAL/EVAL split's hash prefix (independent of the training split's hash).
+CAL_PREFIX = "cal-eval:"
+
+
 def cal_fraction_value(key: str) -> float:
-    """The document's position in ``[0, 1)`` for the CAL/EVAL split (independent of the
-    training split's hash: a different prefix)."""
-    return hash_value("cal-eval:", key)
+    """The document's position in ``[0, 1)`` for the CAL/EVAL split (and the EVAL order)."""
+    return hash_value(CAL_PREFIX, key)
 
 
 def is_cal(key: str) -> bool:
@@ -48,6 +52,15 @@ class DomainData:
     eval_documents: list[str] = field(default_factory=list)
 
 
+def cal_data(units: list[Unit], n_ctx: int, eot_id: int, n_windows: int) -> DomainData:
+    """A domain's CAL tokens (separators left out) and its first ``n_windows`` CAL windows,
+    ``units`` concatenated and packed (protocols v1, v2 and v3)."""
+    tokens = torch.from_numpy(np.concatenate([u.tokens[1:] for u in units]).astype("int64"))
+    packed = pack_windows(np.concatenate([u.tokens for u in units]), n_ctx, eot_id)
+    return DomainData(cal_tokens=tokens, cal_windows=[torch.from_numpy(w.astype("int64"))
+                                                      for w in packed[:n_windows]])
+
+
 def protocol_data(
     tokenizer,
     run: TrainingRun,
@@ -67,28 +80,17 @@ def protocol_data(
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
     out: dict[str, DomainData] = {}
     for domain, corpora in sorted(corpora_by_domain(run.trained_on, domains).items()):
-        cal_parts, cal_windows, eval_units = [], [], []
+        cal, evaluated = [], []
         for corpus in sorted(corpora):
             held = list(heldout_documents(corpus, corpora_dir, run.config.heldout_fraction))
             for unit in corpus_units(corpus, held, tokenizer, eot_id, n_ctx):
-                if is_cal(unit.key):
-                    cal_parts.append(unit.tokens[1:])  # without the separator
-                    cal_windows.append(unit.tokens)
-                else:
-                    eval_units.append((cal_fraction_value(unit.key), unit.key, unit.tokens))
-        if not cal_parts or not eval_units:
+                (cal if is_cal(unit.key) else evaluated).append(unit)
+        if not cal or not evaluated:
             continue
-        data = DomainData(cal_tokens=torch.from_numpy(np.concatenate(cal_parts).astype("int64")))
-        cal_packed = pack_windows(np.concatenate(cal_windows), n_ctx, eot_id)
-        data.cal_windows = [torch.from_numpy(w.astype("int64"))
-                            for w in cal_packed[: spec.cal_windows_per_domain]]
-        for _, key, tokens in sorted(eval_units, key=lambda u: (u[0], u[1])):  # by the hash
-            packed = pack_windows(tokens, n_ctx, eot_id)[: spec.eval_windows_per_document]
-            for window in packed:
-                if len(data.eval_windows) >= spec.eval_windows_per_domain:
-                    break
-                data.eval_windows.append(torch.from_numpy(window.astype("int64")))
-                data.eval_documents.append(key)
+        data = cal_data(cal, n_ctx, eot_id, spec.cal_windows_per_domain)
+        data.eval_windows, data.eval_documents, _ = take_windows(  # units by the hash
+            ordered(evaluated, CAL_PREFIX), n_ctx, eot_id, spec.eval_windows_per_document,
+            spec.eval_windows_per_domain)
         if data.eval_windows:
             out[domain] = data
     if len(out) < 2:

@@ -19,8 +19,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import torch
 from jaxtyping import Int
 from torch import Tensor
 
@@ -29,9 +27,9 @@ from context_neurons.checks import DataError
 from context_neurons.text.dataset import NOT_CODE
 from context_neurons.training.config import DOMAINS, EOT
 from context_neurons.training.corpus import Doc, heldout_documents, stdlib_dir
-from context_neurons.training.stream import pack_windows, tokenize_documents
+from context_neurons.training.stream import tokenize_documents
 from context_neurons.training.summary import TrainingRun
-from context_neurons.verdict.data import DomainData, is_cal
+from context_neurons.verdict.data import DomainData, cal_data, is_cal
 from context_neurons.verdict.documents import NO_DATA, NOT_POOLED, POOLED, Unit
 from context_neurons.verdict.documents import corpora_by_domain, corpus_units, domain_status
 from context_neurons.verdict.documents import group_units, hash_value, ordered, take_windows
@@ -211,19 +209,15 @@ def confirm_domain(name: str, keys: list[str], held: dict[str, list[Doc]], token
 
 def cal_domain(corpora: list[str], held: dict[str, list[Doc]], tokenizer, n_ctx: int,
                cal_windows: int) -> tuple[DomainData, list[Unit]]:
-    """A domain's CAL tokens and windows exactly as v1/v2's ``protocol_data`` makes them."""
+    """A domain's CAL tokens and windows as v1/v2's ``protocol_data`` makes them
+    (:func:`~.data.cal_data`), and its CAL units."""
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
     units = [u for corpus in sorted(corpora)
              for u in corpus_units(corpus, held[corpus], tokenizer, eot_id, n_ctx)
              if is_cal(u.key)]
     if not units:
         raise DataError(f"No CAL document in corpora {corpora}.")
-    cal_tokens = torch.from_numpy(np.concatenate([u.tokens[1:] for u in units]).astype("int64"))
-    packed = pack_windows(np.concatenate([u.tokens for u in units]), n_ctx, eot_id)
-    data = DomainData(cal_tokens=cal_tokens,
-                      cal_windows=[torch.from_numpy(w.astype("int64"))
-                                   for w in packed[:cal_windows]])
-    return data, units
+    return cal_data(units, n_ctx, eot_id, cal_windows), units
 
 
 def v3_data(tokenizer, run: TrainingRun, protocol: ProtocolV3, manifest: dict | None = None,
