@@ -24,7 +24,8 @@ from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.registry import registered
 from context_neurons.verdict.v3_data import v3_data
-from context_neurons.verdict.v3_compare import PrimaryVerdict, interval_text
+from context_neurons.verdict.formatting import interval_text
+from context_neurons.verdict.v3_compare import PrimaryVerdict
 from context_neurons.verdict.v3_report import Entries, baseline_records, model_entries, model_key
 from context_neurons.verdict.v3_result import V3Evaluation
 
