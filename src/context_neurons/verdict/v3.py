@@ -458,9 +458,8 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
 
 
-__all__ = ["STOP_NO_CONTEXT", "Scored", "ablated_sets", "controls_and_sensitivities",
-           "controls_of", "score_context_set", "verdicts_of",
-           "V3Evaluation", "apart_controls",
-           "data_summary", "evaluate_v3", "label_free_arm", "non_pooled_report",
-           "registered_draws", "run", "run_directory", "same_model_controls",
-           "secondary_verdicts", "sensitivities_v3", "step0_model", "truth_and_verdicts"]
+__all__ = ["STOP_NO_CONTEXT", "Scored", "V3Evaluation", "ablated_sets", "apart_controls",
+           "controls_and_sensitivities", "controls_of", "data_summary", "evaluate_v3",
+           "label_free_arm", "non_pooled_report", "registered_draws", "run", "run_directory",
+           "same_model_controls", "score_context_set", "secondary_verdicts", "sensitivities_v3",
+           "step0_model", "truth_and_verdicts", "verdicts_of"]
