@@ -35,6 +35,7 @@ from context_neurons.training.summary import training_run
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.evaluate import head_sets, measure
+from context_neurons.verdict.options import RunOptions
 from context_neurons.verdict.v3 import evaluate_v3
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.v3_data import v3_data
@@ -72,7 +73,7 @@ def time_v3(model, record, args) -> None:
     t0 = time.perf_counter()
     data = v3_data(model.tokenizer, record, protocol)
     t_data = time.perf_counter() - t0
-    result = evaluate_v3(model, record, protocol, data, args.v3_resamples)
+    result = evaluate_v3(model, record, protocol, data, RunOptions(args.v3_resamples))
     runtime = {"data (CONFIRM manifest and CAL)": t_data, **result.runtime}
     runtime["total_within_budget_s"] += t_data
     print(f"protocol v3: {args.threads} threads, {result.primary.n_resamples} resamples, "

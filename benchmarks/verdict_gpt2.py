@@ -30,6 +30,7 @@ from context_neurons.training.config import EOT
 from context_neurons.verdict.bag_closed_form import closed_form_bag_responses
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.gpt2 import evaluate_gpt2
+from context_neurons.verdict.options import RunOptions
 from context_neurons.verdict.gpt2_data import gpt2_data
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.gpt2_result import model_identity
@@ -86,7 +87,8 @@ def main() -> int:
         print(f"data (reading and tokenizing the corpora): {data_s:.1f} s")
         bag_ratio(loaded.model, data, args.bag_sample)
         identity = model_identity(loaded.name, loaded.source, protocol)
-        result = evaluate_gpt2(loaded.model, identity, protocol, data, args.resamples)
+        result = evaluate_gpt2(loaded.model, identity, protocol, data,
+                               RunOptions(args.resamples))
     runtime = result.core.runtime
     for phase, seconds in runtime.items():
         if isinstance(seconds, float):

@@ -60,12 +60,13 @@ def standin(tmp_path_factory):
 def result(standin) -> GPT2Evaluation:
     from context_neurons.verdict.gpt2 import evaluate_gpt2
     from context_neurons.verdict.gpt2_data import gpt2_data
+    from context_neurons.verdict.options import RunOptions
 
     protocol = load_protocol_gpt2()
     rules = dataclasses.replace(protocol.data, folders=FOLDERS)
     data = gpt2_data(standin.model.tokenizer, rules)
     identity = model_identity(standin.name, standin.source, protocol)
-    return evaluate_gpt2(standin.model, identity, protocol, data, n_resamples=RESAMPLES)
+    return evaluate_gpt2(standin.model, identity, protocol, data, RunOptions(RESAMPLES))
 
 
 def test_the_stand_in_is_a_plumbing_check_never_gpt2s_result(standin, result):

@@ -316,8 +316,8 @@ def test_the_auc_criterion_reads_the_interval_lower_end(version):
     midpoint and the point estimate are not enough. A score at AUC 0.727 whose interval's
     midpoint is 0.72 but whose lower end is 0.62 is inconclusive; the same score with every
     resample the full set (an interval of one point, 0.727) is positive (v1, v2 and v3's
-    secondary verdicts: ``evaluate.score_entry`` and ``statistics.verdict``)."""
-    from context_neurons.verdict.evaluate import score_entry
+    secondary verdicts: ``scores.score_entry`` and ``statistics.verdict``)."""
+    from context_neurons.verdict.scores import score_entry
 
     rule, level = _rule_and_level(version)
     threshold = rule.auc_lower_at_least

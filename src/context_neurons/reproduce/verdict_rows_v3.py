@@ -18,12 +18,14 @@ from context_neurons.models.loading import LoadedModel
 from context_neurons.method import MethodValues
 from context_neurons.reproduce.results import Row
 from context_neurons.training.summary import TrainingRun
+from context_neurons.verdict.options import RunOptions
 from context_neurons.verdict.v3 import evaluate_v3
 from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.registry import registered
 from context_neurons.verdict.v3_data import v3_data
-from context_neurons.verdict.v3_compare import PrimaryVerdict, interval_text
+from context_neurons.verdict.formatting import interval_text
+from context_neurons.verdict.v3_compare import PrimaryVerdict
 from context_neurons.verdict.v3_models import UnregisteredModel, model_key
 from context_neurons.verdict.v3_report import baseline_records
 from context_neurons.verdict.v3_result import V3Evaluation
@@ -61,8 +63,8 @@ def v3_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues, progres
                 "every model protocol v3 registers, none computed in this run (its documents "
                 "are absent, or the model is not one it registers): each stored result "
                 "(computed elsewhere, labelled so), or why it has none", show="records")]
-    result = evaluate_v3(model, run, protocol, data, n_resamples, progress=progress,
-                         method=method, name=name)
+    result = evaluate_v3(model, run, protocol, data,
+                         RunOptions(n_resamples, progress=progress), method=method, name=name)
     models = model_entries({name: result})
     cs = result.context_set
     rows = [

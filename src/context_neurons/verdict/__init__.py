@@ -30,16 +30,23 @@ typed model entries and verdicts, no module importing this package's face. Next,
   :class:`~.statistics.Verdict`, :class:`~.v3_compare.PrimaryVerdict`, the training record
   read once where its directory is read (:class:`~context_neurons.training.summary.TrainingRun`,
   passed to ``evaluate``, ``evaluate_v3``, ``protocol_data``, ``v3_data``, ``comparability``,
-  ``step0_model`` and the main job's rows in place of the dict). Left: one evaluation context (model, method,
-  protocol, data, draws, start) in place of the six values that travel together; the primary
-  score named, not the first key of a dict; each protocol's result a typed field of ``Results``.
+  ``step0_model`` and the main job's rows in place of the dict); how an evaluation runs, one
+  value (:class:`~.options.RunOptions`), and what it scored, one value (:class:`~.v3.Scored`,
+  read by the verdicts, controls and sensitivities of v3 and the GPT-2 adapter). Left: the
+  primary score named, not the first key of a dict; each protocol's result a typed field of
+  ``Results``.
 - Core modules named for what they compute, shared by every protocol: ``documents`` (corpora by
   domain, documents grouped into units, CAL/EVAL/CONFIRM windows), ``heads`` (head sets, the
   context set), ``truth``, ``draws`` (units, neurons, the permutation, random read directions),
   ``scores`` (scores, baselines and v2's verdicts, now in ``evaluate``), ``compare``,
   ``controls``, ``stored`` (stored results of any registered model), ``formatting`` (one
   interval formatter). Done: ``Timer`` and the main job's ``Steps`` are one class,
-  :class:`context_neurons.progress.Phases`.
+  :class:`context_neurons.progress.Phases`; :mod:`.documents` (a key's hash, corpora by domain,
+  units, windows; v1/v2's, v3's and the GPT-2 adapter's data call it), :mod:`.draws` (paired
+  draws from three seeds, random read directions), :mod:`.scores` (each score against a truth,
+  v2's verdicts, the same-model controls), :mod:`.formatting`. Left: v3's
+  ``same_model_controls`` still draws its random directions itself
+  (:func:`~.draws.random_read_directions` is the one implementation).
 - Each protocol a thin adapter (``protocols/v1.py``, ``v2.py``, ``v3.py``): its typed
   constants, data source, model list and its pipeline written out in one function; a protocol
   on another model family is a new adapter and a data source. The commands become subcommands

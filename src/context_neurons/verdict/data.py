@@ -3,7 +3,6 @@ EVAL halves, unigram distributions from CAL, and EVAL windows that remember thei
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,18 +13,22 @@ from torch import Tensor
 
 from context_neurons import config as settings
 from context_neurons.checks import DataError
-from context_neurons.training.config import DOMAINS, EOT, SHORT_DOCUMENT_CORPORA
-from context_neurons.training.corpus import Doc, heldout_documents
-from context_neurons.training.heldout import domain_of_corpus
-from context_neurons.training.stream import pack_windows, tokenize_documents
+from context_neurons.training.config import DOMAINS, EOT
+from context_neurons.training.corpus import heldout_documents
+from context_neurons.training.stream import pack_windows
 from context_neurons.training.summary import TrainingRun
+from context_neurons.verdict.documents import Unit, corpora_by_domain, corpus_units, hash_value
+from context_neurons.verdict.documents import ordered, take_windows
 from context_neurons.verdict.protocol import Protocol, load_protocol
 
+
+#: The CAL/EVAL split's hash prefix (independent of the training split's hash).
+CAL_PREFIX = "cal-eval:"
+
+
 def cal_fraction_value(key: str) -> float:
-    """The document's position in ``[0, 1)`` for the CAL/EVAL split (independent of the
-    training split's hash: a different prefix)."""
-    digest = hashlib.sha256(f"cal-eval:{key}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    """The document's position in ``[0, 1)`` for the CAL/EVAL split (and the EVAL order)."""
+    return hash_value(CAL_PREFIX, key)
 
 
 def is_cal(key: str) -> bool:
@@ -49,21 +52,13 @@ class DomainData:
     eval_documents: list[str] = field(default_factory=list)
 
 
-def _units(corpus: str, docs: list[Doc], tokenizer, eot_id: int, n_ctx: int):
-    """``(key, tokens)`` per document; short-item corpora grouped in key order into units of at
-    least ``n_ctx`` tokens (the unit's key is its first document's)."""
-    docs = sorted(docs, key=lambda d: d.key)
-    encoded = tokenize_documents(docs, tokenizer, eot_id)
-    if corpus not in SHORT_DOCUMENT_CORPORA:
-        return [(d.key, e) for d, e in zip(docs, encoded)]
-    units, current, key = [], [], None
-    for doc, tokens in zip(docs, encoded):
-        key = key or doc.key
-        current.append(tokens)
-        if sum(len(t) for t in current) >= n_ctx:
-            units.append((key, np.concatenate(current)))
-            current, key = [], None
-    return units
+def cal_data(units: list[Unit], n_ctx: int, eot_id: int, n_windows: int) -> DomainData:
+    """A domain's CAL tokens (separators left out) and its first ``n_windows`` CAL windows,
+    ``units`` concatenated and packed (protocols v1, v2 and v3)."""
+    tokens = torch.from_numpy(np.concatenate([u.tokens[1:] for u in units]).astype("int64"))
+    packed = pack_windows(np.concatenate([u.tokens for u in units]), n_ctx, eot_id)
+    return DomainData(cal_tokens=tokens, cal_windows=[torch.from_numpy(w.astype("int64"))
+                                                      for w in packed[:n_windows]])
 
 
 def protocol_data(
@@ -83,34 +78,19 @@ def protocol_data(
         )
     n_ctx = run.config.n_ctx
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
-    by_domain: dict[str, list[str]] = {}
-    for corpus, domain in domain_of_corpus(domains).items():
-        if corpus in run.trained_on:
-            by_domain.setdefault(domain, []).append(corpus)
     out: dict[str, DomainData] = {}
-    for domain, corpora in sorted(by_domain.items()):
-        cal_parts, cal_windows, eval_units = [], [], []
+    for domain, corpora in sorted(corpora_by_domain(run.trained_on, domains).items()):
+        cal, evaluated = [], []
         for corpus in sorted(corpora):
             held = list(heldout_documents(corpus, corpora_dir, run.config.heldout_fraction))
-            for key, tokens in _units(corpus, held, tokenizer, eot_id, n_ctx):
-                if is_cal(key):
-                    cal_parts.append(tokens[1:])  # without the separator
-                    cal_windows.append(tokens)
-                else:
-                    eval_units.append((cal_fraction_value(key), key, tokens))
-        if not cal_parts or not eval_units:
+            for unit in corpus_units(corpus, held, tokenizer, eot_id, n_ctx):
+                (cal if is_cal(unit.key) else evaluated).append(unit)
+        if not cal or not evaluated:
             continue
-        data = DomainData(cal_tokens=torch.from_numpy(np.concatenate(cal_parts).astype("int64")))
-        cal_packed = pack_windows(np.concatenate(cal_windows), n_ctx, eot_id)
-        data.cal_windows = [torch.from_numpy(w.astype("int64"))
-                            for w in cal_packed[: spec.cal_windows_per_domain]]
-        for _, key, tokens in sorted(eval_units, key=lambda u: (u[0], u[1])):  # by the hash
-            packed = pack_windows(tokens, n_ctx, eot_id)[: spec.eval_windows_per_document]
-            for window in packed:
-                if len(data.eval_windows) >= spec.eval_windows_per_domain:
-                    break
-                data.eval_windows.append(torch.from_numpy(window.astype("int64")))
-                data.eval_documents.append(key)
+        data = cal_data(cal, n_ctx, eot_id, spec.cal_windows_per_domain)
+        data.eval_windows, data.eval_documents, _ = take_windows(  # units by the hash
+            ordered(evaluated, CAL_PREFIX), n_ctx, eot_id, spec.eval_windows_per_document,
+            spec.eval_windows_per_domain)
         if data.eval_windows:
             out[domain] = data
     if len(out) < 2:

@@ -8,7 +8,7 @@ frequency-aware score) CAL unigram counts; the truth only from EVAL activations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,6 @@ import context_neurons.verdict.statistics as st
 from context_neurons.activations import PREVIOUS_TOKEN_MIN, mean_head_z, previous_token_attention
 from context_neurons.activations import LayerZeroPasses, donor_windows
 from context_neurons.discovery import read_vectors, scoring_vocabulary
-from context_neurons.discovery import top_of_read_vectors
 from context_neurons.domain_shift import PathShifts, path_pieces, permuted_vocabulary
 from context_neurons.domain_shift import predict_path_shifts
 from context_neurons.method import MethodValues
@@ -31,9 +30,11 @@ from context_neurons.stability.bounds import coefficient_of_variation
 from context_neurons.training.summary import TrainingRun
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.data import unigram_distributions
-from context_neurons.verdict.protocol import Protocol, VerdictRule, load_protocol
-from context_neurons.verdict.results import Controls, Evaluation, HeadSetResult
-from context_neurons.verdict.results import RandomDirections, ScoreResult, StableBroadHeads
+from context_neurons.verdict.draws import paired_draws, random_read_directions
+from context_neurons.verdict.protocol import Protocol, load_protocol
+from context_neurons.verdict.results import Evaluation, HeadSetResult
+from context_neurons.verdict.results import ScoreResult, StableBroadHeads
+from context_neurons.verdict.scores import both_scores, weight_controls
 from context_neurons.verdict.results import TruthThreshold
 
 
@@ -147,10 +148,7 @@ def predicted_paths(model: TransformerBridge, circuit, distributions: dict, star
     read = read_vectors(circuit, model)
     paths = predict_path_shifts(pieces, read, distributions, start)
     shuffled = predict_path_shifts(pieces, read, permuted_vocabulary(distributions, seed), start)
-    generator = torch.Generator().manual_seed(seed)
-    random = torch.randn(read.shape, generator=generator, dtype=read.dtype)
-    random = random / random.norm(dim=0, keepdim=True) * read.norm(dim=0, keepdim=True).cpu()
-    random = random.to(read.device)
+    random = random_read_directions(read, seed)
     return PredictedPaths(paths, shuffled, random,
                           predict_path_shifts(pieces, random, distributions, start))
 
@@ -162,66 +160,6 @@ def _once(cache: dict | None, key: tuple, compute):
     if key not in cache:
         cache[key] = compute()
     return cache[key]
-
-
-def score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: float,
-                rho_boot: np.ndarray, neuron_draws: np.ndarray, permutation_rho: float,
-                rule: VerdictRule, level: float) -> ScoreResult:
-    """One score against the truth: AUC and Spearman with their intervals at ``level``, precision
-    at |T| against the base rate, the criteria and the verdict (protocols v1, v2 and v3)."""
-    n_truth = int(truth.mask.sum())
-    auc_point = float(st.auc(score, truth.mask))
-    auc_boot = st.auc(score[neuron_draws], np.take_along_axis(boot_truth.mask, neuron_draws, 1))
-    auc_ci = st.percentile_interval(auc_boot, level)
-    rho_ci = st.percentile_interval(rho_boot, level)
-    precision = st.precision_at_truth_size(score, truth.mask)
-    base = n_truth / len(score)
-    verdict = st.verdict(n_truth, auc_ci, precision, base, rho_ci, permutation_rho, rule)
-    criteria = st.criteria(auc_ci, precision, base, rho_ci, permutation_rho, rule)
-    undecided = verdict == st.Verdict.INCONCLUSIVE and criteria["precision_reachable"]
-    deciding = st.deciding_size(n_truth, auc_point, auc_ci, rule) if undecided else None
-    return ScoreResult(auc_point, auc_ci, float(rho), rho_ci, precision, base, n_truth, verdict,
-                       criteria, deciding)
-
-
-def frequency_rho(predicted: np.ndarray, truth: st.Truth) -> np.ndarray | np.floating:
-    """Median over domains of the Spearman correlation across neurons of ``predicted`` and the
-    truth's context shifts (``[..., domain, neuron]``; the truth's ranks are computed once): a
-    scalar for ``[domain, neuron]``."""
-    rho = st.rank_correlation(st.ranks(predicted), truth.context_shift_ranks)
-    return np.nanmedian(rho, axis=-1)
-
-
-def top_rho(top: np.ndarray, truth: st.Truth, sd: np.ndarray) -> np.ndarray:
-    """Spearman of ``top[j]`` with the measured |context shift| / sd at each neuron's domain
-    (``top`` ranked once, whatever the truth's leading resample axes)."""
-    best = np.take_along_axis(truth.context_shift, truth.best[..., None, :], axis=-2)[..., 0, :]
-    return st.rank_correlation(st.ranks(top), st.ranks(np.abs(best) / np.maximum(sd, 1e-30)))
-
-
-def both_scores(prediction, top: np.ndarray, truth: st.Truth, boot: st.Truth,
-                sd: tuple[np.ndarray, np.ndarray], neuron_draws: np.ndarray,
-                permutation: np.ndarray, rule: VerdictRule,
-                level: float) -> dict[str, ScoreResult]:
-    """The frequency-aware score (``prediction``, the head set's split of the predicted paths)
-    and ``top[j]`` against one truth, each with its rho, the rho with the neurons permuted, and
-    (the frequency-aware score) the rho partial on the other paths' predicted shifts; ``sd``:
-    the pooled spread of the point estimate and of the bootstrap (protocols v1, v2, v3)."""
-    predicted = prediction.shift_context.double().numpy()
-    measured = truth.context_shift
-    frequency = prediction.score().double().numpy()
-    perm_f = float(frequency_rho(predicted[:, permutation], truth))
-    perm_t = float(top_rho(top[permutation], truth, sd[0]))
-    partial = float(np.nanmedian(st.partial_spearman(
-        predicted, measured, prediction.shift_other.double().numpy())))
-    frequency_entry = score_entry(
-        frequency, truth, boot, float(frequency_rho(predicted, truth)),
-        frequency_rho(predicted[None], boot), neuron_draws, perm_f, rule, level)
-    top_entry = score_entry(top, truth, boot, float(top_rho(top, truth, sd[0])),
-                            top_rho(top, boot, sd[1]), neuron_draws, perm_t, rule, level)
-    return {"frequency_aware": replace(frequency_entry, spearman_partial=partial,
-                                       permutation_spearman=perm_f),
-            "top": replace(top_entry, permutation_spearman=perm_t)}
 
 
 def evaluate(
@@ -259,11 +197,10 @@ def evaluate(
     squares = measured.full_squares if truth_rules.single_position else None
     distributions = unigram_distributions(data, model.cfg.d_vocab)
     n_dom = len(data)
-    weights = st.cluster_weights(measured.domain_index, measured.documents, n_resamples, seed)
-    rng = np.random.Generator(np.random.PCG64(seed))
     d_mlp = model.cfg.d_mlp
-    neuron_draws = rng.integers(0, d_mlp, size=(n_resamples, d_mlp))
-    permutation = np.random.Generator(np.random.PCG64(seed + 1)).permutation(d_mlp)
+    draws = paired_draws(measured.domain_index, measured.documents, n_resamples, d_mlp,
+                         seed, seed, seed + 1)
+    weights, neuron_draws, permutation = draws.weights, draws.neurons, draws.permutation
     full = st.domain_shifts(measured.full, measured.domain_index, n_dom, squares=squares)
     full_boot = st.domain_shifts(measured.full, measured.domain_index, n_dom, weights, squares)
     min_d, min_part = truth_rules.min_cohens_d, truth_rules.min_context_part
@@ -322,25 +259,6 @@ def highest_scoring(prediction, n: int = 5) -> list[dict]:
             for j in score.argsort(descending=True)[:n].tolist()]
 
 
-def weight_controls(circuit, shuffled, random, random_prediction, truth, boot, neuron_draws,
-                    frequency, top, vocabulary, rule: VerdictRule, level: float) -> Controls:
-    """The protocol's controls that live on the same model (step 0 and planted: elsewhere)."""
-    shuffled_context = shuffled.shift_context.double().numpy()
-    rho = float(frequency_rho(shuffled_context, truth))
-    rho_boot = frequency_rho(shuffled_context[None], boot)
-    vocabulary_permuted = score_entry(shuffled.score().double().numpy(), truth, boot, rho,
-                                      rho_boot, neuron_draws, 0.0, rule, level)
-    random_frequency = random_prediction.score().double().numpy()
-    random_top = top_of_read_vectors(circuit, random, vocabulary).double().cpu().numpy()
-    random_directions = {}
-    for name, real, null in (("frequency_aware", frequency, random_frequency),
-                             ("top", top, random_top)):
-        cut = float(np.percentile(null, 99))
-        random_directions[name] = RandomDirections(cut, int((real > cut).sum()),
-                                                   float((real > cut).mean()))
-    return Controls(vocabulary_permuted, random_directions)
-
-
 #: Short names of the scores and controls in :func:`score_table`.
 SHORT_NAMES = {"frequency_aware": "frequency-aware", "top": "top[j] (paper)",
                "frequency_aware_vocabulary_permuted": "freq.-aware, p_D permuted"}
@@ -387,13 +305,10 @@ def truth_summary(result: Evaluation, set_name: str = "primary") -> str:
     return f"{len(entry.truth_neurons)} context neurons by activation ({listed or 'none'})"
 
 
-__all__ = ["Measurements", "PREVIOUS_WINDOWS", "PredictedPaths", "both_scores", "evaluate",
-           "frequency_rho",
-           "head_sets", "highest_scoring", "measure", "predicted_paths", "previous_token_heads",
-           "score_entry", "score_readings", "score_sentence",
-           "score_table",
-           "show_scores", "stable_broad_heads", "top_rho", "truth_summary", "verdict_sentences",
-           "weight_controls", "with_interval"]
+__all__ = ["Measurements", "PREVIOUS_WINDOWS", "PredictedPaths", "evaluate", "head_sets",
+           "highest_scoring", "measure", "predicted_paths", "previous_token_heads",
+           "score_readings", "score_sentence", "score_table", "show_scores",
+           "stable_broad_heads", "truth_summary", "verdict_sentences", "with_interval"]
 
 
 def score_sentence(name: str, entry: ScoreResult) -> str:

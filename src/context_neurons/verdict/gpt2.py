@@ -28,7 +28,6 @@ from context_neurons.files import write_text_whole
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
 from context_neurons.verdict.bag_closed_form import checked_bag_responses
-from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.gpt2_data import CorporaAbsent, GPT2Data, corpora_absent, gpt2_data
 from context_neurons.verdict.gpt2_protocol import ProtocolGPT2, load_protocol_gpt2
 from context_neurons.verdict.gpt2_result import GPT2Evaluation, ModelIdentity, model_identity
@@ -36,12 +35,11 @@ from context_neurons.verdict.gpt2_result import paper_heads
 from context_neurons.verdict.paper_claim import paper_claim, set_precision
 from context_neurons.verdict.planted import planted_control
 from context_neurons.progress import Phases
-from context_neurons.verdict.v3 import STOP_NO_CONTEXT, data_summary, registered_draws
-from context_neurons.verdict.v3 import controls_and_sensitivities, truth_and_verdicts
-from context_neurons.verdict.v3_heads import ContextSet, context_set
+from context_neurons.verdict.options import RunOptions
+from context_neurons.verdict.v3 import STOP_NO_CONTEXT, controls_of, data_summary
+from context_neurons.verdict.v3 import score_context_set, verdicts_of
+from context_neurons.verdict.v3_heads import context_set
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation
-from context_neurons.verdict.v3_scores import bag_of_tokens_score, weight_scores
-from context_neurons.verdict.v3_truth import measure_v3
 
 STOP_FEW_DOMAINS = "not testable: fewer than two domains pool"
 
@@ -50,15 +48,6 @@ def _stop(data: GPT2Data, heads: tuple[int, ...], protocol: ProtocolGPT2) -> str
     if len(data.pooled) < protocol.data.min_pooled_domains:
         return STOP_FEW_DOMAINS
     return None if heads else STOP_NO_CONTEXT
-
-
-def _head_sets(cs: ContextSet, sensitivities: bool) -> dict[str, list[int]]:
-    """The head sets ablated: the context set, and (a sensitivity) the non-local set when it
-    differs (v3's sets)."""
-    sets = {"context": list(cs.heads)}
-    if sensitivities and cs.non_local and list(cs.non_local) != list(cs.heads):
-        sets["non_local"] = list(cs.non_local)
-    return sets
 
 
 def _paper_heads_top(method: MethodValues, protocol: ProtocolGPT2, truth: np.ndarray,
@@ -72,23 +61,23 @@ def _paper_heads_top(method: MethodValues, protocol: ProtocolGPT2, truth: np.nda
 
 def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
                   protocol: ProtocolGPT2 | None = None, data: GPT2Data | None = None,
-                  n_resamples: int | None = None, controls: bool = True,
-                  sensitivities: bool = True, batch_size: int = 8, progress: bool = False,
-                  method: MethodValues | None = None, apart: bool = True) -> GPT2Evaluation:
+                  options: RunOptions = RunOptions(), method: MethodValues | None = None,
+                  apart: bool = True) -> GPT2Evaluation:
     """The protocol on one model (module docstring). ``data``: :func:`gpt2_data` when already
-    read; ``n_resamples``: fewer resamples for a quick look (the protocol's 2000 otherwise);
-    ``method``: the run's taxonomy, circuits and scores, when made; ``apart``: the planted
-    control, timed apart (the protocol's ``controls.planted``; left out only for a quick look,
-    and then the result says it was not run)."""
+    read; ``options``: resamples (fewer for a quick look), what is computed and how
+    (:class:`~.options.RunOptions`; no label-free arm here); ``method``: the run's taxonomy,
+    circuits and scores, when made; ``apart``: the planted control, timed apart (the protocol's
+    ``controls.planted``; left out only for a quick look, and then the result says it was not
+    run)."""
     protocol = protocol or load_protocol_gpt2()
-    timer = Phases(protocol.name, announce=progress)
+    timer = Phases(protocol.name, announce=options.progress)
     v3, method = protocol.v3, method or MethodValues(model)
     if data is None:
         with timer("data"):
             data = gpt2_data(model.tokenizer, protocol.data)
     start = protocol.data.window_mean_start
     with timer("context set"):
-        cal = head_statistics(model, data.pooled_cal_windows, start, batch_size)
+        cal = head_statistics(model, data.pooled_cal_windows, start, options.batch_size)
         cs = context_set(method, cal.previous_share, start, v3.previous_token_threshold)
     heads = paper_heads(cs.heads, protocol.paper_claim.paper_heads)
     base = {"protocol": protocol.name, "model": identity.label, "comparable": None,
@@ -97,21 +86,10 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
     if stopped:
         core = V3Evaluation(**base, stopped=stopped, runtime=timer.seconds)
         return GPT2Evaluation(core, identity, heads)
-    with timer("forward passes: UNIGRAM means and CONFIRM windows"):
-        measured = measure_v3(model, data, _head_sets(cs, sensitivities), cal.mean_z, start,
-                              batch_size, sensitivities, progress)
-    distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
-                                          model.cfg.d_vocab)
-    with timer("forward passes: bag of tokens"):
-        bag = bag_of_tokens_score(model, distributions, start, v3.bag_length,
-                                  responses_of=checked_bag_responses)
-    with timer("scores and baselines"):
-        ws = weight_scores(method, list(cs.heads), distributions, start)
-        scores = ws.scores(bag)
-    with timer("truth, bootstrap, primary and secondary"):
-        draws = registered_draws(measured, n_resamples or v3.resamples, model.cfg.d_mlp,
-                                 v3.seeds)
-        shifts, pair, verdicts = truth_and_verdicts(measured, ws, scores, draws, v3)
+    scored = score_context_set(model, method, data, cs, cal.mean_z, v3, options, timer,
+                               "UNIGRAM", checked_bag_responses)
+    draws, shifts, pair, verdicts = verdicts_of(scored, options, timer)
+    scores = scored.scores
     with timer("paper's claim"):
         testable = verdicts["truth"].n_truth >= v3.verdict.min_truth
         claim = paper_claim(scores["top"], pair.point.mask, pair.boot.mask, draws.neurons,
@@ -120,10 +98,8 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
         if identity.requested == protocol.primary_model:
             heads = replace(heads, top_with_paper_heads=_paper_heads_top(
                 method, protocol, pair.point.mask, pair.boot.mask, draws.neurons))
-    result = {**base, **verdicts}
-    result.update(controls_and_sensitivities(
-        timer, controls, sensitivities, model, method, cs, measured, shifts, draws, scores, bag,
-        distributions, ws, pair, verdicts, start, v3))
+    result = {**base, **verdicts, **controls_of(scored, options, timer, shifts, draws, pair,
+                                                 verdicts)}
     runtime = {**timer.seconds, "total_s": sum(timer.seconds.values()),
                "target_cpu_2_cores_s": v3.budget_s, "torch_threads": torch.get_num_threads()}
     if apart:
@@ -145,8 +121,8 @@ def gpt2_entry(model: TransformerBridge | None, identity: ModelIdentity,
     absent = corpora_absent(identity.requested, protocol.data)
     if absent is not None:
         return absent
-    return evaluate_gpt2(model, identity, protocol, n_resamples=n_resamples, progress=progress,
-                         method=method)
+    options = RunOptions(n_resamples, progress=progress)
+    return evaluate_gpt2(model, identity, protocol, options=options, method=method)
 
 
 def verdict_lines(model_name: str = "gpt2", device: str = "auto") -> list[str]:

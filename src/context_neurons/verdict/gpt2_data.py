@@ -3,9 +3,10 @@
 Every non-empty document of the registered folders of the corpora dataset, minus the frozen
 excluded keys (``discovery-verdict-gpt2-excluded.json``, read, never replayed), is split by
 ``sha256('gpt2-split:' + key) < 0.5`` into UNIGRAM and CONFIRM documents. Per folder and side,
-documents in key order are grouped into units of at least ``n_ctx`` = 1024 tokens (v3's
-:func:`~.v3_data.group_units`); a domain's units are ordered by ``sha256('confirm-gpt2:' + key)``
-(CONFIRM: the first window of each unit until 50, v3's :func:`~.v3_data.take_windows`) or
+documents in key order are grouped into units of at least ``n_ctx`` = 1024 tokens
+(:func:`~.documents.group_units`); a domain's units are ordered by
+``sha256('confirm-gpt2:' + key)`` (CONFIRM: the first window of each unit until 50,
+:func:`~.documents.take_windows`) or
 ``sha256('unigram-gpt2:' + key)`` (UNIGRAM: ``p_D`` over the units taken until 262,144 tokens,
 and the first 64 windows of the same units packed). A domain pools with at least 20 CONFIRM units.
 
@@ -20,7 +21,6 @@ each folder's tokens are kept per tokenizer object for the process
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,16 +40,11 @@ from context_neurons.training.heldout import domain_of_corpus
 from context_neurons.training.stream import pack_windows, tokenize_documents
 from context_neurons.verdict.data import DomainData
 from context_neurons.verdict.gpt2_protocol import GPT2DataRules, excluded_keys
-from context_neurons.verdict.v3_data import NO_DATA, POOLED, ConfirmDomain, Unit, V3Data
-from context_neurons.verdict.v3_data import NOT_POOLED, group_units, take_windows
+from context_neurons.verdict.documents import NO_DATA, Unit, domain_status, group_units
+from context_neurons.verdict.documents import hash_value, ordered, take_windows
+from context_neurons.verdict.v3_data import ConfirmDomain, V3Data
 
 UNIGRAM, CONFIRM = "unigram", "confirm"
-
-
-def hash_value(prefix: str, key: str) -> float:
-    """``sha256(prefix + key)``, first 8 bytes big-endian, over ``2**64``."""
-    digest = hashlib.sha256(f"{prefix}{key}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def side_of(key: str, rules: GPT2DataRules) -> str:
@@ -176,19 +171,15 @@ def split_units(documents: list[tuple[str, np.ndarray]], excluded: frozenset[str
 # ----------------------------------------------------------------------------------------------
 
 
-def ordered(units: list[Unit], prefix: str) -> list[Unit]:
-    """Units by ``sha256(prefix + unit key)``, ties by key."""
-    return sorted(units, key=lambda u: (hash_value(prefix, u.key), u.key))
-
-
 def confirm_side(name: str, units: list[Unit], rules: GPT2DataRules,
                  eot_id: int) -> ConfirmDomain:
-    """A domain's CONFIRM windows (v3's :func:`take_windows`, this protocol's order and cap)."""
+    """A domain's CONFIRM windows (:func:`~.documents.take_windows`, this protocol's order
+    and cap)."""
     windows, keys, read = take_windows(ordered(units, rules.confirm.order_prefix), rules.n_ctx,
                                        eot_id, rules.windows_per_unit,
                                        rules.confirm.tokens_per_domain // rules.n_ctx)
-    status = NO_DATA if read == 0 else POOLED if read >= rules.min_units else NOT_POOLED
-    return ConfirmDomain(name, len(units), None, read, tuple(windows), tuple(keys), status)
+    return ConfirmDomain(name, len(units), None, read, tuple(windows), tuple(keys),
+                         domain_status(read, rules.min_units))
 
 
 def unigram_side(units: list[Unit], rules: GPT2DataRules,

@@ -23,8 +23,7 @@ from jaxtyping import Bool, Float, Int
 
 import context_neurons.verdict.statistics as st
 from context_neurons.verdict.gpt2_protocol import PaperClaimRules
-from context_neurons.verdict.formatting import read_json_fields
-from context_neurons.verdict.v3_compare import interval_text
+from context_neurons.verdict.formatting import interval_text, read_json_fields
 
 
 class ClaimLabel(StrEnum):

@@ -18,15 +18,17 @@ v1 and v2 are untouched.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
+from jaxtyping import Float
+from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
 import context_neurons.verdict.statistics as st
-from context_neurons import config as settings
 from context_neurons.activations import head_statistics
 from context_neurons.discovery import scoring_vocabulary
 from context_neurons.domain_shift import permuted_vocabulary, predict_path_shifts
@@ -39,8 +41,10 @@ from context_neurons.training.config import EOT
 from context_neurons.training.summary import TrainingRun, training_run
 from context_neurons.training.loop import build_model
 from context_neurons.verdict.data import unigram_distributions
+from context_neurons.verdict.draws import Draws, paired_draws, random_read_directions
 from context_neurons.verdict.entries import EntryStatus, NotComparable
-from context_neurons.verdict.evaluate import both_scores, weight_controls
+from context_neurons.verdict.options import RunOptions
+from context_neurons.verdict.scores import both_scores, weight_controls
 from context_neurons.verdict.protocol import ProtocolV3, Seeds, load_protocol_v3
 from context_neurons.verdict.results import ScoreResult
 from context_neurons.verdict.planted import planted_control
@@ -54,7 +58,8 @@ from context_neurons.verdict.v3_result import NeuronsPermuted, NonPooledDomain, 
 from context_neurons.verdict.v3_result import DataSummary, DomainSummary, LabelFreeArm
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation, jsonable
 from context_neurons.verdict.v3_models import comparability, model_key, registered_model
-from context_neurons.verdict.v3_scores import WeightScores, bag_of_tokens_score, shifts_against
+from context_neurons.verdict.v3_scores import BagOfTokens, WeightScores, bag_of_tokens_score
+from context_neurons.verdict.v3_scores import bag_responses, shifts_against
 from context_neurons.verdict.v3_stored import device_label, model_entries, store_result
 from context_neurons.verdict.v3_scores import weight_scores
 from context_neurons.verdict.v3_truth import (
@@ -87,7 +92,7 @@ def data_summary(data: V3Data) -> DataSummary:
 def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarray,
                        permutation: np.ndarray, protocol: ProtocolV3) -> dict[str, ScoreResult]:
     """v2's verdict for the frequency-aware score and ``top[j]``, each with its own rho and the
-    neurons-permuted rho (v2's code: ``evaluate.both_scores``)."""
+    neurons-permuted rho (v2's code: :func:`~.scores.both_scores`)."""
     scores = both_scores(ws.prediction, ws.top.double().cpu().numpy(), pair.point, pair.boot,
                          (pair.full.sd, pair.full_boot.sd), neuron_draws, permutation,
                          protocol.verdict, protocol.level)
@@ -103,10 +108,7 @@ def same_model_controls(model: TransformerBridge, ws: WeightScores, distribution
     heads, seeds = ws.prediction.heads, protocol.seeds
     shuffled = predict_path_shifts(ws.pieces, ws.read, permuted_vocabulary(
         distributions, seeds.vocabulary), start).split(heads)
-    generator = torch.Generator().manual_seed(seeds.random_directions)
-    random = torch.randn(ws.read.shape, generator=generator, dtype=ws.read.dtype)
-    random = random / random.norm(dim=0, keepdim=True) * ws.read.norm(dim=0, keepdim=True).cpu()
-    random = random.to(ws.read.device)
+    random = random_read_directions(ws.read, seeds.random_directions)
     random_paths = predict_path_shifts(ws.pieces, random, distributions, start).split(heads)
     out = weight_controls(ws.circuit, shuffled, random, random_paths, pair.point, pair.boot,
                           neuron_draws, ws.prediction.score().double().numpy(),
@@ -209,24 +211,12 @@ def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pai
 # ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Draws:
-    """The paired draws shared by the score and every baseline: unit weights ``[resample,
-    window]``, neuron draws ``[resample, neuron]`` and the neurons permutation of the control,
-    each from its registered seed (:class:`~.protocol.Seeds`)."""
-
-    weights: np.ndarray
-    neurons: np.ndarray
-    permutation: np.ndarray
-
-
 def registered_draws(measured: ConfirmMeasurements, n_resamples: int, d_mlp: int,
                      seeds: Seeds) -> Draws:
-    generator = lambda seed: np.random.Generator(np.random.PCG64(seed))  # noqa: E731
-    return Draws(st.cluster_weights(measured.domain_index, measured.units, n_resamples,
-                                    seeds.units),
-                 generator(seeds.neurons).integers(0, d_mlp, size=(n_resamples, d_mlp)),
-                 generator(seeds.permutation).permutation(d_mlp))
+    """v3's :class:`~.draws.Draws` over its units, each from its registered seed
+    (:class:`~.protocol.Seeds`)."""
+    return paired_draws(measured.domain_index, measured.units, n_resamples, d_mlp, seeds.units,
+                        seeds.neurons, seeds.permutation)
 
 
 def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: dict,
@@ -268,57 +258,108 @@ def controls_and_sensitivities(timer: Phases, controls: bool, sensitivities: boo
     return out
 
 
+def ablated_sets(cs: ContextSet, sensitivities: bool) -> dict[str, list[int]]:
+    """The head sets ablated: the context set, and (a sensitivity) the non-local set when it
+    differs."""
+    sets = {"context": list(cs.heads)}
+    if sensitivities and cs.non_local and list(cs.non_local) != list(cs.heads):
+        sets["non_local"] = list(cs.non_local)
+    return sets
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One model's context set scored: what the truth, the verdicts, the controls and the
+    sensitivities read (the values that travelled together through five functions)."""
+
+    model: TransformerBridge
+    method: MethodValues
+    protocol: ProtocolV3
+    start: int
+    cs: ContextSet
+    measured: ConfirmMeasurements
+    distributions: dict[str, Float[Tensor, " d_vocab"]]
+    bag: BagOfTokens
+    ws: WeightScores
+    scores: dict[str, Float[np.ndarray, " neuron"]]
+
+
+def score_context_set(model: TransformerBridge, method: MethodValues, data: V3Data,
+                      cs: ContextSet, mean_z: Float[Tensor, "head_index d_head"],
+                      protocol: ProtocolV3, options: RunOptions, timer: Phases,
+                      means: str = "CAL", responses_of: Callable = bag_responses) -> Scored:
+    """The forward passes on the CONFIRM windows (heads ablated to ``mean_z``, their mean on
+    the pooled ``means`` windows, measured with the context set), the domains' ``p_D``, the bag
+    of tokens, the score and its baselines, timed."""
+    start = protocol.data.window_mean_start
+    with timer(f"forward passes: {means} means and CONFIRM windows"):
+        measured = measure_v3(model, data, ablated_sets(cs, options.sensitivities), mean_z, start,
+                              options.batch_size, options.sensitivities, options.progress)
+    distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
+                                          model.cfg.d_vocab)
+    with timer("forward passes: bag of tokens"):
+        bag = bag_of_tokens_score(model, distributions, start, protocol.bag_length,
+                                  responses_of=responses_of)
+    with timer("scores and baselines"):
+        ws = weight_scores(method, list(cs.heads), distributions, start)
+        scores = ws.scores(bag)
+    return Scored(model, method, protocol, start, cs, measured, distributions, bag, ws, scores)
+
+
+def verdicts_of(scored: Scored, options: RunOptions,
+                timer: Phases) -> tuple[Draws, SetShifts, TruthPair, dict]:
+    """The registered draws, the truth, the primary comparison and the secondary verdicts."""
+    with timer("truth, bootstrap, primary and secondary"):
+        draws = registered_draws(scored.measured, options.resamples(scored.protocol.resamples),
+                                 scored.model.cfg.d_mlp, scored.protocol.seeds)
+        return draws, *truth_and_verdicts(scored.measured, scored.ws, scored.scores, draws,
+                                          scored.protocol)
+
+
+def controls_of(scored: Scored, options: RunOptions, timer: Phases, shifts: SetShifts,
+                draws: Draws, pair: TruthPair, verdicts: dict) -> dict:
+    """:func:`controls_and_sensitivities` of ``scored``, as ``options`` asks."""
+    s = scored
+    return controls_and_sensitivities(
+        timer, options.controls, options.sensitivities, s.model, s.method, s.cs, s.measured,
+        shifts, draws, s.scores, s.bag, s.distributions, s.ws, pair, verdicts, s.start,
+        s.protocol)
+
+
 def evaluate_v3(model: TransformerBridge, run: TrainingRun, protocol: ProtocolV3 | None = None,
-                data: V3Data | None = None, n_resamples: int | None = None,
-                controls: bool = True, sensitivities: bool = True, label_free: bool = False,
-                batch_size: int = 8, name: str | None = None,
-                progress: bool = False, method: MethodValues | None = None) -> V3Evaluation:
+                data: V3Data | None = None, options: RunOptions = RunOptions(),
+                name: str | None = None, method: MethodValues | None = None) -> V3Evaluation:
     """Protocol v3 on one model (module docstring). ``data``: :func:`v3_data`, when already
-    read; ``n_resamples``: fewer resamples for a quick look (the protocol's 2000 otherwise);
+    read; ``options``: resamples, what is computed and how (:class:`~.options.RunOptions`);
     ``method``: the run's taxonomy, circuits and scores, when made."""
-    timer, protocol = Phases("protocol v3", announce=progress), protocol or load_protocol_v3()
+    protocol = protocol or load_protocol_v3()
+    timer = Phases("protocol v3", announce=options.progress)
     method = method or MethodValues(model)
     if data is None:
         with timer("data"):
             data = v3_data(model.tokenizer, run, protocol)
     start = protocol.data.window_mean_start
-    cal_windows = data.pooled_cal_windows
     with timer("context set"):
-        cal = head_statistics(model, cal_windows, start, batch_size)
+        cal = head_statistics(model, data.pooled_cal_windows, start, options.batch_size)
         cs = context_set(method, cal.previous_share, start, protocol.previous_token_threshold)
     base = {"protocol": protocol.name, "model": name or model_key(run),
             "comparable": comparability(run), "data": data_summary(data), "context_set": cs}
     if not cs.heads:
         return V3Evaluation(**base, stopped=STOP_NO_CONTEXT, runtime=timer.seconds)
-    sets = {"context": list(cs.heads)}
-    if sensitivities and cs.non_local and list(cs.non_local) != list(cs.heads):
-        sets["non_local"] = list(cs.non_local)
-    with timer("forward passes: CAL means and CONFIRM windows"):
-        measured = measure_v3(model, data, sets, cal.mean_z, start, batch_size, sensitivities,
-                              progress)
-    distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
-                                          model.cfg.d_vocab)
-    with timer("forward passes: bag of tokens"):
-        bag = bag_of_tokens_score(model, distributions, start, protocol.bag_length)
-    with timer("scores and baselines"):
-        ws = weight_scores(method, list(cs.heads), distributions, start)
-        scores = ws.scores(bag)
-    with timer("truth, bootstrap, primary and secondary"):
-        draws = registered_draws(measured, n_resamples or protocol.resamples,
-                                 model.cfg.d_mlp, protocol.seeds)
-        shifts, pair, verdicts = truth_and_verdicts(measured, ws, scores, draws, protocol)
-    result = {**base, **verdicts}
-    result.update(controls_and_sensitivities(
-        timer, controls, sensitivities, model, method, cs, measured, shifts, draws, scores, bag,
-        distributions, ws, pair, verdicts, start, protocol))
+    scored = score_context_set(model, method, data, cs, cal.mean_z, protocol, options, timer)
+    draws, shifts, pair, verdicts = verdicts_of(scored, options, timer)
+    result = {**base, **verdicts, **controls_of(scored, options, timer, shifts, draws, pair,
+                                                 verdicts)}
     with timer("non-pooled domains"):
-        result["non_pooled"] = non_pooled_report(data, measured, pair, ws, distributions, start,
-                                                 protocol, model.cfg.d_vocab)
+        result["non_pooled"] = non_pooled_report(data, scored.measured, pair, scored.ws,
+                                                 scored.distributions, scored.start, protocol,
+                                                 model.cfg.d_vocab)
     total = sum(timer.seconds.values())
-    if label_free:
+    if options.label_free:
         with timer("label-free arm (timed apart)"):
-            result["label_free"] = label_free_arm(model, data, ws, pair, draws.neurons,
-                                                  scores["frequency_aware"], start, protocol)
+            result["label_free"] = label_free_arm(model, data, scored.ws, pair, draws.neurons,
+                                                  scored.scores["frequency_aware"],
+                                                  scored.start, protocol)
     return V3Evaluation(**result, runtime={
         **timer.seconds, "total_within_budget_s": total,
         "budget_s": protocol.budget_s, "torch_threads": torch.get_num_threads()})
@@ -332,18 +373,19 @@ def step0_model(run: TrainingRun, tokenizer) -> TransformerBridge:
     return bridge_from_hf(hf, tokenizer, "step-0", device="cpu")
 
 
-def apart_controls(model: TransformerBridge, run: TrainingRun, data: V3Data, n_resamples: int | None,
-                   batch_size: int, progress: bool = False) -> tuple[dict, dict]:
+def apart_controls(model: TransformerBridge, run: TrainingRun, data: V3Data,
+                   options: RunOptions) -> tuple[dict, dict]:
     """Step 0 (the whole evaluation on the initialised model, or its stop) and the planted
     control (unchanged rule), timed apart, in their JSON form: they go into
     :attr:`V3Controls.apart` as the stored result holds them (step 0 without its ``data``,
-    which :meth:`V3Evaluation.from_json` could not read back). ``progress``: each one's name on
-    stderr when it starts."""
-    timer = Phases("protocol v3", announce=progress)
+    which :meth:`V3Evaluation.from_json` could not read back). Step 0: ``options``' resamples
+    and batch size, with its controls, without sensitivities or the label-free arm."""
+    timer = Phases("protocol v3", announce=options.progress)
+    step0_options = RunOptions(options.n_resamples, sensitivities=False,
+                               batch_size=options.batch_size)
     with timer("step 0"):
         step0 = evaluate_v3(step0_model(run, model.tokenizer), run, data=data,
-                            n_resamples=n_resamples, sensitivities=False, batch_size=batch_size,
-                            name="step 0").to_json()
+                            options=step0_options, name="step 0").to_json()
         step0.pop("data", None)
     with timer("planted"):
         planted = planted_control(load_model("planted")).to_json()
@@ -392,15 +434,15 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
                             device=device)
     with timer("data (CONFIRM manifest and CAL)"):
         data = v3_data(loaded.model.tokenizer, training, protocol)
-    result = evaluate_v3(loaded.model, training, protocol, data, n_resamples,
-                         label_free=label_free, batch_size=batch_size, progress=progress)
+    options = RunOptions(n_resamples, label_free=label_free, batch_size=batch_size,
+                         progress=progress)
+    result = evaluate_v3(loaded.model, training, protocol, data, options)
     data_s = timer.seconds["data (CONFIRM manifest and CAL)"]
     runtime = {"data (CONFIRM manifest and CAL)": data_s, **result.runtime}
     runtime["total_within_budget_s"] += data_s
     controls = result.controls
     if apart and not result.stopped:
-        extra, seconds = apart_controls(loaded.model, training, data, n_resamples, batch_size,
-                                        progress)
+        extra, seconds = apart_controls(loaded.model, training, data, options)
         controls = replace(controls or V3Controls(), apart=jsonable(extra))
         runtime.update({f"{k} (timed apart)": v for k, v in seconds.items()})
     result = replace(result, runtime=runtime, controls=controls)
@@ -413,8 +455,8 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
             "models": model_entries({key: result}), "primary_verdict": result.primary_verdict}
 
 
-__all__ = ["Draws", "STOP_NO_CONTEXT", "controls_and_sensitivities",
-           "V3Evaluation", "apart_controls",
-           "data_summary", "evaluate_v3", "label_free_arm", "non_pooled_report",
-           "registered_draws", "run", "run_directory", "same_model_controls",
-           "secondary_verdicts", "sensitivities_v3", "step0_model", "truth_and_verdicts"]
+__all__ = ["STOP_NO_CONTEXT", "Scored", "V3Evaluation", "ablated_sets", "apart_controls",
+           "controls_and_sensitivities", "controls_of", "data_summary", "evaluate_v3",
+           "label_free_arm", "non_pooled_report", "registered_draws", "run", "run_directory",
+           "same_model_controls", "score_context_set", "secondary_verdicts", "sensitivities_v3",
+           "step0_model", "truth_and_verdicts", "verdicts_of"]

@@ -14,14 +14,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import torch
 from jaxtyping import Int
 from torch import Tensor
 
@@ -30,10 +27,12 @@ from context_neurons.checks import DataError
 from context_neurons.text.dataset import NOT_CODE
 from context_neurons.training.config import DOMAINS, EOT
 from context_neurons.training.corpus import Doc, heldout_documents, stdlib_dir
-from context_neurons.training.heldout import domain_of_corpus
-from context_neurons.training.stream import pack_windows, tokenize_documents
+from context_neurons.training.stream import tokenize_documents
 from context_neurons.training.summary import TrainingRun
-from context_neurons.verdict.data import DomainData, _units, is_cal
+from context_neurons.verdict.data import DomainData, cal_data, is_cal
+from context_neurons.verdict.documents import NO_DATA, NOT_POOLED, POOLED, Unit
+from context_neurons.verdict.documents import corpora_by_domain, corpus_units, domain_status
+from context_neurons.verdict.documents import group_units, hash_value, ordered, take_windows
 from context_neurons.verdict.protocol import ConfirmRules, ProtocolV3, read_protocol_file
 
 #: The CONFIRM manifest, registered with the protocol before any v3 number (git commit 871d5be).
@@ -42,7 +41,6 @@ CONFIRM_MANIFEST_FILE = "discovery-verdict-v3-confirm.json"
 CONFIRM_PREFIX = "confirm-v3:"
 #: The fallback corpus of the code domain (the protocol's ``data.confirm.fallback.code``).
 STDLIB_TESTS = "python_stdlib_tests"
-NO_DATA, POOLED, NOT_POOLED = "no CONFIRM data", "pooled", "not pooled"
 
 
 def load_confirm_manifest() -> dict:
@@ -52,58 +50,12 @@ def load_confirm_manifest() -> dict:
 
 def confirm_value(key: str) -> float:
     """``sha256('confirm-v3:' + key)``, first 8 bytes big-endian, over ``2**64``."""
-    digest = hashlib.sha256(f"{CONFIRM_PREFIX}{key}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    return hash_value(CONFIRM_PREFIX, key)
 
 
 def confirm_order(key: str) -> tuple[float, str]:
     """The CONFIRM order: by the hash, ties by key."""
     return confirm_value(key), key
-
-
-@dataclass(frozen=True)
-class Unit:
-    """A resampling cluster: consecutive documents of one corpus (``key``: the first one's),
-    each ``[<|endoftext|>, tokens...]``, concatenated."""
-
-    key: str
-    tokens: Int[np.ndarray, " n"]
-
-
-def group_units(documents: list[tuple[str, Int[np.ndarray, " _n"]]], n_ctx: int) -> list[Unit]:
-    """``(key, tokens)`` documents, in the order given, grouped until a unit holds at least
-    ``n_ctx`` tokens; documents sharing a key stay in one unit; a last, shorter group is dropped."""
-    units, current, key = [], [], None
-    for i, (doc_key, tokens) in enumerate(documents):
-        key = key or doc_key
-        current.append(tokens)
-        more_of_this_key = i + 1 < len(documents) and documents[i + 1][0] == doc_key
-        if sum(len(t) for t in current) >= n_ctx and not more_of_this_key:
-            units.append(Unit(key, np.concatenate(current)))
-            current, key = [], None
-    return units
-
-
-def take_windows(units: Iterable[Unit], n_ctx: int, eot_id: int, per_unit: int,
-                 cap: int) -> tuple[list[Int[Tensor, " n_ctx"]], list[str], int]:
-    """Units in the order given, each giving its first ``per_unit`` windows of
-    :func:`~context_neurons.training.stream.pack_windows`, until ``cap`` windows.
-
-    Returns:
-        ``(windows, each window's unit key, units read)``; ``units`` is consumed lazily.
-    """
-    windows: list[Tensor] = []
-    keys: list[str] = []
-    read = 0
-    for unit in units:
-        if len(windows) >= cap:
-            break
-        packed = pack_windows(unit.tokens, n_ctx, eot_id)[: min(per_unit, cap - len(windows))]
-        if len(packed):
-            read += 1
-        windows += [torch.from_numpy(w.astype("int64")) for w in packed]
-        keys += [unit.key] * len(packed)
-    return windows, keys, read
 
 
 # ----------------------------------------------------------------------------------------------
@@ -212,12 +164,6 @@ class V3Data:
         return [w for d in self.pooled for w in self.cal[d].cal_windows]
 
 
-def _domain_status(units_read: int, min_units: int) -> str:
-    if units_read == 0:
-        return NO_DATA
-    return POOLED if units_read >= min_units else NOT_POOLED
-
-
 def _heldout_documents(corpora: list[str], run: TrainingRun,
                        corpora_dir: Path) -> dict[str, list[Doc]]:
     fraction = run.config.heldout_fraction
@@ -246,8 +192,7 @@ def confirm_domain(name: str, keys: list[str], held: dict[str, list[Doc]], token
                    n_ctx: int, rules: ConfirmRules) -> ConfirmDomain:
     """One domain's CONFIRM windows (module docstring)."""
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
-    own = sorted(_own_units(keys, held, tokenizer, eot_id, n_ctx),
-                 key=lambda u: confirm_order(u.key))
+    own = ordered(_own_units(keys, held, tokenizer, eot_id, n_ctx), CONFIRM_PREFIX)
     min_units = rules.min_units
     fallback_docs = checked_fallback(rules, name) if len(own) < min_units else None
     units: Iterable[Unit] = own
@@ -255,28 +200,24 @@ def confirm_domain(name: str, keys: list[str], held: dict[str, list[Doc]], token
         extra = fallback_units(fallback_docs, tokenizer, eot_id, n_ctx)
         units = heapq.merge(own, extra, key=lambda u: confirm_order(u.key))
     cap = rules.tokens_per_domain // n_ctx
-    windows, window_units, read = take_windows(units, n_ctx, eot_id, rules.windows_per_unit(n_ctx),
-                                              cap)
+    windows, window_units, read = take_windows(units, n_ctx, eot_id,
+                                              rules.windows_per_unit(n_ctx), cap)
     return ConfirmDomain(name, len(own), STDLIB_TESTS if fallback_docs is not None else None,
                          read, tuple(windows), tuple(window_units),
-                         _domain_status(read, min_units))
+                         domain_status(read, min_units))
 
 
 def cal_domain(corpora: list[str], held: dict[str, list[Doc]], tokenizer, n_ctx: int,
                cal_windows: int) -> tuple[DomainData, list[Unit]]:
-    """A domain's CAL tokens and windows exactly as v1/v2's ``protocol_data`` makes them."""
+    """A domain's CAL tokens and windows as v1/v2's ``protocol_data`` makes them
+    (:func:`~.data.cal_data`), and its CAL units."""
     eot_id = tokenizer.convert_tokens_to_ids(EOT)
-    units = [Unit(key, tokens) for corpus in sorted(corpora)
-             for key, tokens in _units(corpus, held[corpus], tokenizer, eot_id, n_ctx)
-             if is_cal(key)]
+    units = [u for corpus in sorted(corpora)
+             for u in corpus_units(corpus, held[corpus], tokenizer, eot_id, n_ctx)
+             if is_cal(u.key)]
     if not units:
         raise DataError(f"No CAL document in corpora {corpora}.")
-    cal_tokens = torch.from_numpy(np.concatenate([u.tokens[1:] for u in units]).astype("int64"))
-    packed = pack_windows(np.concatenate([u.tokens for u in units]), n_ctx, eot_id)
-    data = DomainData(cal_tokens=cal_tokens,
-                      cal_windows=[torch.from_numpy(w.astype("int64"))
-                                   for w in packed[:cal_windows]])
-    return data, units
+    return cal_data(units, n_ctx, eot_id, cal_windows), units
 
 
 def v3_data(tokenizer, run: TrainingRun, protocol: ProtocolV3, manifest: dict | None = None,
@@ -289,10 +230,7 @@ def v3_data(tokenizer, run: TrainingRun, protocol: ProtocolV3, manifest: dict | 
         raise DataError("Protocol v3 reads the trained model's held-out documents from the "
                         f"offline corpora, not found here (set {settings.CORPORA.name}).")
     n_ctx = run.config.n_ctx
-    by_domain: dict[str, list[str]] = {}
-    for corpus, domain in domain_of_corpus(domains).items():
-        if corpus in run.trained_on:
-            by_domain.setdefault(domain, []).append(corpus)
+    by_domain = corpora_by_domain(run.trained_on, domains)
     held = _heldout_documents(sorted(c for cs in by_domain.values() for c in cs), run,
                               corpora_dir)
     confirm = {name: confirm_domain(name, keys, held, tokenizer, n_ctx, protocol.data)
