@@ -48,10 +48,10 @@ LAYERS: dict[str, int] = {
 #: whole run (v1 and v2's ``evaluate``, ``v3``, ``gpt2``); 4: the reports and the entry points.
 VERDICT_LAYERS: dict[str, int] = {
     "registry": 0, "protocol": 0, "protocols": 0, "gpt2_protocol": 0, "entries": 0,
-    "formatting": 0, "statistics": 0, "v3_models": 0,
-    "data": 1, "v3_data": 1, "gpt2_data": 1, "v3_heads": 1, "v3_truth": 1, "v3_scores": 1,
+    "formatting": 0, "statistics": 0, "v3_models": 0, "options": 0,
+    "documents": 1, "draws": 1, "data": 1, "v3_data": 1, "gpt2_data": 1, "v3_heads": 1, "v3_truth": 1, "v3_scores": 1,
     "bag_closed_form": 1, "v3_compare": 1, "v3_label_free": 1, "planted": 1, "paper_claim": 1,
-    "results": 2, "v3_result": 2, "gpt2_result": 2, "v3_stored": 2,
+    "results": 2, "scores": 2, "v3_result": 2, "gpt2_result": 2, "v3_stored": 2,
     "evaluate": 3, "v3": 3, "gpt2": 3,
     "v3_report": 4, "development": 4, "__init__": 4,
 }
