@@ -35,14 +35,14 @@ from context_neurons.models import load_model
 from context_neurons.models.loading import load_tokenizer
 from context_neurons.models.weights import as_weights
 from context_neurons.training.config import EOT
-from context_neurons.verdict.bag_closed_form import closed_form_bag_responses
+from context_neurons.verdict.bag_of_tokens import closed_form_bag_responses
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.gpt2 import evaluate_gpt2
 from context_neurons.verdict.options import RunOptions
 from context_neurons.verdict.gpt2_data import gpt2_data
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.gpt2_result import model_identity
-from context_neurons.verdict.v3_scores import bag_responses, bag_support
+from context_neurons.verdict.baselines import bag_responses, bag_support
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ from context_neurons.__main__ import main as command_line
 from context_neurons.circuit import build as circuit_build
 from context_neurons.discovery import scores as discovery_scores
 from context_neurons.models import weights
-from context_neurons.verdict import v3, v3_scores
+from context_neurons.verdict import v3, baselines
 
 #: The module ``verdict.evaluate`` (the package's attribute of that name is the function).
 EVALUATE = sys.modules["context_neurons.verdict.evaluate"]
@@ -31,7 +31,7 @@ COUNTED = {
     "classify_heads": (taxonomy, method),
     "build_circuit": (circuit_build, circuit, method),
     "score_neurons": (discovery_scores, discovery, method),
-    "predict_path_shifts": (domain_shift, EVALUATE, v3, v3_scores),
+    "predict_path_shifts": (domain_shift, EVALUATE, v3, baselines),
 }
 
 

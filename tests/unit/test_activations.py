@@ -70,7 +70,7 @@ def test_layer_zero_check_refuses_weights_read_wrongly(monkeypatch):
     """Every pass checks its first batch against the hooks, up to the MLP's input: a residual,
     a head's z or previous-token attention, or LayerNorm 2 read wrongly raises (the passes, the
     head statistics, the bag of tokens)."""
-    from context_neurons.verdict.v3_scores import bag_responses
+    from context_neurons.verdict.baselines import bag_responses
 
     model, _ = make_small_model(seed=5, n_ctx=64)
     windows = [torch.arange(1, 60)] * 2

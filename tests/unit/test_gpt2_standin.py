@@ -25,7 +25,7 @@ from context_neurons import config as settings
 from context_neurons.verdict.gpt2_data import CorporaAbsent
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.gpt2_result import PLUMBING, GPT2Evaluation, model_identity
-from context_neurons.verdict.v3_scores import BASELINES
+from context_neurons.verdict.baselines import BASELINES
 
 REPO = Path(__file__).resolve().parents[2]
 RESAMPLES = 200  # a quick look: the registered 2000 are the benchmark's (benchmarks/)

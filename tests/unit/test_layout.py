@@ -49,15 +49,16 @@ LAYERS: dict[str, int] = {
 VERDICT_LAYERS: dict[str, int] = {
     "registry": 0, "protocol": 0, "protocols": 0, "gpt2_protocol": 0, "entries": 0,
     "formatting": 0, "statistics": 0, "v3_models": 0, "options": 0,
-    "documents": 1, "draws": 1, "data": 1, "v3_data": 1, "gpt2_data": 1, "v3_heads": 1, "v3_truth": 1, "v3_scores": 1,
-    "bag_closed_form": 1, "v3_compare": 1, "v3_label_free": 1, "planted": 1, "paper_claim": 1,
+    "documents": 1, "draws": 1, "data": 1, "v3_data": 1, "gpt2_data": 1, "context_set": 1,
+    "truth": 1, "baselines": 1, "bag_of_tokens": 1, "comparison": 1, "label_free": 1,
+    "planted": 1, "paper_claim": 1,
     "results": 2, "scores": 2, "v3_result": 2, "gpt2_result": 2, "v3_stored": 2,
     "evaluate": 3, "v3": 3, "gpt2": 3,
     "v3_report": 4, "development": 4, "__init__": 4,
 }
 #: ``(module, imported)`` inside ``verdict`` that break :data:`VERDICT_LAYERS`, each with why.
 #: None today: ``read_json_fields`` moved from ``results`` to ``formatting``, ``LabelFreePool``
-#: from ``v3_result`` to ``v3_label_free``, ``comparability`` from ``v3_report`` to
+#: from ``v3_result`` to ``label_free``, ``comparability`` from ``v3_report`` to
 #: ``v3_models`` and ``model_entries`` to ``v3_stored``, so that no lower module imports a
 #: higher one.
 VERDICT_EXCEPTIONS: dict[tuple[str, str], str] = {}
@@ -175,10 +176,10 @@ def test_the_design_page_lists_the_verdict_layers():
 
 def test_the_verdict_layer_check_finds_a_lower_module_importing_a_higher_one():
     imports = {"protocol": [("v3_report", 7)], "v3_report": [("protocol", 3)],
-               "v3_compare": [("statistics", 5), ("v3_stored", 9)]}
+               "comparison": [("statistics", 5), ("v3_stored", 9)]}
     assert layer_violations("verdict", VERDICT_LAYERS, imports, {}) == [
         "verdict.protocol (layer 0) imports verdict.v3_report (layer 4), line 7",
-        "verdict.v3_compare (layer 1) imports verdict.v3_stored (layer 2), line 9"]
+        "verdict.comparison (layer 1) imports verdict.v3_stored (layer 2), line 9"]
     excepted = {("protocol", "v3_report"): "a reason"}
     assert len(layer_violations("verdict", VERDICT_LAYERS, imports, excepted)) == 1
 

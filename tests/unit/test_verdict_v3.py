@@ -31,8 +31,8 @@ from context_neurons.checks import DataError
 from context_neurons.verdict.protocol import FallbackCorpus, RegisteredModels, Seeds
 from context_neurons.verdict.protocol import VerdictRule, load_protocol, load_protocol_v3
 from context_neurons.verdict.statistics import Verdict
-from context_neurons.verdict.v3_compare import PrimaryVerdict, paired_delta, primary_comparison
-from context_neurons.verdict.v3_compare import primary_verdict
+from context_neurons.verdict.comparison import PrimaryVerdict, paired_delta, primary_comparison
+from context_neurons.verdict.comparison import primary_verdict
 from context_neurons.verdict.v3_data import (
     ConfirmDomain,
     Unit,
@@ -44,17 +44,17 @@ from context_neurons.verdict.v3_data import (
     load_confirm_manifest,
     take_windows,
 )
-from context_neurons.verdict.v3_heads import build_context_set, calibration_previous_share
-from context_neurons.verdict.v3_heads import fixed_group
-from context_neurons.verdict.v3_label_free import adjusted_rand_index, tf_idf_features
+from context_neurons.verdict.context_set import build_context_set, calibration_previous_share
+from context_neurons.verdict.context_set import fixed_group
+from context_neurons.verdict.label_free import adjusted_rand_index, tf_idf_features
 from context_neurons.verdict.entries import EntryStatus, NotComparable, Pending
 from context_neurons.verdict.v3_models import NOT_EVALUATED, PENDING
 from context_neurons.verdict.v3_stored import model_entries
 from context_neurons.verdict.v3_result import jsonable
-from context_neurons.verdict.v3_scores import bag_of_tokens, bag_responses
-from context_neurons.verdict.v3_scores import shifts_against
-from context_neurons.verdict.v3_truth import ConfirmMeasurements, against_pooled, full_shifts
-from context_neurons.verdict.v3_truth import measure_v3, point_truth, set_shifts
+from context_neurons.verdict.baselines import bag_of_tokens, bag_responses
+from context_neurons.verdict.baselines import shifts_against
+from context_neurons.verdict.truth import ConfirmMeasurements, against_pooled, full_shifts
+from context_neurons.verdict.truth import measure_v3, point_truth, set_shifts
 from verdict_cases import baseline_case, primary_case, score_result, truth_case  # noqa: E402
 from verdict_cases import v3_case  # noqa: E402  (tests/unit/verdict_cases.py)
 
@@ -316,20 +316,20 @@ def test_weight_scores_like_another_head_set_take_its_paths_only_when_reads_agre
     read vectors are equal (the paths' inputs are then the same: only their split depends on the
     head set); other read vectors compute the paths again."""
     from context_neurons.method import MethodValues
-    from context_neurons.verdict import v3_scores
+    from context_neurons.verdict import baselines
 
     method = MethodValues(planted.model)
     distributions = {name: torch.zeros(planted.model.cfg.d_vocab) for name in "abc"}
     for k, p in enumerate(distributions.values()):
         p[100 * k : 100 * k + 150] = 1 / 150
-    first = v3_scores.weight_scores(method, [0, 1], distributions, 32)
-    like = v3_scores.weight_scores(method, [2], distributions, 32, like=first)
+    first = baselines.weight_scores(method, [0, 1], distributions, 32)
+    like = baselines.weight_scores(method, [2], distributions, 32, like=first)
     assert like.paths is first.paths and like.pieces is first.pieces
     assert torch.equal(like.prediction.score(), first.paths.split([2]).score())
     assert like.prediction.heads == [2] and torch.equal(like.top, method.scores([2]).top)
-    read = v3_scores.read_vectors
-    monkeypatch.setattr(v3_scores, "read_vectors", lambda c, m: 2 * read(c, m))
-    other = v3_scores.weight_scores(method, [0, 1], distributions, 32, like=first)  # cached
+    read = baselines.read_vectors
+    monkeypatch.setattr(baselines, "read_vectors", lambda c, m: 2 * read(c, m))
+    other = baselines.weight_scores(method, [0, 1], distributions, 32, like=first)  # cached
     assert other.paths is not first.paths and other.pieces is first.pieces
     assert torch.allclose(other.paths.shifts, 2 * first.paths.shifts, rtol=1e-4, atol=1e-6)
 
@@ -457,7 +457,7 @@ def test_the_effect_count_reads_negative_effects_too():
     large effects are negative (a count of ``d >= min_cohens_d`` reports 1 of 4 and says the
     criterion removes almost none). Six neurons on three domains, sd 1: +2.0 and -2.0 all from
     the context set, -1.5 and -3.0 none of it, +0.5 and -0.9 below the threshold."""
-    from context_neurons.verdict.v3_truth import TruthPair, truth_summary_v3
+    from context_neurons.verdict.truth import TruthPair, truth_summary_v3
 
     spec = PROTOCOL.truth
     assert spec.min_cohens_d == 1.0 and spec.removes_almost_none_below == 0.1
@@ -635,7 +635,7 @@ def test_a_model_without_a_result_is_a_typed_entry_that_prints_its_one_line():
 
 def test_verdicts_are_enums_whose_words_print_and_read_back_unchanged():
     from context_neurons.verdict.results import ScoreResult
-    from context_neurons.verdict.v3_compare import PrimaryComparison
+    from context_neurons.verdict.comparison import PrimaryComparison
 
     written = json.loads(json.dumps(score_result(verdict=Verdict.INCONCLUSIVE).to_json()))
     assert written["verdict"] == "inconclusive" and "deciding_truth_size" in written
@@ -1067,7 +1067,7 @@ def test_the_label_free_pool_writes_only_what_it_computed():
     import json
     import math
 
-    from context_neurons.verdict.v3_label_free import LabelFreePool
+    from context_neurons.verdict.label_free import LabelFreePool
     from context_neurons.verdict.v3_result import LabelFreeArm, jsonable
 
     described = dict(units=3, within_cluster_ss=1.5, cluster_sizes={0: 3},
@@ -1094,7 +1094,7 @@ def test_label_free_pool_clusters_two_vocabularies_and_scores_against_the_truth(
     and paired difference with the reference are computed on the draws given."""
     import numpy as np
 
-    from context_neurons.verdict.v3_label_free import label_free_pool
+    from context_neurons.verdict.label_free import label_free_pool
 
     rng = np.random.default_rng(0)
     units = [np.concatenate([[0], rng.integers(1 + 10 * (i % 2), 11 + 10 * (i % 2), 40)])

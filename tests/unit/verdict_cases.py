@@ -8,10 +8,10 @@ from __future__ import annotations
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.results import Evaluation, HeadSetResult, ScoreResult
 from context_neurons.verdict.statistics import Verdict
-from context_neurons.verdict.v3_compare import BaselineResult, PrimaryComparison, PrimaryVerdict
-from context_neurons.verdict.v3_heads import ContextSet
+from context_neurons.verdict.comparison import BaselineResult, PrimaryComparison, PrimaryVerdict
+from context_neurons.verdict.context_set import ContextSet
 from context_neurons.verdict.v3_result import DataSummary, V3Evaluation
-from context_neurons.verdict.v3_truth import TruthSummary
+from context_neurons.verdict.truth import TruthSummary
 
 
 def score_result(**changes) -> ScoreResult:

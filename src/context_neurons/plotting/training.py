@@ -12,7 +12,7 @@ from torch import Tensor
 from context_neurons.plotting.style import head_colour
 from context_neurons.verdict.protocol import VerdictRule
 from context_neurons.verdict.results import ScoreResult
-from context_neurons.verdict.v3_compare import PrimaryComparison
+from context_neurons.verdict.comparison import PrimaryComparison
 
 
 def plot_loss(loss: pd.DataFrame, heldout: pd.DataFrame, title: str = ""):

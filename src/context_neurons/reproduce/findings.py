@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from context_neurons.verdict.entries import NoResult
 from context_neurons.verdict.protocol import load_protocol_v3
-from context_neurons.verdict.v3_compare import PrimaryVerdict
-from context_neurons.verdict.v3_compare import interval_text
+from context_neurons.verdict.comparison import PrimaryVerdict
+from context_neurons.verdict.comparison import interval_text
 from context_neurons.verdict.v3_models import primary_model
 from context_neurons.verdict.v3_result import V3Evaluation
 from context_neurons.verdict.v3_stored import Entries, model_entries, stored_entry

@@ -18,7 +18,7 @@ from context_neurons.verdict.gpt2 import gpt2_entry
 from context_neurons.verdict.gpt2_data import CorporaAbsent
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.gpt2_result import GPT2Evaluation, model_identity
-from context_neurons.verdict.v3_compare import PrimaryVerdict
+from context_neurons.verdict.comparison import PrimaryVerdict
 from context_neurons.verdict.registry import registered
 from context_neurons.verdict.v3_report import baseline_records
 

@@ -25,7 +25,7 @@ from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.registry import registered
 from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.formatting import interval_text
-from context_neurons.verdict.v3_compare import PrimaryVerdict
+from context_neurons.verdict.comparison import PrimaryVerdict
 from context_neurons.verdict.v3_models import UnregisteredModel, model_key
 from context_neurons.verdict.v3_report import baseline_records
 from context_neurons.verdict.v3_result import V3Evaluation

@@ -10,9 +10,9 @@ numbers: the truth's spread of single positions, and broad heads as stable as th
 
 Protocol v3 (``discovery-verdict-v3.json``, registered before any v3 number) is run by
 :mod:`.v3` (``python -m context_neurons v3``: :mod:`context_neurons.commands.v3`): CONFIRM data (:mod:`.v3_data`), the context set
-(:mod:`.v3_heads`), the truth (:mod:`.v3_truth`), the score and its baselines
-(:mod:`.v3_scores`), the primary comparison (:mod:`.v3_compare`), the exploratory label-free arm
-(:mod:`.v3_label_free`) and the report (:mod:`.v3_report`).
+(:mod:`.context_set`), the truth (:mod:`.truth`), the score and its baselines
+(:mod:`.baselines`), the primary comparison (:mod:`.comparison`), the exploratory label-free arm
+(:mod:`.label_free`) and the report (:mod:`.v3_report`).
 
 The design every protocol moves to (issue 51). Done: the registry, the typed constants, the
 typed model entries and verdicts, no module importing this package's face. Next, in this order:
@@ -24,10 +24,10 @@ typed model entries and verdicts, no module importing this package's face. Next,
   sensitivity's thresholds on d, the bag's length, the previous-token threshold; the
   equivalence margin a comparison says and the thresholds the report says), each tested against
   the file. Left: one ``Protocol`` with optional sections instead of ``Protocol``/
-  ``ProtocolV3``; the context set's own 0.4 (:mod:`.v3_heads`, chapter 2's
+  ``ProtocolV3``; the context set's own 0.4 (:mod:`.context_set`, chapter 2's
   ``PREVIOUS_TOKEN_MIN``, tested equal to the file's).
 - Typed values: :mod:`.entries` (a model's entry, or why it has none),
-  :class:`~.statistics.Verdict`, :class:`~.v3_compare.PrimaryVerdict`, the training record
+  :class:`~.statistics.Verdict`, :class:`~.comparison.PrimaryVerdict`, the training record
   read once where its directory is read (:class:`~context_neurons.training.summary.TrainingRun`,
   passed to ``evaluate``, ``evaluate_v3``, ``protocol_data``, ``v3_data``, ``comparability``,
   ``step0_model`` and the main job's rows in place of the dict); how an evaluation runs, one
@@ -44,7 +44,10 @@ typed model entries and verdicts, no module importing this package's face. Next,
   :class:`context_neurons.progress.Phases`; :mod:`.documents` (a key's hash, corpora by domain,
   units, windows; v1/v2's, v3's and the GPT-2 adapter's data call it), :mod:`.draws` (paired
   draws from three seeds, random read directions), :mod:`.scores` (each score against a truth,
-  v2's verdicts, the same-model controls), :mod:`.formatting`. Left: v3's
+  v2's verdicts, the same-model controls), :mod:`.formatting`; the computations v3 and the
+  GPT-2 adapter share, named for what they compute: :mod:`.context_set`, :mod:`.truth`,
+  :mod:`.baselines` (the frequency-aware score's weight algebra and its baselines),
+  :mod:`.bag_of_tokens`, :mod:`.comparison`, :mod:`.label_free`. Left: v3's
   ``same_model_controls`` still draws its random directions itself
   (:func:`~.draws.random_read_directions` is the one implementation).
 - Each protocol a thin adapter (``protocols/v1.py``, ``v2.py``, ``v3.py``): its typed

@@ -35,9 +35,9 @@ from context_neurons.verdict.evaluate import head_sets, measure, previous_token_
 from context_neurons.verdict.protocol import Protocol, ProtocolV3, load_protocol, load_protocol_v3
 from context_neurons.verdict.v3 import step0_model
 from context_neurons.verdict.v3_data import V3Data, v3_data
-from context_neurons.verdict.v3_heads import context_set
+from context_neurons.verdict.context_set import context_set
 from context_neurons.verdict.v3_models import comparability
-from context_neurons.verdict.v3_truth import measure_v3, point_truth
+from context_neurons.verdict.truth import measure_v3, point_truth
 
 #: The columns protocol v3 adds to a checkpoint's row.
 V3_COLUMNS = ("v3_context_heads", "v3_truth")

@@ -2,10 +2,10 @@
 registered before any GPT-2 number) on a model of the GPT-2 family: an adapter on v3's machinery.
 
 :func:`evaluate_gpt2` reads the data (:mod:`.gpt2_data`: UNIGRAM in v3's CAL place), finds the
-context set with v3's rule on the model's own taxonomy (:func:`~.v3_heads.context_set`, the
+context set with v3's rule on the model's own taxonomy (:func:`~.context_set.context_set`, the
 previous-token check on the UNIGRAM windows), runs v3's forward passes and truth
-(:mod:`.v3_truth`), scores and baselines (:mod:`.v3_scores`), the primary paired-bootstrap
-comparison (:mod:`.v3_compare`), the secondary verdicts, controls and sensitivities (:mod:`.v3`),
+(:mod:`.truth`), scores and baselines (:mod:`.baselines`), the primary paired-bootstrap
+comparison (:mod:`.comparison`), the secondary verdicts, controls and sensitivities (:mod:`.v3`),
 every one with this protocol's seeds and thresholds (:attr:`ProtocolGPT2.v3`), and adds the
 paper's claim (:mod:`.paper_claim`) and the comparison with the paper's six heads.
 :func:`gpt2_entry` is what the main job calls: the result, or the protocol's one line when the
@@ -27,7 +27,7 @@ from context_neurons.discovery import score_summary
 from context_neurons.files import write_text_whole
 from context_neurons.method import MethodValues
 from context_neurons.models import load_model
-from context_neurons.verdict.bag_closed_form import checked_bag_responses
+from context_neurons.verdict.bag_of_tokens import checked_bag_responses
 from context_neurons.verdict.gpt2_data import CorporaAbsent, GPT2Data, corpora_absent, gpt2_data
 from context_neurons.verdict.gpt2_protocol import ProtocolGPT2, load_protocol_gpt2
 from context_neurons.verdict.gpt2_result import GPT2Evaluation, ModelIdentity, model_identity
@@ -38,7 +38,7 @@ from context_neurons.progress import Phases
 from context_neurons.verdict.options import RunOptions
 from context_neurons.verdict.v3 import STOP_NO_CONTEXT, controls_of, data_summary
 from context_neurons.verdict.v3 import score_context_set, verdicts_of
-from context_neurons.verdict.v3_heads import context_set
+from context_neurons.verdict.context_set import context_set
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation
 
 STOP_FEW_DOMAINS = "not testable: fewer than two domains pool"

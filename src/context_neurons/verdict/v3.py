@@ -2,11 +2,11 @@
 before any v3 number) on a model.
 
 :func:`evaluate_v3` reads the CONFIRM and CAL data (:mod:`.v3_data`), finds the context set
-(:mod:`.v3_heads`), runs the forward passes and builds the truth (:mod:`.v3_truth`), computes
-the frequency-aware score and the four baselines (:mod:`.v3_scores`), the primary comparison
-(:mod:`.v3_compare`), v2's secondary verdicts, the same-model controls, the sensitivities, the
+(:mod:`.context_set`), runs the forward passes and builds the truth (:mod:`.truth`), computes
+the frequency-aware score and the four baselines (:mod:`.baselines`), the primary comparison
+(:mod:`.comparison`), v2's secondary verdicts, the same-model controls, the sensitivities, the
 non-pooled domains' descriptions and, when asked, the EXPLORATORY label-free arm
-(:mod:`.v3_label_free`). From the command line::
+(:mod:`.label_free`). From the command line::
 
     python -m context_neurons v3 [--model trained] [--out FILE.json] [--resamples N]
 
@@ -48,21 +48,21 @@ from context_neurons.verdict.scores import both_scores, weight_controls
 from context_neurons.verdict.protocol import ProtocolV3, Seeds, load_protocol_v3
 from context_neurons.verdict.results import ScoreResult
 from context_neurons.verdict.planted import planted_control
-from context_neurons.verdict.v3_compare import primary_comparison
-from context_neurons.verdict.v3_compare import resampled_aucs
+from context_neurons.verdict.comparison import primary_comparison
+from context_neurons.verdict.comparison import resampled_aucs
 from context_neurons.verdict.v3_data import NO_DATA, NOT_POOLED, V3Data
 from context_neurons.verdict.v3_data import v3_data
-from context_neurons.verdict.v3_heads import ContextSet, context_set
-from context_neurons.verdict.v3_label_free import LABEL, label_free_pool
+from context_neurons.verdict.context_set import ContextSet, context_set
+from context_neurons.verdict.label_free import LABEL, label_free_pool
 from context_neurons.verdict.v3_result import NeuronsPermuted, NonPooledDomain, Sensitivity
 from context_neurons.verdict.v3_result import DataSummary, DomainSummary, LabelFreeArm
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation, jsonable
 from context_neurons.verdict.v3_models import comparability, model_key, registered_model
-from context_neurons.verdict.v3_scores import BagOfTokens, WeightScores, bag_of_tokens_score
-from context_neurons.verdict.v3_scores import bag_responses, shifts_against
+from context_neurons.verdict.baselines import BagOfTokens, WeightScores, bag_of_tokens_score
+from context_neurons.verdict.baselines import bag_responses, shifts_against
 from context_neurons.verdict.v3_stored import device_label, model_entries, store_result
-from context_neurons.verdict.v3_scores import weight_scores
-from context_neurons.verdict.v3_truth import (
+from context_neurons.verdict.baselines import weight_scores
+from context_neurons.verdict.truth import (
     ConfirmMeasurements,
     SetShifts,
     TruthPair,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from context_neurons.printing import fixed
 from context_neurons.verdict.entries import NoResult
-from context_neurons.verdict.v3_compare import PrimaryComparison, PrimaryVerdict, bounds_text
-from context_neurons.verdict.v3_compare import interval_text, number_text
-from context_neurons.verdict.v3_heads import ContextSet
+from context_neurons.verdict.comparison import PrimaryComparison, PrimaryVerdict, bounds_text
+from context_neurons.verdict.comparison import interval_text, number_text
+from context_neurons.verdict.context_set import ContextSet
 from context_neurons.verdict.v3_models import primary_model
 from context_neurons.verdict.v3_result import Sensitivity, V3Controls, V3Evaluation
 from context_neurons.verdict.v3_stored import Entries, stored_words
-from context_neurons.verdict.v3_truth import TruthSummary
+from context_neurons.verdict.truth import TruthSummary
 
 def _heads_line(cs: ContextSet) -> str:
     return (f"context set {list(cs.heads)} (taxonomy contextual {list(cs.taxonomy_contextual)}, "

@@ -25,10 +25,10 @@ from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.formatting import read_json_fields
 from context_neurons.verdict.results import VOCABULARY_PERMUTED, Controls, ScoreResult
-from context_neurons.verdict.v3_compare import PrimaryComparison
-from context_neurons.verdict.v3_heads import ContextSet
-from context_neurons.verdict.v3_label_free import LabelFreePool
-from context_neurons.verdict.v3_truth import TruthSummary
+from context_neurons.verdict.comparison import PrimaryComparison
+from context_neurons.verdict.context_set import ContextSet
+from context_neurons.verdict.label_free import LabelFreePool
+from context_neurons.verdict.truth import TruthSummary
 
 
 def jsonable(value):

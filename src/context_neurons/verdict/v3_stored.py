@@ -34,7 +34,7 @@ from context_neurons.files import write_text_whole
 from context_neurons.text.dataset import digest
 from context_neurons.verdict.entries import NoResult, StaleStored
 from context_neurons.verdict.protocol import PROTOCOL_V3_FILE, protocol_file
-from context_neurons.verdict.v3_compare import PrimaryVerdict
+from context_neurons.verdict.comparison import PrimaryVerdict
 from context_neurons.verdict.v3_data import CONFIRM_MANIFEST_FILE
 from context_neurons.verdict.v3_models import V3_MODELS, primary_model, registered_model
 from context_neurons.verdict.v3_models import v3_models

@@ -1,4 +1,5 @@
-"""Protocol v3's score and its four registered baselines (``scores``, ``baselines``).
+"""The frequency-aware score's weight algebra and its four registered baselines (``scores``,
+``baselines``), for every protocol from v3 on (v3 and the GPT-2 family).
 
 * ``frequency_aware``: :mod:`context_neurons.domain_shift`'s score with the v3 context set's
   share (``|d_j(D*)| * clip(share, 0, 1)``), p_D from the pooled domains' CAL documents.
@@ -105,7 +106,7 @@ def bag_of_tokens_score(model: TransformerBridge,
     protocol's, :attr:`~context_neurons.verdict.protocol.ProtocolV3.bag_length`). ``responses_of``: how ``r_j(t)`` is
     computed, called as :func:`bag_responses` is (v3: the forward pass itself; protocol
     discovery-verdict-gpt2: the closed form checked against it,
-    :func:`~context_neurons.verdict.bag_closed_form.checked_bag_responses`)."""
+    :func:`~context_neurons.verdict.bag_of_tokens.checked_bag_responses`)."""
     length = min(max_length, model.cfg.n_ctx)
     support = bag_support(distributions)
     bos = model.tokenizer.convert_tokens_to_ids(EOT)  # <|endoftext|>, as the protocol says

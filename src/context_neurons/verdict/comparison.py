@@ -1,5 +1,6 @@
-"""Protocol v3's primary comparison (``primary_comparison``): the paired bootstrap of
-``delta = AUC(score) - max_b AUC(b)`` over the four registered baselines.
+"""The primary comparison (``primary_comparison``) of every protocol from v3 on (v3 and the
+GPT-2 family): the paired bootstrap of ``delta = AUC(score) - max_b AUC(b)`` over the four
+registered baselines.
 
 Every AUC of a resample uses the same unit draws (the resample's truth) and the same neuron
 draws; the best baseline is taken inside each resample. A resample whose AUC is undefined (no

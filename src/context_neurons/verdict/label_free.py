@@ -1,5 +1,5 @@
-"""EXPLORATORY: protocol v3's label-free arm (``exploratory_label_free``): no verdict, never
-pooled with the primary result.
+"""EXPLORATORY: the label-free arm (``exploratory_label_free``), for any protocol that registers
+it (v3; the GPT-2 family's does not): no verdict, never pooled with the primary result.
 
 Domains found without labels: CAL units (labels discarded) as tf-idf vectors of their token
 counts, projected on 50 singular vectors, clustered by k-means (k = 8, ten seeded restarts, the
@@ -20,7 +20,7 @@ from scipy.cluster.vq import kmeans2
 from torch import Tensor
 
 import context_neurons.verdict.statistics as st
-from context_neurons.verdict.v3_compare import resampled_aucs
+from context_neurons.verdict.comparison import resampled_aucs
 
 LABEL = "EXPLORATORY: the paper's claim (discovery without labels); no verdict"
 

@@ -1,4 +1,5 @@
-"""Protocol v3's context set (``context_set``): the non-local contextual heads.
+"""The context set (``context_set``): the non-local contextual heads, those every protocol from
+v3 on ablates (v3 and the GPT-2 family, each on its model's own taxonomy).
 
 A head is in the context set iff (a) its group is ``contextual`` under chapter 2's taxonomy with
 v3's fix (a head whose *previous-token share* on the calibration text is at least 0.4, the

@@ -10,7 +10,7 @@ product ``c(E) c(P)^T`` for every token and position. The queries, keys and valu
 positions. Position 0 (``BOS + P_0``) is the same for every token. Attention, the output
 projection and LayerNorm 2 are then applied as the forward pass does, at the query positions
 ``start <= p < L`` only; the mean over positions comes before ``W_in`` (one product per token).
-Equal to :func:`~context_neurons.verdict.v3_scores.bag_responses` (the forward pass) to float32
+Equal to :func:`~context_neurons.verdict.baselines.bag_responses` (the forward pass) to float32
 rounding: tested, and checked on a sample of tokens in every evaluation that uses it
 (:func:`checked_bag_responses`).
 """
@@ -26,7 +26,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from context_neurons.checks import ModelLoadError
 from context_neurons.models.weights import ModelWeights, as_weights
-from context_neurons.verdict.v3_scores import bag_responses
+from context_neurons.verdict.baselines import bag_responses
 
 #: The largest relative difference allowed between the closed form and the forward pass.
 RELATIVE_TOLERANCE = 1e-4
@@ -104,7 +104,7 @@ def checked_bag_responses(model: TransformerBridge, tokens: Int[Tensor, " n_toke
                           length: int, start: int, bos: int,
                           batch_size: int = 16) -> Float[Tensor, "n_tokens d_mlp"]:
     """:func:`closed_form_bag_responses` of every token, checked against the forward pass
-    (:func:`~context_neurons.verdict.v3_scores.bag_responses`) on :data:`CHECKED_TOKENS`
+    (:func:`~context_neurons.verdict.baselines.bag_responses`) on :data:`CHECKED_TOKENS`
     tokens spread evenly over ``tokens`` (a :class:`ModelLoadError` above the tolerance)."""
     closed = closed_form_bag_responses(as_weights(model), tokens.cpu(), length, start, bos)
     sample = torch.linspace(0, len(tokens) - 1, min(CHECKED_TOKENS, len(tokens))).long().unique()

@@ -12,13 +12,13 @@ import torch
 from context_neurons.checks import ModelLoadError
 from context_neurons.models.toy import make_small_model
 from context_neurons.models.weights import as_weights
-from context_neurons.verdict.bag_closed_form import (
+from context_neurons.verdict.bag_of_tokens import (
     RELATIVE_TOLERANCE,
     check_against_forward,
     checked_bag_responses,
     closed_form_bag_responses,
 )
-from context_neurons.verdict.v3_scores import bag_of_tokens_score, bag_responses
+from context_neurons.verdict.baselines import bag_of_tokens_score, bag_responses
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -57,7 +57,7 @@ def test_a_wrong_closed_form_is_an_error(monkeypatch):
         RELATIVE_TOLERANCE
     with pytest.raises(ModelLoadError, match="closed form"):
         check_against_forward(forward * 1.001, forward)
-    import context_neurons.verdict.bag_closed_form as cf
+    import context_neurons.verdict.bag_of_tokens as cf
 
     right = cf.closed_form_bag_responses
     monkeypatch.setattr(cf, "closed_form_bag_responses",

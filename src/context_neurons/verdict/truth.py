@@ -1,4 +1,5 @@
-"""Protocol v3's forward passes and truth (``truth``).
+"""The forward passes and the truth (``truth``) of every protocol from v3 on (v3 and the GPT-2
+family, each with its own seeds and thresholds).
 
 The truth is v2's statistic on CONFIRM windows of the pooled domains: each neuron's
 single-position Cohen's d at its best pooled domain, ``|d| >= 1.0``, and a context part of at
