@@ -141,6 +141,7 @@ def test_the_typed_view_reads_this_files_registered_values(gpt2):
     assert view.previous_token_threshold == gpt2["context_set"]["previous_token_threshold"]
     assert view.primary.equivalence_margin == gpt2["primary_comparison"]["verdict"][
         "equivalence_margin"] == 0.05
+    assert view.primary.score == gpt2["scores"]["primary"] == "frequency_aware"
 
 
 def _integers(text: str) -> set[int]:

@@ -27,7 +27,7 @@ from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.training.corpus import Doc
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict import v3_report, v3_stored
-from context_neurons.checks import DataError
+from context_neurons.checks import DataError, InputError
 from context_neurons.verdict.protocol import FallbackCorpus, RegisteredModels, Seeds
 from context_neurons.verdict.protocol import VerdictRule, load_protocol, load_protocol_v3
 from context_neurons.verdict.statistics import Verdict
@@ -90,6 +90,7 @@ def test_the_code_uses_the_registered_seeds_and_thresholds():
     assert PROTOCOL.primary.equivalence_margin == PROTOCOL.document["primary_comparison"][
         "verdict"]["equivalence_margin"] == 0.05
     assert "'equivalent within 0.05'" in PROTOCOL.primary.rules["no_difference_shown"]
+    assert PROTOCOL.primary.score == PROTOCOL.document["scores"]["primary"] == "frequency_aware"
     threshold = PROTOCOL.document["context_set"]["taxonomy_fix"]["threshold"]
     assert PROTOCOL.previous_token_threshold == threshold == PREVIOUS_TOKEN_MIN == 0.4
     # v2's verdict thresholds, unchanged, are the secondary question's
@@ -543,8 +544,14 @@ def test_paired_bootstrap_delta_on_a_hand_made_case():
                      [False] * 6])  # the last resample's truth is empty
     draws = np.array([[0, 1, 2, 3, 4, 5], [0, 0, 2, 3, 3, 5], [0, 1, 5, 2, 3, 4],
                       [0, 1, 2, 3, 4, 5]])
-    protocol = replace(PROTOCOL, level=0.5, verdict=replace(PROTOCOL.verdict, min_truth=1))
+    protocol = replace(PROTOCOL, level=0.5, verdict=replace(PROTOCOL.verdict, min_truth=1),
+                       primary=replace(PROTOCOL.primary, score="score"))
     out = primary_comparison(scores, truth, boot, draws, protocol)
+    # The score is the one the protocol names, wherever it stands among the scores.
+    assert primary_comparison({**dict(list(scores.items())[1:]), "score": scores["score"]},
+                              truth, boot, draws, protocol) == out
+    with pytest.raises(InputError, match="registered score 'frequency_aware'"):
+        primary_comparison(scores, truth, boot, draws, replace(protocol, primary=PROTOCOL.primary))
     aucs = {n: [_auc_by_pairs(s[d], m[d]) for m, d in zip(boot, draws)] for n, s in scores.items()}
     deltas = [aucs["score"][b] - max(aucs["a"][b], aucs["b"][b]) for b in range(3)]
     assert out.undefined_resamples == 1 and out.n_resamples == 4

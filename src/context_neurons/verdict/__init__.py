@@ -23,18 +23,18 @@ typed model entries and verdicts, no module importing this package's face. Next,
   :class:`~.protocol.Seeds`, :class:`~.protocol.RegisteredModels`, windows per unit, the
   sensitivity's thresholds on d, the bag's length, the previous-token threshold; the
   equivalence margin a comparison says and the thresholds the report says), each tested against
-  the file. Left: one ``Protocol`` with optional sections instead of ``Protocol``/
-  ``ProtocolV3``; the context set's own 0.4 (:mod:`.context_set`, chapter 2's
-  ``PREVIOUS_TOKEN_MIN``, tested equal to the file's).
+  the file; the context set reads its protocol's previous-token threshold (no longer chapter
+  2's ``PREVIOUS_TOKEN_MIN``). Left: one ``Protocol`` with optional sections instead of
+  ``Protocol``/``ProtocolV3``.
 - Typed values: :mod:`.entries` (a model's entry, or why it has none),
   :class:`~.statistics.Verdict`, :class:`~.comparison.PrimaryVerdict`, the training record
   read once where its directory is read (:class:`~context_neurons.training.summary.TrainingRun`,
   passed to ``evaluate``, ``evaluate_v3``, ``protocol_data``, ``v3_data``, ``comparability``,
   ``step0_model`` and the main job's rows in place of the dict); how an evaluation runs, one
   value (:class:`~.options.RunOptions`), and what it scored, one value (:class:`~.v3.Scored`,
-  read by the verdicts, controls and sensitivities of v3 and the GPT-2 adapter). Left: the
-  primary score named, not the first key of a dict; each protocol's result a typed field of
-  ``Results``.
+  read by the verdicts, controls and sensitivities of v3 and the GPT-2 adapter); the primary
+  comparison's score named by its protocol (``scores.primary``, :class:`~.protocol.PrimaryRule`),
+  not the first key of a dict. Left: each protocol's result a typed field of ``Results``.
 - Core modules named for what they compute, shared by every protocol: ``documents`` (corpora by
   domain, documents grouped into units, CAL/EVAL/CONFIRM windows), ``heads`` (head sets, the
   context set), ``truth``, ``draws`` (units, neurons, the permutation, random read directions),
@@ -47,9 +47,9 @@ typed model entries and verdicts, no module importing this package's face. Next,
   v2's verdicts, the same-model controls), :mod:`.formatting`; the computations v3 and the
   GPT-2 adapter share, named for what they compute: :mod:`.context_set`, :mod:`.truth`,
   :mod:`.baselines` (the frequency-aware score's weight algebra and its baselines),
-  :mod:`.bag_of_tokens`, :mod:`.comparison`, :mod:`.label_free`. Left: v3's
-  ``same_model_controls`` still draws its random directions itself
-  (:func:`~.draws.random_read_directions` is the one implementation).
+  :mod:`.bag_of_tokens`, :mod:`.comparison`, :mod:`.label_free`; v3's
+  controls draw their random directions through :func:`~.draws.random_read_directions`, and
+  the controls and sensitivities take the one :class:`~.v3.Scored` value.
 - Each protocol a thin adapter (``protocols/v1.py``, ``v2.py``, ``v3.py``): its typed
   constants, data source, model list and its pipeline written out in one function; a protocol
   on another model family is a new adapter and a data source. The commands become subcommands

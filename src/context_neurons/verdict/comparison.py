@@ -16,9 +16,10 @@ from enum import StrEnum
 import numpy as np
 
 import context_neurons.verdict.statistics as st
+from context_neurons.checks import InputError
 from context_neurons.verdict.formatting import bounds_text, interval_text, number_text
-from context_neurons.verdict.protocol import ProtocolV3
 from context_neurons.verdict.formatting import read_json_fields
+from context_neurons.verdict.protocol import ProtocolV3
 
 
 class PrimaryVerdict(StrEnum):
@@ -160,10 +161,15 @@ class PrimaryComparison:
 def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
                        boot_mask: np.ndarray, neuron_draws: np.ndarray, protocol: ProtocolV3,
                        has_context: bool = True, with_verdict: bool = True) -> PrimaryComparison:
-    """The primary comparison: the first entry of ``scores`` is the score, the others the
-    baselines (``boot_mask [resample, neuron]``, ``neuron_draws [resample, neuron]``)."""
-    names = list(scores)
-    score_name, baseline_names = names[0], names[1:]
+    """The primary comparison: the protocol's registered score (``protocol.primary.score``)
+    against every other entry of ``scores``, the baselines, in their order (``boot_mask
+    [resample, neuron]``, ``neuron_draws [resample, neuron]``)."""
+    score_name = protocol.primary.score
+    if score_name not in scores:
+        raise InputError(f"The primary comparison needs the registered score {score_name!r}; "
+                         f"got {sorted(scores)}.")
+    baseline_names = [name for name in scores if name != score_name]
+    names = [score_name, *baseline_names]
     level = protocol.level
     point = np.array([float(st.auc(scores[n], truth_mask)) for n in names])
     boot = np.stack([resampled_aucs(scores[n], boot_mask, neuron_draws) for n in names])

@@ -36,7 +36,7 @@ from context_neurons.verdict.paper_claim import paper_claim, set_precision
 from context_neurons.verdict.planted import planted_control
 from context_neurons.progress import Phases
 from context_neurons.verdict.options import RunOptions
-from context_neurons.verdict.v3 import STOP_NO_CONTEXT, controls_of, data_summary
+from context_neurons.verdict.v3 import STOP_NO_CONTEXT, controls_and_sensitivities, data_summary
 from context_neurons.verdict.v3 import score_context_set, verdicts_of
 from context_neurons.verdict.context_set import context_set
 from context_neurons.verdict.v3_result import V3Controls, V3Evaluation
@@ -98,8 +98,8 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
         if identity.requested == protocol.primary_model:
             heads = replace(heads, top_with_paper_heads=_paper_heads_top(
                 method, protocol, pair.point.mask, pair.boot.mask, draws.neurons))
-    result = {**base, **verdicts, **controls_of(scored, options, timer, shifts, draws, pair,
-                                                 verdicts)}
+    result = {**base, **verdicts, **controls_and_sensitivities(scored, options, timer, shifts,
+                                                                draws, pair, verdicts)}
     runtime = {**timer.seconds, "total_s": sum(timer.seconds.values()),
                "target_cpu_2_cores_s": v3.budget_s, "torch_threads": torch.get_num_threads()}
     if apart:

@@ -161,7 +161,8 @@ def _v3_view(document: dict, data: GPT2DataRules) -> ProtocolV3:
         name=document["name"], registered=document["registered"], kind=document["kind"],
         question=document["question"],
         primary=PrimaryRule(primary["equivalence_margin"], MappingProxyType(
-            {label: rule for label, rule in primary.items() if label != "equivalence_margin"})),
+            {label: rule for label, rule in primary.items() if label != "equivalence_margin"}),
+            document["scores"]["primary"]),
         data=ConfirmRules(data.confirm.tokens_per_domain, data.window_mean_start, data.min_units,
                           MappingProxyType({}), data.unigram.windows_per_domain,
                           data.tokens_per_unit),

@@ -250,10 +250,12 @@ def bag_length(baselines: Mapping) -> int:
 @dataclass(frozen=True)
 class PrimaryRule:
     """The primary comparison's verdict (``primary_comparison.verdict``): its labels' rules as
-    registered, and the margin inside which the interval reads as equivalent."""
+    registered, the margin inside which the interval reads as equivalent, and the score it
+    judges against the baselines (``scores.primary``)."""
 
     equivalence_margin: float
     rules: Mapping[str, str]  # label -> its rule, in the file's words
+    score: str
 
 
 @dataclass(frozen=True)
@@ -292,7 +294,7 @@ class ProtocolV3:
             question=document["question"],
             primary=PrimaryRule(primary["equivalence_margin"], MappingProxyType(
                 {label: rule for label, rule in primary.items()
-                 if label != "equivalence_margin"})),
+                 if label != "equivalence_margin"}), document["scores"]["primary"]),
             data=ConfirmRules(confirm["tokens_per_domain"], confirm["window_mean_start"],
                               confirm["pooling"]["min_units"], MappingProxyType(fallback),
                               data["cal"]["cal_windows_per_domain"],

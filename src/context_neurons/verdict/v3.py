@@ -99,20 +99,20 @@ def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarr
     return scores
 
 
-def same_model_controls(model: TransformerBridge, ws: WeightScores, distributions: dict,
-                        pair: TruthPair, neuron_draws: np.ndarray,
-                        secondary: dict[str, ScoreResult],
-                        start: int, protocol: ProtocolV3) -> V3Controls:
+def same_model_controls(scored: Scored, pair: TruthPair, neuron_draws: np.ndarray,
+                        secondary: dict[str, ScoreResult]) -> V3Controls:
     """Neurons permuted, random read directions and the vocabulary permuted: v2's code with
-    v3's seeds (``protocol.seeds``)."""
+    the protocol's seeds (``protocol.seeds``)."""
+    ws, protocol, start = scored.ws, scored.protocol, scored.start
     heads, seeds = ws.prediction.heads, protocol.seeds
     shuffled = predict_path_shifts(ws.pieces, ws.read, permuted_vocabulary(
-        distributions, seeds.vocabulary), start).split(heads)
+        scored.distributions, seeds.vocabulary), start).split(heads)
     random = random_read_directions(ws.read, seeds.random_directions)
-    random_paths = predict_path_shifts(ws.pieces, random, distributions, start).split(heads)
+    random_paths = predict_path_shifts(ws.pieces, random, scored.distributions,
+                                       start).split(heads)
     out = weight_controls(ws.circuit, shuffled, random, random_paths, pair.point, pair.boot,
                           neuron_draws, ws.prediction.score().double().numpy(),
-                          ws.top.double().cpu().numpy(), scoring_vocabulary(model),
+                          ws.top.double().cpu().numpy(), scoring_vocabulary(scored.model),
                           protocol.verdict, protocol.level)
     bound = protocol.verdict.permutation_control_abs_at_most
     rho_f = secondary["frequency_aware"].permutation_spearman
@@ -132,14 +132,14 @@ def _comparison_at(shifts: SetShifts, min_d: float, min_part: float, scores: dic
                        comparison=comparison, heads=heads)
 
 
-def sensitivities_v3(method: MethodValues, cs: ContextSet, measured: ConfirmMeasurements,
-                     shifts: SetShifts, weights: np.ndarray, scores: dict, bag,
-                     distributions: dict, ws: WeightScores, neuron_draws: np.ndarray,
-                     start: int, protocol: ProtocolV3) -> dict[str, Sensitivity]:
+def sensitivities_v3(scored: Scored, shifts: SetShifts,
+                     draws: Draws) -> dict[str, Sensitivity]:
     """The registered sensitivities, reported without verdicts: Cohen's d at 0.5 and 2.0 and
     the non-local set in place of the context set (the resample ablation is in the truth)."""
+    protocol, cs, neuron_draws = scored.protocol, scored.cs, draws.neurons
     min_d, min_part = protocol.truth.min_cohens_d, protocol.truth.min_context_part
-    out = {f"cohens_d_{d:g}": _comparison_at(shifts, d, min_part, scores, neuron_draws, protocol)
+    out = {f"cohens_d_{d:g}": _comparison_at(shifts, d, min_part, scored.scores, neuron_draws,
+                                             protocol)
            for d in protocol.truth.sensitivity_cohens_d}
     heads = list(cs.non_local)
     if heads == list(cs.heads):
@@ -148,10 +148,13 @@ def sensitivities_v3(method: MethodValues, cs: ContextSet, measured: ConfirmMeas
     elif not heads:
         out["non_local_set"] = Sensitivity(heads=heads, note="no non-local head")
     else:
-        nl = weight_scores(method, heads, distributions, start, like=ws)
-        nl_shifts = set_shifts(measured, "non_local", weights, (shifts.full, shifts.full_boot))
-        out["non_local_set"] = _comparison_at(nl_shifts, min_d, min_part, nl.scores(bag),
-                                              neuron_draws, protocol, heads)
+        nl = weight_scores(scored.method, heads, scored.distributions, scored.start,
+                           like=scored.ws)
+        nl_shifts = set_shifts(scored.measured, "non_local", draws.weights,
+                               (shifts.full, shifts.full_boot))
+        out["non_local_set"] = _comparison_at(nl_shifts, min_d, min_part,
+                                              nl.scores(scored.bag), neuron_draws, protocol,
+                                              heads)
     return out
 
 
@@ -235,26 +238,22 @@ def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: 
         "secondary": secondary_verdicts(ws, pair, draws.neurons, draws.permutation, protocol)}
 
 
-def controls_and_sensitivities(timer: Phases, controls: bool, sensitivities: bool,
-                               model: TransformerBridge, method: MethodValues, cs: ContextSet,
-                               measured: ConfirmMeasurements, shifts: SetShifts, draws: Draws,
-                               scores: dict, bag, distributions: dict, ws: WeightScores,
-                               pair: TruthPair, verdicts: dict, start: int,
-                               protocol: ProtocolV3) -> dict:
-    """The same-model controls and the sensitivities (each when asked, timed), as the result's
-    ``controls`` and ``sensitivities``: one piece for v3 and the GPT-2 adapter."""
+def controls_and_sensitivities(scored: Scored, options: RunOptions, timer: Phases,
+                               shifts: SetShifts, draws: Draws, pair: TruthPair,
+                               verdicts: dict) -> dict:
+    """The same-model controls and the sensitivities (each when ``options`` asks, timed), as
+    the result's ``controls`` and ``sensitivities``: one piece for v3 and the GPT-2 adapter."""
     out = {}
-    if controls:
+    if options.controls:
         with timer("controls"):
-            out["controls"] = same_model_controls(model, ws, distributions, pair, draws.neurons,
-                                                  verdicts["secondary"], start, protocol)
-    if sensitivities:
+            out["controls"] = same_model_controls(scored, pair, draws.neurons,
+                                                  verdicts["secondary"])
+    if options.sensitivities:
         with timer("sensitivities"):
             out["sensitivities"] = {
                 "resample_ablation": Sensitivity(
                     n_truth=verdicts["truth"].resample_ablation_n_truth),
-                **sensitivities_v3(method, cs, measured, shifts, draws.weights, scores, bag,
-                                   distributions, ws, draws.neurons, start, protocol)}
+                **sensitivities_v3(scored, shifts, draws)}
     return out
 
 
@@ -316,16 +315,6 @@ def verdicts_of(scored: Scored, options: RunOptions,
                                           scored.protocol)
 
 
-def controls_of(scored: Scored, options: RunOptions, timer: Phases, shifts: SetShifts,
-                draws: Draws, pair: TruthPair, verdicts: dict) -> dict:
-    """:func:`controls_and_sensitivities` of ``scored``, as ``options`` asks."""
-    s = scored
-    return controls_and_sensitivities(
-        timer, options.controls, options.sensitivities, s.model, s.method, s.cs, s.measured,
-        shifts, draws, s.scores, s.bag, s.distributions, s.ws, pair, verdicts, s.start,
-        s.protocol)
-
-
 def evaluate_v3(model: TransformerBridge, run: TrainingRun, protocol: ProtocolV3 | None = None,
                 data: V3Data | None = None, options: RunOptions = RunOptions(),
                 name: str | None = None, method: MethodValues | None = None) -> V3Evaluation:
@@ -348,8 +337,8 @@ def evaluate_v3(model: TransformerBridge, run: TrainingRun, protocol: ProtocolV3
         return V3Evaluation(**base, stopped=STOP_NO_CONTEXT, runtime=timer.seconds)
     scored = score_context_set(model, method, data, cs, cal.mean_z, protocol, options, timer)
     draws, shifts, pair, verdicts = verdicts_of(scored, options, timer)
-    result = {**base, **verdicts, **controls_of(scored, options, timer, shifts, draws, pair,
-                                                 verdicts)}
+    result = {**base, **verdicts, **controls_and_sensitivities(scored, options, timer, shifts,
+                                                                draws, pair, verdicts)}
     with timer("non-pooled domains"):
         result["non_pooled"] = non_pooled_report(data, scored.measured, pair, scored.ws,
                                                  scored.distributions, scored.start, protocol,
@@ -456,7 +445,7 @@ def run(model_name: str = "trained", n_resamples: int | None = None, label_free:
 
 
 __all__ = ["STOP_NO_CONTEXT", "Scored", "V3Evaluation", "ablated_sets", "apart_controls",
-           "controls_and_sensitivities", "controls_of", "data_summary", "evaluate_v3",
+           "controls_and_sensitivities", "data_summary", "evaluate_v3",
            "label_free_arm", "non_pooled_report", "registered_draws", "run", "run_directory",
            "same_model_controls", "score_context_set", "secondary_verdicts", "sensitivities_v3",
            "step0_model", "truth_and_verdicts", "verdicts_of"]
