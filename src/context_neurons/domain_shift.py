@@ -154,15 +154,40 @@ class PathPieces:
         log_content: ``log c_h(t)`` at the reference position (0 for the direct path).
         kernels: ``pos_{h,n}(i)``, ``[head, n, i]`` (heads only).
         log_bos: ``log b_n = log(pos_n(0) c_n(BOS))``, ``[head, n]``.
-        outputs: ``u_h(t)`` and ``W_E[t]`` (direct), ``[path, d_vocab, d_model]``.
+        values: ``v_h(t)``, each token's value at the reference position, ``[head, d_vocab,
+            d_head]``: a head's output is ``u_h(t) = v_h(t) W_O[h]`` (:attr:`outputs`), kept
+            factored (``d_head`` columns, not ``d_model``: a read vector meets ``W_O[h] w`` first).
+        out_proj: ``W_O``, ``[head, d_head, d_model]``.
+        direct: ``W_E``, the direct path's outputs, ``[d_vocab, d_model]``.
         bos_outputs: ``u_h(BOS)`` at position 0, ``[head, d_model]``.
     """
 
     log_content: Float[Tensor, "path d_vocab"]
     kernels: Float[Tensor, "head query_pos key_pos"]
     log_bos: Float[Tensor, "head query_pos"]
-    outputs: Float[Tensor, "path d_vocab d_model"]
+    values: Float[Tensor, "head d_vocab d_head"]
+    out_proj: Float[Tensor, "head d_head d_model"]
+    direct: Float[Tensor, "d_vocab d_model"]
     bos_outputs: Float[Tensor, "head d_model"]
+
+    @property
+    def outputs(self) -> Float[Tensor, "path d_vocab d_model"]:
+        """``u_h(t)`` and ``W_E[t]`` (direct): every path's output (a ``[path, d_vocab,
+        d_model]`` tensor, made when asked)."""
+        heads = torch.einsum("hte,hed->htd", self.values, self.out_proj)
+        return torch.cat([heads, self.direct[None].to(heads)])
+
+
+def path_reads(
+    values: Float[Tensor, "head k d_head"],
+    out_proj: Float[Tensor, "head d_head d_model"],
+    direct: Float[Tensor, "k d_model"],
+    read: Float[Tensor, "d_model n"],
+) -> Float[Tensor, "path k n"]:
+    """``u_p(t) . w`` for every path, in ``read``'s type: ``v_h(t) (W_O[h] w)`` for a head
+    (``d_head`` products a token and neuron, not ``d_model``), ``W_E[t] w`` for the direct path."""
+    heads = torch.bmm(values, out_proj @ read)
+    return torch.cat([heads, (direct @ read)[None]])
 
 
 @torch.no_grad()
@@ -199,16 +224,16 @@ def path_pieces(
     w = as_weights(model)
     ln = dec.ln1_apply(w, w.W_E + w.W_pos[n_ref])  # [vocab, d_model]
     values = torch.einsum("td,hde->hte", ln, w.W_V) + w.b_V[:, None]
-    outputs = torch.einsum("hte,hed->htd", values, w.W_O)
     ln_bos = dec.ln1_apply(w, w.W_E[bos] + w.W_pos[0])
     bos_values = torch.einsum("d,hde->he", ln_bos, w.W_V) + w.b_V
     bos_outputs = torch.einsum("he,hed->hd", bos_values, w.W_O)
-    direct = w.W_E[None]
     return PathPieces(
         log_content=torch.cat([log_content, torch.zeros_like(log_content[:1])]),
         kernels=kernels,
         log_bos=log_bos,
-        outputs=torch.cat([outputs, direct]),
+        values=values,
+        out_proj=w.W_O,
+        direct=w.W_E,
         bos_outputs=bos_outputs,
     )
 
@@ -318,13 +343,14 @@ def predict_path_shifts(
         raise InputError(f"Need 0 <= start < length <= n_ctx, got {start}, {length}, {n_ctx}.")
     domains = list(distributions)
     dtype = torch.float64
-    device = pieces.outputs.device
+    device = pieces.values.device
     support = torch.stack(list(distributions.values())).sum(0).to(device) > 0
     support = support.nonzero().flatten()  # tokens of any domain
-    # The outputs [path, d_vocab, d_model] are read in float32 on the support only: not copied
-    # to float64 with the other pieces (the same numbers, without the copy of them all).
-    outputs_support = pieces.outputs[:, support].float()
-    pieces = pieces_as(pieces, dtype, keep=("outputs",))
+    # The outputs are read in float32 on the support only (PathPieces.read_through): not copied
+    # to float64 with the other pieces.
+    factors = (pieces.values[:, support].float(), pieces.out_proj.float(),
+               pieces.direct[support].float())
+    pieces = pieces_as(pieces, dtype, keep=("values", "out_proj", "direct"))
     read = read.to(dtype)
 
     beta_bars, weights, own = [], [], []  # per domain; own: its tokens, p and c / S on them
@@ -343,7 +369,7 @@ def predict_path_shifts(
     means, variances = [], []  # per chunk: [domain, path, neuron] and [domain, neuron]
     for lo in range(0, read.shape[1], chunk):
         w = read[:, lo : lo + chunk]
-        eps = torch.einsum("ptd,dj->ptj", outputs_support, w.float())  # float32: the bulk
+        eps = path_reads(*factors, w.float())  # [path, support, neuron], float32: the bulk
         eps_bos = (pieces.bos_outputs @ w).float()  # [head, neuron]
         m = torch.bmm(weights_all, eps).transpose(0, 1)  # [domain, path, neuron]: the means
         means.append(torch.stack([

@@ -38,14 +38,18 @@ RULE = load_protocol().verdict
 
 
 def one_head_pieces(log_c, outputs, n_ctx=4, bos_log=-math.inf):
-    """One head with a uniform kernel over its keys and a direct path; BOS weight exp(bos_log)."""
+    """One head with a uniform kernel over its keys and a direct path; BOS weight exp(bos_log);
+    ``outputs [path, vocab, d_model]``: the head's values with ``W_O`` the identity."""
     kernels = torch.tril(torch.ones(n_ctx, n_ctx, dtype=torch.float64))
     kernels = (kernels / kernels.sum(-1, keepdim=True))[None]
+    outputs = torch.tensor(outputs, dtype=torch.float64)
     return PathPieces(
         log_content=torch.tensor([log_c, [0.0] * len(log_c)], dtype=torch.float64),
         kernels=kernels,
         log_bos=torch.full((1, n_ctx), bos_log, dtype=torch.float64),
-        outputs=torch.tensor(outputs, dtype=torch.float64),
+        values=outputs[:1],
+        out_proj=torch.eye(outputs.shape[-1], dtype=torch.float64)[None],
+        direct=outputs[1],
         bos_outputs=torch.zeros(1, 1, dtype=torch.float64),
     )
 
@@ -104,7 +108,9 @@ def test_shifts_and_variances_equal_the_formulas_token_by_token():
                                torch.zeros(1, n_vocab, dtype=torch.float64)]),
         kernels=kernels / kernels.sum(-1, keepdim=True),
         log_bos=torch.randn(n_heads, n_ctx, generator=gen, dtype=torch.float64),
-        outputs=torch.randn(n_heads + 1, n_vocab, d_model, generator=gen, dtype=torch.float64),
+        values=torch.randn(n_heads, n_vocab, 2, generator=gen, dtype=torch.float64),
+        out_proj=torch.randn(n_heads, 2, d_model, generator=gen, dtype=torch.float64),
+        direct=torch.randn(n_vocab, d_model, generator=gen, dtype=torch.float64),
         bos_outputs=torch.randn(n_heads, d_model, generator=gen, dtype=torch.float64))
     read = torch.randn(d_model, 5, generator=gen, dtype=torch.float64)
     dists = {}
@@ -113,7 +119,7 @@ def test_shifts_and_variances_equal_the_formulas_token_by_token():
         p[tokens] = torch.rand(len(tokens), generator=gen, dtype=torch.float64) + 0.1
         dists[name] = p / p.sum()  # tokens 5 and 6 in no domain
     out = predict_path_shifts(pieces, read, dists, start, chunk=2)
-    eps = torch.einsum("ptd,dj->ptj", pieces.outputs, read)  # [path, token, neuron]
+    eps = torch.einsum("ptd,dj->ptj", pieces.outputs, read)  # [path, token, neuron], unfactored
     eps_bos = pieces.bos_outputs @ read
     means, variances = [], []
     for p in dists.values():
