@@ -94,7 +94,7 @@ def time_protocol(model, record, protocol, version: str, args):
     measured = measure(model, data, sets, protocol.data.window_mean_start)
     t_measure = time.perf_counter() - t0
     t0 = time.perf_counter()
-    evaluate(model, record, protocol, n_resamples=args.resamples)
+    evaluate(model, record, protocol, options=RunOptions(args.resamples))
     t_all = time.perf_counter() - t0
     print(f"protocol {version}: {args.threads} threads, {args.resamples} resamples, "
           f"{sum(len(d.eval_windows) for d in data.values())} EVAL windows, "

@@ -19,6 +19,7 @@ from context_neurons.reproduce.results import PreviousTokenHeads, Row
 from context_neurons.training.summary import TrainingRun
 from context_neurons.verdict import evaluate, load_protocol, protocol_data
 from context_neurons.verdict.evaluate import previous_token_heads
+from context_neurons.verdict.options import RunOptions
 from context_neurons.verdict.registry import registered
 from context_neurons.verdict.results import RANDOM_DIRECTIONS, Evaluation, ScoreResult
 from context_neurons.verdict.statistics import Verdict
@@ -65,8 +66,8 @@ def verdict_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues,
     attention, heads = previous_token_heads(model, data, start)
     previous = PreviousTokenHeads([round(float(x), 3) for x in attention], heads)
     cache: dict = {}  # the forward passes both protocols share
-    result = evaluate(model, run, protocol, n_resamples=n_resamples, data=data, cache=cache,
-                      progress=progress, method=method)
+    result = evaluate(model, run, protocol, options=RunOptions(n_resamples, progress=progress),
+                      data=data, cache=cache, method=method)
     primary_name = protocol.primary_score
     rows = [
         Row("previous_token_heads", previous.heads,
@@ -103,8 +104,8 @@ def _v2_rows(method: MethodValues, run: TrainingRun, data: dict, n_resamples: in
     """Protocol v2 (registered after v1's verdicts; chapter 8), on the same forward passes and
     the same taxonomy, circuits and scores."""
     protocol = load_protocol("v2")
-    result = evaluate(method.model, run, protocol, n_resamples=n_resamples, data=data,
-                      cache=cache, progress=progress, method=method)
+    result = evaluate(method.model, run, protocol, options=RunOptions(n_resamples,
+                      progress=progress), data=data, cache=cache, method=method)
     primary = result.primary
     if primary is None:
         return [Row("discovery_verdict_v2", Verdict.NOT_TESTABLE, result.stopped or "")]

@@ -34,6 +34,7 @@ from context_neurons.verdict.draws import paired_draws, random_read_directions
 from context_neurons.verdict.protocol import Protocol, load_protocol
 from context_neurons.verdict.results import Evaluation, HeadSetResult
 from context_neurons.verdict.results import ScoreResult, StableBroadHeads
+from context_neurons.verdict.options import RunOptions
 from context_neurons.verdict.scores import both_scores, weight_controls
 from context_neurons.verdict.results import TruthThreshold
 
@@ -167,14 +168,14 @@ def evaluate(
     run: TrainingRun,
     protocol: Protocol | None = None,
     corpora_dir=None,
-    n_resamples: int | None = None,
-    controls: bool = True,
-    progress: bool = False,
+    options: RunOptions = RunOptions(),
     data: dict | None = None,
     cache: dict | None = None,
     method: MethodValues | None = None,
 ) -> Evaluation:
-    """The whole pre-registered evaluation on one model. ``data``: the protocol's documents
+    """The whole pre-registered evaluation on one model. ``options``: resamples (fewer for a quick
+    look), the controls, progress (:class:`~.options.RunOptions`; v1 and v2 have no
+    sensitivities or label-free arm); ``data``: the protocol's documents
     (:func:`~context_neurons.verdict.data.protocol_data`), when already read; ``cache``: forward
     passes and predictions kept between protocols on the same model and data (:func:`measure`,
     :func:`predicted_paths`); ``method``: the run's taxonomy, circuits and scores
@@ -182,7 +183,7 @@ def evaluate(
     method = method or MethodValues(model)
     protocol = protocol or load_protocol()
     start, truth_rules = protocol.data.window_mean_start, protocol.truth
-    n_resamples = n_resamples or protocol.bootstrap.resamples
+    n_resamples = options.resamples(protocol.bootstrap.resamples)
     seed, level = protocol.bootstrap.seed, protocol.bootstrap.level
     if data is None:
         data = protocol_data(model.tokenizer, run, protocol, corpora_dir)
@@ -193,7 +194,7 @@ def evaluate(
                n_resamples=n_resamples)
     if not sets["primary"]:
         return Evaluation(**basics, stopped="the taxonomy finds no contextual head: the method stops")
-    measured = measure(model, data, sets, start, progress, cache=cache)
+    measured = measure(model, data, sets, start, options.progress, cache=cache)
     squares = measured.full_squares if truth_rules.single_position else None
     distributions = unigram_distributions(data, model.cfg.d_vocab)
     n_dom = len(data)
@@ -245,7 +246,7 @@ def evaluate(
                 circuit, predicted.shuffled.split(heads), predicted.random,
                 predicted.random_paths.split(heads), truth, boot, neuron_draws,
                 prediction.score().double().numpy(), top, vocabulary, protocol.verdict, level)
-            if controls else None)
+            if options.controls else None)
     return Evaluation(**basics, denominator_stability=stability, truth_threshold=threshold,
                       results=results)
 
