@@ -346,7 +346,7 @@ def predict_path_shifts(
     device = pieces.values.device
     support = torch.stack(list(distributions.values())).sum(0).to(device) > 0
     support = support.nonzero().flatten()  # tokens of any domain
-    # The outputs are read in float32 on the support only (PathPieces.read_through): not copied
+    # The outputs are read in float32 on the support only (path_reads): not copied
     # to float64 with the other pieces.
     factors = (pieces.values[:, support].float(), pieces.out_proj.float(),
                pieces.direct[support].float())

@@ -540,3 +540,27 @@ def test_the_ci_log_names_each_chapter_s_slowest_cells():
     assert _seconds_between("2026-11-28T22:05:01.500000Z", "2026-11-28T22:06:03.000000Z") == 61.5
     assert slowest_cells({0: 0.5, 3: 43.2, 7: 20.0, 9: 1.0}, n=2) == "cell 3 43 s, cell 7 20 s"
     assert slowest_cells({}) == ""
+
+
+def test_a_changed_gpt2_directory_is_loaded_again(monkeypatch, tmp_path):
+    """``$CONTEXT_NEURONS_GPT2`` decides GPT-2's weights, so it is part of the loaded models'
+    cache key: after a model loaded from one directory, another directory (or a missing one) is
+    read again, not served the cached model (the CI run of 2026-11-29 ran the whole main job on
+    a stand-in cached by an earlier test instead of saying the directory was missing)."""
+    from context_neurons.models import loading
+    from context_neurons.models.toy import make_small_model
+
+    seen = []
+    monkeypatch.setattr(loading, "load_tokenizer", lambda directory=None: None)
+    monkeypatch.setattr(loading, "load_hf_gpt2", lambda name, weights=None: (
+        seen.append(config.gpt2_weights()), "a directory"))
+    toy = make_small_model()[0]  # any bridge: what is checked is which directory was read
+    monkeypatch.setattr(loading, "bridge_from_hf", lambda *args: toy)
+    loading._load_model_cached.cache_clear()
+    try:
+        for name in ("a", "a", "b"):
+            monkeypatch.setenv(config.GPT2_WEIGHTS.name, str(tmp_path / name))
+            loading.load_model("gpt2", device="cpu")
+    finally:
+        loading._load_model_cached.cache_clear()
+    assert seen == [tmp_path / "a", tmp_path / "b"]

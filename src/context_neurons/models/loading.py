@@ -510,6 +510,7 @@ def load_model(
     if variant != "standard" and name != "planted":
         raise InputError(f"Variant {variant!r} exists only for the planted model, not {name!r}.")
     seed = config.planted_seed() if seed is None else check_seed(seed)
+    from_environment = config.gpt2_weights() if name == "gpt2" and not weights else None
     return _load_model_cached(
         name,
         str(weights) if weights else None,
@@ -518,6 +519,7 @@ def load_model(
         processing,
         seed if name == "planted" else 0,
         variant,
+        str(from_environment) if from_environment else None,
     )
 
 
@@ -530,7 +532,10 @@ def _load_model_cached(
     processing: WeightProcessing,
     seed: int,
     variant: str,
+    gpt2_environment: str | None = None,
 ) -> LoadedModel:
+    # gpt2_environment: $CONTEXT_NEURONS_GPT2 where it decides GPT-2's weights (load_hf_gpt2
+    # reads it): part of the cache's key, so another directory is loaded, not the cached model.
     truth, directory = None, None
     if name == "planted":
         tokenizer = load_tokenizer(tokenizer_dir)
