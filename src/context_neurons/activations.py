@@ -22,7 +22,7 @@ second test: its separation survives the ablation.
 The pre-registered protocols ablate several head sets on the same windows. Everything before a
 head's ``hook_z`` is the same in each, so :class:`LayerZeroPasses` computes it once per window and
 each ablation's rest of layer 0 from the weights (:func:`ln2_output`, then ``W_in``). Layer 0 is
-computed from the weights (:func:`z_from_weights`, several times faster than the bridge's hooked
+computed from the weights (:func:`attention_from_weights`, several times faster than the bridge's hooked
 attention), tested against the hooks; every pass checks its first batch against the model's own
 hooks up to the MLP's input, so weights read wrongly raise instead of giving a truth.
 """
@@ -166,15 +166,7 @@ def attention_from_weights(weights: ModelWeights, tokens: Int[Tensor, "batch pos
     return LayerZeroAttention(resid, z.transpose(1, 2), previous)
 
 
-def z_from_weights(
-    weights: ModelWeights, tokens: Int[Tensor, "batch pos"]
-) -> tuple[Float[Tensor, "batch pos d_model"], Float[Tensor, "batch pos head_index d_head"]]:
-    """``blocks.0.hook_resid_pre`` and ``blocks.0.attn.hook_z`` (:func:`attention_from_weights`)."""
-    resid, z, _ = attention_from_weights(weights, tokens)
-    return resid, z
-
-
-#: How far :func:`z_from_weights` may be from the hooks, relative to the largest value (or 1).
+#: How far :func:`attention_from_weights` may be from the hooks, relative to the largest value (or 1).
 HOOK_TOLERANCE = 1e-4
 
 
@@ -543,16 +535,13 @@ def head_statistics(model: TransformerBridge, windows: list[Int[Tensor, " _pos"]
     """:func:`previous_token_attention` and :func:`mean_head_z` of the windows in one pass
     (:func:`layer_zero_inputs`, the first batch checked against ``hook_pattern`` and
     ``hook_z``)."""
-    total = torch.zeros(model.cfg.n_heads, dtype=torch.float64)
-    count = 0
-
-    def z_batches() -> Iterator[tuple[Tensor, Tensor]]:  # _mean_z sums them as they come
-        nonlocal total, count
-        for tokens, lengths, layer in _checked_batches(model, windows, batch_size):
-            mask = position_mask(tokens, lengths, start)[:, 1:].to(layer.previous.dtype)
-            total += torch.einsum("bhn,bn->h", layer.previous[:, :, 1:], mask).double().cpu()
-            count += int(mask.sum())
-            yield layer.z, position_mask(tokens, lengths, 0)
-
-    mean_z = _mean_z(z_batches())
-    return HeadStatistics((total / max(count, 1)).float(), mean_z)
+    share_sum, share_count = torch.zeros(model.cfg.n_heads, dtype=torch.float64), 0
+    z_sum, z_count = 0.0, 0  # as _mean_z sums them, so that the mean is LayerZeroPasses.mean_z's
+    for tokens, lengths, layer in _checked_batches(model, windows, batch_size):
+        mask = position_mask(tokens, lengths, start)[:, 1:].to(layer.previous.dtype)
+        share_sum += torch.einsum("bhn,bn->h", layer.previous[:, :, 1:], mask).double().cpu()
+        share_count += int(mask.sum())
+        real = position_mask(tokens, lengths, 0)
+        z_sum = z_sum + torch.einsum("bphe,bp->he", layer.z, real.to(layer.z.dtype))
+        z_count += int(real.sum())
+    return HeadStatistics((share_sum / max(share_count, 1)).float(), z_sum / z_count)

@@ -48,19 +48,19 @@ def test_score_auc_is_the_pairwise_probability():
 
 @pytest.mark.parametrize("fold_ln", [False, True])
 def test_layer_zero_from_the_weights_equals_the_hooks(fold_ln):
-    """z_from_weights against the bridge's hooks, with LayerNorms and value biases folded or
+    """attention_from_weights against the bridge's hooks, with LayerNorms and value biases folded or
     not; a window padded to the batch's length (padding after its end) as the hooks give it
     alone."""
     model, _ = make_small_model(seed=5, fold_ln=fold_ln, n_ctx=64, n_layers=2)
     gen = torch.Generator().manual_seed(2)
     tokens = torch.randint(0, 500, (3, 64), generator=gen)
     names = ["blocks.0.hook_resid_pre", "blocks.0.attn.hook_z"]
-    resid, z = act.z_from_weights(as_weights(model), tokens)
+    resid, z, _ = act.attention_from_weights(as_weights(model), tokens)
     _, cache = model.run_with_cache(tokens, names_filter=names)
     torch.testing.assert_close(resid, cache[names[0]], atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(z, cache[names[1]], atol=1e-5, rtol=1e-4)
     padded, lengths = pad_windows([tokens[0, :40], tokens[1]])
-    _, z_padded = act.z_from_weights(as_weights(model), padded)
+    _, z_padded, _ = act.attention_from_weights(as_weights(model), padded)
     _, alone = model.run_with_cache(tokens[:1, :40], names_filter=names)
     assert lengths.tolist() == [40, 64]
     torch.testing.assert_close(z_padded[0, :40], alone[names[1]][0], atol=1e-5, rtol=1e-4)

@@ -13,6 +13,7 @@ import torch
 from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
+from context_neurons import domain_shift
 from context_neurons.domain_shift import (
     DomainShiftPrediction,
     PathPieces,
@@ -96,9 +97,12 @@ def test_variance_of_the_direct_path_is_the_token_variance_over_the_window():
     assert out.shift[:, 0].tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
 
 
-def test_shifts_and_variances_equal_the_formulas_token_by_token():
-    """Two heads and the direct path, three domains on overlapping supports, neurons in chunks:
-    every mean and variance against the module docstring's sums written out per token."""
+@pytest.mark.parametrize("block", [512, 1, 2])
+def test_shifts_and_variances_equal_the_formulas_token_by_token(block, monkeypatch):
+    """Two heads and the direct path, three domains on overlapping supports, neurons in chunks
+    and the variance's tokens in blocks (``block``): every mean and variance against the module
+    docstring's sums written out per token."""
+    monkeypatch.setattr(domain_shift, "VARIANCE_BLOCK", block)
     gen = torch.Generator().manual_seed(0)
     n_heads, n_vocab, n_ctx, d_model, start = 2, 7, 6, 3, 2
     kernels = torch.rand(n_heads, n_ctx, n_ctx, generator=gen, dtype=torch.float64).tril()
