@@ -203,6 +203,30 @@ def test_auc_matches_scikit_learn_with_ties():
     assert math.isnan(float(st.auc(scores[0], np.zeros(50, bool))))
 
 
+@pytest.mark.parametrize("ties", [True, False])
+def test_resampled_aucs_are_the_aucs_of_the_drawn_scores(ties):
+    """Ranks counted from one sort of the scores (``drawn_ranks``) are ``rankdata``'s of every
+    draw, ties averaged, and the resampled AUCs are ``auc`` of the drawn scores exactly; a score
+    with NaN takes the generic path (rankdata's NaN rule)."""
+    from scipy.stats import rankdata
+
+    from context_neurons.verdict.comparison import drawn_ranks, resampled_aucs
+
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 6, 40).astype(float) if ties else rng.normal(size=40)
+    draws = rng.integers(0, 40, size=(25, 40))
+    boot_mask = rng.random((25, 40)) < 0.3
+    assert np.array_equal(drawn_ranks(scores, draws),
+                          rankdata(scores[draws], axis=-1, method="average"))
+    expected = st.auc(scores[draws], np.take_along_axis(boot_mask, draws, 1))
+    assert np.array_equal(resampled_aucs(scores, boot_mask, draws), expected,
+                          equal_nan=True)
+    scores[5] = np.nan
+    expected = st.auc(scores[draws], np.take_along_axis(boot_mask, draws, 1))
+    assert np.array_equal(resampled_aucs(scores, boot_mask, draws), expected,
+                          equal_nan=True)
+
+
 def test_spearman_matches_scipy():
     rng = np.random.default_rng(1)
     x, y = rng.normal(size=(3, 40)), rng.normal(size=(3, 40))

@@ -49,8 +49,8 @@ def _projected(token: Float[Tensor, "batch head_index d_head"],
                position: Float[Tensor, "head_index pos d_head"], sigma: Float[Tensor, "batch pos"],
                constant: Float[Tensor, "head_index d_head"]) -> Float[Tensor, "batch head_index pos d_head"]:
     """``(token part + position part) / sigma + constant`` at every position."""
-    return ((token[:, :, None] + position[None]) / sigma[:, None, :, None]
-            + constant[None, :, None])
+    return torch.addcdiv(constant[None, :, None], token[:, :, None] + position[None],
+                         sigma[:, None, :, None])
 
 
 @torch.no_grad()
@@ -64,11 +64,13 @@ def closed_form_bag_responses(weights: ModelWeights, tokens: Int[Tensor, " n_tok
                          weights.ln1_b, eps)
     parts = {w: _parts(weights, w) for w in "QKV"}
     by_position = {w: torch.einsum("pd,hde->hpe", P, a) for w, (a, _) in parts.items()}
+    by_position["Q"] = by_position["Q"][:, start:]  # queries only where the mean is taken
     at_first = {w: torch.einsum("d,hde->he", first, weights.projection(w)[0])
                 + weights.projection(w)[1] for w in "KV"}
     positions = torch.arange(length, device=P.device)
     keys_allowed = positions[None, :] <= positions[start:, None]  # [query, key]: causal
     W_O = weights.W_O.flatten(0, 1)
+    at_queries = weights.W_pos[start:length] + weights.b_O  # [query, d_model]
     out = []
     for b in range(0, len(tokens), batch_size):
         E = weights.W_E[tokens[b: b + batch_size].long().to(P.device)]
@@ -76,13 +78,15 @@ def closed_form_bag_responses(weights: ModelWeights, tokens: Int[Tensor, " n_tok
         sigma = ((e.square().sum(-1, keepdim=True) + 2 * e @ P.T + P.square().sum(-1)) / d
                  + eps).sqrt()  # [batch, pos]
         q, k, v = (_projected(torch.einsum("bd,hde->bhe", e, parts[w][0]), by_position[w],
-                              sigma, parts[w][1]) for w in "QKV")
+                              sigma[:, start:] if w == "Q" else sigma, parts[w][1])
+                   for w in "QKV")
         for x, w in ((k, "K"), (v, "V")):
             x[:, :, 0] = at_first[w]  # position 0: BOS, the same for every token
-        z = F.scaled_dot_product_attention(q[:, :, start:], k, v, attn_mask=keys_allowed,
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=keys_allowed,
                                            scale=1 / weights.cfg.attn_scale)
-        resid = E[:, None] + weights.W_pos[start:length]
-        x = resid + z.transpose(1, 2).flatten(-2) @ W_O + weights.b_O
+        resid = (E[:, None] + at_queries).flatten(0, 1)  # the residual and b_O, [batch query, d]
+        x = torch.addmm(resid, z.transpose(1, 2).flatten(-2).flatten(0, 1), W_O).view(
+            len(E), -1, d)  # one pass: the product added to the residual as it is written
         normed = F.layer_norm(x, (d,), weights.ln2_w, weights.ln2_b, eps).double().mean(1)
         out.append((normed @ weights.W_in.double() + weights.b_in.double()).cpu())
     return torch.cat(out)

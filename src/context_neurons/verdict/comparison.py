@@ -34,9 +34,29 @@ class PrimaryVerdict(StrEnum):
 
 def resampled_aucs(score: np.ndarray, boot_mask: np.ndarray,
                    neuron_draws: np.ndarray) -> np.ndarray:
-    """``[resample]`` AUCs of ``score`` against each resample's truth on its neuron draws."""
+    """``[resample]`` AUCs of ``score`` against each resample's truth on its neuron draws:
+    :func:`~.statistics.auc` of ``score[neuron_draws]``, its ranks counted from one sort of
+    ``score`` (:func:`drawn_ranks`), not sorted again in every resample. The same numbers."""
     score = np.asarray(score, dtype=np.float64)
-    return st.auc(score[neuron_draws], np.take_along_axis(boot_mask, neuron_draws, 1))
+    positive = np.take_along_axis(np.asarray(boot_mask, dtype=bool), neuron_draws, 1)
+    if np.isnan(score).any():  # rankdata's NaN rule: the generic path
+        return st.auc(score[neuron_draws], positive)
+    return st.auc(None, positive, ranked=drawn_ranks(score, neuron_draws))
+
+
+def drawn_ranks(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """:func:`~.statistics.ranks` of ``values[draws]`` (average ranks along each row of
+    draws; ``values`` without NaN): each row's count of every distinct value, cumulated, gives
+    how many drawn values lie below, so one sort of ``values`` serves every row."""
+    distinct, code = np.unique(values, return_inverse=True)
+    codes = code[draws]  # [row, n]
+    rows, n_distinct = draws.shape[0], len(distinct)
+    offsets = (n_distinct * np.arange(rows))[:, None]
+    counts = np.bincount((codes + offsets).ravel(), minlength=rows * n_distinct).reshape(
+        rows, n_distinct)
+    below = np.cumsum(counts, axis=1) - counts
+    tied = np.take_along_axis(counts, codes, 1)
+    return np.take_along_axis(below, codes, 1) + (tied + 1) / 2
 
 
 def paired_delta(score: np.ndarray | float,
@@ -201,4 +221,4 @@ def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
 
 __all__ = ["BaselineResult", "PrimaryComparison", "PrimaryVerdict", "bounds_text", "interval_text",
            "number_text", "paired_delta",
-           "primary_comparison", "primary_verdict", "resampled_aucs"]
+           "drawn_ranks", "primary_comparison", "primary_verdict", "resampled_aucs"]

@@ -12,6 +12,7 @@ import numpy as np
 
 import context_neurons.verdict.statistics as st
 from context_neurons.discovery import top_of_read_vectors
+from context_neurons.verdict.comparison import resampled_aucs
 from context_neurons.verdict.protocol import VerdictRule
 from context_neurons.verdict.results import Controls, RandomDirections, ScoreResult
 
@@ -23,7 +24,7 @@ def score_entry(score: np.ndarray, truth: st.Truth, boot_truth: st.Truth, rho: f
     at |T| against the base rate, the criteria and the verdict (protocols v1, v2 and v3)."""
     n_truth = int(truth.mask.sum())
     auc_point = float(st.auc(score, truth.mask))
-    auc_boot = st.auc(score[neuron_draws], np.take_along_axis(boot_truth.mask, neuron_draws, 1))
+    auc_boot = resampled_aucs(score, boot_truth.mask, neuron_draws)
     auc_ci = st.percentile_interval(auc_boot, level)
     rho_ci = st.percentile_interval(rho_boot, level)
     precision = st.precision_at_truth_size(score, truth.mask)

@@ -143,16 +143,19 @@ def ladder_threshold(truth_size, start: float, down: list[float], up: list[float
 # ----------------------------------------------------------------------------------------------
 
 
-def auc(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
-    """Rank-based AUC along the last axis (ties one half), NaN without positives or negatives.
+def auc(scores: np.ndarray | None, positive: np.ndarray,
+        ranked: np.ndarray | None = None) -> np.ndarray:
+    """Rank-based AUC along the last axis (ties one half), NaN without positives or negatives;
+    ``ranked``: the scores' average ranks (:func:`ranks`) when already counted (then
+    ``scores`` is not read).
 
     The same number as ``sklearn.metrics.roc_auc_score(positive, scores)`` (tested)."""
-    scores = np.asarray(scores, dtype=np.float64)
     positive = np.asarray(positive, dtype=bool)
-    ranks = rankdata(scores, axis=-1, method="average")
+    if ranked is None:
+        ranked = ranks(np.asarray(scores, dtype=np.float64))
     n1 = positive.sum(-1)
     n0 = positive.shape[-1] - n1
-    rank_sum = (ranks * positive).sum(-1)
+    rank_sum = (ranked * positive).sum(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((n1 > 0) & (n0 > 0), (rank_sum - n1 * (n1 + 1) / 2) / (n1 * n0), np.nan)
 

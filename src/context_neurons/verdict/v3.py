@@ -48,8 +48,7 @@ from context_neurons.verdict.scores import both_scores, weight_controls
 from context_neurons.verdict.protocol import ProtocolV3, Seeds, load_protocol_v3
 from context_neurons.verdict.results import ScoreResult
 from context_neurons.verdict.planted import planted_control
-from context_neurons.verdict.comparison import primary_comparison
-from context_neurons.verdict.comparison import resampled_aucs
+from context_neurons.verdict.comparison import primary_comparison, resampled_aucs
 from context_neurons.verdict.v3_data import NO_DATA, NOT_POOLED, V3Data
 from context_neurons.verdict.v3_data import v3_data
 from context_neurons.verdict.context_set import ContextSet, context_set
