@@ -77,6 +77,7 @@ def bag_ratio(model, data, sample: int) -> None:
           f" largest relative difference {error:.1e}")
 
 
+@torch.no_grad()
 def share_ratio(model, windows: list, sample: int, start: int) -> None:
     """The previous-token share and mean z from the weights (one pass) against the share read
     from ``hook_pattern`` and the mean z, each its own pass, on ``sample`` windows."""
