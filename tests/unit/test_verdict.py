@@ -23,7 +23,7 @@ from context_neurons.domain_shift import (
     predict_path_shifts,
     unigram_distribution,
 )
-from context_neurons.checks import InputError
+from context_neurons.checks import DataError, InputError
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import cal_fraction_value, is_cal
 from context_neurons.verdict.protocol import load_protocol
@@ -364,7 +364,6 @@ def test_cal_eval_split_is_a_fixed_half():
 
 def test_protocol_data_without_the_corpora_is_a_clear_error(monkeypatch):
     """Online (Colab) there are no held-out documents: say so before reading anything."""
-    from context_neurons.checks import DataError
     from context_neurons.models.loading import TRAINED_DIR
     from context_neurons.training.summary import training_run
     from context_neurons.verdict import protocol_data
@@ -472,6 +471,9 @@ def test_what_every_protocol_registers_alike_is_one_typed_base_read_from_its_fil
             assert protocol.short_kind == "confirmatory"
     fields = [field.name for field in dataclasses.fields(ProtocolResults)]
     assert fields == [p.version for p in PROTOCOLS]
+    undated = {**read_protocol_file(PROTOCOLS[0].file), "registered": "before any verdict"}
+    with pytest.raises(DataError, match="starts with no date"):
+        ProtocolV1.from_json("v1", undated)
 
 
 def test_protocol_reads_every_rule_from_its_file():

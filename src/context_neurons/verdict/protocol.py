@@ -95,6 +95,7 @@ class Protocol:
     Attributes:
         version: its name in the registry (``"v3"``, ``"gpt2"``).
         name, registered, question: as the file says.
+        registered_date: when it was registered (``registered``'s leading date).
         primary_score: the score the verdict is about (``scores.primary``).
         data, truth, bootstrap, verdict: the shared part of those sections.
         document: the file as registered, read-only.
@@ -103,6 +104,7 @@ class Protocol:
     version: str
     name: str
     registered: str
+    registered_date: str
     question: str
     primary_score: str
     data: DataRules
@@ -115,7 +117,9 @@ class Protocol:
     def common_fields(cls, version: str, document: dict) -> dict[str, Any]:
         """The fields this class's protocols parse alike (a subclass adds its own)."""
         return {"version": version, "name": document["name"],
-                "registered": document["registered"], "question": document["question"],
+                "registered": document["registered"],
+                "registered_date": _leading_date(document["name"], document["registered"]),
+                "question": document["question"],
                 "primary_score": document["scores"]["primary"],
                 "verdict": VerdictRule.from_json(document["verdict"]),
                 "document": MappingProxyType(document)}
@@ -125,18 +129,18 @@ class Protocol:
         """Its entry in the registry: its file, status and result's row."""
         return registered(self.version)
 
-    @property
-    def registered_date(self) -> str:
-        """When it was registered, without the words after the date."""
-        found = re.match(r"\d{4}-\d{2}-\d{2}", self.registered)
-        if found is None:
-            raise DataError(f"Protocol {self.name}'s 'registered' starts with no date: "
-                            f"{self.registered!r}.")
-        return found.group()
-
     def sections(self, *names: str) -> dict:
         """The named sections of the file, as registered (to quote them)."""
         return {name: self.document[name] for name in names}
+
+
+def _leading_date(name: str, registered_words: str) -> str:
+    """The date ``registered_words`` start with (``2026-11-26``; a data error without one)."""
+    found = re.match(r"\d{4}-\d{2}-\d{2}", registered_words)
+    if found is None:
+        raise DataError(f"Protocol {name}'s 'registered' starts with no date: "
+                        f"{registered_words!r}.")
+    return found.group()
 
 
 def protocol_file(name: str):
