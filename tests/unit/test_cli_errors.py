@@ -564,3 +564,27 @@ def test_a_changed_gpt2_directory_is_loaded_again(monkeypatch, tmp_path):
     finally:
         loading._load_model_cached.cache_clear()
     assert seen == [tmp_path / "a", tmp_path / "b"]
+
+
+def test_a_changed_tokenizer_directory_is_read_again(monkeypatch, tmp_path):
+    """``$CONTEXT_NEURONS_TOKENIZER`` decides the tokenizer of GPT-2 and of the planted model,
+    so, like ``$CONTEXT_NEURONS_GPT2``, it is read before the loaded models' cache and is part
+    of its key: another directory is read again, not served the model cached with the first."""
+    from context_neurons.models import loading
+    from context_neurons.models.toy import make_small_model
+
+    seen = []
+    monkeypatch.delenv(config.GPT2_WEIGHTS.name, raising=False)
+    monkeypatch.setattr(loading, "load_tokenizer", lambda directory=None: seen.append(directory))
+    monkeypatch.setattr(loading, "load_hf_gpt2", lambda name, weights=None: (None, "hub"))
+    toy = make_small_model()[0]  # any bridge: what is checked is which directory was read
+    monkeypatch.setattr(loading, "bridge_from_hf", lambda *args: toy)
+    loading._load_model_cached.cache_clear()
+    try:
+        for name in ("a", "a", "b"):
+            (tmp_path / name).mkdir(exist_ok=True)
+            monkeypatch.setenv(config.TOKENIZER.name, str(tmp_path / name))
+            loading.load_model("gpt2", device="cpu")
+    finally:
+        loading._load_model_cached.cache_clear()
+    assert seen == [str(tmp_path / "a"), str(tmp_path / "b")]

@@ -511,6 +511,8 @@ def load_model(
         raise InputError(f"Variant {variant!r} exists only for the planted model, not {name!r}.")
     seed = config.planted_seed() if seed is None else check_seed(seed)
     from_environment = config.gpt2_weights() if name == "gpt2" and not weights else None
+    if not tokenizer_dir and (name == "planted" or name in GPT2_FAMILY):
+        tokenizer_dir = config.tokenizer_root()  # read here: part of the cache's key
     return _load_model_cached(
         name,
         str(weights) if weights else None,
