@@ -59,7 +59,7 @@ def standin(directory: Path):
 def bag_ratio(model, data, sample: int) -> None:
     """The closed form on the whole support against the forward pass on a sample, scaled."""
     protocol = load_protocol_gpt2()
-    start, length = protocol.data.window_mean_start, protocol.v3.bag_length
+    start, length = protocol.data.window_mean_start, protocol.bag_length
     distributions = unigram_distributions({d: data.cal[d] for d in data.pooled},
                                           model.cfg.d_vocab)
     support = bag_support(distributions)
@@ -142,7 +142,7 @@ def main() -> int:
             print(f"  {phase}: {seconds:.1f} s")
     total = runtime["total_s"] + data_s
     print(f"whole evaluation with the data (cold): {total:.1f} s on {args.threads} threads (target "
-          f"{protocol.v3.budget_s} s on 2 CPU cores); {identity.label}")
+          f"{protocol.budget_s} s on 2 CPU cores); {identity.label}")
     print("\n".join(result.sentences()))
     return 0
 

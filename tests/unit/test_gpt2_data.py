@@ -40,15 +40,15 @@ def test_rules_equal_the_file(raw):
     assert (p.data.confirm.windows_per_domain, p.data.unigram.windows_per_domain) == (50, 64)
     assert p.data.unigram.tokens_per_domain == data["unigram"]["tokens_per_domain"] == 262144
     assert (p.data.n_ctx, p.data.windows_per_unit, p.data.min_units) == (1024, 1, 20)
-    assert p.v3.seeds.units == raw["bootstrap"]["seeds"]["unit_draws"] == 5201
-    assert p.v3.seeds.neurons == raw["bootstrap"]["seeds"]["neuron_draws"] == 5202
-    assert (p.v3.seeds.permutation, p.v3.seeds.random_directions, p.v3.seeds.vocabulary) == tuple(
+    assert p.seeds.units == raw["bootstrap"]["seeds"]["unit_draws"] == 5201
+    assert p.seeds.neurons == raw["bootstrap"]["seeds"]["neuron_draws"] == 5202
+    assert (p.seeds.permutation, p.seeds.random_directions, p.seeds.vocabulary) == tuple(
         raw["controls"]["seeds"][k] for k in ("neurons_permuted", "random_read_directions",
                                               "vocabulary_permuted"))
-    assert (p.v3.resamples, p.v3.level) == (raw["bootstrap"]["resamples"],
-                                            raw["bootstrap"]["level"])
-    assert p.v3.verdict.min_truth == raw["verdict"]["min_truth"]
-    assert p.v3.truth.min_cohens_d == raw["truth"]["min_cohens_d"]
+    assert (p.bootstrap.resamples, p.bootstrap.level) == (raw["bootstrap"]["resamples"],
+                                                          raw["bootstrap"]["level"])
+    assert p.verdict.min_truth == raw["verdict"]["min_truth"]
+    assert p.truth.min_cohens_d == raw["truth"]["min_cohens_d"]
     assert p.paper_claim.theta == raw["paper_claim"]["theta"]
     assert p.paper_claim.count_matched_n == raw["paper_claim"]["count_matched"]["n"]
     assert p.paper_claim.thetas == (3, 4, 5, 6, 8, 10, 15, 20, 30, 50)

@@ -153,8 +153,10 @@ def test_main_job_rows_label_the_stand_in(standin, result, monkeypatch):
     import context_neurons.reproduce.verdict_rows_gpt2 as rows_module
 
     monkeypatch.setattr(rows_module, "gpt2_entry", lambda *a, **k: result)
-    rows = {row.key: row for row in rows_module.gpt2_rows(standin, method=None)}
+    found, entry = rows_module.gpt2_rows(standin, method=None)
+    rows = {row.key: row for row in found}
     assert rows_module.RESULT_KEY in rows and rows_module.VERDICT_KEY in rows
+    assert entry is result and rows[rows_module.RESULT_KEY].value is result  # one value, typed
     models = rows["discovery_models_gpt2"].value
     assert list(models) == list(load_protocol_gpt2().models)
     assert models["gpt2"]["entry"].startswith("not computed here: gpt2 (plumbing check")

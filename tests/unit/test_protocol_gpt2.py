@@ -125,13 +125,14 @@ def test_data_rules_carried_from_v3(gpt2, v3):
     assert gpt2["context_set"]["previous_token_threshold"] == threshold_v3 == PREVIOUS_TOKEN_MIN
 
 
-def test_the_typed_view_reads_this_files_registered_values(gpt2):
-    """What the shared v3 machinery reads of this protocol comes from this file, those values
-    registered only in words included (issue 51): the sensitivity's thresholds on d, the bag's
-    length, the previous-token threshold and the equivalence margin."""
+def test_the_confirmatory_fields_read_this_files_registered_values(gpt2):
+    """What the shared v3 machinery reads of this protocol (its
+    :class:`~context_neurons.verdict.protocol.ConfirmatoryProtocol` fields) comes from this file,
+    those values registered only in words included (issue 51): the sensitivity's thresholds on
+    d, the bag's length, the previous-token threshold and the equivalence margin."""
     from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 
-    view = load_protocol_gpt2().v3
+    view = load_protocol_gpt2()
     assert "min_cohens_d 0.5 and 2.0" in gpt2["truth"]["sensitivity"]
     assert view.truth.sensitivity_cohens_d == (0.5, 2.0)
     assert (view.truth.min_cohens_d, view.truth.min_context_part) == (
@@ -141,7 +142,7 @@ def test_the_typed_view_reads_this_files_registered_values(gpt2):
     assert view.previous_token_threshold == gpt2["context_set"]["previous_token_threshold"]
     assert view.primary.equivalence_margin == gpt2["primary_comparison"]["verdict"][
         "equivalence_margin"] == 0.05
-    assert view.primary.score == gpt2["scores"]["primary"] == "frequency_aware"
+    assert view.primary_score == gpt2["scores"]["primary"] == "frequency_aware"
 
 
 def _integers(text: str) -> set[int]:

@@ -214,9 +214,10 @@ def test_verdict_rows_without_documents_say_why_and_measure_no_previous_token_he
 
     monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
     loaded = load_model("trained")
-    rows, previous = vr.verdict_rows(loaded, training_run(loaded.directory),
-                                     MethodValues(loaded.model))
-    assert previous is None and [r.key for r in rows] == list(vr.KEYS)
+    rows, previous, v1, v2 = vr.verdict_rows(loaded, training_run(loaded.directory),
+                                             MethodValues(loaded.model))
+    assert previous is None and v1 is None and v2 is None
+    assert [r.key for r in rows] == list(vr.KEYS)
     assert all(math.isnan(r.value) and r.label.startswith("not computed: ") for r in rows)
     found = PreviousTokenHeads([0.05, 0.91, 0.2], [1])
     assert found.findings() == [
@@ -224,12 +225,14 @@ def test_verdict_rows_without_documents_say_why_and_measure_no_previous_token_he
         "previous-token heads (>= 0.4): [1]"]
 
 
-def _results(rows: list, planted: bool, model: str):
-    """A table's results built by hand (no model, no method)."""
-    from context_neurons.reproduce.results import Results
+def _results(rows: list, planted: bool, model: str, protocols=None):
+    """A table's results built by hand (no model, no method; ``protocols``: a
+    :class:`~context_neurons.reproduce.results.ProtocolResults`, none by default)."""
+    from context_neurons.reproduce.results import ProtocolResults, Results
 
     return Results(model=model, model_source="test", planted=planted, n_texts=1, texts={},
-                   device="cpu", rows=rows, seconds=1.0)
+                   device="cpu", rows=rows, seconds=1.0,
+                   protocols=protocols or ProtocolResults())
 
 
 def _unwrapped(text: str) -> list[str]:
@@ -249,6 +252,8 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
     under a line saying which protocol it is and whether it is the one to believe (v3 first)."""
     from context_neurons.reproduce import Row, format_table
 
+    from context_neurons.checks import InputError
+    from context_neurons.reproduce.results import ProtocolResults
     from context_neurons.verdict.entries import Pending
     from context_neurons.verdict.results import Evaluation
 
@@ -263,12 +268,15 @@ def test_table_prints_the_verdicts_of_every_protocol_with_its_status():
     rows = [Row("x", 1.0, "a row"), Row("discovery_evaluation", evaluation, show="json"),
             Row("discovery_evaluation_v2", stopped, show="json"),
             Row("discovery_evaluation_v3", v3, show="json")]
-    results = _results(rows, planted=False, model="trained")
+    results = _results(rows, planted=False, model="trained",
+                       protocols=ProtocolResults(v1=evaluation, v2=stopped, v3=v3))
     written = json.loads(results.to_json())  # typed results enter the JSON as their to_json()
     assert written["discovery_evaluation"]["primary"]["scores"]["frequency_aware"] == entry
     assert written["discovery_evaluation_v2"]["stopped"] == "no contextual head"
     assert written["discovery_evaluation_v3"]["trained-seed0"] == v3["trained-seed0"].to_json()
-    assert results.evaluation("v1") is evaluation
+    assert results.evaluation("v1") is evaluation and results.evaluation("gpt2") is None
+    with pytest.raises(InputError, match="Unknown protocol 'v4'"):
+        results.evaluation("v4")
     text = format_table(results)
     assert max(len(line) for line in text.splitlines()) <= 100  # long verdicts are wrapped
     lines = _unwrapped(text)
@@ -472,11 +480,12 @@ def test_the_gpt2_family_without_corpora_gets_the_protocols_line(monkeypatch):
 
     monkeypatch.setenv(settings.CORPORA.name, settings.NO_DIRECTORY)
     for name in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"):
-        (row,) = gpt2_rows(loaded(name), method=None)
+        (row,), entry = gpt2_rows(loaded(name), method=None)
+        assert entry is None
         assert row.key == "discovery_verdict_gpt2" and row.value == "not computed"
         assert row.label.startswith(f"{name}: discovery-verdict-gpt2 not computed: the offline "
                                     "corpora (corpora dataset version 1, folders bible_kjv, ")
         assert "`python -m context_neurons fetch-corpora --verdicts`" in row.label
         assert "<" not in row.label
     for name in ("trained", "planted", "checkpoint"):
-        assert gpt2_rows(loaded(name), method=None) == []
+        assert gpt2_rows(loaded(name), method=None) == ([], None)

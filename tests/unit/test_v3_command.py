@@ -107,7 +107,7 @@ def test_the_help_names_the_command_its_defaults_and_choices():
         assert "``" not in text and "871d5be" not in text  # no reStructuredText, no cut sentence
         assert "{cpu,cuda,auto}" in text and "(default: cpu)" in text
         assert "(default: trained)" in text and "(default: 8)" in text
-        assert f"the protocol's {load_protocol_v3().resamples}" in text
+        assert f"the protocol's {load_protocol_v3().bootstrap.resamples}" in text
         assert f"${config.THREADS.name}" in text
         description = parser.description.rstrip(".")
         assert "." not in description and description.lower() == v3.DESCRIPTION  # one sentence

@@ -24,7 +24,7 @@ from context_neurons.domain_shift import (
     predict_path_shifts,
     unigram_distribution,
 )
-from context_neurons.checks import InputError
+from context_neurons.checks import DataError, InputError
 from context_neurons.verdict import statistics as st
 from context_neurons.verdict.data import cal_fraction_value, is_cal
 from context_neurons.verdict.protocol import load_protocol
@@ -341,7 +341,7 @@ def test_verdict_rule(n_truth, auc_ci, precision, rho_ci, perm, expected):
 def _rule_and_level(version: str):
     """A protocol's verdict rule and interval level (v3's secondary verdicts use its rule)."""
     protocol = load_protocol(version)
-    return protocol.verdict, protocol.level if version == "v3" else protocol.bootstrap.level
+    return protocol.verdict, protocol.bootstrap.level
 
 
 @pytest.mark.parametrize("version", ["v1", "v2", "v3"])
@@ -392,7 +392,6 @@ def test_cal_eval_split_is_a_fixed_half():
 
 def test_protocol_data_without_the_corpora_is_a_clear_error(monkeypatch):
     """Online (Colab) there are no held-out documents: say so before reading anything."""
-    from context_neurons.checks import DataError
     from context_neurons.models.loading import TRAINED_DIR
     from context_neurons.training.summary import training_run
     from context_neurons.verdict import protocol_data
@@ -421,7 +420,7 @@ def test_one_loader_gives_every_registered_protocol_typed():
     v3 = load_protocol("v3")
     assert isinstance(v3, ProtocolV3) and v3 == load_protocol_v3()
     assert v3.name == "discovery-verdict-v3" and v3.verdict == load_protocol("v2").verdict
-    assert [type(load_protocol(v)).__name__ for v in ("v1", "v2")] == ["Protocol", "Protocol"]
+    assert [type(load_protocol(v)).__name__ for v in ("v1", "v2")] == ["ProtocolV1"] * 2
     with pytest.raises(InputError, match=r"Unknown protocol 'v4'; there are \['v1', 'v2', "
                                          r"'v3', 'gpt2'\]"):
         load_protocol("v4")
@@ -454,6 +453,55 @@ def test_the_registry_lists_each_protocol_once_and_every_reader_takes_it_from_th
     assert PROTOCOLS_GPT2 == "protocol discovery-verdict-gpt2 (chapter 8, section 8.12)"
     with pytest.raises(InputError, match="Unknown protocol 'v4'"):
         load("v4")
+
+
+def test_what_every_protocol_registers_alike_is_one_typed_base_read_from_its_file():
+    """Issue 51: one base (:class:`Protocol`) holds what every protocol registers alike, each
+    value read from its own file; each protocol's own sections are its adapter's typed fields
+    (v1 and v2: :class:`ProtocolV1`; the confirmatory v3 and gpt2 share
+    :class:`ConfirmatoryProtocol`, what the shared machinery reads). The main job's typed
+    results hold a field per registered protocol."""
+    import dataclasses
+    import re
+
+    from context_neurons.reproduce.results import ProtocolResults
+    from context_neurons.verdict.gpt2_protocol import ProtocolGPT2
+    from context_neurons.verdict.protocol import (Bootstrap, ConfirmatoryProtocol, Protocol,
+                                                  ProtocolV1, ProtocolV3, TruthThresholds,
+                                                  VerdictRule, read_protocol_file)
+    from context_neurons.verdict.protocols import load
+    from context_neurons.verdict.registry import PROTOCOLS
+
+    adapters = {"v1": ProtocolV1, "v2": ProtocolV1, "v3": ProtocolV3, "gpt2": ProtocolGPT2}
+    for entry in PROTOCOLS:
+        protocol, document = load(entry.version), read_protocol_file(entry.file)
+        assert type(protocol) is adapters[entry.version] and isinstance(protocol, Protocol)
+        assert protocol.entry is entry and protocol.version == entry.version
+        assert (protocol.name, protocol.registered, protocol.question) == (
+            document["name"], document["registered"], document["question"])
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", protocol.registered_date)
+        assert document["registered"].startswith(protocol.registered_date)
+        assert protocol.primary_score == document["scores"]["primary"]
+        boot, truth, data = document["bootstrap"], document["truth"], document["data"]
+        assert Bootstrap(protocol.bootstrap.resamples, protocol.bootstrap.level) == Bootstrap(
+            boot["resamples"], boot["level"])
+        assert TruthThresholds(protocol.truth.min_cohens_d, protocol.truth.min_context_part) == (
+            TruthThresholds(truth["min_cohens_d"], truth["min_context_part"]))
+        assert isinstance(protocol.truth, TruthThresholds)
+        start = data["window_mean_start"] if "window_mean_start" in data else data["confirm"][
+            "window_mean_start"]
+        assert protocol.data.window_mean_start == start
+        assert protocol.verdict == VerdictRule.from_json(document["verdict"])
+        assert protocol.sections("verdict") == {"verdict": document["verdict"]}
+        confirmatory = isinstance(protocol, ConfirmatoryProtocol)
+        assert confirmatory == document.get("kind", "").startswith("confirmatory")
+        if confirmatory:
+            assert protocol.short_kind == "confirmatory"
+    fields = [field.name for field in dataclasses.fields(ProtocolResults)]
+    assert fields == [p.version for p in PROTOCOLS]
+    undated = {**read_protocol_file(PROTOCOLS[0].file), "registered": "before any verdict"}
+    with pytest.raises(DataError, match="starts with no date"):
+        ProtocolV1.from_json("v1", undated)
 
 
 def test_protocol_reads_every_rule_from_its_file():

@@ -68,8 +68,8 @@ PROTOCOL = load_protocol_v3()
 
 def test_the_code_uses_the_registered_seeds_and_thresholds():
     boot, controls = PROTOCOL.document["bootstrap"], PROTOCOL.document["controls"]
-    assert PROTOCOL.resamples == boot["resamples"] == 2000
-    assert PROTOCOL.level == boot["level"] == 0.95
+    assert PROTOCOL.bootstrap.resamples == boot["resamples"] == 2000
+    assert PROTOCOL.bootstrap.level == boot["level"] == 0.95
     seeds = PROTOCOL.seeds  # parsed from the protocol's words, once
     assert seeds == Seeds(units=32, neurons=33, permutation=34, random_directions=35,
                           vocabulary=36)
@@ -90,7 +90,7 @@ def test_the_code_uses_the_registered_seeds_and_thresholds():
     assert PROTOCOL.primary.equivalence_margin == PROTOCOL.document["primary_comparison"][
         "verdict"]["equivalence_margin"] == 0.05
     assert "'equivalent within 0.05'" in PROTOCOL.primary.rules["no_difference_shown"]
-    assert PROTOCOL.primary.score == PROTOCOL.document["scores"]["primary"] == "frequency_aware"
+    assert PROTOCOL.primary_score == PROTOCOL.document["scores"]["primary"] == "frequency_aware"
     threshold = PROTOCOL.document["context_set"]["taxonomy_fix"]["threshold"]
     assert PROTOCOL.previous_token_threshold == threshold == PREVIOUS_TOKEN_MIN == 0.4
     # v2's verdict thresholds, unchanged, are the secondary question's
@@ -474,7 +474,7 @@ def test_the_effect_count_reads_negative_effects_too():
                              st.Shifts((shift * (1 - context))[None], np.ones((1, 6))),
                              spec.min_cohens_d, spec.min_context_part)
     summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec,
-                               spec.min_cohens_d, PROTOCOL.level)
+                               spec.min_cohens_d, PROTOCOL.bootstrap.level)
     assert (summary.n_effect, summary.n_truth, summary.removed) == (4, 2, 2)
     assert summary.removed_share == 0.5 and not summary.removes_almost_none
     assert summary.neurons == [0, 1] and summary.domains == {"a": 1, "b": 1}
@@ -483,7 +483,7 @@ def test_the_effect_count_reads_negative_effects_too():
     # every large effect from the context set: nothing removed, and the label says so
     point = st.additive_truth(full, st.Shifts(np.zeros((3, 6)), np.ones(6)), 1.0, 0.5)
     summary = truth_summary_v3(TruthPair(point, boot, full, full), ["a", "b", "c"], spec, 1.0,
-                               PROTOCOL.level)
+                               PROTOCOL.bootstrap.level)
     assert (summary.n_effect, summary.n_truth, summary.removed) == (4, 4, 0)
     assert summary.removes_almost_none and "removes almost none" in summary.sentence()
 
@@ -544,14 +544,15 @@ def test_paired_bootstrap_delta_on_a_hand_made_case():
                      [False] * 6])  # the last resample's truth is empty
     draws = np.array([[0, 1, 2, 3, 4, 5], [0, 0, 2, 3, 3, 5], [0, 1, 5, 2, 3, 4],
                       [0, 1, 2, 3, 4, 5]])
-    protocol = replace(PROTOCOL, level=0.5, verdict=replace(PROTOCOL.verdict, min_truth=1),
-                       primary=replace(PROTOCOL.primary, score="score"))
+    protocol = replace(PROTOCOL, bootstrap=replace(PROTOCOL.bootstrap, level=0.5),
+                       verdict=replace(PROTOCOL.verdict, min_truth=1), primary_score="score")
     out = primary_comparison(scores, truth, boot, draws, protocol)
     # The score is the one the protocol names, wherever it stands among the scores.
     assert primary_comparison({**dict(list(scores.items())[1:]), "score": scores["score"]},
                               truth, boot, draws, protocol) == out
     with pytest.raises(InputError, match="registered score 'frequency_aware'"):
-        primary_comparison(scores, truth, boot, draws, replace(protocol, primary=PROTOCOL.primary))
+        primary_comparison(scores, truth, boot, draws,
+                           replace(protocol, primary_score=PROTOCOL.primary_score))
     aucs = {n: [_auc_by_pairs(s[d], m[d]) for m, d in zip(boot, draws)] for n, s in scores.items()}
     deltas = [aucs["score"][b] - max(aucs["a"][b], aucs["b"][b]) for b in range(3)]
     assert out.undefined_resamples == 1 and out.n_resamples == 4
@@ -872,8 +873,8 @@ def test_a_run_protocol_v3_does_not_register_is_refused_never_named_by_guess(mon
     with pytest.raises(InputError, match="seed 7.*not a model protocol v3 registers"):
         v3.run(str(folder))
     loaded = load_model("trained")
-    rows = v3_rows(loaded, training_run(folder), MethodValues(loaded.model))
-    assert [r.key for r in rows] == [*KEYS, "discovery_models_v3"]
+    rows, entries = v3_rows(loaded, training_run(folder), MethodValues(loaded.model))
+    assert entries is None and [r.key for r in rows] == [*KEYS, "discovery_models_v3"]
     assert all(math.isnan(r.value) and "not a model protocol v3 registers" in r.label
                for r in rows[:-1])
     assert tuple(rows[-1].value) == model_names()
@@ -893,8 +894,8 @@ def test_main_job_rows_say_why_when_the_documents_are_missing(monkeypatch):
 
     monkeypatch.setenv("CONTEXT_NEURONS_CORPORA", "none")
     model = load_model("trained").model
-    rows = v3_rows(load_model("trained"), training_run(TRAINED_DIR), MethodValues(model))
-    assert [r.key for r in rows] == [*KEYS, "discovery_models_v3"]
+    rows, entries = v3_rows(load_model("trained"), training_run(TRAINED_DIR), MethodValues(model))
+    assert entries is None and [r.key for r in rows] == [*KEYS, "discovery_models_v3"]
     assert all(math.isnan(r.value) and r.label.startswith("not computed: Protocol v3 reads")
                for r in rows[:-1])
     # the stored results are still shown (issue 52), each labelled stored, never as this run's

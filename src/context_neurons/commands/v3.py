@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="write the result as JSON to this file (its folder must exist)")
     parser.add_argument("--resamples", type=positive_int, default=None,
                         help=f"bootstrap resamples (default: the protocol's "
-                             f"{load_protocol_v3().resamples})")
+                             f"{load_protocol_v3().bootstrap.resamples})")
     parser.add_argument("--threads", type=positive_int, default=None,
                         help=f"torch threads (default: ${settings.THREADS.name}, else 2)")
     parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE,

@@ -37,7 +37,7 @@ from context_neurons.models.planted import PlantedTruth
 from context_neurons.progress import Phases
 from context_neurons.reproduce.band_rows import band_rows
 from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
-from context_neurons.reproduce.results import HeldOutTruth, Results, Row
+from context_neurons.reproduce.results import HeldOutTruth, ProtocolResults, Results, Row
 from context_neurons.reproduce.table import SKIPPED_PREFIXES
 from context_neurons.reproduce.verdict_rows import verdict_rows
 from context_neurons.reproduce.verdict_rows_gpt2 import gpt2_rows
@@ -414,7 +414,9 @@ def reproduce(
     Returns:
         The run, its rows, and the typed values they were computed from (the taxonomy, circuit
         and scores each computed once, :class:`~context_neurons.method.MethodValues`, and handed
-        to every protocol); JSON through :meth:`~context_neurons.reproduce.results.Results.to_json`.
+        to every protocol; each protocol's whole result,
+        :class:`~context_neurons.reproduce.results.ProtocolResults`); JSON through
+        :meth:`~context_neurons.reproduce.results.Results.to_json`.
     """
     if n_texts < 1:
         raise InputError(f"n_texts must be at least 1, got {n_texts}.")
@@ -442,6 +444,7 @@ def reproduce(
         rows += stability_rows(study)
     rows = in_section("heads (chapters 1-3)", rows)
     heldout = previous = check = None
+    v1 = v2 = v3 = gpt2 = None  # each protocol's whole result, where the run computes it
     # the training record of a trained model's directory, read once for every protocol
     run = training_run(loaded.directory) if loaded.directory is not None else None
     if heads:
@@ -454,13 +457,16 @@ def reproduce(
             rows += in_section("truth from held-out text (chapter 8)", found_rows)
     if run is not None:  # each protocol chooses its own heads, or says it cannot
         with step("protocols v1 and v2 (chapter 8)"):
-            protocol_rows, previous = verdict_rows(loaded, run, method, progress=progress)
+            protocol_rows, previous, v1, v2 = verdict_rows(loaded, run, method,
+                                                           progress=progress)
             rows += in_section(PROTOCOLS, protocol_rows)
         with step("protocol v3, the confirmatory test (chapter 8)"):
-            rows += in_section(PROTOCOLS, v3_rows(loaded, run, method, progress))
+            protocol_rows, v3 = v3_rows(loaded, run, method, progress)
+            rows += in_section(PROTOCOLS, protocol_rows)
     if loaded.name in GPT2_FAMILY:  # its result, or the protocol's line: never nothing
         with step("protocol discovery-verdict-gpt2 (issue 52)"):
-            rows += in_section(PROTOCOLS_GPT2, gpt2_rows(loaded, method, progress))
+            protocol_rows, gpt2 = gpt2_rows(loaded, method, progress)
+            rows += in_section(PROTOCOLS_GPT2, protocol_rows)
     if heads:
         with step("the approximation's assumptions, per head (chapter 6)"):
             check = measure_assumptions(hooked, circuit, taxonomy.groups, windows, study,
@@ -487,4 +493,5 @@ def reproduce(
         device=str(hooked.cfg.device), rows=rows,
         seconds=round(time.perf_counter() - start, 1), method=method, heldout=heldout,
         lookups=lookups, previous_token=previous, assumptions=check,
+        protocols=ProtocolResults(v1=v1, v2=v2, v3=v3, gpt2=gpt2),
     )

@@ -5,7 +5,8 @@ A :class:`Results` carries what the run was (model, texts, device, time), its ro
 typed values the rows were computed from, so that a chapter reads them instead of computing them
 again:
 the method's taxonomy, circuits and scores (:class:`~context_neurons.method.MethodValues`), the
-truth from activations on held-out text, and each protocol's evaluation. JSON is written only by
+truth from activations on held-out text, and each protocol's whole result
+(:class:`ProtocolResults`, a typed field per protocol). JSON is written only by
 :meth:`Results.to_json`.
 """
 
@@ -30,6 +31,7 @@ from context_neurons.taxonomy import HeadTaxonomy
 from context_neurons.verdict.gpt2_result import GPT2Evaluation
 from context_neurons.verdict.registry import registered
 from context_neurons.verdict.results import Evaluation
+from context_neurons.verdict.v3_stored import Entries
 
 
 #: How a row is shown in the table (:attr:`Row.show`): ``cell`` its value in the row's cell;
@@ -95,6 +97,31 @@ class PreviousTokenHeads:
 
 
 @dataclass(frozen=True)
+class ProtocolResults:
+    """Each registered protocol's whole result in one run, typed, as the pipeline computed it: a
+    field per version of :data:`~context_neurons.verdict.registry.PROTOCOLS` (tested). None where
+    the run has no such result (no held-out documents, not a model of the protocol's family, the
+    corpora absent, or v1's or v2's evaluation stopped before any verdict): exactly where the
+    main job's rows hold none.
+
+    Attributes:
+        v1, v2: each an :class:`~context_neurons.verdict.results.Evaluation`.
+        v3: every model v3 registers: its ``V3Evaluation`` or why it has none.
+        gpt2: the GPT-2 model's :class:`~context_neurons.verdict.gpt2_result.GPT2Evaluation`.
+    """
+
+    v1: Evaluation | None = None
+    v2: Evaluation | None = None
+    v3: Entries | None = None
+    gpt2: GPT2Evaluation | None = None
+
+    def of(self, version: str) -> Evaluation | Entries | GPT2Evaluation | None:
+        """The result of protocol ``version`` (an :class:`~context_neurons.checks.InputError`
+        for a version the registry does not hold)."""
+        return getattr(self, registered(version).version)
+
+
+@dataclass(frozen=True)
 class Results:
     """One run of the main job.
 
@@ -111,6 +138,8 @@ class Results:
             training directory, and without its held-out documents).
         assumptions: what the approximation assumes of each head, measured on the evaluation
             texts (None without contextual heads, or for a table built by hand).
+        protocols: each protocol's whole result (:class:`ProtocolResults`; the rows hold the
+            same values for the JSON).
     """
 
     model: str
@@ -126,6 +155,7 @@ class Results:
     lookups: dict[tuple[int, int], NeuronLookup | NotFiring] | None = None
     previous_token: PreviousTokenHeads | None = None
     assumptions: AssumptionsCheck | None = None
+    protocols: ProtocolResults = field(default_factory=ProtocolResults)
     _by_key: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -160,14 +190,9 @@ class Results:
         """``top[j]`` of every neuron on :attr:`circuit` (None without contextual heads)."""
         return self.method.scores(self.heads) if self.heads else None
 
-    def evaluation(self, protocol: str) -> Evaluation | dict | GPT2Evaluation | None:
-        """A protocol's whole result (``"v1"``, ``"v2"``: an :class:`Evaluation`; ``"v3"``:
-        every registered model's entry, a ``V3Evaluation`` or why it has none; ``"gpt2"``: a
-        :class:`~context_neurons.verdict.gpt2_result.GPT2Evaluation`), None when the run did not
-        evaluate it (no held-out documents, not a model of the protocol's family, or the
-        corpora absent)."""
-        value = self.value(registered(protocol).result_key)
-        return value if isinstance(value, (Evaluation, dict, GPT2Evaluation)) else None
+    def evaluation(self, protocol: str) -> Evaluation | Entries | GPT2Evaluation | None:
+        """Protocol ``protocol``'s whole result: :meth:`ProtocolResults.of`."""
+        return self.protocols.of(protocol)
 
     def to_json(self) -> str:
         """The results as JSON: the run, values by key, ``labels``, ``paper``, ``planted_truth``."""
@@ -193,4 +218,5 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-__all__ = ["HeldOutTruth", "PreviousTokenHeads", "Results", "Row", "SHOWN_AS"]
+__all__ = ["HeldOutTruth", "PreviousTokenHeads", "ProtocolResults", "Results", "Row",
+           "SHOWN_AS"]

@@ -4,12 +4,13 @@ Keys: ``previous_token_heads``, ``contextual_heads_taxonomy``, ``activation_trut
 ``discovery_scores`` (per score, controls included), ``discovery_primary_score`` and
 ``discovery_verdict``; the protocol's whole result goes to the JSON as ``discovery_evaluation``.
 Protocol v2 (registered after v1's verdicts) adds the same with the suffix ``_v2`` and its primary
-heads, ``primary_heads_v2``.
+heads, ``primary_heads_v2``. Both whole results also come back typed (:class:`VerdictRows`).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from context_neurons.activations import PREVIOUS_TOKEN_MIN
 from context_neurons.checks import DataError
@@ -50,18 +51,27 @@ def _scores(result: Evaluation) -> dict:
     return scores
 
 
+class VerdictRows(NamedTuple):
+    """Protocols v1's and v2's rows, the previous-token heads they measured (None without the
+    documents), and each protocol's whole result (None where the rows hold none: without the
+    documents, or when its evaluation stopped before any verdict)."""
+
+    rows: list[Row]
+    previous: PreviousTokenHeads | None
+    v1: Evaluation | None = None
+    v2: Evaluation | None = None
+
+
 def verdict_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues,
-                 n_resamples: int | None = None,
-                 progress: bool = False) -> tuple[list[Row], PreviousTokenHeads | None]:
-    """Run the protocol on the loaded trained model and return its rows (``run``: its training
-    record, read once by the pipeline; ``method``: the run's taxonomy, circuits and scores) and
-    the previous-token heads it measured (None without the documents)."""
+                 n_resamples: int | None = None, progress: bool = False) -> VerdictRows:
+    """Run protocols v1 and v2 on the loaded trained model (``run``: its training record, read
+    once by the pipeline; ``method``: the run's taxonomy, circuits and scores)."""
     protocol = load_protocol()
     model = loaded.model
     try:
         data = protocol_data(model.tokenizer, run, protocol)
     except DataError as error:  # online: the training split's documents are not here
-        return [Row(key, math.nan, f"not computed: {error}") for key in KEYS], None
+        return VerdictRows([Row(key, math.nan, f"not computed: {error}") for key in KEYS], None)
     start = protocol.data.window_mean_start
     attention, heads = previous_token_heads(model, data, start)
     previous = PreviousTokenHeads([round(float(x), 3) for x in attention], heads)
@@ -79,7 +89,7 @@ def verdict_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues,
     primary = result.primary
     if primary is None:
         rows.append(Row("discovery_verdict", Verdict.NOT_TESTABLE, result.stopped or ""))
-        return rows, previous
+        return VerdictRows(rows, previous)
     scores = _scores(result)
     rows += [
         Row("activation_truth_neurons", len(primary.truth_neurons),
@@ -96,19 +106,20 @@ def verdict_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues,
             "anti-ranking, inconclusive or not testable)"),
         Row(registered("v1").result_key, result, "the protocol's whole result", show="json"),
     ]
-    return rows + _v2_rows(method, run, data, n_resamples, cache, progress), previous
+    v2_rows, v2 = _v2_rows(method, run, data, n_resamples, cache, progress)
+    return VerdictRows(rows + v2_rows, previous, result, v2)
 
 
 def _v2_rows(method: MethodValues, run: TrainingRun, data: dict, n_resamples: int | None,
-             cache: dict, progress: bool = False) -> list[Row]:
+             cache: dict, progress: bool = False) -> tuple[list[Row], Evaluation | None]:
     """Protocol v2 (registered after v1's verdicts; chapter 8), on the same forward passes and
-    the same taxonomy, circuits and scores."""
+    the same taxonomy, circuits and scores: its rows, and its whole result where they hold it."""
     protocol = load_protocol("v2")
     result = evaluate(method.model, run, protocol, options=RunOptions(n_resamples,
                       progress=progress), data=data, cache=cache, method=method)
     primary = result.primary
     if primary is None:
-        return [Row("discovery_verdict_v2", Verdict.NOT_TESTABLE, result.stopped or "")]
+        return [Row("discovery_verdict_v2", Verdict.NOT_TESTABLE, result.stopped or "")], None
     name = protocol.primary_score
     scores = _scores(result)
     threshold = result.truth_threshold.min_cohens_d
@@ -124,4 +135,4 @@ def _v2_rows(method: MethodValues, run: TrainingRun, data: dict, n_resamples: in
         Row("discovery_verdict_v2", primary.scores[name].verdict,
             "protocol v2's verdict of the frequency-aware score (registered after v1's)"),
         Row(registered("v2").result_key, result, "protocol v2's whole result", show="json"),
-    ]
+    ], result

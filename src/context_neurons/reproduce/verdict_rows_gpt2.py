@@ -5,8 +5,9 @@ Keys: ``discovery_verdict_gpt2`` (the primary comparison's verdict), ``paper_cla
 paper's claim's answer), ``context_heads_gpt2``, ``activation_truth_neurons_gpt2``,
 ``discovery_baselines_gpt2``, ``planted_control_gpt2`` (the planted control: when it fails,
 every verdict of the run is void) and ``discovery_models_gpt2`` (every registered model: this run's,
-or why it has none); the whole result goes to the JSON as :data:`RESULT_KEY`. Without the
-corpora: one row, the protocol's line (``when_corpora_absent``), never nothing.
+or why it has none); the whole result goes to the JSON as :data:`RESULT_KEY` and comes back typed
+beside the rows. Without the corpora: one row, the protocol's line (``when_corpora_absent``),
+never nothing.
 """
 
 from __future__ import annotations
@@ -53,21 +54,22 @@ def planted_status(entry: GPT2Evaluation) -> str:
 
 
 def gpt2_rows(loaded: LoadedModel, method: MethodValues | None, progress: bool = False,
-              n_resamples: int | None = None) -> list[Row]:
-    """The protocol's rows for a GPT-2-family model (none for another model)."""
+              n_resamples: int | None = None) -> tuple[list[Row], GPT2Evaluation | None]:
+    """The protocol's rows for a GPT-2-family model (none for another model), and its whole
+    result (None where the rows hold none: the corpora absent, or another model)."""
     protocol = load_protocol_gpt2()
     if loaded.name not in protocol.models:
-        return []
+        return [], None
     identity = model_identity(loaded.name, loaded.source, protocol)
     entry = gpt2_entry(loaded.model, identity, method, progress, n_resamples)
     if isinstance(entry, CorporaAbsent):
-        return [Row(VERDICT_KEY, "not computed", entry.line())]
+        return [Row(VERDICT_KEY, "not computed", entry.line())], None
     core, name = entry.core, identity.label
     rows = [Row("context_heads_gpt2", list(core.context_set.heads),
                 f"discovery-verdict-gpt2's context set on {name}: {entry.heads.words()}")]
     if core.stopped:
         return rows + [Row(VERDICT_KEY, PrimaryVerdict.NOT_TESTABLE, core.stopped),
-                       Row(RESULT_KEY, entry, "the protocol's whole result", show="json")]
+                       Row(RESULT_KEY, entry, "the protocol's whole result", show="json")], entry
     return rows + [
         Row("activation_truth_neurons_gpt2", core.truth.n_truth,
             f"context neurons by activation on the CONFIRM documents ({name}): "
@@ -82,7 +84,7 @@ def gpt2_rows(loaded: LoadedModel, method: MethodValues | None, progress: bool =
         Row("discovery_models_gpt2", models_record(loaded.name, entry),
             "every model discovery-verdict-gpt2 registers", show="records"),
         Row(RESULT_KEY, entry, "the protocol's whole result", show="json"),
-    ]
+    ], entry
 
 
 __all__ = ["RESULT_KEY", "VERDICT_KEY", "gpt2_rows", "models_record", "planted_status"]

@@ -5,8 +5,9 @@ Keys: ``context_heads_v3``, ``activation_truth_neurons_v3``, ``discovery_baselin
 score and the four registered baselines against the truth), ``discovery_verdict_v3`` (the primary
 comparison's verdict), ``discovery_secondary_v3`` and ``discovery_models_v3`` (every registered
 model, the ones not trained as pending); the whole result goes to the JSON as
-``discovery_evaluation_v3``. The exploratory label-free arm and the controls timed apart (step 0,
-the planted model) are left to ``python -m context_neurons v3``.
+``discovery_evaluation_v3`` and comes back typed beside the rows. The exploratory label-free arm
+and the controls timed apart (step 0, the planted model) are left to ``python -m context_neurons
+v3``.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ def _models(models: Entries) -> dict[str, dict[str, str]]:
 
 
 def v3_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues, progress: bool = False,
-            n_resamples: int | None = None) -> list[Row]:
-    """Run protocol v3 on the loaded trained model and return its rows (``run``: its training
-    record, read once by the pipeline; ``method``: the run's taxonomy, circuits and scores)."""
+            n_resamples: int | None = None) -> tuple[list[Row], Entries | None]:
+    """Run protocol v3 on the loaded trained model (``run``: its training record, read once by
+    the pipeline; ``method``: the run's taxonomy, circuits and scores): its rows, and every
+    registered model's entry (None where the rows hold no whole result: not computed)."""
     protocol = load_protocol_v3()
     model = loaded.model
     try:
@@ -62,7 +64,7 @@ def v3_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues, progres
             Row("discovery_models_v3", _models(model_entries({})),
                 "every model protocol v3 registers, none computed in this run (its documents "
                 "are absent, or the model is not one it registers): each stored result "
-                "(computed elsewhere, labelled so), or why it has none", show="records")]
+                "(computed elsewhere, labelled so), or why it has none", show="records")], None
     result = evaluate_v3(model, run, protocol, data,
                          RunOptions(n_resamples, progress=progress), method=method, name=name)
     models = model_entries({name: result})
@@ -78,7 +80,7 @@ def v3_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues, progres
         return rows + [Row("discovery_verdict_v3", PrimaryVerdict.NOT_TESTABLE, result.stopped),
                        Row("discovery_models_v3", _models(models), "every registered model",
                            show="records"),
-                       Row(RESULT_KEY, models, "protocol v3's whole result", show="json")]
+                       Row(RESULT_KEY, models, "protocol v3's whole result", show="json")], models
     primary, truth = result.primary, result.truth
     return rows + [
         Row("activation_truth_neurons_v3", truth.n_truth,
@@ -99,7 +101,7 @@ def v3_rows(loaded: LoadedModel, run: TrainingRun, method: MethodValues, progres
             "one computed elsewhere is stored and labelled so",
             show="records"),
         Row(RESULT_KEY, models, "protocol v3's whole result, every model", show="json"),
-    ]
+    ], models
 
 
 __all__ = ["KEYS", "RESULT_KEY", "v3_rows"]

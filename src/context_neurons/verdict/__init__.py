@@ -24,8 +24,12 @@ typed model entries and verdicts, no module importing this package's face. Next,
   sensitivity's thresholds on d, the bag's length, the previous-token threshold; the
   equivalence margin a comparison says and the thresholds the report says), each tested against
   the file; the context set reads its protocol's previous-token threshold (no longer chapter
-  2's ``PREVIOUS_TOKEN_MIN``). Left: one ``Protocol`` with optional sections instead of
-  ``Protocol``/``ProtocolV3``.
+  2's ``PREVIOUS_TOKEN_MIN``). One base, :class:`~.protocol.Protocol` (name, registered date,
+  question, primary score, window means' start, truth thresholds, bootstrap, verdict
+  thresholds, the file), which :func:`~.protocols.load` returns and the registry's readers take;
+  each protocol's own sections are its adapter's typed fields (:class:`~.protocol.ProtocolV1`
+  for v1 and v2; :class:`~.protocol.ConfirmatoryProtocol`, what the shared machinery reads, for
+  :class:`~.protocol.ProtocolV3` and :class:`~.gpt2_protocol.ProtocolGPT2`).
 - Typed values: :mod:`.entries` (a model's entry, or why it has none),
   :class:`~.statistics.Verdict`, :class:`~.comparison.PrimaryVerdict`, the training record
   read once where its directory is read (:class:`~context_neurons.training.summary.TrainingRun`,
@@ -33,8 +37,9 @@ typed model entries and verdicts, no module importing this package's face. Next,
   ``step0_model`` and the main job's rows in place of the dict); how an evaluation runs, one
   value (:class:`~.options.RunOptions`), and what it scored, one value (:class:`~.v3.Scored`,
   read by the verdicts, controls and sensitivities of v3 and the GPT-2 adapter); the primary
-  comparison's score named by its protocol (``scores.primary``, :class:`~.protocol.PrimaryRule`),
-  not the first key of a dict. Left: each protocol's result a typed field of ``Results``.
+  comparison's score named by its protocol (``scores.primary``,
+  :attr:`~.protocol.Protocol.primary_score`), not the first key of a dict; each protocol's result a typed field of the main job's
+  ``Results`` (:class:`~context_neurons.reproduce.results.ProtocolResults`).
 - Core modules named for what they compute, shared by every protocol: ``documents`` (corpora by
   domain, documents grouped into units, CAL/EVAL/CONFIRM windows), ``heads`` (head sets, the
   context set), ``truth``, ``draws`` (units, neurons, the permutation, random read directions),
@@ -60,7 +65,7 @@ typed model entries and verdicts, no module importing this package's face. Next,
 
 from context_neurons.verdict.data import protocol_data
 from context_neurons.verdict.evaluate import evaluate, head_sets, truth_summary, verdict_sentences
-from context_neurons.verdict.protocol import Protocol, load_protocol
+from context_neurons.verdict.protocol import Protocol, ProtocolV1, load_protocol
 
-__all__ = ["Protocol", "evaluate", "head_sets", "load_protocol", "protocol_data", "truth_summary",
-           "verdict_sentences"]
+__all__ = ["Protocol", "ProtocolV1", "evaluate", "head_sets", "load_protocol", "protocol_data",
+           "truth_summary", "verdict_sentences"]

@@ -103,9 +103,9 @@ def bag_of_tokens_score(model: TransformerBridge,
                         responses_of: Callable = bag_responses) -> BagOfTokens:
     """The bag-of-tokens baseline of ``model`` on the domains ``distributions`` (module
     docstring), on sequences of ``min(max_length, n_ctx)`` tokens (``max_length``: the
-    protocol's, :attr:`~context_neurons.verdict.protocol.ProtocolV3.bag_length`). ``responses_of``: how ``r_j(t)`` is
-    computed, called as :func:`bag_responses` is (v3: the forward pass itself; protocol
-    discovery-verdict-gpt2: the closed form checked against it,
+    protocol's, :attr:`~.protocol.ConfirmatoryProtocol.bag_length`). ``responses_of``: how
+    ``r_j(t)`` is computed, called as :func:`bag_responses` is (v3: the forward pass itself;
+    protocol discovery-verdict-gpt2: the closed form checked against it,
     :func:`~context_neurons.verdict.bag_of_tokens.checked_bag_responses`)."""
     length = min(max_length, model.cfg.n_ctx)
     support = bag_support(distributions)

@@ -19,7 +19,7 @@ import context_neurons.verdict.statistics as st
 from context_neurons.checks import InputError
 from context_neurons.verdict.formatting import bounds_text, interval_text, number_text
 from context_neurons.verdict.formatting import read_json_fields
-from context_neurons.verdict.protocol import ProtocolV3
+from context_neurons.verdict.protocol import ConfirmatoryProtocol
 
 
 class PrimaryVerdict(StrEnum):
@@ -179,18 +179,19 @@ class PrimaryComparison:
 
 
 def primary_comparison(scores: dict[str, np.ndarray], truth_mask: np.ndarray,
-                       boot_mask: np.ndarray, neuron_draws: np.ndarray, protocol: ProtocolV3,
-                       has_context: bool = True, with_verdict: bool = True) -> PrimaryComparison:
-    """The primary comparison: the protocol's registered score (``protocol.primary.score``)
+                       boot_mask: np.ndarray, neuron_draws: np.ndarray,
+                       protocol: ConfirmatoryProtocol, has_context: bool = True,
+                       with_verdict: bool = True) -> PrimaryComparison:
+    """The primary comparison: the protocol's registered score (``protocol.primary_score``)
     against every other entry of ``scores``, the baselines, in their order (``boot_mask
     [resample, neuron]``, ``neuron_draws [resample, neuron]``)."""
-    score_name = protocol.primary.score
+    score_name = protocol.primary_score
     if score_name not in scores:
         raise InputError(f"The primary comparison needs the registered score {score_name!r}; "
                          f"got {sorted(scores)}.")
     baseline_names = [name for name in scores if name != score_name]
     names = [score_name, *baseline_names]
-    level = protocol.level
+    level = protocol.bootstrap.level
     point = np.array([float(st.auc(scores[n], truth_mask)) for n in names])
     boot = np.stack([resampled_aucs(scores[n], boot_mask, neuron_draws) for n in names])
     delta_point, best_point = paired_delta(point[0], point[1:])

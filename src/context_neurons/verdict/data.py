@@ -19,7 +19,7 @@ from context_neurons.training.stream import pack_windows
 from context_neurons.training.summary import TrainingRun
 from context_neurons.verdict.documents import Unit, corpora_by_domain, corpus_units, hash_value
 from context_neurons.verdict.documents import ordered, take_windows
-from context_neurons.verdict.protocol import Protocol, load_protocol
+from context_neurons.verdict.protocol import ProtocolV1, load_protocol
 
 
 #: The CAL/EVAL split's hash prefix (independent of the training split's hash).
@@ -64,7 +64,7 @@ def cal_data(units: list[Unit], n_ctx: int, eot_id: int, n_windows: int) -> Doma
 def protocol_data(
     tokenizer,
     run: TrainingRun,
-    protocol: Protocol | None = None,
+    protocol: ProtocolV1 | None = None,
     corpora_dir: str | Path | None = None,
     domains: dict[str, tuple[str, ...]] = DOMAINS,
 ) -> dict[str, DomainData]:

@@ -32,7 +32,8 @@ from context_neurons.training.summary import TrainingRun, training_run
 from context_neurons.training.tokenizer import load_tokenizer
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.evaluate import head_sets, measure, previous_token_heads
-from context_neurons.verdict.protocol import Protocol, ProtocolV3, load_protocol, load_protocol_v3
+from context_neurons.verdict.protocol import ProtocolV1, ProtocolV3
+from context_neurons.verdict.protocol import load_protocol, load_protocol_v3
 from context_neurons.verdict.v3 import step0_model
 from context_neurons.verdict.v3_data import V3Data, v3_data
 from context_neurons.verdict.context_set import context_set
@@ -43,7 +44,7 @@ from context_neurons.verdict.truth import measure_v3, point_truth
 V3_COLUMNS = ("v3_context_heads", "v3_truth")
 
 
-def structure(model: TransformerBridge, data, protocol: Protocol) -> dict:
+def structure(model: TransformerBridge, data, protocol: ProtocolV1) -> dict:
     """Previous-token attention, head sets and the additive truth count of one model."""
     start = protocol.data.window_mean_start
     previous, previous_heads = previous_token_heads(model, data, start)

@@ -31,7 +31,7 @@ from context_neurons.training.summary import TrainingRun
 from context_neurons.verdict.data import eval_arrays, protocol_data
 from context_neurons.verdict.data import unigram_distributions
 from context_neurons.verdict.draws import paired_draws, random_read_directions
-from context_neurons.verdict.protocol import Protocol, load_protocol
+from context_neurons.verdict.protocol import ProtocolV1, load_protocol
 from context_neurons.verdict.results import Evaluation, HeadSetResult
 from context_neurons.verdict.results import ScoreResult, StableBroadHeads
 from context_neurons.verdict.options import RunOptions
@@ -65,7 +65,7 @@ def previous_token_heads(model: TransformerBridge, data, start: int) -> tuple[Te
     return previous, [h for h in range(len(previous)) if previous[h] >= PREVIOUS_TOKEN_MIN]
 
 
-def head_sets(method: MethodValues, protocol: Protocol | None = None,
+def head_sets(method: MethodValues, protocol: ProtocolV1 | None = None,
               data: dict | None = None) -> tuple[dict[str, list[int]], StableBroadHeads | None]:
     """The protocol's head sets: the taxonomy's contextual heads (primary) and every non-local
     head (secondary). Under protocol v2 (``head_sets.add_stable_broad_heads``) the primary set
@@ -166,7 +166,7 @@ def _once(cache: dict | None, key: tuple, compute):
 def evaluate(
     model: TransformerBridge,
     run: TrainingRun,
-    protocol: Protocol | None = None,
+    protocol: ProtocolV1 | None = None,
     corpora_dir=None,
     options: RunOptions = RunOptions(),
     data: dict | None = None,

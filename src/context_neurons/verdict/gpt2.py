@@ -6,8 +6,9 @@ context set with v3's rule on the model's own taxonomy (:func:`~.context_set.con
 previous-token check on the UNIGRAM windows), runs v3's forward passes and truth
 (:mod:`.truth`), scores and baselines (:mod:`.baselines`), the primary paired-bootstrap
 comparison (:mod:`.comparison`), the secondary verdicts, controls and sensitivities (:mod:`.v3`),
-every one with this protocol's seeds and thresholds (:attr:`ProtocolGPT2.v3`), and adds the
-paper's claim (:mod:`.paper_claim`) and the comparison with the paper's six heads.
+every one with this protocol's seeds and thresholds (the fields of any
+:class:`~.protocol.ConfirmatoryProtocol`), and adds the paper's claim (:mod:`.paper_claim`) and
+the comparison with the paper's six heads.
 :func:`gpt2_entry` is what the main job calls: the result, or the protocol's one line when the
 corpora are absent.
 """
@@ -56,7 +57,7 @@ def _paper_heads_top(method: MethodValues, protocol: ProtocolGPT2, truth: np.nda
     (gpt2 only; a sensitivity)."""
     top = method.scores(list(protocol.paper_claim.paper_heads)).top.double().cpu().numpy()
     return set_precision(top >= protocol.paper_claim.theta, truth, boot, draws,
-                         protocol.v3.level, None)
+                         protocol.bootstrap.level, None)
 
 
 def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
@@ -71,14 +72,14 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
     run)."""
     protocol = protocol or load_protocol_gpt2()
     timer = Phases(protocol.name, announce=options.progress)
-    v3, method = protocol.v3, method or MethodValues(model)
+    method = method or MethodValues(model)
     if data is None:
         with timer("data"):
             data = gpt2_data(model.tokenizer, protocol.data)
     start = protocol.data.window_mean_start
     with timer("context set"):
         cal = head_statistics(model, data.pooled_cal_windows, start, options.batch_size)
-        cs = context_set(method, cal.previous_share, start, v3.previous_token_threshold)
+        cs = context_set(method, cal.previous_share, start, protocol.previous_token_threshold)
     heads = paper_heads(cs.heads, protocol.paper_claim.paper_heads)
     base = {"protocol": protocol.name, "model": identity.label, "comparable": None,
             "data": data_summary(data), "context_set": cs}
@@ -86,14 +87,14 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
     if stopped:
         core = V3Evaluation(**base, stopped=stopped, runtime=timer.seconds)
         return GPT2Evaluation(core, identity, heads)
-    scored = score_context_set(model, method, data, cs, cal.mean_z, v3, options, timer,
+    scored = score_context_set(model, method, data, cs, cal.mean_z, protocol, options, timer,
                                "UNIGRAM", checked_bag_responses)
     draws, shifts, pair, verdicts = verdicts_of(scored, options, timer)
     scores = scored.scores
     with timer("paper's claim"):
-        testable = verdicts["truth"].n_truth >= v3.verdict.min_truth
+        testable = verdicts["truth"].n_truth >= protocol.verdict.min_truth
         claim = paper_claim(scores["top"], pair.point.mask, pair.boot.mask, draws.neurons,
-                            protocol.paper_claim, v3.level, testable)
+                            protocol.paper_claim, protocol.bootstrap.level, testable)
         summary = score_summary(method.scores(list(cs.heads)), protocol.paper_claim.theta)
         if identity.requested == protocol.primary_model:
             heads = replace(heads, top_with_paper_heads=_paper_heads_top(
@@ -101,7 +102,7 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
     result = {**base, **verdicts, **controls_and_sensitivities(scored, options, timer, shifts,
                                                                 draws, pair, verdicts)}
     runtime = {**timer.seconds, "total_s": sum(timer.seconds.values()),
-               "target_cpu_2_cores_s": v3.budget_s, "torch_threads": torch.get_num_threads()}
+               "target_cpu_2_cores_s": protocol.budget_s, "torch_threads": torch.get_num_threads()}
     if apart:
         with timer("planted"):
             planted = planted_control(load_model("planted")).to_json()

@@ -1,12 +1,13 @@
 """Protocol discovery-verdict-gpt2 as a typed value (issue 52).
 
 The file ``assets/protocol/discovery-verdict-gpt2.json`` was registered before any GPT-2 number.
-:func:`load_protocol_gpt2` reads it once into a :class:`ProtocolGPT2`: its data source's rules
-(:class:`GPT2DataRules`), the paper's claim (:class:`PaperClaimRules`), its models, and a
-:class:`~context_neurons.verdict.protocol.ProtocolV3` view (:attr:`ProtocolGPT2.v3`) holding the
-values the shared v3 machinery reads (truth, bootstrap, seeds, verdict thresholds), each taken
-from this file, never from v3's. A value the file registers only in words (the unit's
-``max(1, 1024 // n_ctx)``, the seeds, the theta sweep, the paper's heads) is parsed here, once.
+:func:`load_protocol_gpt2` reads it once into a :class:`ProtocolGPT2`, a
+:class:`~context_neurons.verdict.protocol.ConfirmatoryProtocol` like v3: the values the shared
+machinery reads (truth, bootstrap, seeds, verdict thresholds) are its common fields, each taken
+from this file, never from v3's; its own are its data source's rules (:class:`GPT2DataRules`),
+the paper's claim (:class:`PaperClaimRules`) and its models. A value the file registers only in
+words (the unit's ``max(1, 1024 // n_ctx)``, the seeds, the theta sweep, the paper's heads) is
+parsed here, once.
 """
 
 from __future__ import annotations
@@ -14,22 +15,12 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Mapping
 
 from context_neurons.checks import DataError
 from context_neurons.verdict.registry import registered
-from context_neurons.verdict.protocol import (
-    ConfirmRules,
-    PrimaryRule,
-    ProtocolV3,
-    RegisteredModels,
-    Seeds,
-    TruthRulesV3,
-    VerdictRule,
-    bag_length,
-    read_protocol_file,
-)
+from context_neurons.verdict.protocol import ConfirmatoryProtocol, DataRules, read_protocol_file
+from context_neurons.verdict.protocol import registered_names
 
 #: The protocol's file and its frozen list of excluded documents (same folder).
 PROTOCOL_GPT2_FILE = registered("gpt2").file
@@ -56,7 +47,7 @@ class SideRules:
 
 
 @dataclass(frozen=True)
-class GPT2DataRules:
+class GPT2DataRules(DataRules):
     """The data source's rules (``data``, ``units``, ``pooling``, ``when_corpora_absent``).
 
     Attributes:
@@ -68,7 +59,7 @@ class GPT2DataRules:
         confirm, unigram: each side's order and sizes.
         windows_per_unit: CONFIRM windows per unit (``max(1, tokens_per_unit // n_ctx)``).
         tokens_per_unit: the number in that rule.
-        window_mean_start: window means over positions >= this one.
+        window_mean_start: window means over positions >= this one (every protocol's field).
         min_units: a domain pools with at least this many CONFIRM units giving a window.
         min_pooled_domains: fewer pooled domains: not testable.
         excluded_count: the frozen list's registered size.
@@ -85,7 +76,6 @@ class GPT2DataRules:
     confirm: SideRules
     unigram: SideRules
     tokens_per_unit: int
-    window_mean_start: int
     min_units: int
     min_pooled_domains: int
     excluded_count: int
@@ -153,61 +143,33 @@ class PaperClaimRules:
             paper_heads=_numbers(r"\(([\d, ]+)\)", document["context_set"]["paper_heads"]))
 
 
-def _v3_view(document: dict, data: GPT2DataRules) -> ProtocolV3:
-    """The values the shared v3 machinery reads, taken from this protocol's file."""
-    primary, truth = document["primary_comparison"]["verdict"], document["truth"]
-    models = tuple(name for name, entry in document["models"].items() if isinstance(entry, dict))
-    return ProtocolV3(
-        name=document["name"], registered=document["registered"], kind=document["kind"],
-        question=document["question"],
-        primary=PrimaryRule(primary["equivalence_margin"], MappingProxyType(
-            {label: rule for label, rule in primary.items() if label != "equivalence_margin"}),
-            document["scores"]["primary"]),
-        data=ConfirmRules(data.confirm.tokens_per_domain, data.window_mean_start, data.min_units,
-                          MappingProxyType({}), data.unigram.windows_per_domain,
-                          data.tokens_per_unit),
-        truth=TruthRulesV3.from_json(truth),
-        resamples=document["bootstrap"]["resamples"], level=document["bootstrap"]["level"],
-        verdict=VerdictRule.from_json(document["verdict"]),
-        budget_s=document["runtime"]["targets"]["cpu_2_cores_s"],
-        seeds=Seeds.from_json(document),
-        # no held-out fraction: GPT-2 was trained on none of this dataset's splits
-        models=RegisteredModels(models, float("nan")),
-        bag_length=bag_length(document["baselines"]),
-        previous_token_threshold=document["context_set"]["previous_token_threshold"],
-        document=MappingProxyType(document))
-
-
 @dataclass(frozen=True)
-class ProtocolGPT2:
-    """Protocol discovery-verdict-gpt2, read once from its file.
+class ProtocolGPT2(ConfirmatoryProtocol):
+    """Protocol discovery-verdict-gpt2, read once from its file: the confirmatory protocols'
+    common fields (:class:`~context_neurons.verdict.protocol.ConfirmatoryProtocol`), and its own.
 
     Attributes:
-        name, registered: as the file says.
         data: the data source's rules.
         paper_claim: the paper's claim's rules.
         models: the GPT-2 family, the primary model first.
         primary_model: ``gpt2``.
-        v3: the shared machinery's view (truth, bootstrap, seeds, thresholds of this file).
-        document: the file as registered, read-only.
     """
 
-    name: str
-    registered: str
     data: GPT2DataRules
     paper_claim: PaperClaimRules
     models: tuple[str, ...]
     primary_model: str
-    v3: ProtocolV3
-    document: Mapping
 
     @classmethod
-    def from_json(cls, document: dict) -> ProtocolGPT2:
-        data = GPT2DataRules.from_json(document)
-        v3 = _v3_view(document, data)
-        return cls(document["name"], document["registered"], data,
-                   PaperClaimRules.from_json(document), v3.models.names,
-                   document["models"]["primary"], v3, MappingProxyType(document))
+    def from_json(cls, document: dict, version: str = "gpt2") -> ProtocolGPT2:
+        models = document["models"]
+        return cls(**cls.common_fields(version, document),
+                   data=GPT2DataRules.from_json(document),
+                   paper_claim=PaperClaimRules.from_json(document),
+                   models=registered_names(models), primary_model=models["primary"],
+                   budget_s=document["runtime"]["targets"]["cpu_2_cores_s"],
+                   previous_token_threshold=document["context_set"][
+                       "previous_token_threshold"])
 
 
 @functools.lru_cache(maxsize=1)

@@ -45,7 +45,8 @@ from context_neurons.verdict.draws import Draws, paired_draws, random_read_direc
 from context_neurons.verdict.entries import EntryStatus, NotComparable
 from context_neurons.verdict.options import RunOptions
 from context_neurons.verdict.scores import both_scores, weight_controls
-from context_neurons.verdict.protocol import ProtocolV3, Seeds, load_protocol_v3
+from context_neurons.verdict.protocol import ConfirmatoryProtocol, ProtocolV3, Seeds
+from context_neurons.verdict.protocol import load_protocol_v3
 from context_neurons.verdict.results import ScoreResult
 from context_neurons.verdict.planted import planted_control
 from context_neurons.verdict.comparison import primary_comparison, resampled_aucs
@@ -89,12 +90,13 @@ def data_summary(data: V3Data) -> DataSummary:
 
 
 def secondary_verdicts(ws: WeightScores, pair: TruthPair, neuron_draws: np.ndarray,
-                       permutation: np.ndarray, protocol: ProtocolV3) -> dict[str, ScoreResult]:
+                       permutation: np.ndarray,
+                       protocol: ConfirmatoryProtocol) -> dict[str, ScoreResult]:
     """v2's verdict for the frequency-aware score and ``top[j]``, each with its own rho and the
     neurons-permuted rho (v2's code: :func:`~.scores.both_scores`)."""
     scores = both_scores(ws.prediction, ws.top.double().cpu().numpy(), pair.point, pair.boot,
                          (pair.full.sd, pair.full_boot.sd), neuron_draws, permutation,
-                         protocol.verdict, protocol.level)
+                         protocol.verdict, protocol.bootstrap.level)
     return scores
 
 
@@ -112,7 +114,7 @@ def same_model_controls(scored: Scored, pair: TruthPair, neuron_draws: np.ndarra
     out = weight_controls(ws.circuit, shuffled, random, random_paths, pair.point, pair.boot,
                           neuron_draws, ws.prediction.score().double().numpy(),
                           ws.top.double().cpu().numpy(), scoring_vocabulary(scored.model),
-                          protocol.verdict, protocol.level)
+                          protocol.verdict, protocol.bootstrap.level)
     bound = protocol.verdict.permutation_control_abs_at_most
     rho_f = secondary["frequency_aware"].permutation_spearman
     rho_t = secondary["top"].permutation_spearman
@@ -121,13 +123,13 @@ def same_model_controls(scored: Scored, pair: TruthPair, neuron_draws: np.ndarra
 
 
 def _comparison_at(shifts: SetShifts, min_d: float, min_part: float, scores: dict,
-                   neuron_draws: np.ndarray, protocol: ProtocolV3,
+                   neuron_draws: np.ndarray, protocol: ConfirmatoryProtocol,
                    heads: list[int] | None = None) -> Sensitivity:
     pair = shifts.truth(min_d, min_part)
     comparison = primary_comparison(scores, pair.point.mask, pair.boot.mask, neuron_draws,
                                     protocol, with_verdict=False)
-    return Sensitivity(n_truth=int(pair.point.mask.sum()),
-                       n_truth_ci95=st.percentile_interval(pair.boot.mask.sum(-1), protocol.level),
+    n_truth_ci95 = st.percentile_interval(pair.boot.mask.sum(-1), protocol.bootstrap.level)
+    return Sensitivity(n_truth=int(pair.point.mask.sum()), n_truth_ci95=n_truth_ci95,
                        comparison=comparison, heads=heads)
 
 
@@ -159,7 +161,7 @@ def sensitivities_v3(scored: Scored, shifts: SetShifts,
 
 def non_pooled_report(data: V3Data, measured: ConfirmMeasurements, pair: TruthPair,
                       ws: WeightScores, distributions: dict, start: int,
-                      protocol: ProtocolV3, d_vocab: int) -> dict[str, NonPooledDomain]:
+                      protocol: ConfirmatoryProtocol, d_vocab: int) -> dict[str, NonPooledDomain]:
     """Descriptive only: each non-pooled domain against the pooled domains (``pooling``); the
     predicted context shift of a domain is its CAL ``p_D``'s against the pooled domains'."""
     min_d, min_part = protocol.truth.min_cohens_d, protocol.truth.min_context_part
@@ -186,7 +188,7 @@ def non_pooled_report(data: V3Data, measured: ConfirmMeasurements, pair: TruthPa
 
 def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pair: TruthPair,
                    neuron_draws: np.ndarray, frequency: np.ndarray, start: int,
-                   protocol: ProtocolV3) -> LabelFreeArm:
+                   protocol: ConfirmatoryProtocol) -> LabelFreeArm:
     """EXPLORATORY: the label-free arm on its two pools (no verdict)."""
     reference_boot = resampled_aucs(frequency, pair.boot.mask, neuron_draws)
     reference = float(st.auc(frequency, pair.point.mask))
@@ -204,7 +206,7 @@ def label_free_arm(model: TransformerBridge, data: V3Data, ws: WeightScores, pai
         out[name] = label_free_pool(
             [t for _, t in members], [d for d, _ in members] if name == "mixture" else None,
             score_of, pair.point.mask, pair.boot.mask, neuron_draws, reference_boot, reference,
-            model.cfg.d_vocab, eot_id, model.tokenizer.decode, protocol.level)
+            model.cfg.d_vocab, eot_id, model.tokenizer.decode, protocol.bootstrap.level)
     return LabelFreeArm(LABEL, out)
 
 
@@ -222,7 +224,7 @@ def registered_draws(measured: ConfirmMeasurements, n_resamples: int, d_mlp: int
 
 
 def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: dict,
-                       draws: Draws, protocol: ProtocolV3
+                       draws: Draws, protocol: ConfirmatoryProtocol
                        ) -> tuple[SetShifts, TruthPair, dict]:
     """The truth, the primary comparison and the secondary verdicts."""
     spec = protocol.truth
@@ -230,7 +232,7 @@ def truth_and_verdicts(measured: ConfirmMeasurements, ws: WeightScores, scores: 
     shifts = set_shifts(measured, "context", draws.weights, full_shifts(measured, draws.weights))
     pair = shifts.truth(min_d, min_part)
     return shifts, pair, {
-        "truth": truth_summary_v3(pair, measured.domains, spec, min_d, protocol.level,
+        "truth": truth_summary_v3(pair, measured.domains, spec, min_d, protocol.bootstrap.level,
                                   resample_truth(measured, pair, min_d, min_part)),
         "primary": primary_comparison(scores, pair.point.mask, pair.boot.mask, draws.neurons,
                                       protocol),
@@ -272,7 +274,7 @@ class Scored:
 
     model: TransformerBridge
     method: MethodValues
-    protocol: ProtocolV3
+    protocol: ConfirmatoryProtocol
     start: int
     cs: ContextSet
     measured: ConfirmMeasurements
@@ -284,7 +286,7 @@ class Scored:
 
 def score_context_set(model: TransformerBridge, method: MethodValues, data: V3Data,
                       cs: ContextSet, mean_z: Float[Tensor, "head_index d_head"],
-                      protocol: ProtocolV3, options: RunOptions, timer: Phases,
+                      protocol: ConfirmatoryProtocol, options: RunOptions, timer: Phases,
                       means: str = "CAL", responses_of: Callable = bag_responses) -> Scored:
     """The forward passes on the CONFIRM windows (heads ablated to ``mean_z``, their mean on
     the pooled ``means`` windows, measured with the context set), the domains' ``p_D``, the bag
@@ -308,8 +310,9 @@ def verdicts_of(scored: Scored, options: RunOptions,
                 timer: Phases) -> tuple[Draws, SetShifts, TruthPair, dict]:
     """The registered draws, the truth, the primary comparison and the secondary verdicts."""
     with timer("truth, bootstrap, primary and secondary"):
-        draws = registered_draws(scored.measured, options.resamples(scored.protocol.resamples),
-                                 scored.model.cfg.d_mlp, scored.protocol.seeds)
+        protocol = scored.protocol
+        draws = registered_draws(scored.measured, options.resamples(protocol.bootstrap.resamples),
+                                 scored.model.cfg.d_mlp, protocol.seeds)
         return draws, *truth_and_verdicts(scored.measured, scored.ws, scored.scores, draws,
                                           scored.protocol)
 

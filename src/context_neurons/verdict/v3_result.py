@@ -247,7 +247,7 @@ class LabelFreeArm:
 def registered_margin(protocol_name: str) -> float:
     """The equivalence margin of the protocol a result names (its ``protocol`` key): v3's or
     discovery-verdict-gpt2's, each from its file."""
-    for protocol in (load_protocol_v3(), load_protocol_gpt2().v3):
+    for protocol in (load_protocol_v3(), load_protocol_gpt2()):
         if protocol.name == protocol_name:
             return protocol.primary.equivalence_margin
     raise DataError(f"A result under protocol {protocol_name!r}: no registered protocol of "
