@@ -3,7 +3,7 @@
 # network, 10 minutes a command, about 15 minutes of device time in all).
 #
 #   scripts/device_jobs.sh --prepare          HERE, once, before the device call (see "Before")
-#   scripts/device_jobs.sh [STEP ...]         ON THE DEVICE: steps 1 2 3 4 (default: 1 2 3)
+#   scripts/device_jobs.sh [STEP ...]         ON THE DEVICE: steps 1 to 5 (default: 1 2 3)
 #   scripts/device_jobs.sh --smoke [STEP ...] here, on the CPU: the same plumbing, tiny budgets
 #
 # Steps, in the order of their value (each timed, each one's outputs packed under $OUT as it ends):
@@ -47,6 +47,11 @@
 #      --no-chapters: GPT-2's loader, OpenWebText from a local stand-in, no corpora), timed on
 #      the GPU -> $OUT/gpt2-standin-cuda.tar.gz (timings.json, results-online.json, the log).
 #      Runs first in lane B. Measured on an H200 (2026-11-28): 36 s for the main job.
+#   5  Protocol discovery-verdict-gpt2's whole evaluation on the same stand-in WITH the corpora
+#      (benchmarks/verdict_gpt2.py --device cuda: issue 52's 60 s GPU target, phase by phase),
+#      after step 4 in lane B; its phases and verdict lines are copied into device_jobs.log
+#      (the whole output in logs.tar.gz). Not yet run on a device. Left out of --smoke (its whole
+#      evaluation takes minutes on the CPU: `python benchmarks/verdict_gpt2.py` is that run).
 #
 # Also under $OUT: timings.tsv (step, status, exit code, start and wall seconds from the script's
 # start, lane, note), device_jobs.log (environment, progress, the end of each failing step's log)
@@ -82,8 +87,9 @@
 #   result are in the package (scripts/device_steps.py import-v3), do not run it again. Step 3:
 #   ch06 39, ch07 34, ch08 81, ch09 35 s beside step 2; the appendix failed on CUDA (fixed since)
 #   and ran on an H200 in 37 s (ch01 29, ch02 28). Main jobs: planted 34 s, trained 70 s.
-#   Next time: `scripts/device_jobs.sh 3` alone: the eleven chapters took about 470 s in all,
-#   so the main jobs may not fit after them in one call.
+#   Next time: `scripts/device_jobs.sh 4 5 3` (the GPT-2 main job, then the GPT-2 protocol
+#   timed, then the chapters): the eleven chapters took about 470 s in all, so give step 3 the
+#   chapters that matter first (DEVICE_JOBS_CHAPTERS) and expect its main jobs to be cut.
 #
 # Before (here, once; needs ../shared, the network for pip and this project's venv with Python
 # 3.11.7, whose standard library the shipped model read): `scripts/device_jobs.sh --prepare`
@@ -120,12 +126,12 @@ for arg in "$@"; do
             [ -x .venv/bin/python ] && default=.venv/bin/python || default=python3
             exec "${PYTHON:-$default}" scripts/device_bundle.py prepare ;;
         --smoke) SMOKE=1 ;;
-        1 | 2 | 3 | 4) STEPS+=("$arg") ;;
+        1 | 2 | 3 | 4 | 5) STEPS+=("$arg") ;;
         -h | --help) sed -n '2,/^$/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $arg (scripts/device_jobs.sh --help)" >&2; exit 2 ;;
     esac
 done
-[ ${#STEPS[@]} -eq 0 ] && STEPS=(1 2 3)  # step 4 when asked
+[ ${#STEPS[@]} -eq 0 ] && STEPS=(1 2 3)  # steps 4 and 5 when asked
 want() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
 
 BUNDLE=${DEVICE_JOBS_BUNDLE:-$REPO/artifacts/device-bundle}
@@ -392,6 +398,20 @@ step4() {
     "$PY" scripts/device_steps.py pack "$OUT/gpt2-standin-cuda.tar.gz" "$out4" >>"$MAIN_LOG" 2>&1
 }
 
+# ---- step 5: the GPT-2 protocol's whole evaluation, timed on the GPU --------------------------
+
+step5() {
+    if [ "$SMOKE" = 1 ]; then
+        skip 5-verdict-gpt2 B "smoke: left out (the whole evaluation takes minutes on the CPU)"
+        return 0
+    fi
+    run_step 5-verdict-gpt2 B 120 - "$PY" benchmarks/verdict_gpt2.py --device cuda --threads 4
+    { echo "---- step 5 (benchmarks/verdict_gpt2.py --device cuda): phases and verdict"
+      grep -E '^  |^data|^bag|^previous|^whole|: primary|the paper.s claim' \
+          "$LOGS/5-verdict-gpt2.log" | cut -c1-300
+      echo "----"; } >>"$MAIN_LOG"
+}
+
 # ---- the lanes --------------------------------------------------------------------------------
 
 lane_training() {
@@ -415,6 +435,7 @@ lane_training() {
 
 lane_checks() {
     want 4 && step4
+    want 5 && step5
     want 3 && step3
     return 0
 }
