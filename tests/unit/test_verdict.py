@@ -227,6 +227,21 @@ def test_resampled_aucs_are_the_aucs_of_the_drawn_scores(ties):
                           equal_nan=True)
 
 
+def test_ranks_are_scipys_average_ranks_exactly():
+    """Ranks by torch's sort are ``rankdata``'s, ties averaged, along the last axis of 1-, 2- and
+    3-dimensional arrays; a row holding NaN is all NaN, as rankdata's."""
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(4)
+    for x in (rng.normal(size=30), rng.integers(0, 4, size=(6, 25)).astype(float),
+              rng.integers(0, 9, size=(3, 4, 50)).astype(float)):
+        assert np.array_equal(st.ranks(x), rankdata(x, axis=-1, method="average"))
+    x = rng.integers(0, 4, size=(5, 20)).astype(float)
+    x[2, 7] = np.nan
+    assert np.array_equal(st.ranks(x), rankdata(x, axis=-1, method="average"), equal_nan=True)
+    assert np.isnan(st.ranks(x)[2]).all() and not np.isnan(st.ranks(x)[[0, 1, 3, 4]]).any()
+
+
 def test_spearman_matches_scipy():
     rng = np.random.default_rng(1)
     x, y = rng.normal(size=(3, 40)), rng.normal(size=(3, 40))

