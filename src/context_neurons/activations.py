@@ -22,9 +22,10 @@ second test: its separation survives the ablation.
 The pre-registered protocols ablate several head sets on the same windows. Everything before a
 head's ``hook_z`` is the same in each, so :class:`LayerZeroPasses` computes it once per window and
 each ablation's rest of layer 0 from the weights (:func:`ln2_output`, then ``W_in``). Layer 0 is
-computed from the weights (:func:`attention_from_weights`, several times faster than the bridge's hooked
-attention), tested against the hooks; every pass checks its first batch against the model's own
-hooks up to the MLP's input, so weights read wrongly raise instead of giving a truth.
+computed from the weights (:func:`attention_from_weights`, several times faster than the
+bridge's hooked attention), tested against the hooks; every pass checks its first batch against
+the model's own hooks up to the MLP's input, so weights read wrongly raise instead of giving a
+truth.
 """
 
 from __future__ import annotations
@@ -166,7 +167,8 @@ def attention_from_weights(weights: ModelWeights, tokens: Int[Tensor, "batch pos
     return LayerZeroAttention(resid, z.transpose(1, 2), previous)
 
 
-#: How far :func:`attention_from_weights` may be from the hooks, relative to the largest value (or 1).
+#: How far :func:`attention_from_weights` may be from the hooks, relative to the largest value
+#: (or 1).
 HOOK_TOLERANCE = 1e-4
 
 
