@@ -89,11 +89,9 @@ def encode_texts(texts: list[str], tokenizer) -> list[np.ndarray]:
 
 
 def _encode(texts: list[str], tokenizer) -> list[np.ndarray]:
-    """The ids of every text. ``encode_batch_fast`` (tokenizers >= 0.20) leaves out the
-    character offsets nothing here reads: the same ids, about a quarter faster (measured)."""
-    backend = tokenizer.backend_tokenizer
-    encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
-    batch = encode(texts, add_special_tokens=False)
+    """The ids of every text. ``encode_batch_fast`` (tokenizers >= 0.20, the package's floor)
+    leaves out the character offsets nothing here reads: the same ids as ``encode_batch``."""
+    batch = tokenizer.backend_tokenizer.encode_batch_fast(texts, add_special_tokens=False)
     return [np.array(e.ids, dtype=np.int32) for e in batch]
 
 
