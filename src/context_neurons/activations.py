@@ -329,9 +329,14 @@ def _mean_z(batches: Iterable[tuple[Tensor, Tensor]]) -> Float[Tensor, "head_ind
     pos]`` keeps, batch after batch."""
     total, count = 0.0, 0
     for z, real in batches:
-        total = total + torch.einsum("bphe,bp->he", z, real.to(z.dtype))
-        count += int(real.sum())
+        total, count = _add_z(total, count, z, real)
     return total / count
+
+
+def _add_z(total: Tensor | float, count: int, z: Float[Tensor, "batch pos head_index d_head"],
+           real: Bool[Tensor, "batch pos"]) -> tuple[Tensor, int]:
+    """The running sum and count of :func:`_mean_z` with one more batch."""
+    return total + torch.einsum("bphe,bp->he", z, real.to(z.dtype)), count + int(real.sum())
 
 
 def one_vs_rest_auc(
@@ -538,12 +543,10 @@ def head_statistics(model: TransformerBridge, windows: list[Int[Tensor, " _pos"]
     (:func:`layer_zero_inputs`, the first batch checked against ``hook_pattern`` and
     ``hook_z``)."""
     share_sum, share_count = torch.zeros(model.cfg.n_heads, dtype=torch.float64), 0
-    z_sum, z_count = 0.0, 0  # as _mean_z sums them, so that the mean is LayerZeroPasses.mean_z's
+    z_sum, z_count = 0.0, 0  # summed as _mean_z sums them: LayerZeroPasses.mean_z's mean
     for tokens, lengths, layer in _checked_batches(model, windows, batch_size):
         mask = position_mask(tokens, lengths, start)[:, 1:].to(layer.previous.dtype)
         share_sum += torch.einsum("bhn,bn->h", layer.previous[:, :, 1:], mask).double().cpu()
         share_count += int(mask.sum())
-        real = position_mask(tokens, lengths, 0)
-        z_sum = z_sum + torch.einsum("bphe,bp->he", layer.z, real.to(layer.z.dtype))
-        z_count += int(real.sum())
+        z_sum, z_count = _add_z(z_sum, z_count, layer.z, position_mask(tokens, lengths, 0))
     return HeadStatistics((share_sum / max(share_count, 1)).float(), z_sum / z_count)
