@@ -36,6 +36,12 @@ def test_the_website_build_fetches_the_corpora_first_and_survives_a_missing_rele
     assert cache["with"]["key"] == "corpora-v${{ steps.corpora.outputs.version }}"
     assert step_index(steps, r"^The corpora dataset's version") < steps.index(cache)
     assert steps.index(cache) < steps.index(fetch) < step_index(steps, r"^Build the book")
+    # the executed chapters are cached after the fetch, keyed by whether the corpora arrived: a
+    # page built before the release was uploaded (no verdict) is never reused once it is
+    executed = steps[step_index(steps, r"^Cache executed chapters")]
+    assert steps.index(fetch) < steps.index(executed) < step_index(steps, r"^Build the book")
+    assert "steps.fetch.outcome == 'success' && steps.corpora.outputs.version" in \
+        executed["with"]["key"]
     summary = steps[step_index(steps, r"^Chapter execution times \(job summary\)")]
     assert "steps.fetch.outcome" in summary["run"]
     verdict = steps[step_index(steps, r"^GPT-2 Small's verdict")]
