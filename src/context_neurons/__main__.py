@@ -26,6 +26,9 @@ from context_neurons.commands.development import DESCRIPTION as DEVELOPMENT_DESC
 from context_neurons.commands.development import add_arguments as add_development_arguments
 from context_neurons.commands.v3 import COMMAND as V3, DESCRIPTION as V3_DESCRIPTION
 from context_neurons.commands.v3 import add_arguments as add_v3_arguments
+from context_neurons.commands.gpt2_verdicts import COMMAND as GPT2_VERDICTS
+from context_neurons.commands.gpt2_verdicts import DESCRIPTION as GPT2_VERDICTS_DESCRIPTION
+from context_neurons.commands.gpt2_verdicts import add_arguments as add_gpt2_verdicts_arguments
 from context_neurons.training.cli import main as train
 
 DESCRIPTION = (
@@ -172,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--no-progress", action="store_true", help="no progress bars or messages")
 
     add_v3_arguments(command(V3, V3_DESCRIPTION))
+    add_gpt2_verdicts_arguments(command(GPT2_VERDICTS, GPT2_VERDICTS_DESCRIPTION))
     add_development_arguments(command(DEVELOPMENT, DEVELOPMENT_DESCRIPTION))
 
     command("refresh-docs", "write again the README's and the book's generated blocks (what "
@@ -288,6 +292,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from context_neurons.commands.v3 import command as protocol_v3
 
         return protocol_v3(args)
+    if args.command == GPT2_VERDICTS:
+        from context_neurons.commands.gpt2_verdicts import command as gpt2_verdicts
+
+        return gpt2_verdicts(args)
     if args.command == DEVELOPMENT:
         from context_neurons.commands.development import command as development
 

@@ -15,6 +15,7 @@ evaluation in ``benchmarks/verdict_gpt2.py``."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -24,7 +25,9 @@ import pytest
 from context_neurons import config as settings
 from context_neurons.verdict.gpt2_data import CorporaAbsent
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
-from context_neurons.verdict.gpt2_result import PLUMBING, GPT2Evaluation, model_identity
+from context_neurons.verdict.gpt2_result import PLUMBING, PRIMARY, REPLICATION, GPT2Evaluation
+from context_neurons.verdict.gpt2_result import ModelIdentity, model_identity
+from context_neurons.verdict.paper_claim import ClaimLabel
 from context_neurons.verdict.baselines import BASELINES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,9 +96,8 @@ def test_the_result_has_every_registered_part(result):
     assert core.protocol == "discovery-verdict-gpt2"
     assert result.heads.paper == protocol.paper_claim.paper_heads
     assert result.heads.equal == (tuple(core.context_set.heads) == result.heads.paper)
-    if core.stopped:  # the stand-in may have no context set: said, with the per-head table
-        assert len(core.context_set.measures) == 12 and result.paper_claim is None
-        return
+    # the stand-in's planted layer 0 has contextual heads: a stopped run would check nothing
+    assert not core.stopped and core.context_set.heads
     truth = core.truth
     assert truth.n_truth == len(truth.neurons) and truth.n_effect >= truth.n_truth
     primary = core.primary
@@ -126,8 +128,7 @@ def test_a_failed_planted_control_voids_every_verdict(standin, result):
     import context_neurons.reproduce.verdict_rows_gpt2 as rows_module
     from context_neurons.verdict.gpt2_result import VOID
 
-    if result.core.stopped:
-        pytest.skip("the stand-in has no context set: no verdict to void")
+    assert not result.core.stopped  # a verdict to void (the stand-in has a context set)
     failed = {**result.planted, "recovers_what_top_recovers": False}
     controls = dataclasses.replace(result.core.controls, apart={"planted": failed})
     broken = dataclasses.replace(result, core=dataclasses.replace(result.core, controls=controls))
@@ -161,9 +162,69 @@ def test_main_job_rows_label_the_stand_in(standin, result, monkeypatch):
     assert list(models) == list(load_protocol_gpt2().models)
     assert models["gpt2"]["entry"].startswith("not computed here: gpt2 (plumbing check")
     assert "this run computes gpt2 only" in models["gpt2-xl"]["entry"]
-    if not result.core.stopped:
-        assert rows["planted_control_gpt2"].value == "passes"
-        assert rows[rows_module.VERDICT_KEY].label == result.primary_sentence()
+    assert rows["planted_control_gpt2"].value == "passes"
+    assert rows[rows_module.VERDICT_KEY].label == result.primary_sentence()
+
+
+def _as(result: GPT2Evaluation, name: str, role: str, **changes) -> GPT2Evaluation:
+    """The stand-in's result relabelled as a registered model's (the replication words' test:
+    never printed as GPT-2's anywhere else)."""
+    return dataclasses.replace(result, identity=ModelIdentity(name, "hub", role), **changes)
+
+
+def test_replications_are_reported_beside_gpt2_from_the_main_jobs_files(result, tmp_path,
+                                                                        capsys):
+    """``gpt2-verdicts`` reads the main job's JSON files and prints each replication's verdicts
+    with "replicates" or "does not replicate" against gpt2's, a model without a file as not
+    computed here; Small's six heads are compared on gpt2 only."""
+    from context_neurons.__main__ import main
+    from context_neurons.reproduce.verdict_rows_gpt2 import RESULT_KEY
+
+    other = next(label for label in ClaimLabel if label != result.paper_claim.answer)
+    results = {"gpt2": _as(result, "gpt2", PRIMARY),
+               "gpt2-medium": _as(result, "gpt2-medium", REPLICATION, heads=None),
+               "gpt2-large": _as(result, "gpt2-large", REPLICATION, heads=None, paper_claim=(
+                   dataclasses.replace(result.paper_claim, answer=other)))}
+    paths = []
+    for name, value in results.items():
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps({"model": name, RESULT_KEY: value.to_json()}))
+    assert main(["gpt2-verdicts", *map(str, paths)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    by_model = {m: [x for x in lines if x.startswith(f"{m}: ")]
+                for m in load_protocol_gpt2().models}
+    assert not any("replicate" in line for line in by_model["gpt2"])
+    assert by_model["gpt2"][0].startswith("gpt2: the context set ")
+    medium, large = by_model["gpt2-medium"], by_model["gpt2-large"]
+    assert "compared on gpt2 only" in medium[0] and "paper's six heads [" not in medium[0]
+    assert any("primary (discovery-verdict-gpt2)" in x and x.endswith("(replicates)")
+               for x in medium)
+    assert sum(x.endswith("(replicates)") for x in medium) == 2
+    assert any(x.endswith("(does not replicate)") for x in large)
+    assert by_model["gpt2-xl"] == ["gpt2-xl: not computed here: no result of it was given "
+                                   "(python -m context_neurons reproduce --model gpt2-xl --out "
+                                   "gpt2-xl.json)"]
+    # a plumbing check as the primary: neither word (a stand-in neither replicates nor is
+    # replicated)
+    assert main(["gpt2-verdicts", str(paths[1]), *_written(tmp_path, result)]) == 0
+    assert "replicate" not in capsys.readouterr().out
+    # a file without the protocol's result (the corpora were absent): the error says why
+    absent = tmp_path / "absent.json"
+    absent.write_text(json.dumps({"model": "gpt2", "labels": {
+        "discovery_verdict_gpt2": "gpt2: discovery-verdict-gpt2 not computed: the corpora"}}))
+    assert main(["gpt2-verdicts", str(absent)]) == 2
+    assert "holds no discovery-verdict-gpt2 result: gpt2: discovery-verdict-gpt2 not computed" \
+        in capsys.readouterr().err
+    assert main(["gpt2-verdicts", str(paths[0]), str(paths[0])]) == 2
+    assert "Two files hold gpt2's result" in capsys.readouterr().err
+
+
+def _written(tmp_path: Path, result: GPT2Evaluation) -> list[str]:
+    from context_neurons.reproduce.verdict_rows_gpt2 import RESULT_KEY
+
+    path = tmp_path / "standin.json"
+    path.write_text(json.dumps({"model": "gpt2", RESULT_KEY: result.to_json()}))
+    return [str(path)]
 
 
 def test_without_corpora_the_protocols_line(standin, monkeypatch):

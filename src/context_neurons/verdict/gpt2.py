@@ -80,7 +80,8 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
     with timer("context set"):
         cal = head_statistics(model, data.pooled_cal_windows, start, options.batch_size)
         cs = context_set(method, cal.previous_share, start, protocol.previous_token_threshold)
-    heads = paper_heads(cs.heads, protocol.paper_claim.paper_heads)
+    primary = identity.requested == protocol.primary_model  # the paper's heads are gpt2's
+    heads = paper_heads(cs.heads, protocol.paper_claim.paper_heads) if primary else None
     base = {"protocol": protocol.name, "model": identity.label, "comparable": None,
             "data": data_summary(data), "context_set": cs}
     stopped = _stop(data, cs.heads, protocol)
@@ -96,7 +97,7 @@ def evaluate_gpt2(model: TransformerBridge, identity: ModelIdentity,
         claim = paper_claim(scores["top"], pair.point.mask, pair.boot.mask, draws.neurons,
                             protocol.paper_claim, protocol.bootstrap.level, testable)
         summary = score_summary(method.scores(list(cs.heads)), protocol.paper_claim.theta)
-        if identity.requested == protocol.primary_model:
+        if primary:
             heads = replace(heads, top_with_paper_heads=_paper_heads_top(
                 method, protocol, pair.point.mask, pair.boot.mask, draws.neurons))
     result = {**base, **verdicts, **controls_and_sensitivities(scored, options, timer, shifts,
@@ -144,6 +145,23 @@ def verdict_lines(model_name: str = "gpt2", device: str = "auto") -> list[str]:
     return lines
 
 
+def page_lines(page_model: str, device: str = "auto") -> list[str]:
+    """Chapter 8's section on the protocol: on a GPT-2 model, its verdicts (or the protocol's
+    line without the corpora) and every other registered model as not computed here
+    (``models.not_run``); on any other model, that the page holds no GPT-2 number."""
+    protocol = load_protocol_gpt2()
+    if page_model not in protocol.models:
+        return [f"This page was built on {page_model!r}, not a GPT-2 model: no GPT-2 number "
+                "here. The published website computes GPT-2 Small's verdict; so does `python -m "
+                "context_neurons reproduce --model gpt2` with the corpora."]
+    others = [f"{model}: not computed here: this page computes {page_model} only (`python -m "
+              f"context_neurons reproduce --model {model} --out {model}.json`; then `python -m "
+              "context_neurons gpt2-verdicts` prints the models side by side, replications "
+              "marked)" for model in protocol.models if model != page_model]
+    return [f"discovery-verdict-gpt2 on {page_model}, this page's model:",
+            *verdict_lines(page_model, device), *others]
+
+
 def recorded_lines(model_name: str = "gpt2") -> list[str]:
     """The lines :func:`verdict_lines` wrote for ``model_name`` in this build
     (``$CONTEXT_NEURONS_VERDICT_RECORD``), else computed now (the chapter did not run, or ran
@@ -156,4 +174,5 @@ def recorded_lines(model_name: str = "gpt2") -> list[str]:
     return verdict_lines(model_name)
 
 
-__all__ = ["STOP_FEW_DOMAINS", "evaluate_gpt2", "gpt2_entry", "recorded_lines", "verdict_lines"]
+__all__ = ["STOP_FEW_DOMAINS", "evaluate_gpt2", "gpt2_entry", "page_lines", "recorded_lines",
+           "verdict_lines"]

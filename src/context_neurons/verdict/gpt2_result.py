@@ -119,13 +119,15 @@ def paper_heads(context_set: tuple[int, ...], paper: tuple[int, ...]) -> PaperHe
 class GPT2Evaluation:
     """One model's result under discovery-verdict-gpt2 (module docstring).
 
+    ``heads``: the context set against the paper's six heads, for gpt2 only (None for Medium,
+    Large and XL, whose heads are not GPT-2 Small's: ``context_set.paper_heads``).
     ``replicates`` (set by :func:`with_replications` on a replication when gpt2's result is
     there): per verdict (``primary``, ``paper_claim``) whether its label equals gpt2's.
     ``score_summary``: ``top[j]`` (the context set's circuit) against the paper's theta."""
 
     core: V3Evaluation
     identity: ModelIdentity
-    heads: PaperHeads
+    heads: PaperHeads | None
     paper_claim: PaperClaim | None = None
     replicates: dict[str, bool] | None = None
     score_summary: ScoreSummary | None = None
@@ -153,20 +155,27 @@ class GPT2Evaluation:
     def to_json(self) -> dict:
         summary = asdict(self.score_summary) if self.score_summary else None
         return jsonable({**self.core.to_json(), "identity": asdict(self.identity),
-                         "paper_heads": self.heads.to_json(),
+                         "paper_heads": self.heads.to_json() if self.heads else None,
                          "paper_claim": self.paper_claim.to_json() if self.paper_claim else None,
                          "score_summary": summary, "replicates_gpt2": self.replicates})
 
     @classmethod
     def from_json(cls, data: dict) -> "GPT2Evaluation":
-        claim, summary = data["paper_claim"], data.get("score_summary")
+        claim, summary, heads = data["paper_claim"], data.get("score_summary"), data["paper_heads"]
         if summary is not None:  # JSON keys are strings: the vocabulary sizes back to ints
             summary = ScoreSummary(**{**summary, "other_nulls": {
                 int(n): v for n, v in summary["other_nulls"].items()}})
         return cls(V3Evaluation.from_json(data), ModelIdentity(**data["identity"]),
-                   PaperHeads.from_json(data["paper_heads"]),
+                   PaperHeads.from_json(heads) if heads else None,
                    PaperClaim.from_json(claim) if claim else None, data["replicates_gpt2"],
                    summary)
+
+    def heads_words(self) -> str:
+        """The context set, and for gpt2 how it compares with the paper's six heads."""
+        if self.heads is not None:
+            return self.heads.words()
+        return (f"the context set is heads {list(self.core.context_set.heads)} (the paper's six "
+                "heads are GPT-2 Small's: compared on gpt2 only)")
 
     def primary_sentence(self) -> str:
         """The primary comparison's verdict in words (void when the planted control failed)."""
@@ -194,14 +203,14 @@ class GPT2Evaluation:
     def sentences(self) -> list[str]:
         """The verdicts in words, in the protocol's reporting order."""
         name, core = self.identity.label, self.core
-        lines = [f"{name}: {self.heads.words()}"]
+        lines = [f"{name}: {self.heads_words()}"]
         if core.stopped:
             return lines + [f"{name}: discovery-verdict-gpt2: {core.stopped}"]
         lines.append(f"{name}: truth: {core.truth.sentence()}")
         lines += [self.primary_sentence(), self.claim_sentence()]
         if self.score_summary is not None:
             lines += [f"{name}: top[j]'s scores: {line}" for line in self.score_summary.findings()]
-        if self.heads.top_with_paper_heads is not None:
+        if self.heads is not None and self.heads.top_with_paper_heads is not None:
             lines.append(f"{name}: top[j] on the paper's six heads at theta "
                          f"{self.paper_claim.theta:g} (sensitivity, no verdict): "
                          f"{self.heads.top_with_paper_heads.words()}")
@@ -236,5 +245,22 @@ def with_replications(results: dict[str, GPT2Evaluation],
     return out
 
 
+def replication_lines(results: dict[str, GPT2Evaluation], models: tuple[str, ...],
+                      primary: str = "gpt2") -> list[str]:
+    """Every registered model's sentences in the protocol's order, each replication with
+    "replicates" or "does not replicate" against ``primary`` (:func:`with_replications`), a
+    model without a result as "<model>: not computed here: <why>" (``models.not_run``)."""
+    results = with_replications(results, primary)
+    out = []
+    for model in models:
+        if model in results:
+            out += results[model].sentences()
+        else:
+            out.append(f"{model}: not computed here: no result of it was given (python -m "
+                       f"context_neurons reproduce --model {model} --out {model}.json)")
+    return out + [f"{name}: {result.identity.label}: not a model of the protocol"
+                  for name, result in results.items() if name not in models]
+
+
 __all__ = ["GPT2Evaluation", "ModelIdentity", "PLUMBING", "PRIMARY", "PaperHeads", "REPLICATION",
-           "model_identity", "paper_heads", "with_replications"]
+           "model_identity", "paper_heads", "replication_lines", "with_replications"]
