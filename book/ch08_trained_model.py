@@ -1058,18 +1058,12 @@ for line in view.get("assumptions", {}).get("findings", ["no assumptions check s
 # %%
 from context_neurons import config
 from context_neurons.reproduce.findings import findings_of, shipped_findings
-from context_neurons.verdict.gpt2 import verdict_lines
-from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
+from context_neurons.verdict.gpt2 import page_lines
 
-page_model = config.model_name()  # what the other chapters of this build ran on
-if page_model in load_protocol_gpt2().models:
-    print(wrapped(f"discovery-verdict-gpt2 on {page_model} (computed on this page):"))
-    for line in verdict_lines(page_model):
-        print(wrapped(f"- {line}"))
-else:
-    print(wrapped(f"This page was built on {page_model!r}, not a GPT-2 model: no GPT-2 number "
-                  "here. The published website computes GPT-2 Small's verdict; so does "
-                  "`python -m context_neurons reproduce --model gpt2` with the corpora."))
+first, *rest = page_lines(config.model_name())  # the model the other chapters of this build ran on
+print(wrapped(first))
+for line in rest:
+    print(wrapped(f"- {line}"))
 print(wrapped("Protocol v3 on the models trained here (beside it, never combined):"))
 for found in findings_of(evaluation_v3) if evaluation_v3 else shipped_findings():
     print(wrapped(f"- {finding_sentence(found, emphasis='')}"))

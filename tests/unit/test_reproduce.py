@@ -478,14 +478,42 @@ def test_the_gpt2_family_without_corpora_gets_the_protocols_line(monkeypatch):
         value.model, value.name, value.source = None, name, "hub"
         return value
 
+    from context_neurons.reproduce import format_table
+
     monkeypatch.setenv(settings.CORPORA.name, settings.NO_DIRECTORY)
     for name in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"):
-        (row,), entry = gpt2_rows(loaded(name), method=None)
+        (row, models), entry = gpt2_rows(loaded(name), method=None)
         assert entry is None
         assert row.key == "discovery_verdict_gpt2" and row.value == "not computed"
+        # printed under the table, not only in the JSON or under --explain
+        text = format_table(_results([row, models], planted=False, model=name))
+        printed = " ".join(line.strip() for line in text.splitlines())
+        assert f"note: discovery_verdict_gpt2: {row.label}" in printed
+        # every registered model said, this one with the line, none left out
+        assert list(models.value) == ["gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"]
+        assert models.value[name]["entry"] == row.label
         assert row.label.startswith(f"{name}: discovery-verdict-gpt2 not computed: the offline "
                                     "corpora (corpora dataset version 1, folders bible_kjv, ")
         assert "`python -m context_neurons fetch-corpora --verdicts`" in row.label
         assert "<" not in row.label
     for name in ("trained", "planted", "checkpoint"):
         assert gpt2_rows(loaded(name), method=None) == ([], None)
+
+
+def test_chapter_8_names_every_registered_model_and_heads_what_it_computed(monkeypatch):
+    """Chapter 8's section on the protocol (``page_lines``): on a GPT-2 model without the
+    corpora, the protocol's line under a heading that does not claim a computation, and every
+    other registered model as not computed here; on another model, that no GPT-2 number is on
+    the page."""
+    from context_neurons import config as settings
+    from context_neurons.verdict.gpt2 import page_lines
+
+    monkeypatch.setenv(settings.CORPORA.name, settings.NO_DIRECTORY)
+    monkeypatch.delenv(settings.VERDICT_RECORD.name, raising=False)
+    head, absent, *others = page_lines("gpt2-medium")
+    assert head == "discovery-verdict-gpt2 on gpt2-medium, this page's model:"
+    assert absent.startswith("gpt2-medium: discovery-verdict-gpt2 not computed: the offline")
+    assert [line.split(":")[0] for line in others] == ["gpt2", "gpt2-large", "gpt2-xl"]
+    assert all(": not computed here: this page computes gpt2-medium only" in x for x in others)
+    (line,) = page_lines("planted")
+    assert line.startswith("This page was built on 'planted', not a GPT-2 model")

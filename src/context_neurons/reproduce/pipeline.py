@@ -38,7 +38,6 @@ from context_neurons.progress import Phases
 from context_neurons.reproduce.band_rows import band_rows
 from context_neurons.reproduce.paper import PAPER_CONTEXTUAL_HEADS
 from context_neurons.reproduce.results import HeldOutTruth, ProtocolResults, Results, Row
-from context_neurons.reproduce.table import SKIPPED_PREFIXES
 from context_neurons.reproduce.verdict_rows import verdict_rows
 from context_neurons.reproduce.verdict_rows_gpt2 import gpt2_rows
 from context_neurons.reproduce.verdict_rows_v3 import v3_rows
@@ -381,7 +380,7 @@ def check_finite(rows: list[Row]) -> None:
         if math.isinf(row.value):
             return True
         return (math.isnan(row.value) and row.key in FINITE_KEYS
-                and not row.label.startswith(SKIPPED_PREFIXES))
+                and not row.skipped)
 
     keys = [row.key for row in rows if bad(row)]
     if keys:

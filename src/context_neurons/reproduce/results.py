@@ -41,6 +41,12 @@ from context_neurons.verdict.v3_stored import Entries
 SHOWN_AS = ("cell", "per_head", "groups", "records", "sweep", "json")
 
 
+#: A row's value when the row was not computed (its label says why).
+NOT_COMPUTED = "not computed"
+#: Labels of rows that were not computed: printed as notes under the table.
+SKIPPED_PREFIXES = ("not computed", "no contextual head")
+
+
 @dataclass
 class Row:
     """One reproduced quantity: its key, the value computed in this run, the planted truth (if
@@ -66,6 +72,13 @@ class Row:
     @property
     def paper(self) -> str:
         return PAPER.get(self.key, "")
+
+    @property
+    def skipped(self) -> bool:
+        """Not computed: its value is :data:`NOT_COMPUTED` or its label starts with one of
+        :data:`SKIPPED_PREFIXES` (its label, printed as a note under the table, says why)."""
+        not_computed = isinstance(self.value, str) and self.value == NOT_COMPUTED
+        return not_computed or self.label.startswith(SKIPPED_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -218,5 +231,5 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-__all__ = ["HeldOutTruth", "PreviousTokenHeads", "ProtocolResults", "Results", "Row",
-           "SHOWN_AS"]
+__all__ = ["NOT_COMPUTED", "SKIPPED_PREFIXES", "HeldOutTruth", "PreviousTokenHeads",
+           "ProtocolResults", "Results", "Row", "SHOWN_AS"]

@@ -190,10 +190,6 @@ def _sentences(evaluation: Evaluation | Entries | GPT2Evaluation) -> list[str]:
     return verdict_sentences_v3(evaluation)
 
 
-#: Labels of rows that were not computed: printed as notes under the table.
-SKIPPED_PREFIXES = ("not computed", "no contextual head")
-
-
 def _sections(rows: list[Row]) -> dict[str, list[Row]]:
     """The rows by :attr:`~.results.Row.section`, sections in the order they first appear."""
     out: dict[str, list[Row]] = {}
@@ -238,7 +234,7 @@ def _words(results: Results) -> list[str]:
     hold it too), the readings, and the verdicts (chapter 8) of each protocol the run
     evaluated, each with its status, the latest registered first."""
     rows = results.rows
-    out = [line for r in rows if r.label.startswith(SKIPPED_PREFIXES)
+    out = [line for r in rows if r.skipped
            for line in wrap(f"note: {r.key}: {r.label}")]
     out += [line for r in rows if r.reading for line in wrap(f"reading: {r.key}: {r.reading}")]
     for protocol in reversed(PROTOCOLS):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from context_neurons.models.loading import LoadedModel
 from context_neurons.method import MethodValues
-from context_neurons.reproduce.results import Row
+from context_neurons.reproduce.results import NOT_COMPUTED, Row
 from context_neurons.verdict.gpt2 import gpt2_entry
 from context_neurons.verdict.gpt2_data import CorporaAbsent
 from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
@@ -62,13 +62,15 @@ def gpt2_rows(loaded: LoadedModel, method: MethodValues | None, progress: bool =
         return [], None
     identity = model_identity(loaded.name, loaded.source, protocol)
     entry = gpt2_entry(loaded.model, identity, method, progress, n_resamples)
+    models = Row("discovery_models_gpt2", models_record(loaded.name, entry),
+                 "every model discovery-verdict-gpt2 registers", show="records")
     if isinstance(entry, CorporaAbsent):
-        return [Row(VERDICT_KEY, "not computed", entry.line())], None
+        return [Row(VERDICT_KEY, NOT_COMPUTED, entry.line()), models], None
     core, name = entry.core, identity.label
     rows = [Row("context_heads_gpt2", list(core.context_set.heads),
-                f"discovery-verdict-gpt2's context set on {name}: {entry.heads.words()}")]
+                f"discovery-verdict-gpt2's context set on {name}: {entry.heads_words()}")]
     if core.stopped:
-        return rows + [Row(VERDICT_KEY, PrimaryVerdict.NOT_TESTABLE, core.stopped),
+        return rows + [Row(VERDICT_KEY, PrimaryVerdict.NOT_TESTABLE, core.stopped), models,
                        Row(RESULT_KEY, entry, "the protocol's whole result", show="json")], entry
     return rows + [
         Row("activation_truth_neurons_gpt2", core.truth.n_truth,
@@ -81,8 +83,7 @@ def gpt2_rows(loaded: LoadedModel, method: MethodValues | None, progress: bool =
         Row(VERDICT_KEY, core.primary.label(), entry.primary_sentence()),
         Row("paper_claim_gpt2", entry.claim_answer, entry.claim_sentence()),
         Row("planted_control_gpt2", planted_status(entry), entry.planted_sentence()),
-        Row("discovery_models_gpt2", models_record(loaded.name, entry),
-            "every model discovery-verdict-gpt2 registers", show="records"),
+        models,
         Row(RESULT_KEY, entry, "the protocol's whole result", show="json"),
     ], entry
 
