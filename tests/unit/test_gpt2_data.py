@@ -139,6 +139,21 @@ def test_another_code_folder_is_named_with_its_fetch_command(corpora, tmp_path, 
     assert absent.line().endswith("(or `--only python_stdlib`) and run again")
 
 
+def test_one_folder_missing_only_it_is_named(corpora, tmp_path):
+    """A corpora directory of the real one's folders (symlinked) without one small folder."""
+    rules = load_protocol_gpt2().data
+    gone = "pokemon_showdown"
+    root = tmp_path / "corpora"
+    root.mkdir()
+    for folder in corpora.iterdir():
+        if folder.is_dir() and folder.name != gone:
+            (root / folder.name).symlink_to(folder, target_is_directory=True)
+    absent = corpora_absent("gpt2", rules, root=root)
+    assert absent is not None and absent.folders == (gone,)
+    assert f"were not found in {root} " in absent.line()
+    assert absent.line().endswith(f"(or `--only {gone}`) and run again")
+
+
 def test_another_standard_library_is_a_data_error(tmp_path, monkeypatch):
     _another_library(tmp_path / "library", monkeypatch)
     with pytest.raises(DataError, match=r"has 1 files, not the manifest's 1790"):
