@@ -90,28 +90,72 @@ def test_units_leave_out_excluded_keys_and_keep_shared_keys_together():
     assert all(len(u.tokens) >= rules.n_ctx for side in units.values() for u in side)
 
 
-def test_corpora_absent_is_the_protocols_line(tmp_path):
+@pytest.fixture
+def corpora():
+    """The offline corpora directory (skipped without it)."""
+    root = settings.corpora_root()
+    if root is None or not root.is_dir():
+        pytest.skip("the offline corpora are not here")
+    return root
+
+
+def _another_library(folder, monkeypatch):
+    """Point the code folder (``$CONTEXT_NEURONS_CODE``) at a library of one file, not the
+    manifest's 1790."""
+    folder.mkdir()
+    (folder / "textwrap.py").write_text("x = 1\n")
+    monkeypatch.setenv(settings.CODE.name, str(folder))
+
+
+def test_corpora_absent_is_the_protocols_line(tmp_path, monkeypatch):
     rules = load_protocol_gpt2().data
-    absent = corpora_absent("gpt2-medium", rules, root=tmp_path)
+    _another_library(tmp_path / "library", monkeypatch)
+    (tmp_path / "corpora").mkdir()
+    absent = corpora_absent("gpt2-medium", rules, root=tmp_path / "corpora")
     assert absent is not None
     line = absent.line()
-    folders = [f for f in rules.folders if f != rules.code_folder]
-    assert list(absent.folders) == folders
+    assert absent.folders == rules.folders  # the code folder too: another file list there
     assert "<" not in line and ">" not in line
     expected = (f"gpt2-medium: discovery-verdict-gpt2 not computed: the offline corpora (corpora "
-                f"dataset version 1, folders {', '.join(folders)}) were not found in {tmp_path} "
-                "($CONTEXT_NEURONS_CORPORA); fetch them with `python -m context_neurons "
-                f"fetch-corpora --verdicts` (or `--only {' '.join(folders)}`) and run again")
+                f"dataset version 1, folders {', '.join(rules.folders)}) were not found in "
+                f"{tmp_path / 'corpora'} ($CONTEXT_NEURONS_CORPORA); fetch them with `python -m "
+                "context_neurons fetch-corpora --verdicts` (or `--only "
+                f"{' '.join(rules.folders)}`) and run again")
     assert line == expected == str(absent)
-    # one folder missing: only it is named
-    root = settings.corpora_root()
-    if root is not None and root.is_dir():
-        assert corpora_absent("gpt2", rules, root=root) is None
+
+
+def test_corpora_present_are_not_absent(corpora):
+    assert corpora_absent("gpt2", load_protocol_gpt2().data, root=corpora) is None
+
+
+def test_another_code_folder_is_named_with_its_fetch_command(corpora, tmp_path, monkeypatch):
+    """The code folder is checked as :func:`code_documents` reads it (another file list there
+    stopped the evaluation mid-run with a DataError before): it is named, and fetched by the
+    line's ``--only``."""
+    rules = load_protocol_gpt2().data
+    _another_library(tmp_path / "library", monkeypatch)
+    absent = corpora_absent("gpt2", rules, root=corpora)
+    assert absent is not None and absent.folders == (rules.code_folder,) == ("python_stdlib",)
+    assert absent.line().endswith("(or `--only python_stdlib`) and run again")
+
+
+def test_one_folder_missing_only_it_is_named(corpora, tmp_path):
+    """A corpora directory of the real one's folders (symlinked) without one small folder."""
+    rules = load_protocol_gpt2().data
+    gone = "pokemon_showdown"
+    root = tmp_path / "corpora"
+    root.mkdir()
+    for folder in corpora.iterdir():
+        if folder.is_dir() and folder.name != gone:
+            (root / folder.name).symlink_to(folder, target_is_directory=True)
+    absent = corpora_absent("gpt2", rules, root=root)
+    assert absent is not None and absent.folders == (gone,)
+    assert f"were not found in {root} " in absent.line()
+    assert absent.line().endswith(f"(or `--only {gone}`) and run again")
 
 
 def test_another_standard_library_is_a_data_error(tmp_path, monkeypatch):
-    (tmp_path / "textwrap.py").write_text("x = 1\n")
-    monkeypatch.setenv(settings.CODE.name, str(tmp_path))
+    _another_library(tmp_path / "library", monkeypatch)
     with pytest.raises(DataError, match=r"has 1 files, not the manifest's 1790"):
         code_documents(load_protocol_gpt2().data)
 

@@ -86,19 +86,22 @@ def corpora_directory() -> tuple[Path | None, str]:
 
 def corpora_absent(model: str, rules: GPT2DataRules,
                    root: Path | None = None) -> CorporaAbsent | None:
-    """None when every registered folder is present and matches the manifest's checksums (the
-    code folder: read from :func:`~context_neurons.training.corpus.stdlib_dir`, its file list
-    checked by :func:`code_documents`); else the protocol's line."""
+    """None when every registered folder is present and matches the manifest: the corpora's
+    folders their checksums, the code folder its file list as :func:`code_documents` reads it
+    (:func:`code_listing`); else the protocol's line, naming every folder that does not."""
     if root is None:
         root, named = corpora_directory()
     else:
         named = str(root)
     folders = [f for f in rules.folders if f != rules.code_folder]
     if root is None or not root.is_dir():
-        missing = folders
+        failing = set(folders)
     else:
         problems = verify_corpora(root, only=folders)
-        missing = [f for f in folders if any(p.startswith(f"{f}/") for p in problems)]
+        failing = {f for f in folders if any(p.startswith(f"{f}/") for p in problems)}
+    if not code_listing().matches:
+        failing.add(rules.code_folder)
+    missing = [f for f in rules.folders if f in failing]
     if not missing:
         return None
     return CorporaAbsent(model, tuple(missing), named, rules.absent_line)
@@ -109,26 +112,53 @@ def corpora_absent(model: str, rules: GPT2DataRules,
 # ----------------------------------------------------------------------------------------------
 
 
-def code_documents(rules: GPT2DataRules) -> list[Doc]:
-    """The code folder's non-empty documents, after checking that the library's file list is
-    the manifest's (another list is a :class:`DataError`: not the registered code domain)."""
+@dataclass(frozen=True)
+class CodeListing:
+    """The code folder as the protocol reads it: its root, the ``*.py`` files there and the
+    manifest's list of them (the same list: the registered code domain)."""
+
+    root: Path
+    present: list[str]
+    listed: list[str]
+
+    @property
+    def matches(self) -> bool:
+        return self.present == self.listed
+
+    def difference(self) -> str:
+        """How the two lists differ, in words."""
+        extra = sorted(set(self.present) - set(self.listed))
+        missing = sorted(set(self.listed) - set(self.present))
+        return (f"{len(self.present)} files, not the manifest's {len(self.listed)} (CPython "
+                f"3.11.7's standard library): {len(missing)} missing (e.g. {missing[:3]}), "
+                f"{len(extra)} not listed (e.g. {extra[:3]})")
+
+
+def code_listing() -> CodeListing:
+    """The code folder read from :func:`~context_neurons.training.corpus.stdlib_dir`: its
+    ``*.py`` files (:func:`~context_neurons.text.dataset.code_files`) beside the manifest's
+    (site-packages, dist-packages and ``__pycache__`` left out of both)."""
     root = stdlib_dir()
     entry = load_manifest()["folders"][CODE_FOLDER]
     listed = sorted(f["path"] for f in entry["files"] if f["path"].endswith(".py")
                     and not any(part in NOT_CODE for part in f["path"].split("/")))
-    present = code_files(root)
-    if present != listed:
-        extra, missing = sorted(set(present) - set(listed)), sorted(set(listed) - set(present))
+    return CodeListing(root, code_files(root), listed)
+
+
+def code_documents(rules: GPT2DataRules) -> list[Doc]:
+    """The code folder's non-empty documents, after checking that the library's file list is
+    the manifest's (another list is a :class:`DataError`: not the registered code domain)."""
+    listing = code_listing()
+    if not listing.matches:
         raise DataError(
-            f"The code folder {rules.code_folder} read from {root} has {len(present)} files, not "
-            f"the manifest's {len(listed)} (CPython 3.11.7's standard library): {len(missing)} "
-            f"missing (e.g. {missing[:3]}), {len(extra)} not listed (e.g. {extra[:3]}). Set "
-            f"{settings.CODE.name} to that library or fetch the folder "
-            f"(`python -m context_neurons fetch-corpora --only {CODE_FOLDER}`): the code domain "
-            "would not be the registered one.")
+            f"The code folder {rules.code_folder} read from {listing.root} has "
+            f"{listing.difference()}. Set {settings.CODE.name} to that library or fetch the "
+            f"folder (`python -m context_neurons fetch-corpora --only {CODE_FOLDER}`): the code "
+            "domain would not be the registered one.")
+    root = listing.root
     docs = [Doc(rules.code_folder, path, (root / path).read_text(encoding="utf-8",
                                                                  errors="replace"))
-            for path in present]
+            for path in listing.present]
     return [d for d in docs if d.text.strip()]
 
 
@@ -248,7 +278,7 @@ def gpt2_data(tokenizer, rules: GPT2DataRules, root: Path | None = None) -> GPT2
     return GPT2Data(confirm, cal, cal_units, unigram_units, unigram_tokens)
 
 
-__all__ = ["CONFIRM", "CorporaAbsent", "GPT2Data", "UNIGRAM", "code_documents", "confirm_side",
-           "corpora_absent", "corpora_directory", "domain_folders", "folder_documents",
-           "folder_tokens", "gpt2_data", "hash_value", "ordered", "side_of", "split_units",
-           "unigram_side"]
+__all__ = ["CONFIRM", "CodeListing", "CorporaAbsent", "GPT2Data", "UNIGRAM", "code_documents",
+           "code_listing", "confirm_side", "corpora_absent", "corpora_directory", "domain_folders",
+           "folder_documents", "folder_tokens", "gpt2_data", "hash_value", "ordered", "side_of",
+           "split_units", "unigram_side"]
