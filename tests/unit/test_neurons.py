@@ -336,6 +336,35 @@ def test_a_study_that_needs_found_neurons_stops_with_a_clear_message(scores):
         first_with_domain([5, 6], {5: None, 6: None})
 
 
+def test_chapter_6_stops_when_no_studied_neuron_has_a_domain_on_the_planted_model(
+    planted, circuit, scores
+):
+    """Issue 52: chapter 6's capstone takes the first studied neuron with a domain from its
+    weights. Its own-domain steps (``held_out_domain_texts``, ``token_densities``,
+    ``domain_from_weights``, ``to_dict``), run on the planted model's eight lowest-scoring
+    neurons, none a planted context neuron, give none a domain: the check stops saying so. After
+    them, planted context neuron 300 has one, and is taken."""
+    from context_neurons import evaluation as ev
+    from context_neurons.checks import NoNeuronsFoundError
+    from context_neurons.own_domain import first_with_domain
+    from context_neurons.text.corpora import DOMAINS
+
+    studied = [int(j) for j in scores.top.argsort()[:8]]
+    assert not set(studied) & set(planted.truth.context_neurons)
+    _, texts = ev.held_out_domain_texts(planted.model.tokenizer, DOMAINS, n=4)
+    densities = casestudies.token_densities(circuit, planted.model, [*studied, 300], texts,
+                                            scores)
+    own_domain = casestudies.domain_from_weights(densities, scores)["domain"].to_dict()
+    assert set(own_domain) == {*studied, 300} and own_domain[300] is not None
+    with pytest.raises(NoNeuronsFoundError) as stopped:
+        first_with_domain(studied, own_domain)
+    assert str(stopped.value) == (
+        "None of the 8 neurons studied has a domain of its own from its weights (its driving "
+        "tokens are not denser in any domain's texts), so there is no domain to predict its "
+        "shift on. Chapter 6's own-domain table shows each neuron's densities.")
+    assert first_with_domain([*studied, 300], own_domain) == 300
+
+
 @pytest.mark.parametrize(
     "text, expected",
     [("' the'", "`' the'`"), ("'`'", "``'`'``"), ("`a", "`` `a ``"), ("'a|b'", "`'a\\|b'`")],

@@ -19,7 +19,7 @@ from context_neurons import circuit as C
 from context_neurons import discovery as N
 from context_neurons import recovery
 from context_neurons.checks import NoContextualHeadsError
-from context_neurons.models import bridge_from_hf, load_tokenizer
+from context_neurons.models import load_model, load_tokenizer
 from context_neurons.models import planted as P
 from context_neurons.models.planted_topics import split_word, topic_word_halves
 from context_neurons.taxonomy import classify_heads
@@ -29,6 +29,12 @@ from context_neurons.text.corpora import corpora_dir
 @pytest.fixture(scope="module")
 def tokenizer():
     return load_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def negative_control():
+    """The planted model's shuffled-kernels variant: no contextual head by construction."""
+    return load_model("planted", variant="shuffled-kernels")
 
 
 @pytest.fixture(scope="module")
@@ -207,17 +213,39 @@ def test_any_seed_builds(tokenizer, planted):
 
 
 @pytest.mark.slow
-def test_negative_control_has_no_contextual_head(tokenizer):
-    hf_model, truth = P.build_planted_gpt2(tokenizer, seed=0, variant="shuffled-kernels")
+def test_negative_control_has_no_contextual_head(negative_control):
+    truth, model = negative_control.truth, negative_control.model
     assert truth.variant == "shuffled-kernels"
     assert truth.head_groups["contextual"] == [] and truth.context_neurons == {}
-    model = bridge_from_hf(hf_model, tokenizer, "planted")
     taxonomy = classify_heads(model)
     assert taxonomy.groups["contextual"] == []
     assert not any(math.isnan(v) for v in taxonomy.n_eff.flatten().tolist())
     # The method stops with a clear message; nothing stands in for the missing heads.
     with pytest.raises(NoContextualHeadsError, match="found no contextual head"):
         C.build_circuit(model, "prose")
+
+
+def test_chapter_4_stops_on_the_negative_control_saying_what_is_missing_and_what_to_do(
+    negative_control,
+):
+    """Issue 52: chapter 4's own cell, run on the model without a contextual head, stops with
+    the library's message (:func:`context_neurons.circuit.contextual_heads`): which model, what it
+    lacks, and what the reader can do; the title names the variant (the standard planted model
+    has the heads)."""
+    from context_neurons.book.notebooks import BOOK, read_chapter
+
+    loaded = negative_control
+    assert loaded.title == "planted model (seed 0, shuffled-kernels)"
+    cell = next(c.source for c in read_chapter(BOOK / "ch04_circuit.py").cells
+                if c.cell_type == "code" and "cc.contextual_heads(model)" in c.source)
+    with pytest.raises(NoContextualHeadsError) as stopped:
+        exec(compile(cell, "<chapter 4>", "exec"), {"loaded": loaded, "model": loaded.model})
+    message = " ".join(str(stopped.value).split())
+    assert message.startswith("Chapter 4 stops here: the planted model (seed 0, shuffled-kernels) "
+                              "has no contextual head. The taxonomy of this model's layer 0 found "
+                              "no contextual head"), message
+    assert "so there is no contextual circuit" in message, message  # what is missing
+    assert message.endswith("To study chosen heads anyway, pass heads=[...] explicitly."), message
 
 
 # ----------------------------------------------------------------------------------------------

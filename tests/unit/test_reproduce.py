@@ -465,6 +465,37 @@ def test_a_threshold_that_finds_nearly_every_neuron_is_read_as_such():
     assert nearly.startswith("2900 (94%) of the 3072 neurons found") and "200 highest" in nearly
 
 
+def test_the_nearly_every_neuron_reading_counts_the_neurons_its_rows_are_over():
+    """Issue 52: the rows are over the 200 highest-scoring found neurons, or over all of them on
+    a layer where fewer are found (d_mlp at most 222); the reading said 200 on both."""
+    from context_neurons.reproduce.pipeline import found_reading
+
+    assert found_reading(3072, 3072).endswith(
+        "over the 200 highest-scoring neurons, not over context neurons")
+    small = found_reading(150, 150)
+    assert small.startswith("every one of the 150 neurons found"), small
+    assert small.endswith("over the 150 highest-scoring neurons, not over context neurons"), small
+    assert "over the 195 highest-scoring" in found_reading(195, 210)
+
+
+def test_the_nearly_every_neuron_reading_uses_the_gpt2_protocols_fraction(monkeypatch):
+    """Issue 52: "separates almost nothing" is the GPT-2 protocol's ``separates_nothing_fraction``
+    (2765 or more of GPT-2's 3072, as the protocol says), read from it, not a copy of it."""
+    from dataclasses import replace
+
+    from context_neurons.reproduce import pipeline
+    from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
+
+    assert pipeline.found_reading(2764, 3072) == ""
+    assert pipeline.found_reading(2765, 3072).startswith("2765 (90%) of the 3072 neurons found")
+    protocol = load_protocol_gpt2()
+    half = replace(protocol, paper_claim=replace(protocol.paper_claim,
+                                                 separates_nothing_fraction=0.5))
+    monkeypatch.setattr(pipeline, "load_protocol_gpt2", lambda: half)
+    assert pipeline.found_reading(1536, 3072).startswith("1536 (50%) of the 3072 neurons found")
+    assert pipeline.found_reading(1535, 3072) == ""
+
+
 def test_the_gpt2_family_without_corpora_gets_the_protocols_line(monkeypatch):
     """Issue 52: on GPT-2 the protocol rows were silently absent; without the corpora one row
     now says what is missing, where it looked and the command that fetches it (the protocol's

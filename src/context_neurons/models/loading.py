@@ -110,9 +110,11 @@ class LoadedModel:
 
     @property
     def title(self) -> str:
-        """A short name of the model for figure titles (``planted model``, ``GPT-2 Small``, ...)."""
+        """A short name of the model for figure titles (``planted model``, ``GPT-2 Small``, ...);
+        a planted negative control's names its variant (it lacks what the standard one has)."""
         if self.is_planted:
-            return f"planted model (seed {self.truth.seed})"
+            variant = "" if self.truth.variant == "standard" else f", {self.truth.variant}"
+            return f"planted model (seed {self.truth.seed}{variant})"
         if self.name == "trained":
             return "trained model"
         return GPT2_FAMILY.get(self.name, f"checkpoint {Path(self.source).name}")

@@ -46,6 +46,7 @@ from context_neurons.stability import DenominatorStudy, denominator_study
 from context_neurons.taxonomy import GROUPS, HeadTaxonomy
 from context_neurons.training.heldout import labelled_windows
 from context_neurons.training.summary import TrainingRun, training_run
+from context_neurons.verdict.gpt2_protocol import load_protocol_gpt2
 from context_neurons.verdict.registry import GPT2, TRAINED, of_family
 
 #: Thresholds of the sweep reported beside the chosen one.
@@ -136,19 +137,20 @@ def stability_rows(study: DenominatorStudy) -> list[Row]:
     ]
 
 
-#: Found neurons above this share of the layer read as "nearly every neuron" (a reading only).
-NEARLY_ALL = 0.9
-
-
 def found_reading(n_found: int, d_mlp: int) -> str:
     """What a count of found neurons needs said beside it: nothing, or that the threshold
-    separates (almost) nothing and what that does to the rows computed over found neurons."""
-    if n_found < NEARLY_ALL * d_mlp:
+    separates (almost) nothing and what that does to the rows computed over found neurons.
+
+    "Almost nothing" is the GPT-2 protocol's rule, read from it: at least
+    ``paper_claim.separates_nothing_fraction`` of the ``d_mlp`` neurons found (a reading only
+    here, on every model). The rows are over the :data:`MAX_NEURONS` highest-scoring found
+    neurons, or all of them where fewer are found (a small layer)."""
+    if n_found < load_protocol_gpt2().paper_claim.separates_nothing_fraction * d_mlp:
         return ""
     which = "every one" if n_found == d_mlp else f"{n_found} ({n_found / d_mlp:.0%})"
     return (f"{which} of the {d_mlp} neurons found: the threshold separates almost nothing on "
             "this model (chapter 8, 'the score saturates'), so the accuracy rows below are over "
-            f"the {MAX_NEURONS} highest-scoring neurons, not over context neurons")
+            f"the {min(MAX_NEURONS, n_found)} highest-scoring neurons, not over context neurons")
 
 
 def discovery_rows(
