@@ -8,6 +8,7 @@ split. A second test keeps the replayed calls equal to the chapters' and the mai
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -124,23 +125,17 @@ def reader_calls(tokenizer) -> dict[str, Callable[[], object]]:
 
 def recorded(monkeypatch, call: Callable[[], object]) -> tuple[set[str], object]:
     """The document keys ``call`` consumes (every document its iterators hand over, dropped or
-    not: conservative, as the registration counted them) and what it returned."""
-    from context_neurons.evaluation import texts as ev
+    not: conservative, as the registration counted them; scripts/confirm_inventory.py's
+    ``recording``, which the registration used) and what it returned."""
     from context_neurons.text import windows as tw
 
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from confirm_inventory import recording
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
     sink: set[str] = set()
-
-    def wrap(function):
-        def wrapped(*args, **kwargs):
-            for doc in function(*args, **kwargs):
-                sink.add(f"{doc.corpus.split('~', 1)[0]}:{doc.id}")
-                yield doc
-        return wrapped
-
-    with monkeypatch.context() as patch:
-        for module, name in ((tw, "corpora_documents"), (tw, "domain_documents"),
-                             (ev, "domain_documents")):
-            patch.setattr(module, name, wrap(getattr(module, name)))
+    with recording(sink), monkeypatch.context() as patch:
         patch.setattr(tw, "_LOOKUP_WINDOWS", IdentityCache(size=4))  # nothing cached
         result = call()
     return sink, result
