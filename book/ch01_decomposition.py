@@ -123,17 +123,17 @@ model = loaded.model
 #
 # Before approximating anything we check that the exact split reproduces the attention scores
 # TransformerLens computes (hook `blocks.0.attn.hook_attn_scores`). We use one long document of
-# ordinary English that is not the calibration text: the first evaluation text (offline, from the
-# offline corpora; online, from OpenWebText), named in the output.
+# ordinary English that is none of the calibration texts: the first held-out evaluation text
+# (offline, from the offline corpora; online, from OpenWebText), named in the output.
 
 # %%
 import torch
 
 from context_neurons import decomposition as dec
 from context_neurons.printing import below, show_table, wrapped
-from context_neurons.text.windows import evaluation_windows
+from context_neurons.evaluation import held_out_general_windows
 
-windows, labels, report = evaluation_windows(model.tokenizer, 1, n_ctx=model.cfg.n_ctx)
+windows, labels, _, _ = held_out_general_windows(model.tokenizer, 1, n_ctx=model.cfg.n_ctx)
 tokens = windows[0].to(model.cfg.device)
 print(f"text: {labels[0]}, {len(tokens)} tokens (BOS first)")
 

@@ -28,7 +28,8 @@ CH09_DOMAINS = ("general", "bible", "medical", "legal", "astronomy", "code")
 #: :func:`reader_calls`; a call added or changed there fails
 #: :func:`test_replayed_calls_are_the_current_ones`).
 CALLS = {
-    "book/ch01_decomposition.py": ["evaluation_windows(model.tokenizer, 1, n_ctx=model.cfg.n_ctx)"],
+    "book/ch01_decomposition.py": [
+        "held_out_general_windows(model.tokenizer, 1, n_ctx=model.cfg.n_ctx)"],
     "book/ch03_stability.py": [
         "corpus_windows(\n    model.tokenizer, None, n=1000, min_tokens=half, n_ctx=n_ctx\n)",
         'domain_windows(model.tokenizer, "bible", n=200, min_tokens=half, n_ctx=n_ctx)'],
@@ -103,7 +104,8 @@ def reader_calls(tokenizer) -> dict[str, Callable[[], object]]:
 
     t = tokenizer
     return {
-        "ch01 evaluation_windows(1)": lambda: tw.evaluation_windows(t, 1, n_ctx=N_CTX),
+        "ch01 held_out_general_windows(1)": lambda: ev.held_out_general_windows(
+            t, 1, n_ctx=N_CTX),
         "ch03 corpus_windows(1000, min_tokens=512)": lambda: tw.corpus_windows(
             t, None, n=1000, min_tokens=N_CTX // 2, n_ctx=N_CTX),
         "ch03 domain_windows(bible, 200, min_tokens=512)": lambda: tw.domain_windows(
