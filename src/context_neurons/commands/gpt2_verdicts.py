@@ -59,7 +59,7 @@ def results_by_model(paths: list[Path]) -> dict[str, GPT2Evaluation]:
 
 
 def command(args: argparse.Namespace) -> int:
-    for line in replication_lines(results_by_model(args.files), load_protocol_gpt2().models):
+    for line in replication_lines(results_by_model(args.files), load_protocol_gpt2()):
         print(line)
     return 0
 

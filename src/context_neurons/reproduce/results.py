@@ -44,7 +44,7 @@ SHOWN_AS = ("cell", "per_head", "groups", "records", "sweep", "json")
 #: A row's value when the row was not computed (its label says why).
 NOT_COMPUTED = "not computed"
 #: Labels of rows that were not computed: printed as notes under the table.
-SKIPPED_PREFIXES = ("not computed", "no contextual head")
+SKIPPED_PREFIXES = (NOT_COMPUTED, "no contextual head")
 
 
 @dataclass

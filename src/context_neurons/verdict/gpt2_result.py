@@ -245,21 +245,21 @@ def with_replications(results: dict[str, GPT2Evaluation],
     return out
 
 
-def replication_lines(results: dict[str, GPT2Evaluation], models: tuple[str, ...],
-                      primary: str = "gpt2") -> list[str]:
+def replication_lines(results: dict[str, GPT2Evaluation], protocol: ProtocolGPT2) -> list[str]:
     """Every registered model's sentences in the protocol's order, each replication with
-    "replicates" or "does not replicate" against ``primary`` (:func:`with_replications`), a
-    model without a result as "<model>: not computed here: <why>" (``models.not_run``)."""
-    results = with_replications(results, primary)
+    "replicates" or "does not replicate" against the protocol's primary model
+    (:func:`with_replications`), a model without a result as "<model>: not computed here:
+    <why>" (``models.not_run``)."""
+    results = with_replications(results, protocol.primary_model)
     out = []
-    for model in models:
+    for model in protocol.models:
         if model in results:
             out += results[model].sentences()
         else:
             out.append(f"{model}: not computed here: no result of it was given (python -m "
                        f"context_neurons reproduce --model {model} --out {model}.json)")
-    return out + [f"{name}: {result.identity.label}: not a model of the protocol"
-                  for name, result in results.items() if name not in models]
+    return out + [f"{result.identity.label}: not a model of the protocol"
+                  for name, result in results.items() if name not in protocol.models]
 
 
 __all__ = ["GPT2Evaluation", "ModelIdentity", "PLUMBING", "PRIMARY", "PaperHeads", "REPLICATION",
